@@ -1,0 +1,1 @@
+//! Muster: a gang scheduler for Kubernetes.
