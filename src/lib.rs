@@ -1,1 +1,8 @@
 //! Muster: a gang scheduler for Kubernetes.
+//!
+//! The scheduling core (`model`, `cache`, `queue`, `framework`, `plugins`, `gang`,
+//! `driver`) is a deterministic library with no I/O; the daemon, the simulated
+//! cluster and the load generator are built around it.
+
+pub mod dialects;
+pub mod model;

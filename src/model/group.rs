@@ -1,0 +1,183 @@
+//! The one internal group model every dialect is translated into.
+//!
+//! A group's identity is `(namespace, source, name[, replica key])`; its policy is
+//! `Gang { min_count, schedule_timeout }` or `Basic`. The rest of the scheduler never
+//! looks at a dialect again (see gang-semantics.md, "Words").
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Resources;
+
+/// Which API dialect a group was declared in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GroupSource {
+    /// `scheduling.k8s.io` `PodGroup` (v1alpha2 / v1beta1), via `spec.schedulingGroup`.
+    PodGroup,
+    /// `scheduling.k8s.io/v1alpha1` `Workload` pod group, via `spec.workloadRef`.
+    Workload,
+    /// scheduler-plugins Coscheduling `scheduling.x-k8s.io/v1alpha1` `PodGroup`.
+    Coscheduling,
+    /// `scheduling.volcano.sh/v1beta1` `PodGroup`.
+    Volcano,
+    /// Kueue plain-pod group (no definition object).
+    Kueue,
+}
+
+impl GroupSource {
+    /// A human name for messages ("PodGroup ml/train").
+    pub fn kind_name(self) -> &'static str {
+        match self {
+            GroupSource::PodGroup => "PodGroup",
+            GroupSource::Workload => "Workload",
+            GroupSource::Coscheduling => "PodGroup.scheduling.x-k8s.io",
+            GroupSource::Volcano => "PodGroup.scheduling.volcano.sh",
+            GroupSource::Kueue => "Kueue pod group",
+        }
+    }
+}
+
+/// The identity of the object that defines a group's policy. For a v1alpha1
+/// `Workload`, `name` is `"<workload>/<podGroup>"` (a `/` never occurs in object
+/// names, so this is unambiguous).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DefinitionKey {
+    pub namespace: Arc<str>,
+    pub source: GroupSource,
+    pub name: Arc<str>,
+}
+
+impl DefinitionKey {
+    pub fn new(namespace: &str, source: GroupSource, name: &str) -> Self {
+        DefinitionKey {
+            namespace: Arc::from(namespace),
+            source,
+            name: Arc::from(name),
+        }
+    }
+}
+
+impl fmt::Display for DefinitionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.source, self.name.split_once('/')) {
+            (GroupSource::Workload, Some((workload, pod_group))) => write!(
+                f,
+                "Workload {}/{} podGroup {:?}",
+                self.namespace, workload, pod_group
+            ),
+            _ => write!(
+                f,
+                "{} {}/{}",
+                self.source.kind_name(),
+                self.namespace,
+                self.name
+            ),
+        }
+    }
+}
+
+/// A group: the definition it belongs to plus an optional replica key (v1alpha1
+/// `podGroupReplicaKey`: each distinct key is a separate gang sharing one policy).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupKey {
+    pub definition: DefinitionKey,
+    pub replica: Option<Arc<str>>,
+}
+
+impl GroupKey {
+    pub fn new(definition: DefinitionKey) -> Self {
+        GroupKey {
+            definition,
+            replica: None,
+        }
+    }
+
+    pub fn with_replica(definition: DefinitionKey, replica: &str) -> Self {
+        GroupKey {
+            definition,
+            replica: Some(Arc::from(replica)),
+        }
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.definition.namespace
+    }
+}
+
+impl fmt::Display for GroupKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.replica {
+            Some(r) => write!(f, "{} replica {:?}", self.definition, r),
+            None => write!(f, "{}", self.definition),
+        }
+    }
+}
+
+/// How a group is scheduled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupPolicy {
+    /// All-or-nothing: released when `min_count` members are assumed or bound.
+    /// `schedule_timeout` is `None` when the definition does not set one; the
+    /// configured default (`permitWaitingTimeSeconds`) applies then.
+    Gang {
+        min_count: u32,
+        schedule_timeout: Option<Duration>,
+    },
+    /// No barrier: members are ordinary pods, grouped for status and metrics only.
+    Basic,
+}
+
+/// An observed group definition, already translated from its dialect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDef {
+    pub key: DefinitionKey,
+    /// `Err` carries the precise reason a definition is malformed (e.g. "minCount
+    /// must be positive, got 0"); members of such a group are never scheduled.
+    pub policy: Result<GroupPolicy, String>,
+    /// Creation time in milliseconds since the Unix epoch; orders gangs in the queue.
+    pub created_ms: i64,
+    /// Total resources the gang needs before it is tried (Coscheduling, Volcano).
+    pub min_resources: Option<Resources>,
+    /// Required topology: every member within one value of this node label.
+    pub required_topology: Option<String>,
+}
+
+impl GroupDef {
+    /// A gang definition with the given minimum and no other constraints.
+    pub fn gang(key: DefinitionKey, min_count: u32, created_ms: i64) -> Self {
+        GroupDef {
+            key,
+            policy: Ok(GroupPolicy::Gang {
+                min_count,
+                schedule_timeout: None,
+            }),
+            created_ms,
+            min_resources: None,
+            required_topology: None,
+        }
+    }
+}
+
+/// What a pod says about group membership, resolved from its spec, labels and
+/// annotations by the dialect layer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum GroupMembership {
+    /// An ordinary pod.
+    #[default]
+    None,
+    /// A member of the group.
+    Member(GroupKey),
+    /// The pod references a group but the reference is malformed; the message says
+    /// exactly what is wrong. The pod is never scheduled as a standalone pod.
+    Invalid(String),
+}
+
+impl GroupMembership {
+    pub fn key(&self) -> Option<&GroupKey> {
+        match self {
+            GroupMembership::Member(k) => Some(k),
+            _ => None,
+        }
+    }
+}

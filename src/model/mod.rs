@@ -1,0 +1,42 @@
+//! Lean internal types for what scheduling needs of pods, nodes and groups.
+//!
+//! Built from raw JSON through the `wire` shapes (so fields newer than the compiled
+//! API version are read) or from `k8s-openapi` objects. Nothing here does I/O.
+
+mod group;
+mod node;
+mod pod;
+mod quantity;
+mod resources;
+mod selector;
+mod taint;
+pub mod wire;
+
+pub use group::{DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource};
+pub use node::NodeInfo;
+pub use pod::{
+    DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, HostPort, PodInfo, PodKey, PodPhase,
+    parse_timestamp_ms,
+};
+pub use quantity::{Quantity, QuantityError};
+pub use resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources, is_scalar_resource};
+pub use selector::{NodeSelector, NodeSelectorTerm, Operator, PreferredTerm, Requirement};
+pub use taint::{Taint, TaintEffect, Toleration, first_untolerated};
+
+/// A Kubernetes object that cannot be turned into a scheduling model; the message
+/// names the object and the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ModelError(pub String);
+
+impl ModelError {
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        ModelError(msg.into())
+    }
+}
+
+impl From<QuantityError> for ModelError {
+    fn from(e: QuantityError) -> Self {
+        ModelError(e.to_string())
+    }
+}

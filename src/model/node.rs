@@ -1,0 +1,83 @@
+//! `NodeInfo`: the static facts about a node that scheduling reads.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::wire::{NodeWire, QuantityWire};
+use super::{ModelError, Resources, Taint};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeInfo {
+    pub name: Arc<str>,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub unschedulable: bool,
+    pub allocatable: Resources,
+}
+
+impl NodeInfo {
+    /// A node with the given allocatable resources and no labels or taints.
+    pub fn new(name: &str, allocatable: Resources) -> Self {
+        NodeInfo {
+            name: Arc::from(name),
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            unschedulable: false,
+            allocatable,
+        }
+    }
+
+    pub fn from_wire(w: &NodeWire) -> Result<Self, ModelError> {
+        let name = w
+            .metadata
+            .name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| ModelError::invalid("node has no metadata.name"))?;
+        // Allocatable is what the kubelet reports as schedulable; fall back to
+        // capacity for nodes that report only that (kwok templates sometimes do).
+        let source = if w.status.allocatable.is_empty() {
+            &w.status.capacity
+        } else {
+            &w.status.allocatable
+        };
+        let allocatable =
+            quantities(source).map_err(|e| ModelError::invalid(format!("node {name}: {e}")))?;
+        let taints = w
+            .spec
+            .taints
+            .iter()
+            .map(Taint::from_wire)
+            .collect::<Result<_, _>>()
+            .map_err(|e| ModelError::invalid(format!("node {name}: {e}")))?;
+        Ok(NodeInfo {
+            name: Arc::from(name),
+            labels: w.metadata.labels.clone(),
+            taints,
+            unschedulable: w.spec.unschedulable.unwrap_or(false),
+            allocatable,
+        })
+    }
+
+    pub fn from_json(json: &[u8]) -> Result<Self, ModelError> {
+        let wire: NodeWire = serde_json::from_slice(json)
+            .map_err(|e| ModelError::invalid(format!("node JSON: {e}")))?;
+        Self::from_wire(&wire)
+    }
+
+    /// From a `k8s-openapi` node (goes through JSON once; meant for tests and tools,
+    /// the daemon decodes the lean wire type directly).
+    pub fn from_k8s(node: &k8s_openapi::api::core::v1::Node) -> Result<Self, ModelError> {
+        let json = serde_json::to_vec(node).map_err(|e| ModelError::invalid(e.to_string()))?;
+        Self::from_json(&json)
+    }
+}
+
+pub(crate) fn quantities(map: &BTreeMap<String, QuantityWire>) -> Result<Resources, ModelError> {
+    let owned: Vec<(&str, String)> = map
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_string()))
+        .collect();
+    Resources::from_quantities(owned.iter().map(|(k, v)| (*k, v.as_str())))
+        .map_err(|e| ModelError::invalid(e.to_string()))
+}

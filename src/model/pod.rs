@@ -1,0 +1,466 @@
+//! `PodInfo`: the lean, immutable view of a pod that the scheduler works with.
+//!
+//! Built once per informer event from the wire shape; shared as `Arc<PodInfo>`
+//! between cache, queue and plugins. Derived values (effective requests, parsed
+//! affinity and tolerations, host ports) are computed here once so the hot path
+//! never re-parses.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::node::quantities;
+use super::selector::{NodeSelector, NodeSelectorTerm, PreferredTerm};
+use super::wire::{ContainerWire, PodWire};
+use super::{GroupMembership, ModelError, Resources, Toleration};
+
+/// kube-scheduler's defaults for scoring pods that request nothing
+/// (`DefaultMilliCPURequest`, `DefaultMemoryRequest`).
+pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
+pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
+
+/// Annotations the scheduler keeps (dialects and Muster's own); others are dropped.
+const KEPT_ANNOTATION_PREFIXES: &[&str] = &[
+    "muster.dev/",
+    "scheduling.k8s.io/",
+    "kueue.x-k8s.io/",
+    "scheduling.volcano.sh/",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+impl PodPhase {
+    fn parse(s: Option<&str>) -> Self {
+        match s {
+            None | Some("") | Some("Pending") => PodPhase::Pending,
+            Some("Running") => PodPhase::Running,
+            Some("Succeeded") => PodPhase::Succeeded,
+            Some("Failed") => PodPhase::Failed,
+            Some(_) => PodPhase::Unknown,
+        }
+    }
+
+    /// Terminal pods release their node's resources.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    pub port: i32,
+    pub protocol: Arc<str>,
+    /// Empty means every address (`0.0.0.0`).
+    pub ip: Arc<str>,
+}
+
+impl HostPort {
+    /// Two host ports conflict on the same protocol and port when either binds
+    /// every address or both bind the same one.
+    pub fn conflicts(&self, other: &HostPort) -> bool {
+        self.port == other.port
+            && self.protocol == other.protocol
+            && (is_wildcard(&self.ip) || is_wildcard(&other.ip) || self.ip == other.ip)
+    }
+}
+
+fn is_wildcard(ip: &str) -> bool {
+    ip.is_empty() || ip == "0.0.0.0" || ip == "::"
+}
+
+/// A pod's identity within the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PodKey {
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+}
+
+impl PodKey {
+    pub fn new(namespace: &str, name: &str) -> Self {
+        PodKey {
+            namespace: Arc::from(namespace),
+            name: Arc::from(name),
+        }
+    }
+}
+
+impl std::fmt::Display for PodKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodInfo {
+    pub key: PodKey,
+    pub uid: Arc<str>,
+    pub scheduler_name: Arc<str>,
+    /// `spec.nodeName`: set once the pod is bound.
+    pub node_name: Option<Arc<str>>,
+    pub phase: PodPhase,
+    /// Set when the pod is being deleted (`deletionTimestamp`).
+    pub deleting: bool,
+    /// `spec.schedulingGates` non-empty: not ready for scheduling.
+    pub scheduling_gated: bool,
+    pub priority: i32,
+    pub priority_class_name: Option<Arc<str>>,
+    pub created_ms: i64,
+    /// Effective requests: containers, init containers (sidecars included) and
+    /// overhead, as kube-scheduler computes them, plus one pod.
+    pub requests: Resources,
+    /// Requests with kube-scheduler's non-zero defaults, used only for scoring.
+    pub non_zero_milli_cpu: i64,
+    pub non_zero_memory: i64,
+    pub node_selector: BTreeMap<String, String>,
+    pub required_affinity: Option<NodeSelector>,
+    pub preferred_affinity: Vec<PreferredTerm>,
+    pub tolerations: Vec<super::Toleration>,
+    pub host_ports: Vec<HostPort>,
+    pub labels: BTreeMap<String, String>,
+    /// Only the annotations the scheduler reads (see `KEPT_ANNOTATION_PREFIXES`).
+    pub annotations: BTreeMap<String, String>,
+    pub group: GroupMembership,
+}
+
+impl PodInfo {
+    pub fn from_wire(w: &PodWire) -> Result<Self, ModelError> {
+        let name = w
+            .metadata
+            .name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| ModelError::invalid("pod has no metadata.name"))?;
+        let namespace = w
+            .metadata
+            .namespace
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or("default");
+        let ctx = |e: ModelError| ModelError::invalid(format!("pod {namespace}/{name}: {e}"));
+
+        let (requests, non_zero_milli_cpu, non_zero_memory) = effective_requests(w).map_err(ctx)?;
+        let node_affinity = w
+            .spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref());
+        let required_affinity = node_affinity
+            .and_then(|na| {
+                na.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .map(|sel| {
+                sel.node_selector_terms
+                    .iter()
+                    .map(NodeSelectorTerm::from_wire)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(|terms| NodeSelector { terms })
+            })
+            .transpose()
+            .map_err(ctx)?;
+        let preferred_affinity = node_affinity
+            .map(|na| {
+                na.preferred_during_scheduling_ignored_during_execution
+                    .iter()
+                    .map(|p| {
+                        NodeSelectorTerm::from_wire(&p.preference).map(|term| PreferredTerm {
+                            weight: p.weight,
+                            term,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()
+            .map_err(ctx)?
+            .unwrap_or_default();
+        let tolerations = w
+            .spec
+            .tolerations
+            .iter()
+            .map(Toleration::from_wire)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(ctx)?;
+
+        Ok(PodInfo {
+            key: PodKey::new(namespace, name),
+            uid: Arc::from(w.metadata.uid.as_deref().unwrap_or("")),
+            scheduler_name: Arc::from(
+                w.spec
+                    .scheduler_name
+                    .as_deref()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or("default-scheduler"),
+            ),
+            node_name: w
+                .spec
+                .node_name
+                .as_deref()
+                .filter(|n| !n.is_empty())
+                .map(Arc::from),
+            phase: PodPhase::parse(w.status.phase.as_deref()),
+            deleting: w.metadata.deletion_timestamp.is_some(),
+            scheduling_gated: !w.spec.scheduling_gates.is_empty(),
+            priority: w.spec.priority.unwrap_or(0),
+            priority_class_name: w
+                .spec
+                .priority_class_name
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .map(Arc::from),
+            created_ms: parse_timestamp_ms(w.metadata.creation_timestamp.as_deref()),
+            requests,
+            non_zero_milli_cpu,
+            non_zero_memory,
+            node_selector: w.spec.node_selector.clone(),
+            required_affinity,
+            preferred_affinity,
+            tolerations,
+            host_ports: host_ports(w),
+            labels: w.metadata.labels.clone(),
+            annotations: w
+                .metadata
+                .annotations
+                .iter()
+                .filter(|(k, _)| KEPT_ANNOTATION_PREFIXES.iter().any(|p| k.starts_with(p)))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            group: crate::dialects::resolve_membership(w),
+        })
+    }
+
+    pub fn from_json(json: &[u8]) -> Result<Self, ModelError> {
+        let wire: PodWire = serde_json::from_slice(json)
+            .map_err(|e| ModelError::invalid(format!("pod JSON: {e}")))?;
+        Self::from_wire(&wire)
+    }
+
+    /// From a `k8s-openapi` pod (goes through JSON once; for tests and tools).
+    pub fn from_k8s(pod: &k8s_openapi::api::core::v1::Pod) -> Result<Self, ModelError> {
+        let json = serde_json::to_vec(pod).map_err(|e| ModelError::invalid(e.to_string()))?;
+        Self::from_json(&json)
+    }
+
+    /// Whether the pod occupies its node's resources (bound and not terminal).
+    pub fn occupies_node(&self) -> bool {
+        self.node_name.is_some() && !self.phase.is_terminal()
+    }
+}
+
+/// Parses an RFC 3339 timestamp; an absent or unparsable one sorts first (0).
+pub fn parse_timestamp_ms(ts: Option<&str>) -> i64 {
+    ts.and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.timestamp_millis())
+        .unwrap_or(0)
+}
+
+fn container_requests(c: &ContainerWire) -> Result<Resources, ModelError> {
+    match &c.resources {
+        None => Ok(Resources::default()),
+        Some(r) => {
+            // A real API server defaults requests to limits when only limits are set;
+            // do the same so pods read before defaulting are not under-counted.
+            let mut merged = r.limits.clone();
+            merged.extend(r.requests.clone());
+            quantities(&merged)
+                .map_err(|e| ModelError::invalid(format!("container {:?}: {e}", c.name)))
+        }
+    }
+}
+
+/// kube-scheduler's `PodRequests`: the larger of (sum of app containers plus
+/// sidecars) and (the largest init container plus the sidecars started before it),
+/// then pod-level resources where set, then overhead; plus the non-zero variant
+/// for scoring.
+fn effective_requests(w: &PodWire) -> Result<(Resources, i64, i64), ModelError> {
+    let mut reqs = Resources::default();
+    let (mut nz_cpu, mut nz_mem) = (0i64, 0i64);
+    for c in &w.spec.containers {
+        let r = container_requests(c)?;
+        nz_cpu += non_zero(r.milli_cpu, DEFAULT_MILLI_CPU_REQUEST);
+        nz_mem += non_zero(r.memory, DEFAULT_MEMORY_REQUEST);
+        reqs.add(&r);
+    }
+    let mut sidecars = Resources::default();
+    let (mut sidecar_cpu, mut sidecar_mem) = (0i64, 0i64);
+    let mut init_max = Resources::default();
+    let (mut init_cpu_max, mut init_mem_max) = (0i64, 0i64);
+    for c in &w.spec.init_containers {
+        let r = container_requests(c)?;
+        let (c_cpu, c_mem) = (
+            non_zero(r.milli_cpu, DEFAULT_MILLI_CPU_REQUEST),
+            non_zero(r.memory, DEFAULT_MEMORY_REQUEST),
+        );
+        let (mut peak, peak_cpu, peak_mem);
+        if c.restart_policy.as_deref() == Some("Always") {
+            reqs.add(&r);
+            nz_cpu += c_cpu;
+            nz_mem += c_mem;
+            sidecars.add(&r);
+            sidecar_cpu += c_cpu;
+            sidecar_mem += c_mem;
+            peak = sidecars.clone();
+            peak_cpu = sidecar_cpu;
+            peak_mem = sidecar_mem;
+        } else {
+            peak = r;
+            peak.add(&sidecars);
+            peak_cpu = c_cpu + sidecar_cpu;
+            peak_mem = c_mem + sidecar_mem;
+        }
+        init_max.max_with(&peak);
+        init_cpu_max = init_cpu_max.max(peak_cpu);
+        init_mem_max = init_mem_max.max(peak_mem);
+    }
+    reqs.max_with(&init_max);
+    nz_cpu = nz_cpu.max(init_cpu_max);
+    nz_mem = nz_mem.max(init_mem_max);
+
+    if let Some(pod_level) = &w.spec.resources {
+        let r = quantities(&pod_level.requests)?;
+        if pod_level.requests.contains_key("cpu") {
+            reqs.milli_cpu = r.milli_cpu;
+            nz_cpu = r.milli_cpu;
+        }
+        if pod_level.requests.contains_key("memory") {
+            reqs.memory = r.memory;
+            nz_mem = r.memory;
+        }
+    }
+    let overhead = quantities(&w.spec.overhead)?;
+    reqs.add(&overhead);
+    nz_cpu += overhead.milli_cpu;
+    nz_mem += overhead.memory;
+    reqs.pods = 1;
+    Ok((reqs, nz_cpu, nz_mem))
+}
+
+fn non_zero(v: i64, default: i64) -> i64 {
+    if v == 0 { default } else { v }
+}
+
+fn host_ports(w: &PodWire) -> Vec<HostPort> {
+    w.spec
+        .containers
+        .iter()
+        .chain(&w.spec.init_containers)
+        .flat_map(|c| &c.ports)
+        .filter_map(|p| {
+            let port = p.host_port.filter(|hp| *hp > 0)?;
+            Some(HostPort {
+                port,
+                protocol: Arc::from(p.protocol.as_deref().unwrap_or("TCP")),
+                ip: Arc::from(p.host_ip.as_deref().unwrap_or("")),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(spec: serde_json::Value) -> PodInfo {
+        let v = json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec});
+        PodInfo::from_json(&serde_json::to_vec(&v).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn sums_containers_and_maxes_init() {
+        let p = pod(json!({
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+                {"name": "b", "resources": {"requests": {"cpu": "500m"}}}
+            ],
+            "initContainers": [
+                {"name": "i", "resources": {"requests": {"cpu": "3", "memory": "100Mi"}}}
+            ],
+            "overhead": {"cpu": "100m"}
+        }));
+        assert_eq!(p.requests.milli_cpu, 3100);
+        assert_eq!(p.requests.memory, 1 << 30);
+        assert_eq!(p.requests.pods, 1);
+        assert_eq!(p.non_zero_memory, (1 << 30) + DEFAULT_MEMORY_REQUEST);
+    }
+
+    #[test]
+    fn sidecars_add_to_steady_state() {
+        let p = pod(json!({
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}],
+            "initContainers": [
+                {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}},
+                {"name": "init", "resources": {"requests": {"cpu": "1"}}}
+            ]
+        }));
+        // steady state 1 + 0.5; init peak 1 + 0.5 (sidecar started before it)
+        assert_eq!(p.requests.milli_cpu, 1500);
+    }
+
+    #[test]
+    fn limits_default_requests_and_zero_requests_score_with_defaults() {
+        let p = pod(json!({"containers": [
+            {"name": "a", "resources": {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}}},
+            {"name": "b"}
+        ]}));
+        assert_eq!(p.requests.milli_cpu, 2000);
+        assert_eq!(p.requests.get("nvidia.com/gpu"), 1);
+        assert_eq!(p.non_zero_milli_cpu, 2000 + DEFAULT_MILLI_CPU_REQUEST);
+        assert_eq!(p.non_zero_memory, 2 * DEFAULT_MEMORY_REQUEST);
+    }
+
+    #[test]
+    fn reads_scheduling_fields() {
+        let p = pod(json!({
+            "schedulerName": "muster",
+            "priority": 100,
+            "nodeSelector": {"zone": "a"},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "a", "ports": [{"containerPort": 80, "hostPort": 8080}]}],
+            "affinity": {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]},
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 5, "preference": {"matchExpressions": [{"key": "ssd", "operator": "Exists"}]}}]
+            }}
+        }));
+        assert_eq!(&*p.scheduler_name, "muster");
+        assert_eq!(p.priority, 100);
+        assert_eq!(p.tolerations.len(), 1);
+        assert_eq!(p.host_ports[0].port, 8080);
+        assert_eq!(&*p.host_ports[0].protocol, "TCP");
+        assert!(p.required_affinity.is_some());
+        assert_eq!(p.preferred_affinity[0].weight, 5);
+    }
+
+    #[test]
+    fn bad_quantity_is_a_precise_error() {
+        let v = json!({"metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}});
+        let err = PodInfo::from_json(&serde_json::to_vec(&v).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("ns/p") && err.contains("\"a\"") && err.contains("lots"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn host_port_conflicts() {
+        let hp = |port, proto: &str, ip: &str| HostPort {
+            port,
+            protocol: Arc::from(proto),
+            ip: Arc::from(ip),
+        };
+        assert!(hp(80, "TCP", "").conflicts(&hp(80, "TCP", "10.0.0.1")));
+        assert!(!hp(80, "TCP", "10.0.0.2").conflicts(&hp(80, "TCP", "10.0.0.1")));
+        assert!(!hp(80, "UDP", "").conflicts(&hp(80, "TCP", "")));
+        assert!(!hp(81, "TCP", "").conflicts(&hp(80, "TCP", "")));
+    }
+}
