@@ -1,8 +1,11 @@
 //! Muster: a gang scheduler for Kubernetes.
 //!
 //! The scheduling core (`model`, `cache`, `queue`, `framework`, `plugins`, `gang`,
-//! `driver`) is a deterministic library with no I/O; the daemon, the simulated
+//! `engine`) is a deterministic library with no I/O; the daemon, the simulated
 //! cluster and the load generator are built around it.
 
+pub mod cache;
 pub mod dialects;
+pub mod framework;
 pub mod model;
+pub mod plugins;

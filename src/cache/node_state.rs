@@ -1,0 +1,72 @@
+//! `NodeState`: one node's static facts plus what is accounted on it.
+
+use std::sync::Arc;
+
+use crate::model::{HostPort, NodeInfo, PodInfo, Resources};
+
+/// A node as the filter and score plugins see it: its spec plus the sum of the
+/// requests of every pod accounted on it (bound by any scheduler, or assumed).
+#[derive(Debug, Clone)]
+pub struct NodeState {
+    pub info: Arc<NodeInfo>,
+    /// Sum of effective requests of accounted pods (`pods` counts them).
+    pub requested: Resources,
+    /// Sum of non-zero CPU/memory requests, used by the scoring plugins.
+    pub non_zero_milli_cpu: i64,
+    pub non_zero_memory: i64,
+    /// Host ports in use, one entry per pod port (duplicates kept for removal).
+    pub used_ports: Vec<HostPort>,
+    /// Bumped on every change; lets callers detect a node that changed.
+    pub generation: u64,
+}
+
+impl NodeState {
+    pub fn new(info: Arc<NodeInfo>) -> Self {
+        NodeState {
+            info,
+            requested: Resources::default(),
+            non_zero_milli_cpu: 0,
+            non_zero_memory: 0,
+            used_ports: Vec::new(),
+            generation: 0,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    pub fn add_pod(&mut self, pod: &PodInfo) {
+        self.requested.add(&pod.requests);
+        self.non_zero_milli_cpu += pod.non_zero_milli_cpu;
+        self.non_zero_memory += pod.non_zero_memory;
+        self.used_ports.extend(pod.host_ports.iter().cloned());
+        self.generation += 1;
+    }
+
+    pub fn remove_pod(&mut self, pod: &PodInfo) {
+        self.requested.sub(&pod.requests);
+        self.non_zero_milli_cpu -= pod.non_zero_milli_cpu;
+        self.non_zero_memory -= pod.non_zero_memory;
+        for port in &pod.host_ports {
+            if let Some(i) = self.used_ports.iter().position(|p| p == port) {
+                self.used_ports.swap_remove(i);
+            }
+        }
+        self.generation += 1;
+    }
+
+    /// Replaces the node's spec (labels, taints, allocatable) keeping its accounting.
+    pub fn set_info(&mut self, info: Arc<NodeInfo>) {
+        self.info = info;
+        self.generation += 1;
+    }
+
+    /// What is still free: allocatable minus requested (may be negative when a
+    /// node shrank under running pods).
+    pub fn free(&self) -> Resources {
+        let mut free = self.info.allocatable.clone();
+        free.sub(&self.requested);
+        free
+    }
+}

@@ -1,0 +1,89 @@
+//! The scheduling framework: extension points and the cycle that runs them.
+//!
+//! Placement (PreFilter, Filter, Score and the runner that samples, filters in
+//! parallel, scores, normalises and selects a node) lives in `placement`; the
+//! points around it (PreEnqueue, QueueSort, PostFilter, Reserve/Unreserve,
+//! Permit) are in `lifecycle` and are driven by the engine.
+//!
+//! Filter and Score plugins are pure functions of `(CycleState, PodInfo,
+//! NodeState)` and `Sync`, so the runner may fan out over nodes with rayon.
+
+pub mod cycle_state;
+pub mod lifecycle;
+pub mod placement;
+
+use std::borrow::Cow;
+
+pub use cycle_state::CycleState;
+
+use crate::cache::NodeState;
+use crate::model::PodInfo;
+
+/// Highest score a Score plugin returns after normalisation (kube-scheduler's
+/// `MaxNodeScore`).
+pub const MAX_NODE_SCORE: i64 = 100;
+
+/// Every plugin has a stable name (kube-scheduler's, where one exists).
+pub trait Plugin: Send + Sync {
+    fn name(&self) -> &'static str;
+}
+
+/// Why a node (or the whole pod, from PreFilter) was rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// kube-scheduler's wording, e.g. `Insufficient cpu`,
+    /// `node(s) had untolerated taint {key: value}`.
+    pub reason: Cow<'static, str>,
+    /// `UnschedulableAndUnresolvable`: no eviction on this node could help.
+    pub unresolvable: bool,
+}
+
+impl Rejection {
+    pub fn new(reason: impl Into<Cow<'static, str>>) -> Self {
+        Rejection {
+            reason: reason.into(),
+            unresolvable: false,
+        }
+    }
+
+    pub fn unresolvable(reason: impl Into<Cow<'static, str>>) -> Self {
+        Rejection {
+            reason: reason.into(),
+            unresolvable: true,
+        }
+    }
+}
+
+/// What PreFilter decided for this cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PreFilterResult {
+    /// Evaluate every node (subject to sampling).
+    AllNodes,
+    /// Evaluate only these nodes (e.g. `NodeName`); others are rejected with the
+    /// plugin's reason.
+    OnlyNodes(Vec<std::sync::Arc<str>>),
+    /// The pod cannot be scheduled on any node this cycle.
+    Reject(Rejection),
+}
+
+/// PreFilter: per-cycle pre-computation into `CycleState`, optional narrowing.
+pub trait PreFilterPlugin: Plugin {
+    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo) -> PreFilterResult;
+}
+
+/// Filter: can `pod` run on `node`?
+pub trait FilterPlugin: Plugin {
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeState) -> Result<(), Rejection>;
+}
+
+/// Score: how good is `node` for `pod`, before normalisation.
+pub trait ScorePlugin: Plugin {
+    /// Per-cycle pre-computation; returning `false` skips this plugin for the pod
+    /// (kube-scheduler's PreScore `Skip`).
+    fn pre_score(&self, _state: &mut CycleState, _pod: &PodInfo) -> bool {
+        true
+    }
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeState) -> i64;
+    /// Rescales raw scores into `0..=MAX_NODE_SCORE` (NormalizeScore).
+    fn normalize(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [i64]) {}
+}

@@ -1,0 +1,1 @@
+//! kube-scheduler's in-tree plugins Muster ships, one file each.
