@@ -5,6 +5,7 @@
 //! cluster and the load generator are built around it.
 
 pub mod cache;
+pub mod config;
 pub mod dialects;
 pub mod framework;
 pub mod model;
