@@ -365,8 +365,8 @@ fn leader_election(raw: RawLeaderElection) -> Result<LeaderElection, ConfigError
 fn client_connection(raw: RawClientConnection) -> Result<ClientConnection, ConfigError> {
     let qps = match raw.qps {
         None => None,
-        Some(q) if q > 0.0 && q.is_finite() => Some(q),
-        Some(q) if q == 0.0 => None,
+        // 0 means unlimited, as in client-go.
+        Some(q) if q >= 0.0 && q.is_finite() => (q > 0.0).then_some(q),
         Some(q) => {
             return Err(ConfigError::at(
                 "clientConnection.qps",
@@ -402,7 +402,11 @@ fn profile(path: &str, raw: RawProfile) -> Result<Profile, ConfigError> {
         raw.percentage_of_nodes_to_score,
     )?;
     let plugins = raw.plugins.unwrap_or_default();
-    let (filters, scores, gang_enabled) = plugin_sets(&format!("{path}.plugins"), &plugins)?;
+    let PluginSets {
+        filters,
+        scores,
+        gang_enabled,
+    } = plugin_sets(&format!("{path}.plugins"), &plugins)?;
 
     let mut fit = FitArgs::default();
     let mut balanced_resources = vec!["cpu".to_string(), "memory".to_string()];
@@ -458,13 +462,17 @@ fn profile(path: &str, raw: RawProfile) -> Result<Profile, ConfigError> {
     })
 }
 
+/// The plugins a profile ends up with.
+struct PluginSets {
+    filters: Vec<String>,
+    scores: Vec<(String, i64)>,
+    gang_enabled: bool,
+}
+
 /// Applies kube-scheduler's enable/disable rules to Muster's defaults:
 /// `disabled` (a name or `*`) removes defaults at that point, `enabled` adds or
 /// re-weights; `multiPoint` applies to every point a plugin implements.
-fn plugin_sets(
-    path: &str,
-    p: &RawPlugins,
-) -> Result<(Vec<String>, Vec<(String, i64)>, bool), ConfigError> {
+fn plugin_sets(path: &str, p: &RawPlugins) -> Result<PluginSets, ConfigError> {
     let empty = RawPluginSet::default();
     let multi = p.multi_point.as_ref().unwrap_or(&empty);
     // Points where Muster's plugin set is fixed: only known names are accepted.
@@ -574,7 +582,11 @@ fn plugin_sets(
             }
         }
     }
-    Ok((filters, scores, gang_enabled))
+    Ok(PluginSets {
+        filters,
+        scores,
+        gang_enabled,
+    })
 }
 
 fn check_known(at: &str, name: &str, allow_star: bool) -> Result<(), ConfigError> {
