@@ -8,5 +8,6 @@ pub mod cache;
 pub mod config;
 pub mod dialects;
 pub mod framework;
+pub mod kube;
 pub mod model;
 pub mod plugins;

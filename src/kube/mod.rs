@@ -1,0 +1,5 @@
+//! Kubernetes API glue: lean watch types, informers, API writes and leader
+//! election. The only module tree that imports `kube`.
+
+pub mod leader;
+pub mod objects;
