@@ -6,6 +6,12 @@
 //! Each dialect is a pure function of the pod; definitions are matched later by
 //! `DefinitionKey`.
 
+mod common;
+pub mod workload_api;
+
+pub use common::SCHEDULE_TIMEOUT_ANNOTATION;
+pub use workload_api::pod_group_definition;
+
 use crate::model::wire::PodWire;
 use crate::model::{DefinitionKey, GroupKey, GroupMembership, GroupSource};
 

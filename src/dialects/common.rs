@@ -1,0 +1,68 @@
+//! Helpers shared by the dialect translators: object metadata and Muster's
+//! group-definition annotations.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::model::parse_timestamp_ms;
+
+/// Annotation on a group definition that sets its gang timeout when the dialect
+/// has no field of its own (gang-semantics.md, "Timeout resolution").
+pub const SCHEDULE_TIMEOUT_ANNOTATION: &str = "muster.dev/schedule-timeout-seconds";
+
+/// The metadata fields a translator needs, read from a JSON object.
+pub struct Meta<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub created_ms: i64,
+    obj: &'a Value,
+}
+
+impl<'a> Meta<'a> {
+    pub fn read(obj: &'a Value) -> Result<Self, String> {
+        let meta = &obj["metadata"];
+        let name = meta["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .ok_or("object has no metadata.name")?;
+        Ok(Meta {
+            namespace: meta["namespace"]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .unwrap_or("default"),
+            name,
+            created_ms: parse_timestamp_ms(meta["creationTimestamp"].as_str()),
+            obj,
+        })
+    }
+
+    pub fn annotation(&self, key: &str) -> Option<&'a str> {
+        self.obj["metadata"]["annotations"][key].as_str()
+    }
+
+    /// The timeout set by `muster.dev/schedule-timeout-seconds`, if any.
+    pub fn timeout_annotation(&self) -> Result<Option<Duration>, String> {
+        match self.annotation(SCHEDULE_TIMEOUT_ANNOTATION) {
+            None => Ok(None),
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(s) if s > 0 => Ok(Some(Duration::from_secs(s))),
+                _ => Err(format!(
+                    "annotation {SCHEDULE_TIMEOUT_ANNOTATION} must be a positive integer, got {v:?}"
+                )),
+            },
+        }
+    }
+}
+
+/// Reads a positive count (`minCount`, `minMember`) with a precise error.
+pub fn positive_count(value: &Value, field: &str) -> Result<u32, String> {
+    match value {
+        Value::Null => Err(format!("{field} is missing")),
+        v => match v.as_i64() {
+            Some(n) if n > 0 && n <= i64::from(u32::MAX) => Ok(n as u32),
+            Some(n) => Err(format!("{field} must be positive, got {n}")),
+            None => Err(format!("{field} must be an integer, got {v}")),
+        },
+    }
+}

@@ -1,0 +1,143 @@
+//! Kubernetes Workload API `PodGroup` (`scheduling.k8s.io` v1alpha2 and v1beta1):
+//! the scheduling unit pods reference with `spec.schedulingGroup.podGroupName`.
+
+use serde_json::Value;
+
+use super::common::{Meta, positive_count};
+use crate::model::{DefinitionKey, GroupDef, GroupPolicy, GroupSource};
+
+/// Translates a `PodGroup` object (v1alpha2 or v1beta1; the policy shape is the
+/// same) into a group definition. A malformed policy becomes `policy: Err` with
+/// the exact reason, so its members are held and told why.
+pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
+    let meta = Meta::read(obj)?;
+    let spec = &obj["spec"];
+    let policy = scheduling_policy(&spec["schedulingPolicy"], &meta);
+    let required_topology = spec["schedulingConstraints"]["topology"]
+        .as_array()
+        .and_then(|levels| levels.first())
+        .and_then(|level| level["key"].as_str())
+        .filter(|k| !k.is_empty())
+        .map(str::to_string);
+    Ok(GroupDef {
+        key: DefinitionKey::new(meta.namespace, GroupSource::PodGroup, meta.name),
+        policy: policy.map_err(|e| format!("PodGroup {}/{}: {e}", meta.namespace, meta.name)),
+        created_ms: meta.created_ms,
+        min_resources: None,
+        required_topology,
+    })
+}
+
+/// `schedulingPolicy`: exactly one of `gang: {minCount}` or `basic: {}`.
+pub(crate) fn scheduling_policy(policy: &Value, meta: &Meta<'_>) -> Result<GroupPolicy, String> {
+    let gang = policy.get("gang").filter(|v| !v.is_null());
+    let basic = policy.get("basic").filter(|v| !v.is_null());
+    match (gang, basic) {
+        (Some(g), None) => Ok(GroupPolicy::Gang {
+            min_count: positive_count(&g["minCount"], "schedulingPolicy.gang.minCount")?,
+            schedule_timeout: meta.timeout_annotation()?,
+        }),
+        (None, Some(_)) => Ok(GroupPolicy::Basic),
+        (Some(_), Some(_)) => {
+            Err("schedulingPolicy sets both gang and basic; exactly one is allowed".into())
+        }
+        (None, None) => match policy.as_object().and_then(|o| o.keys().next()) {
+            Some(other) => Err(format!(
+                "schedulingPolicy has unknown policy {other:?} (expected gang or basic)"
+            )),
+            None => Err("schedulingPolicy is missing (expected gang or basic)".into()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn def(spec: Value, annotations: Value) -> GroupDef {
+        pod_group_definition(&json!({
+            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "ml", "annotations": annotations,
+                "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": spec
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn gang_policy_with_topology_and_timeout() {
+        let d = def(
+            json!({"schedulingPolicy": {"gang": {"minCount": 4}},
+                   "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/rack"}]}}),
+            json!({"muster.dev/schedule-timeout-seconds": "30"}),
+        );
+        assert_eq!(d.key.to_string(), "PodGroup ml/train");
+        assert_eq!(
+            d.policy,
+            Ok(GroupPolicy::Gang {
+                min_count: 4,
+                schedule_timeout: Some(Duration::from_secs(30))
+            })
+        );
+        assert_eq!(
+            d.required_topology.as_deref(),
+            Some("topology.kubernetes.io/rack")
+        );
+        assert!(d.created_ms > 0);
+    }
+
+    #[test]
+    fn basic_policy() {
+        assert_eq!(
+            def(json!({"schedulingPolicy": {"basic": {}}}), json!({})).policy,
+            Ok(GroupPolicy::Basic)
+        );
+    }
+
+    #[test]
+    fn malformed_policies_are_precise() {
+        let cases = [
+            (
+                json!({"schedulingPolicy": {"gang": {"minCount": 0}}}),
+                "minCount must be positive, got 0",
+            ),
+            (
+                json!({"schedulingPolicy": {"gang": {"minCount": -2}}}),
+                "must be positive, got -2",
+            ),
+            (
+                json!({"schedulingPolicy": {"gang": {}}}),
+                "minCount is missing",
+            ),
+            (
+                json!({"schedulingPolicy": {"gang": {"minCount": "4"}}}),
+                "must be an integer",
+            ),
+            (
+                json!({"schedulingPolicy": {"fancy": {}}}),
+                "unknown policy \"fancy\"",
+            ),
+            (json!({}), "schedulingPolicy is missing"),
+            (
+                json!({"schedulingPolicy": {"gang": {"minCount": 2}, "basic": {}}}),
+                "both gang and basic",
+            ),
+        ];
+        for (spec, needle) in cases {
+            let err = def(spec.clone(), json!({})).policy.unwrap_err();
+            assert!(
+                err.contains(needle) && err.starts_with("PodGroup ml/train: "),
+                "{spec}: {err}"
+            );
+        }
+        let err = def(
+            json!({"schedulingPolicy": {"gang": {"minCount": 2}}}),
+            json!({"muster.dev/schedule-timeout-seconds": "soon"}),
+        )
+        .policy
+        .unwrap_err();
+        assert!(err.contains("muster.dev/schedule-timeout-seconds"), "{err}");
+    }
+}
