@@ -9,5 +9,7 @@ pub mod config;
 pub mod dialects;
 pub mod framework;
 pub mod kube;
+pub mod metrics;
 pub mod model;
 pub mod plugins;
+pub mod server;

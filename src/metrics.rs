@@ -1,0 +1,177 @@
+//! Prometheus metrics: kube-scheduler's names where the meaning is the same,
+//! `muster_*` for gang facts and Muster's own API writes. Every metric here is
+//! documented in docs/metrics.md; the scheduling loop is the only writer.
+
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder, exponential_buckets,
+};
+
+/// Every metric Muster exports, registered in one registry.
+pub struct Metrics {
+    registry: Registry,
+    /// `result` = scheduled | unschedulable | error.
+    pub schedule_attempts: IntCounterVec,
+    pub attempt_duration: HistogramVec,
+    /// `queue` = active | backoff | unschedulable | gated.
+    pub pending_pods: IntGaugeVec,
+    /// From a pod first entering the queue to the start of its binding.
+    pub pod_scheduling_sli_duration: HistogramVec,
+    pub pod_scheduling_attempts: Histogram,
+    /// `type` = nodes | pods | assumed_pods.
+    pub cache_size: IntGaugeVec,
+    /// `state` = gated | waiting | scheduled | backing_off.
+    pub gang_groups: IntGaugeVec,
+    pub gang_permit_wait: Histogram,
+    pub gang_timeouts: IntCounter,
+    pub gang_early_releases: IntCounter,
+    pub gang_scheduled: IntCounter,
+    pub gang_quorum_to_bound: Histogram,
+    pub binding_duration: Histogram,
+    /// `operation` = bind | pod_status | event | group_status; `result` = success | error | conflict.
+    pub api_writes: IntCounterVec,
+    /// 1 while this replica holds the lease (client-go's metric name).
+    pub leader: IntGaugeVec,
+}
+
+fn duration_buckets() -> Vec<f64> {
+    // 1 ms .. ~65 s, like kube-scheduler's attempt-duration buckets.
+    exponential_buckets(0.001, 2.0, 17).unwrap_or_default()
+}
+
+impl Metrics {
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        let m = Metrics {
+            schedule_attempts: IntCounterVec::new(
+                Opts::new("scheduler_schedule_attempts_total", "Scheduling attempts by result and profile."),
+                &["result", "profile"],
+            )?,
+            attempt_duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "scheduler_scheduling_attempt_duration_seconds",
+                    "Scheduling attempt latency (filter, score, reserve, permit) by result and profile.",
+                )
+                .buckets(duration_buckets()),
+                &["result", "profile"],
+            )?,
+            pending_pods: IntGaugeVec::new(
+                Opts::new("scheduler_pending_pods", "Pending pods by queue (active, backoff, unschedulable, gated)."),
+                &["queue"],
+            )?,
+            pod_scheduling_sli_duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "scheduler_pod_scheduling_sli_duration_seconds",
+                    "Time from a pod entering the scheduling queue until its binding starts, by attempts.",
+                )
+                .buckets(duration_buckets()),
+                &["attempts"],
+            )?,
+            pod_scheduling_attempts: Histogram::with_opts(
+                HistogramOpts::new("scheduler_pod_scheduling_attempts", "Attempts needed to schedule a pod.")
+                    .buckets(exponential_buckets(1.0, 2.0, 6).unwrap_or_default()),
+            )?,
+            cache_size: IntGaugeVec::new(
+                Opts::new("scheduler_cache_size", "Objects in the scheduler cache by type."),
+                &["type"],
+            )?,
+            gang_groups: IntGaugeVec::new(
+                Opts::new("muster_gang_groups", "Gangs with pending members by state."),
+                &["state"],
+            )?,
+            gang_permit_wait: Histogram::with_opts(
+                HistogramOpts::new("muster_gang_permit_wait_seconds", "Time a gang member waited at the permit barrier.")
+                    .buckets(duration_buckets()),
+            )?,
+            gang_timeouts: IntCounter::new(
+                "muster_gang_timeouts_total",
+                "Gangs whose permit barrier timed out (every waiting member rejected).",
+            )?,
+            gang_early_releases: IntCounter::new(
+                "muster_gang_early_releases_total",
+                "Gangs released early because a member was unschedulable.",
+            )?,
+            gang_scheduled: IntCounter::new("muster_gang_scheduled_total", "Gangs that reached quorum and were released to binding.")?,
+            gang_quorum_to_bound: Histogram::with_opts(
+                HistogramOpts::new(
+                    "muster_gang_quorum_to_bound_seconds",
+                    "Time from a gang reaching quorum until all released members are bound.",
+                )
+                .buckets(duration_buckets()),
+            )?,
+            binding_duration: Histogram::with_opts(
+                HistogramOpts::new("muster_binding_duration_seconds", "Latency of the pods/binding API call.")
+                    .buckets(duration_buckets()),
+            )?,
+            api_writes: IntCounterVec::new(
+                Opts::new("muster_api_writes_total", "API writes by operation and result."),
+                &["operation", "result"],
+            )?,
+            leader: IntGaugeVec::new(
+                Opts::new("leader_election_master_status", "1 while this replica is the leader."),
+                &["name"],
+            )?,
+            registry,
+        };
+        m.register()?;
+        Ok(m)
+    }
+
+    fn register(&self) -> Result<(), prometheus::Error> {
+        let r = &self.registry;
+        r.register(Box::new(self.schedule_attempts.clone()))?;
+        r.register(Box::new(self.attempt_duration.clone()))?;
+        r.register(Box::new(self.pending_pods.clone()))?;
+        r.register(Box::new(self.pod_scheduling_sli_duration.clone()))?;
+        r.register(Box::new(self.pod_scheduling_attempts.clone()))?;
+        r.register(Box::new(self.cache_size.clone()))?;
+        r.register(Box::new(self.gang_groups.clone()))?;
+        r.register(Box::new(self.gang_permit_wait.clone()))?;
+        r.register(Box::new(self.gang_timeouts.clone()))?;
+        r.register(Box::new(self.gang_early_releases.clone()))?;
+        r.register(Box::new(self.gang_scheduled.clone()))?;
+        r.register(Box::new(self.gang_quorum_to_bound.clone()))?;
+        r.register(Box::new(self.binding_duration.clone()))?;
+        r.register(Box::new(self.api_writes.clone()))?;
+        r.register(Box::new(self.leader.clone()))?;
+        // Process metrics (RSS, CPU seconds) where the platform provides them.
+        #[cfg(target_os = "linux")]
+        r.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
+        Ok(())
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        TextEncoder::new()
+            .encode_to_string(&self.registry.gather())
+            .unwrap_or_else(|e| format!("# encoding error: {e}\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_every_family() {
+        let m = Metrics::new().unwrap();
+        m.schedule_attempts
+            .with_label_values(&["scheduled", "muster"])
+            .inc();
+        m.pending_pods.with_label_values(&["active"]).set(3);
+        m.gang_timeouts.inc();
+        m.leader.with_label_values(&["muster"]).set(1);
+        let text = m.render();
+        for name in [
+            "scheduler_schedule_attempts_total{profile=\"muster\",result=\"scheduled\"} 1",
+            "scheduler_pending_pods{queue=\"active\"} 3",
+            "muster_gang_timeouts_total 1",
+            "leader_election_master_status{name=\"muster\"} 1",
+            "muster_gang_early_releases_total 0",
+        ] {
+            assert!(text.contains(name), "missing {name} in:\n{text}");
+        }
+    }
+}
