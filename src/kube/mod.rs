@@ -3,3 +3,4 @@
 
 pub mod leader;
 pub mod objects;
+pub mod writer;
