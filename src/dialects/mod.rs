@@ -13,7 +13,29 @@ pub use common::SCHEDULE_TIMEOUT_ANNOTATION;
 pub use workload_api::pod_group_definition;
 
 use crate::model::wire::PodWire;
-use crate::model::{DefinitionKey, GroupKey, GroupMembership, GroupSource};
+use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupSource};
+
+/// A kind of object that defines groups, and how to translate one.
+pub struct DefinitionSource {
+    pub group: &'static str,
+    /// Served versions in order of preference: the informer watches the first
+    /// one the cluster serves (one object served in two versions is one group).
+    pub versions: &'static [&'static str],
+    pub kind: &'static str,
+    pub plural: &'static str,
+    /// Object JSON → the group definitions it declares (a v1alpha1 Workload
+    /// declares several). `Err` means the object itself is unreadable.
+    pub translate: fn(&serde_json::Value) -> Result<Vec<GroupDef>, String>,
+}
+
+/// Every group-definition kind Muster watches.
+pub const DEFINITION_SOURCES: &[DefinitionSource] = &[DefinitionSource {
+    group: "scheduling.k8s.io",
+    versions: &["v1beta1", "v1alpha2"],
+    kind: "PodGroup",
+    plural: "podgroups",
+    translate: |obj| pod_group_definition(obj).map(|d| vec![d]),
+}];
 
 /// Annotation that makes a pod an ordinary pod whatever groups it references.
 pub const IGNORE_GROUPS_ANNOTATION: &str = "muster.dev/ignore-groups";

@@ -1,0 +1,467 @@
+//! Informers: kube-rs watchers turned into `Observed` events for the loop.
+//!
+//! They own no scheduling state. Each object is decoded straight into the lean
+//! model (`PodInfo`, `NodeInfo`, `GroupDef`) and sent over one bounded channel,
+//! so a slow loop pushes back on the watches instead of growing memory. After a
+//! re-list (`Init` … `InitDone`) objects that were not listed again are reported
+//! deleted, because kube-rs leaves that to the consumer. Group-definition kinds
+//! whose API group is not installed are skipped with one log line and re-checked
+//! periodically, so installing a CRD later needs no restart.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use super::objects::{LeanNode, LeanPod};
+use crate::dialects::{DEFINITION_SOURCES, DefinitionSource};
+use crate::model::{DefinitionKey, GroupDef, NodeInfo, PodInfo, PodKey};
+
+/// What the informers observed.
+#[derive(Debug, Clone)]
+pub enum Observed {
+    NodeUpserted(NodeInfo),
+    NodeDeleted(String),
+    PodUpserted(PodInfo),
+    PodDeleted(PodKey),
+    /// A pod whose spec cannot be modelled; the loop reports it on the pod.
+    PodInvalid {
+        key: PodKey,
+        uid: String,
+        scheduler_name: Option<String>,
+        error: String,
+    },
+    GroupDefUpserted(GroupDef),
+    GroupDefDeleted(DefinitionKey),
+    /// A group-definition object that cannot be read at all.
+    GroupDefInvalid {
+        object: String,
+        error: String,
+    },
+    PriorityClassUpserted {
+        name: String,
+        value: i32,
+        global_default: bool,
+    },
+    PriorityClassDeleted(String),
+    /// The named informer finished its initial list.
+    Synced(&'static str),
+}
+
+/// Informers that must list before the scheduler is ready.
+pub const REQUIRED_INFORMERS: &[&str] = &["nodes", "pods", "priorityclasses"];
+
+/// How often an absent group-definition API is looked for again.
+pub const ABSENT_API_RECHECK: Duration = Duration::from_secs(30);
+
+/// Starts every informer; they run until the receiver is dropped.
+pub fn start(client: kube::Client, tx: mpsc::Sender<Observed>) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = vec![
+        tokio::spawn(run_nodes(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_pods(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_priority_classes(Api::all(client.clone()), tx.clone())),
+    ];
+    for source in DEFINITION_SOURCES {
+        tasks.push(tokio::spawn(run_definitions(
+            client.clone(),
+            source,
+            tx.clone(),
+        )));
+    }
+    tasks
+}
+
+fn watch_config() -> watcher::Config {
+    // Bookmarks keep resumption cheap; pages bound the memory of the first list.
+    watcher::Config::default().page_size(500)
+}
+
+/// Tracks the keys seen so deletions implied by a re-list can be reported.
+struct Relist<K> {
+    live: HashSet<K>,
+    relisting: Option<HashSet<K>>,
+}
+
+impl<K: Eq + Hash + Clone> Relist<K> {
+    fn new() -> Self {
+        Relist {
+            live: HashSet::new(),
+            relisting: None,
+        }
+    }
+    fn begin(&mut self) {
+        self.relisting = Some(HashSet::new());
+    }
+    fn seen(&mut self, k: K) {
+        if let Some(r) = self.relisting.as_mut() {
+            r.insert(k.clone());
+        }
+        self.live.insert(k);
+    }
+    fn gone(&mut self, k: &K) {
+        self.live.remove(k);
+    }
+    /// Ends a re-list; returns the keys that were not listed again.
+    fn finish(&mut self) -> Vec<K> {
+        let Some(listed) = self.relisting.take() else {
+            return Vec::new();
+        };
+        let stale: Vec<K> = self
+            .live
+            .iter()
+            .filter(|k| !listed.contains(*k))
+            .cloned()
+            .collect();
+        self.live = listed;
+        stale
+    }
+}
+
+/// Drives a watcher, mapping its events; returns when the stream ends or the
+/// receiver is gone.
+async fn drive<K, S, F>(
+    name: &'static str,
+    stream: S,
+    tx: &mpsc::Sender<Observed>,
+    mut on_event: F,
+) -> bool
+where
+    S: Stream<Item = Result<Event<K>, watcher::Error>>,
+    F: FnMut(Event<K>) -> Vec<Observed>,
+{
+    let mut stream = std::pin::pin!(stream);
+    let mut synced = false;
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(ev) => {
+                let done = matches!(ev, Event::InitDone);
+                for o in on_event(ev) {
+                    if tx.send(o).await.is_err() {
+                        return false;
+                    }
+                }
+                if done && !synced {
+                    synced = true;
+                    if tx.send(Observed::Synced(name)).await.is_err() {
+                        return false;
+                    }
+                }
+            }
+            Err(e) => warn!(informer = name, error = %e, "watch error; retrying with backoff"),
+        }
+    }
+    true
+}
+
+async fn run_nodes(api: Api<LeanNode>, tx: mpsc::Sender<Observed>) {
+    let mut relist = Relist::new();
+    let stream = watcher::watcher(api, watch_config()).default_backoff();
+    drive("nodes", stream, &tx, |ev| match ev {
+        Event::Init => {
+            relist.begin();
+            Vec::new()
+        }
+        Event::InitApply(n) | Event::Apply(n) => {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            match NodeInfo::from_wire(&n.into_wire()) {
+                Ok(info) => {
+                    relist.seen(name);
+                    vec![Observed::NodeUpserted(info)]
+                }
+                Err(e) => {
+                    // A node the scheduler cannot read is not a candidate.
+                    warn!(node = %name, error = %e, "ignoring unreadable node");
+                    relist.gone(&name);
+                    vec![Observed::NodeDeleted(name)]
+                }
+            }
+        }
+        Event::Delete(n) => {
+            let name = n.metadata.name.unwrap_or_default();
+            relist.gone(&name);
+            vec![Observed::NodeDeleted(name)]
+        }
+        Event::InitDone => relist
+            .finish()
+            .into_iter()
+            .map(Observed::NodeDeleted)
+            .collect(),
+    })
+    .await;
+}
+
+async fn run_pods(api: Api<LeanPod>, tx: mpsc::Sender<Observed>) {
+    let mut relist = Relist::new();
+    let stream = watcher::watcher(api, watch_config()).default_backoff();
+    drive("pods", stream, &tx, |ev| match ev {
+        Event::Init => {
+            relist.begin();
+            Vec::new()
+        }
+        Event::InitApply(p) | Event::Apply(p) => {
+            let key = PodKey::new(
+                p.metadata.namespace.as_deref().unwrap_or("default"),
+                p.metadata.name.as_deref().unwrap_or(""),
+            );
+            relist.seen(key.clone());
+            let uid = p.metadata.uid.clone().unwrap_or_default();
+            let scheduler_name = p.spec.scheduler_name.clone();
+            match PodInfo::from_wire(&p.into_wire()) {
+                Ok(info) => vec![Observed::PodUpserted(info)],
+                Err(e) => vec![Observed::PodInvalid {
+                    key,
+                    uid,
+                    scheduler_name,
+                    error: e.to_string(),
+                }],
+            }
+        }
+        Event::Delete(p) => {
+            let key = PodKey::new(
+                p.metadata.namespace.as_deref().unwrap_or("default"),
+                p.metadata.name.as_deref().unwrap_or(""),
+            );
+            relist.gone(&key);
+            vec![Observed::PodDeleted(key)]
+        }
+        Event::InitDone => relist
+            .finish()
+            .into_iter()
+            .map(Observed::PodDeleted)
+            .collect(),
+    })
+    .await;
+}
+
+async fn run_priority_classes(api: Api<PriorityClass>, tx: mpsc::Sender<Observed>) {
+    let mut relist = Relist::new();
+    let stream = watcher::watcher(api, watch_config()).default_backoff();
+    drive("priorityclasses", stream, &tx, |ev| match ev {
+        Event::Init => {
+            relist.begin();
+            Vec::new()
+        }
+        Event::InitApply(pc) | Event::Apply(pc) => {
+            let name = pc.metadata.name.clone().unwrap_or_default();
+            relist.seen(name.clone());
+            vec![Observed::PriorityClassUpserted {
+                name,
+                value: pc.value.unwrap_or(0),
+                global_default: pc.global_default.unwrap_or(false),
+            }]
+        }
+        Event::Delete(pc) => {
+            let name = pc.metadata.name.unwrap_or_default();
+            relist.gone(&name);
+            vec![Observed::PriorityClassDeleted(name)]
+        }
+        Event::InitDone => relist
+            .finish()
+            .into_iter()
+            .map(Observed::PriorityClassDeleted)
+            .collect(),
+    })
+    .await;
+}
+
+/// Finds the preferred served version of a definition kind, if its group is installed.
+async fn served_version(client: &kube::Client, source: &DefinitionSource) -> Option<&'static str> {
+    for version in source.versions {
+        if let Ok(list) = client
+            .list_api_group_resources(&format!("{}/{}", source.group, version))
+            .await
+            && list.resources.iter().any(|r| r.name == source.plural)
+        {
+            return Some(version);
+        }
+    }
+    None
+}
+
+async fn run_definitions(
+    client: kube::Client,
+    source: &'static DefinitionSource,
+    tx: mpsc::Sender<Observed>,
+) {
+    let informer = source.plural;
+    let mut announced_absent = false;
+    let mut synced_sent = false;
+    loop {
+        let Some(version) = served_version(&client, source).await else {
+            if !announced_absent {
+                info!(
+                    group = source.group,
+                    kind = source.kind,
+                    "API not installed; will look again every {}s",
+                    ABSENT_API_RECHECK.as_secs()
+                );
+                announced_absent = true;
+            }
+            // An absent kind has nothing to list: count it as synced.
+            if !synced_sent {
+                synced_sent = true;
+                if tx.send(Observed::Synced(informer)).await.is_err() {
+                    return;
+                }
+            }
+            if tx.is_closed() {
+                return;
+            }
+            tokio::time::sleep(ABSENT_API_RECHECK).await;
+            continue;
+        };
+        announced_absent = false;
+        info!(
+            group = source.group,
+            version,
+            kind = source.kind,
+            "watching group definitions"
+        );
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(source.group, version, source.kind),
+            source.plural,
+        );
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let mut produced: HashMap<String, Vec<DefinitionKey>> = HashMap::new();
+        let mut relist: Relist<String> = Relist::new();
+        // Stop this watcher (and look for the API again) when the kind disappears.
+        let stream = watcher::watcher(api, watch_config())
+            .default_backoff()
+            .take_while(|item| {
+                let gone = matches!(item, Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404);
+                std::future::ready(!gone)
+            });
+        let open = drive(informer, stream, &tx, |ev| {
+            definition_event(ev, source, &mut produced, &mut relist)
+        })
+        .await;
+        if !open {
+            return;
+        }
+        // The API went away: everything it defined is gone too.
+        for keys in produced.into_values() {
+            for key in keys {
+                if tx.send(Observed::GroupDefDeleted(key)).await.is_err() {
+                    return;
+                }
+            }
+        }
+        warn!(
+            group = source.group,
+            kind = source.kind,
+            "definition API disappeared; looking for it again"
+        );
+        tokio::time::sleep(ABSENT_API_RECHECK).await;
+    }
+}
+
+fn definition_event(
+    ev: Event<DynamicObject>,
+    source: &DefinitionSource,
+    produced: &mut HashMap<String, Vec<DefinitionKey>>,
+    relist: &mut Relist<String>,
+) -> Vec<Observed> {
+    let object_key = |o: &DynamicObject| {
+        format!(
+            "{}/{}",
+            o.metadata.namespace.as_deref().unwrap_or(""),
+            o.metadata.name.as_deref().unwrap_or("")
+        )
+    };
+    let retract = |keys: Option<Vec<DefinitionKey>>| {
+        keys.unwrap_or_default()
+            .into_iter()
+            .map(Observed::GroupDefDeleted)
+    };
+    match ev {
+        Event::Init => {
+            relist.begin();
+            Vec::new()
+        }
+        Event::InitApply(o) | Event::Apply(o) => {
+            let key = object_key(&o);
+            relist.seen(key.clone());
+            let json = match serde_json::to_value(&o) {
+                Ok(j) => j,
+                Err(e) => {
+                    return vec![Observed::GroupDefInvalid {
+                        object: key,
+                        error: e.to_string(),
+                    }];
+                }
+            };
+            match (source.translate)(&json) {
+                Ok(defs) => {
+                    let new_keys: Vec<DefinitionKey> = defs.iter().map(|d| d.key.clone()).collect();
+                    // Definitions this object no longer declares (a podGroup removed from a Workload).
+                    let dropped = produced
+                        .insert(key, new_keys.clone())
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|k| !new_keys.contains(k))
+                        .map(Observed::GroupDefDeleted);
+                    dropped
+                        .chain(defs.into_iter().map(Observed::GroupDefUpserted))
+                        .collect()
+                }
+                Err(error) => {
+                    let mut out: Vec<Observed> = retract(produced.remove(&key)).collect();
+                    out.push(Observed::GroupDefInvalid {
+                        object: format!("{} {key}", source.kind),
+                        error,
+                    });
+                    out
+                }
+            }
+        }
+        Event::Delete(o) => {
+            let key = object_key(&o);
+            relist.gone(&key);
+            retract(produced.remove(&key)).collect()
+        }
+        Event::InitDone => relist
+            .finish()
+            .into_iter()
+            .flat_map(|k| retract(produced.remove(&k)))
+            .collect(),
+    }
+}
+
+/// Shared-nothing sanity: the required informers are a subset of those started.
+pub fn informer_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = REQUIRED_INFORMERS.to_vec();
+    names.extend(DEFINITION_SOURCES.iter().map(|s| s.plural));
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relist_reports_objects_not_listed_again() {
+        let mut r = Relist::new();
+        r.seen("a");
+        r.seen("b");
+        r.begin();
+        r.seen("b");
+        r.seen("c");
+        let mut stale = r.finish();
+        stale.sort();
+        assert_eq!(stale, vec!["a"]);
+        assert!(r.finish().is_empty(), "no re-list in progress");
+    }
+
+    #[test]
+    fn informer_names_cover_definitions() {
+        let names = informer_names();
+        assert!(names.contains(&"pods") && names.contains(&"podgroups"));
+    }
+}
