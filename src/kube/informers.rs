@@ -10,6 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -27,9 +28,9 @@ use crate::model::{DefinitionKey, GroupDef, NodeInfo, PodInfo, PodKey};
 /// What the informers observed.
 #[derive(Debug, Clone)]
 pub enum Observed {
-    NodeUpserted(NodeInfo),
+    NodeUpserted(Arc<NodeInfo>),
     NodeDeleted(String),
-    PodUpserted(PodInfo),
+    PodUpserted(Arc<PodInfo>),
     PodDeleted(PodKey),
     /// A pod whose spec cannot be modelled; the loop reports it on the pod.
     PodInvalid {
@@ -173,7 +174,7 @@ async fn run_nodes(api: Api<LeanNode>, tx: mpsc::Sender<Observed>) {
             match NodeInfo::from_wire(&n.into_wire()) {
                 Ok(info) => {
                     relist.seen(name);
-                    vec![Observed::NodeUpserted(info)]
+                    vec![Observed::NodeUpserted(Arc::new(info))]
                 }
                 Err(e) => {
                     // A node the scheduler cannot read is not a candidate.
@@ -214,7 +215,7 @@ async fn run_pods(api: Api<LeanPod>, tx: mpsc::Sender<Observed>) {
             let uid = p.metadata.uid.clone().unwrap_or_default();
             let scheduler_name = p.spec.scheduler_name.clone();
             match PodInfo::from_wire(&p.into_wire()) {
-                Ok(info) => vec![Observed::PodUpserted(info)],
+                Ok(info) => vec![Observed::PodUpserted(Arc::new(info))],
                 Err(e) => vec![Observed::PodInvalid {
                     key,
                     uid,
