@@ -54,6 +54,8 @@ pub enum Observed {
     PriorityClassDeleted(String),
     /// The named informer finished its initial list.
     Synced(&'static str),
+    /// A definition kind (by plural) is served in this version, or no longer served.
+    DefinitionServed { plural: &'static str, version: Option<&'static str> },
 }
 
 /// Informers that must list before the scheduler is ready.
@@ -325,6 +327,10 @@ async fn run_definitions(
             kind = source.kind,
             "watching group definitions"
         );
+        let served = Observed::DefinitionServed { plural: source.plural, version: Some(version) };
+        if tx.send(served).await.is_err() {
+            return;
+        }
         let ar = ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk(source.group, version, source.kind),
             source.plural,
@@ -359,6 +365,10 @@ async fn run_definitions(
             kind = source.kind,
             "definition API disappeared; looking for it again"
         );
+        let gone = Observed::DefinitionServed { plural: source.plural, version: None };
+        if tx.send(gone).await.is_err() {
+            return;
+        }
         tokio::time::sleep(ABSENT_API_RECHECK).await;
     }
 }

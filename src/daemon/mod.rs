@@ -1,0 +1,293 @@
+//! `muster run`: the scheduler daemon. Wires configuration, the API client,
+//! informers, the scheduling loop, the API writer, leader election and the
+//! HTTP endpoints together, and takes them down in order on shutdown.
+
+mod scheduler_loop;
+mod translate;
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tokio::sync::{mpsc, watch};
+use tracing::{info, warn};
+
+pub use translate::{Directory, POD_GROUP_CONDITION};
+
+use crate::config::SchedulerConfig;
+use crate::engine::{Engine, EngineConfig, ProfileConfig};
+use crate::framework::placement::Framework;
+use crate::kube::leader::LeaderElector;
+use crate::kube::writer::{Writer, WriterConfig};
+use crate::kube::informers;
+use crate::metrics::Metrics;
+use crate::plugins::config::{PlacementConfig, PluginRef, PluginSet};
+use crate::server::{self, Health, ServerState};
+use scheduler_loop::SchedulerLoop;
+
+/// How long shutdown waits for in-flight API writes.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// `muster run` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Kubeconfig to use (default: in-cluster, then $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, env = "KUBECONFIG_PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Scheduler configuration (a KubeSchedulerConfiguration subset; see docs/configuration.md).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Address for /metrics, /healthz, /livez, /readyz and /debug/queue.
+    #[arg(long, default_value = "0.0.0.0:10259")]
+    pub http_addr: SocketAddr,
+    /// Identity in the leader-election Lease (default: hostname plus a random suffix).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Maximum concurrent API writes.
+    #[arg(long, default_value_t = 64)]
+    pub max_in_flight_writes: usize,
+}
+
+/// What a daemon needs besides the API client.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    pub config: SchedulerConfig,
+    pub http_addr: SocketAddr,
+    pub identity: String,
+    pub writer: WriterConfig,
+}
+
+impl DaemonOptions {
+    pub fn new(config: SchedulerConfig) -> Self {
+        let writer = WriterConfig {
+            qps: config.client.qps.map(|q| (q, config.client.burst.unwrap_or(q.ceil() as u32))),
+            ..WriterConfig::default()
+        };
+        DaemonOptions { config, http_addr: SocketAddr::from(([127, 0, 0, 1], 0)), identity: default_identity(), writer }
+    }
+}
+
+/// A started daemon.
+pub struct RunningDaemon {
+    pub http_addr: SocketAddr,
+    pub health: Arc<Health>,
+    pub metrics: Arc<Metrics>,
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl RunningDaemon {
+    /// Asks the daemon to stop and waits for it.
+    pub async fn shutdown(self) -> Result<()> {
+        self.shutdown.send_replace(true);
+        self.task.await.context("daemon task panicked")?
+    }
+
+    /// Waits until the daemon stops on its own (lost leadership, informers
+    /// ended) or `signal` completes, whichever is first; then shuts down.
+    pub async fn run_until(self, signal: impl std::future::Future<Output = ()>) -> Result<()> {
+        let RunningDaemon { shutdown, mut task, .. } = self;
+        tokio::select! {
+            r = &mut task => r.context("daemon task panicked")?,
+            _ = signal => {
+                info!("shutdown requested");
+                shutdown.send_replace(true);
+                task.await.context("daemon task panicked")?
+            }
+        }
+    }
+}
+
+/// Builds the engine's profiles from the configuration.
+pub fn engine_config(config: &SchedulerConfig) -> Result<EngineConfig> {
+    let mut profiles = Vec::new();
+    for p in &config.profiles {
+        let placement = PlacementConfig {
+            filter: PluginSet { enabled: p.filters.iter().map(|n| PluginRef::new(n)).collect(), disabled: vec!["*".into()] },
+            score: PluginSet {
+                enabled: p.scores.iter().map(|(n, w)| PluginRef::weighted(n, *w)).collect(),
+                disabled: vec!["*".into()],
+            },
+            node_resources_fit: crate::plugins::config::fit_args_from(&p.fit),
+            balanced_allocation: crate::plugins::config::balanced_args_from(&p.balanced_resources),
+            percentage_of_nodes_to_score: p.percentage_of_nodes_to_score.or(config.percentage_of_nodes_to_score),
+            tie_break_seed: None,
+        };
+        let framework = Framework::from_config(&placement)
+            .with_context(|| format!("profile {:?}: invalid plugin configuration", p.scheduler_name))?;
+        let mut profile = ProfileConfig::new(&p.scheduler_name, framework);
+        match &p.gang {
+            Some(g) => {
+                profile.permit_waiting_time = g.permit_waiting_time;
+                profile.group_backoff = g.group_backoff;
+                profile.gang_enabled = true;
+            }
+            None => profile.gang_enabled = false,
+        }
+        profiles.push(profile);
+    }
+    let mut engine = EngineConfig::new(profiles);
+    engine.pod_initial_backoff = config.pod_initial_backoff;
+    engine.pod_max_backoff = config.pod_max_backoff;
+    Ok(engine)
+}
+
+/// Starts every part of the daemon against `client`.
+pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningDaemon> {
+    let config = opts.config;
+    if let Some(threads) = config.parallelism {
+        // Only the first pool configuration in a process takes effect; later
+        // daemons in the same process (tests) share it.
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
+    }
+    let engine = Engine::new(engine_config(&config)?);
+    let metrics = Arc::new(Metrics::new().context("registering metrics")?);
+    let health = Arc::new(Health::default());
+    let debug = Arc::new(RwLock::new(Arc::new(String::from("starting\n"))));
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+
+    let server_state = ServerState { metrics: metrics.clone(), health: health.clone(), debug: debug.clone() };
+    let mut server_shutdown = shutdown_rx.clone();
+    let (http_addr, server_task) = server::serve(opts.http_addr, server_state, async move {
+        let _ = server_shutdown.wait_for(|s| *s).await;
+    })
+    .await
+    .with_context(|| format!("binding the HTTP endpoint {}", opts.http_addr))?;
+    info!(%http_addr, "serving /metrics, /healthz, /livez, /readyz");
+
+    // The lease is released only after in-flight writes have finished, so a
+    // standby never starts scheduling while our last bindings are still landing.
+    let (release_tx, release_rx) = watch::channel(false);
+    let (leading_tx, leading_rx) = watch::channel(false);
+    let elector = if config.leader_election.enabled {
+        let elector = LeaderElector::new(client.clone(), opts.identity.clone(), config.leader_election.clone());
+        tokio::spawn(elector.run(leading_tx, release_rx))
+    } else {
+        let mut release = release_rx;
+        tokio::spawn(async move {
+            leading_tx.send_replace(true);
+            let _ = release.wait_for(|r| *r).await;
+        })
+    };
+    let leader_name = config.leader_election.resource_name.clone();
+    spawn_leader_gauge(leading_rx.clone(), health.clone(), metrics.clone(), leader_name);
+
+    let (obs_tx, obs_rx) = mpsc::channel(16 * 1024);
+    let informer_tasks = informers::start(client.clone(), obs_tx);
+    let (bind_tx, bind_rx) = mpsc::unbounded_channel();
+    let (writer, writer_task) = Writer::start(client, opts.writer.clone(), metrics.clone(), bind_tx);
+    let served: HashSet<String> = config.profiles.iter().map(|p| p.scheduler_name.clone()).collect();
+
+    let scheduler = SchedulerLoop {
+        engine,
+        writer,
+        metrics: metrics.clone(),
+        health: health.clone(),
+        debug,
+        observed: obs_rx,
+        bind_outcomes: bind_rx,
+        leading: leading_rx,
+        shutdown: shutdown_rx,
+        served,
+    };
+    let health_for_task = health.clone();
+    let shutdown_for_task = shutdown_tx.clone();
+    let task = tokio::spawn(async move {
+        let result = scheduler.run().await;
+        // Whatever ended the loop, take the rest down in order: no new writes,
+        // in-flight writes finish (bounded), the lease is released, HTTP stops.
+        health_for_task.shutting_down.store(true, Ordering::Relaxed);
+        shutdown_for_task.send_replace(true);
+        for t in &informer_tasks {
+            t.abort();
+        }
+        if tokio::time::timeout(SHUTDOWN_GRACE, writer_task).await.is_err() {
+            warn!("in-flight API writes did not finish within {}s", SHUTDOWN_GRACE.as_secs());
+        }
+        release_tx.send_replace(true);
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, elector).await;
+        let _ = server_task.await;
+        result
+    });
+    Ok(RunningDaemon { http_addr, health, metrics, shutdown: shutdown_tx, task })
+}
+
+fn spawn_leader_gauge(mut leading: watch::Receiver<bool>, health: Arc<Health>, metrics: Arc<Metrics>, name: String) {
+    tokio::spawn(async move {
+        loop {
+            let is = *leading.borrow_and_update();
+            health.leading.store(is, Ordering::Relaxed);
+            metrics.leader.with_label_values(&[name.as_str()]).set(i64::from(is));
+            if leading.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// `hostname_<random>`, like client-go's leader-election identity.
+pub fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "muster".into());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{host}_{:08x}{:04x}", nanos, std::process::id() & 0xffff)
+}
+
+/// Resolves the API client: `--kubeconfig`, then the configuration's
+/// `clientConnection.kubeconfig`, then kube-rs inference (in-cluster, $KUBECONFIG, ~/.kube/config).
+pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer().await.context("no kubeconfig given and none could be inferred")?,
+    };
+    kube::Client::try_from(config).context("building the API client")
+}
+
+/// `muster run`.
+pub async fn run(args: RunArgs) -> Result<()> {
+    let config = match &args.config {
+        Some(path) => SchedulerConfig::load(path)?,
+        None => SchedulerConfig::default(),
+    };
+    let kubeconfig = args.kubeconfig.clone().or_else(|| config.client.kubeconfig.clone());
+    let client = client(kubeconfig.as_deref()).await?;
+    let mut opts = DaemonOptions::new(config);
+    opts.http_addr = args.http_addr;
+    opts.writer.max_in_flight = args.max_in_flight_writes.max(1);
+    if let Some(id) = args.identity {
+        opts.identity = id;
+    }
+    let daemon = start(client, opts).await?;
+    daemon.run_until(shutdown_signal()).await
+}
+
+/// SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}
+

@@ -1,0 +1,282 @@
+//! The scheduling loop: one task that owns the engine and is the only place
+//! scheduling state changes. Informer events, binding outcomes, timers,
+//! leadership and shutdown arrive as messages; API writes leave through the
+//! writer without being awaited.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+use super::translate::Directory;
+use crate::engine::{ClusterEvent, Engine, Stats};
+use crate::kube::informers::{Observed, informer_names};
+use crate::kube::writer::{BindOutcome, EventTarget, Write, Writer};
+use crate::metrics::Metrics;
+use crate::model::PodKey;
+use crate::server::Health;
+
+/// Cycles run before the loop looks at its inbox again, so a long backlog of
+/// pods never delays informer events (and thus deletions) for long.
+const CYCLES_PER_TURN: usize = 256;
+/// Informer events applied per turn before scheduling resumes.
+const EVENTS_PER_TURN: usize = 4096;
+/// How often gauges and the debug page are refreshed.
+const PUBLISH_EVERY: Duration = Duration::from_secs(1);
+
+pub struct SchedulerLoop {
+    pub engine: Engine,
+    pub writer: Writer,
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<Health>,
+    pub debug: Arc<RwLock<Arc<String>>>,
+    pub observed: mpsc::Receiver<Observed>,
+    pub bind_outcomes: mpsc::UnboundedReceiver<BindOutcome>,
+    pub leading: watch::Receiver<bool>,
+    pub shutdown: watch::Receiver<bool>,
+    /// Scheduler names served (for reporting unreadable pods that are ours).
+    pub served: HashSet<String>,
+}
+
+/// Per-loop bookkeeping that is not scheduling state.
+#[derive(Default)]
+struct LoopState {
+    directory: Directory,
+    pending_sync: HashSet<&'static str>,
+    /// When each pending pod of ours was first seen (for the SLI histogram).
+    first_seen: HashMap<PodKey, Instant>,
+    /// Unreadable pods already reported, with the error reported.
+    reported_invalid: HashMap<PodKey, String>,
+    last_stats: Stats,
+    was_leading: bool,
+}
+
+impl SchedulerLoop {
+    /// Runs until shutdown (Ok) or until leadership is lost or the informers
+    /// stop (Err: the process should exit and be restarted, as kube-scheduler does).
+    pub async fn run(mut self) -> Result<()> {
+        let mut st = LoopState { pending_sync: informer_names().into_iter().collect(), ..LoopState::default() };
+        let mut publish = tokio::time::interval(PUBLISH_EVERY);
+        publish.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            self.health.beat();
+            let deadline = self.engine.next_deadline().map(tokio::time::Instant::from_std);
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = self.shutdown.changed() => {
+                    info!("scheduling loop stopping");
+                    return Ok(());
+                }
+                _ = self.leading.changed() => {}
+                obs = self.observed.recv() => match obs {
+                    Some(o) => {
+                        self.observe(&mut st, o);
+                        for _ in 0..EVENTS_PER_TURN {
+                            match self.observed.try_recv() {
+                                Ok(o) => self.observe(&mut st, o),
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    None => bail!("informers stopped"),
+                },
+                Some(outcome) = self.bind_outcomes.recv() => {
+                    let result = outcome.result.clone();
+                    if let Err(e) = &result {
+                        warn!(pod = %outcome.pod, node = %outcome.node, error = %e, "binding failed; the pod will be retried");
+                    }
+                    self.engine.on_event(ClusterEvent::BindFinished { pod: outcome.pod, result }, Instant::now());
+                }
+                _ = sleep => {}
+                _ = publish.tick() => self.publish(&mut st),
+            }
+
+            let leading = *self.leading.borrow();
+            if st.was_leading && !leading {
+                bail!("leader election lost: stopping so that a single replica schedules");
+            }
+            if leading && !st.was_leading {
+                info!("leading: scheduling starts once caches are synced");
+            }
+            st.was_leading = leading;
+
+            let now = Instant::now();
+            if self.engine.next_deadline().is_some_and(|d| d <= now) {
+                self.engine.tick(now);
+            }
+            if leading && st.pending_sync.is_empty() {
+                self.schedule_some(&mut st, now);
+            }
+            self.flush_actions(&mut st, leading);
+        }
+    }
+
+    fn observe(&mut self, st: &mut LoopState, o: Observed) {
+        let now = Instant::now();
+        let event = match o {
+            Observed::NodeUpserted(n) => ClusterEvent::NodeUpserted(n),
+            Observed::NodeDeleted(name) => ClusterEvent::NodeDeleted(Arc::from(name.as_str())),
+            Observed::PodUpserted(p) => {
+                st.reported_invalid.remove(&p.key);
+                let p = st.directory.resolve_priority(p);
+                if p.node_name.is_none() && self.served.contains(&*p.scheduler_name) {
+                    st.first_seen.entry(p.key.clone()).or_insert(now);
+                    st.directory.pod_uids.insert(p.key.clone(), p.uid.clone());
+                } else {
+                    st.first_seen.remove(&p.key);
+                    st.directory.pod_uids.remove(&p.key);
+                }
+                ClusterEvent::PodUpserted(p)
+            }
+            Observed::PodDeleted(key) => {
+                st.first_seen.remove(&key);
+                st.directory.pod_uids.remove(&key);
+                st.reported_invalid.remove(&key);
+                ClusterEvent::PodDeleted(key)
+            }
+            Observed::PodInvalid { key, uid, scheduler_name, error } => {
+                self.report_invalid_pod(st, key.clone(), uid, scheduler_name, error);
+                // Whatever it was before, it can no longer be scheduled as it stands.
+                ClusterEvent::PodDeleted(key)
+            }
+            Observed::GroupDefUpserted(def) => ClusterEvent::GroupDefUpserted(def),
+            Observed::GroupDefDeleted(key) => ClusterEvent::GroupDefDeleted(key),
+            Observed::GroupDefInvalid { object, error } => {
+                warn!(%object, %error, "ignoring unreadable group definition");
+                return;
+            }
+            Observed::PriorityClassUpserted { name, value, global_default } => {
+                st.directory.set_priority_class(name, value, global_default);
+                return;
+            }
+            Observed::PriorityClassDeleted(name) => {
+                st.directory.remove_priority_class(&name);
+                return;
+            }
+            Observed::DefinitionServed { plural, version } => {
+                match version {
+                    Some(v) => st.directory.served_versions.insert(plural, v),
+                    None => st.directory.served_versions.remove(plural),
+                };
+                return;
+            }
+            Observed::Synced(name) => {
+                if st.pending_sync.remove(name) && st.pending_sync.is_empty() {
+                    info!("informer caches synced");
+                    self.health.synced.store(true, Ordering::Relaxed);
+                }
+                return;
+            }
+        };
+        self.engine.on_event(event, now);
+    }
+
+    /// A pod of ours whose spec cannot be read: say so on the pod, once per error.
+    fn report_invalid_pod(&mut self, st: &mut LoopState, key: PodKey, uid: String, scheduler: Option<String>, error: String) {
+        let ours = scheduler.as_deref().is_some_and(|s| self.served.contains(s));
+        if !ours || st.reported_invalid.get(&key) == Some(&error) || !*self.leading.borrow() {
+            return;
+        }
+        warn!(pod = %key, %error, "pod cannot be scheduled: invalid spec");
+        st.reported_invalid.insert(key.clone(), error.clone());
+        let message = format!("invalid pod spec: {error}");
+        self.writer.submit(Write::PodCondition { pod: key.clone(), status: false, reason: "SchedulerError".into(), message: message.clone() });
+        self.writer.submit(Write::Event {
+            target: EventTarget {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                namespace: key.namespace.to_string(),
+                name: key.name.to_string(),
+                uid: (!uid.is_empty()).then_some(uid),
+            },
+            warning: true,
+            reason: "FailedScheduling".into(),
+            message,
+        });
+    }
+
+    fn schedule_some(&mut self, st: &mut LoopState, now: Instant) {
+        for _ in 0..CYCLES_PER_TURN {
+            let before = self.engine.attempt_counts();
+            let started = Instant::now();
+            if !self.engine.schedule_one(now) {
+                break;
+            }
+            let after = self.engine.attempt_counts();
+            let result = if after.scheduled > before.scheduled {
+                "scheduled"
+            } else if after.unschedulable > before.unschedulable {
+                "unschedulable"
+            } else {
+                "error"
+            };
+            let elapsed = started.elapsed().as_secs_f64();
+            self.metrics.schedule_attempts.with_label_values(&[result, "all"]).inc();
+            self.metrics.attempt_duration.with_label_values(&[result, "all"]).observe(elapsed);
+        }
+        let _ = st;
+    }
+
+    fn flush_actions(&mut self, st: &mut LoopState, leading: bool) {
+        let actions = self.engine.drain_actions();
+        for obs in self.engine.drain_observations() {
+            obs.record(&self.metrics);
+        }
+        if !leading {
+            // A standby computes the same messages as the leader; only the leader writes.
+            return;
+        }
+        let now = Instant::now();
+        for action in actions {
+            if let crate::engine::Action::Bind { pod, .. } = &action
+                && let Some(first) = st.first_seen.remove(pod)
+            {
+                self.metrics.pod_scheduling_sli_duration.with_label_values(&["all"]).observe((now - first).as_secs_f64());
+            }
+            match st.directory.to_write(action) {
+                Some(w) => {
+                    if !self.writer.submit(w) {
+                        warn!("API writer has stopped; dropping write");
+                    }
+                }
+                None => debug!("action has no API form for this dialect"),
+            }
+        }
+    }
+
+    fn publish(&mut self, st: &mut LoopState) {
+        let now = Instant::now();
+        let s = self.engine.stats(now);
+        let m = &self.metrics;
+        for (queue, n) in [
+            ("gated", s.pending.gated),
+            ("active", s.pending.active),
+            ("backoff", s.pending.backoff),
+            ("unschedulable", s.pending.unschedulable),
+            ("waiting_at_permit", s.pending.waiting_at_permit),
+            ("binding", s.pending.binding),
+        ] {
+            m.pending_pods.with_label_values(&[queue]).set(n as i64);
+        }
+        m.gang_groups.with_label_values(&["waiting"]).set(s.groups.waiting as i64);
+        m.gang_groups.with_label_values(&["backing_off"]).set(s.groups.denied as i64);
+        m.gang_groups.with_label_values(&["scheduled"]).set(s.groups.scheduled as i64);
+        let cache = self.engine.cache();
+        m.cache_size.with_label_values(&["nodes"]).set(cache.nodes().len() as i64);
+        m.cache_size.with_label_values(&["pods"]).set(cache.pods().count() as i64);
+        m.gang_timeouts.inc_by(s.gang_timeouts.saturating_sub(st.last_stats.gang_timeouts));
+        m.gang_early_releases.inc_by(s.gang_early_releases.saturating_sub(st.last_stats.gang_early_releases));
+        *self.debug.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(self.engine.debug_text(now));
+        st.last_stats = s;
+    }
+}

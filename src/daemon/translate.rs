@@ -1,0 +1,171 @@
+//! Turns the engine's `Action`s into API `Write`s, and fills in pod facts the
+//! API server normally supplies (priority from the PriorityClass).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kube::api::{ApiResource, GroupVersionKind};
+
+use crate::engine::{Action, EventType, ObjectRef};
+use crate::kube::writer::{EventTarget, Write};
+use crate::model::{GroupKey, GroupSource, PodInfo, PodKey};
+
+/// The condition the Workload API reserves for the scheduler.
+pub const POD_GROUP_CONDITION: &str = "PodGroupInitiallyScheduled";
+
+/// What the loop knows that actions do not carry: pod UIDs (events must name
+/// them for `kubectl describe` to find them) and which version of each
+/// definition kind the cluster serves.
+#[derive(Default)]
+pub struct Directory {
+    pub pod_uids: HashMap<PodKey, Arc<str>>,
+    /// Definition plural → served version.
+    pub served_versions: HashMap<&'static str, &'static str>,
+    priority_classes: HashMap<String, i32>,
+    global_default_priority: Option<(String, i32)>,
+}
+
+impl Directory {
+    pub fn set_priority_class(&mut self, name: String, value: i32, global_default: bool) {
+        if global_default {
+            self.global_default_priority = Some((name.clone(), value));
+        } else if self.global_default_priority.as_ref().is_some_and(|(n, _)| *n == name) {
+            self.global_default_priority = None;
+        }
+        self.priority_classes.insert(name, value);
+    }
+
+    pub fn remove_priority_class(&mut self, name: &str) {
+        self.priority_classes.remove(name);
+        if self.global_default_priority.as_ref().is_some_and(|(n, _)| n == name) {
+            self.global_default_priority = None;
+        }
+    }
+
+    /// A real API server's Priority admission sets `spec.priority` from the
+    /// PriorityClass; pods that reach us without it (created before the class,
+    /// or by a minimal API server) get it here. An explicit priority wins.
+    pub fn resolve_priority(&self, pod: Arc<PodInfo>) -> Arc<PodInfo> {
+        if pod.priority != 0 {
+            return pod;
+        }
+        let value = match &pod.priority_class_name {
+            Some(class) => self.priority_classes.get(&**class).copied(),
+            None => self.global_default_priority.as_ref().map(|(_, v)| *v),
+        };
+        match value {
+            Some(v) if v != 0 => {
+                let mut p = (*pod).clone();
+                p.priority = v;
+                Arc::new(p)
+            }
+            _ => pod,
+        }
+    }
+
+    /// The Write for one engine action, or `None` when it has no API form here
+    /// (e.g. status for a dialect without a status we write).
+    pub fn to_write(&self, action: Action) -> Option<Write> {
+        match action {
+            Action::Bind { pod, uid, node } => Some(Write::Bind { pod, uid: uid.to_string(), node: node.to_string() }),
+            Action::PodUnschedulable { pod, reason, message } => {
+                Some(Write::PodCondition { pod, status: false, reason: reason.to_string(), message })
+            }
+            Action::Event { object, type_, reason, message } => Some(Write::Event {
+                target: self.event_target(&object)?,
+                warning: type_ == EventType::Warning,
+                reason: reason.to_string(),
+                message,
+            }),
+            Action::GroupStatus { group, reason, message, initially_scheduled } => {
+                let resource = self.definition_resource(&group)?;
+                Some(Write::GroupCondition {
+                    resource,
+                    namespace: group.namespace().to_string(),
+                    name: group.definition.name.to_string(),
+                    type_: POD_GROUP_CONDITION.into(),
+                    status: initially_scheduled,
+                    reason: reason.to_string(),
+                    message,
+                })
+            }
+        }
+    }
+
+    fn event_target(&self, object: &ObjectRef) -> Option<EventTarget> {
+        match object {
+            ObjectRef::Pod(key) => Some(EventTarget {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                namespace: key.namespace.to_string(),
+                name: key.name.to_string(),
+                uid: self.pod_uids.get(key).map(|u| u.to_string()).filter(|u| !u.is_empty()),
+            }),
+            ObjectRef::Group(group) => {
+                let ar = self.definition_resource(group)?;
+                Some(EventTarget {
+                    api_version: ar.api_version,
+                    kind: ar.kind,
+                    namespace: group.namespace().to_string(),
+                    name: group.definition.name.to_string(),
+                    uid: None,
+                })
+            }
+        }
+    }
+
+    /// The API resource of a group's definition, in the version the cluster serves.
+    fn definition_resource(&self, group: &GroupKey) -> Option<ApiResource> {
+        let (api_group, kind, plural) = match group.definition.source {
+            GroupSource::PodGroup => ("scheduling.k8s.io", "PodGroup", "podgroups"),
+            // Other dialects have no status written here.
+            _ => return None,
+        };
+        let version = self.served_versions.get(plural)?;
+        Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(api_group, version, kind), plural))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{DefinitionKey, PodInfo};
+
+    fn pod(priority: i32, class: Option<&str>) -> Arc<PodInfo> {
+        let mut spec = serde_json::json!({"containers": [], "priority": priority});
+        if let Some(c) = class {
+            spec["priorityClassName"] = c.into();
+        }
+        let v = serde_json::json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec});
+        Arc::new(PodInfo::from_json(&serde_json::to_vec(&v).unwrap()).unwrap())
+    }
+
+    #[test]
+    fn priority_from_class_and_global_default() {
+        let mut d = Directory::default();
+        d.set_priority_class("high".into(), 1000, false);
+        d.set_priority_class("base".into(), 10, true);
+        assert_eq!(d.resolve_priority(pod(0, Some("high"))).priority, 1000);
+        assert_eq!(d.resolve_priority(pod(0, None)).priority, 10);
+        assert_eq!(d.resolve_priority(pod(5, Some("high"))).priority, 5, "explicit priority wins");
+        d.remove_priority_class("base");
+        assert_eq!(d.resolve_priority(pod(0, None)).priority, 0);
+    }
+
+    #[test]
+    fn group_status_needs_a_served_version() {
+        let mut d = Directory::default();
+        let group = GroupKey::new(DefinitionKey::new("ml", GroupSource::PodGroup, "train"));
+        let action = Action::GroupStatus { group, reason: "Scheduled", message: "ok".into(), initially_scheduled: true };
+        assert!(d.to_write(action.clone()).is_none());
+        d.served_versions.insert("podgroups", "v1beta1");
+        match d.to_write(action) {
+            Some(Write::GroupCondition { resource, status, type_, .. }) => {
+                assert_eq!(resource.api_version, "scheduling.k8s.io/v1beta1");
+                assert!(status);
+                assert_eq!(type_, POD_GROUP_CONDITION);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
