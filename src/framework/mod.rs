@@ -15,6 +15,7 @@ pub mod placement;
 use std::borrow::Cow;
 
 pub use cycle_state::CycleState;
+pub use placement::{FitError, Framework, Placement};
 
 use crate::cache::NodeState;
 use crate::model::PodInfo;
