@@ -248,3 +248,6 @@ fn fit_error(
         pre_filter_msg: None,
     }
 }
+
+#[cfg(test)]
+mod tests;
