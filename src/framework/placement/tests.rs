@@ -265,3 +265,29 @@ fn parallel_filtering_chooses_what_sequential_would() {
         }
     }
 }
+
+#[test]
+fn passes_agrees_with_filter_for_every_plugin() {
+    let nodes = mixed_cluster(400);
+    let f = Framework::default();
+    let state = CycleState::new();
+    let pods = [
+        pod_requesting(&[("cpu", "3"), ("nvidia.com/gpu", "1")]),
+        pod_requesting(&[("cpu", "100m")]),
+        pod(json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}],
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "9"}}}]})),
+    ];
+    for p in &pods {
+        for n in &nodes {
+            for plugin in &f.filters {
+                assert_eq!(
+                    plugin.passes(&state, p, n),
+                    plugin.filter(&state, p, n).is_ok(),
+                    "{} on {}",
+                    plugin.name(),
+                    n.name()
+                );
+            }
+        }
+    }
+}
