@@ -6,6 +6,7 @@
 
 pub mod cache;
 pub mod dialects;
+pub mod driver;
 pub mod framework;
 pub mod model;
 pub mod plugins;
