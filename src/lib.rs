@@ -10,3 +10,4 @@ pub mod driver;
 pub mod framework;
 pub mod model;
 pub mod plugins;
+pub mod queue;
