@@ -15,6 +15,7 @@ pub mod placement;
 use std::borrow::Cow;
 
 pub use cycle_state::CycleState;
+pub use placement::{FitError, Framework, Placement};
 
 use crate::cache::NodeState;
 use crate::model::PodInfo;
@@ -36,6 +37,11 @@ pub struct Rejection {
     pub reason: Cow<'static, str>,
     /// `UnschedulableAndUnresolvable`: no eviction on this node could help.
     pub unresolvable: bool,
+    /// Further reasons from the same plugin, each counted on its own in a
+    /// `FitError` (kube-scheduler's multi-reason `Status`, e.g. `Insufficient
+    /// cpu` and `Insufficient memory` from one node). Empty, and so
+    /// allocation-free, for the common single-reason case.
+    pub more_reasons: Vec<Cow<'static, str>>,
 }
 
 impl Rejection {
@@ -43,6 +49,7 @@ impl Rejection {
         Rejection {
             reason: reason.into(),
             unresolvable: false,
+            more_reasons: Vec::new(),
         }
     }
 
@@ -50,7 +57,19 @@ impl Rejection {
         Rejection {
             reason: reason.into(),
             unresolvable: true,
+            more_reasons: Vec::new(),
         }
+    }
+
+    /// Adds another reason from the same plugin.
+    pub fn and(mut self, reason: impl Into<Cow<'static, str>>) -> Self {
+        self.more_reasons.push(reason.into());
+        self
+    }
+
+    /// Every reason, the first one first.
+    pub fn reasons(&self) -> impl Iterator<Item = &Cow<'static, str>> {
+        std::iter::once(&self.reason).chain(&self.more_reasons)
     }
 }
 

@@ -1,26 +1,52 @@
 //! The placement runner: PreFilter → sampled, parallel Filter → Score →
-//! normalise → weighted sum → select.
+//! normalise → weighted sum → select, with kube-scheduler's `schedulePod`
+//! semantics.
 //!
-//! NOTE: placeholder implementation (first feasible node, no sampling, no
-//! scoring) that fixes the API; the real runner replaces the body.
+//! Submodules each own one step: `sampling` (how many feasible nodes to find),
+//! `filtering` (the rotating, chunked Filter pass), `scoring` (Score, normalise,
+//! select), `fit_error` (the failure message) and `tie_break` (the seeded RNG).
+
+mod filtering;
+mod fit_error;
+mod sampling;
+mod scoring;
+mod tie_break;
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
 
 use super::{CycleState, FilterPlugin, PreFilterPlugin, PreFilterResult, ScorePlugin};
 use crate::cache::NodeState;
 use crate::model::PodInfo;
+use filtering::{Candidates, Diagnosis, FilterPass, Search};
+use scoring::ScorePass;
+
+pub use fit_error::FitError;
+pub use sampling::{
+    MIN_FEASIBLE_NODES_PERCENTAGE, MIN_FEASIBLE_NODES_TO_FIND, num_feasible_nodes_to_find,
+};
+pub use tie_break::{DEFAULT_TIE_BREAK_SEED, TieBreaker};
+
+/// Below this many nodes in one pass, filtering and scoring stay on the calling
+/// thread: measured on a 2-core machine, rayon's hand-off costs more than it
+/// saves for shorter runs (see docs/performance.md).
+pub const DEFAULT_PARALLEL_MIN_NODES: usize = 1024;
 
 /// Which plugins a profile runs, with score weights and sampling.
-#[derive(Clone, Default)]
+///
+/// `Framework::default()` is kube-scheduler's default profile (see
+/// `crate::plugins`); `Framework::empty()` runs no plugin at all.
+#[derive(Clone)]
 pub struct Framework {
     pub pre_filters: Vec<Arc<dyn PreFilterPlugin>>,
     pub filters: Vec<Arc<dyn FilterPlugin>>,
     pub scorers: Vec<(Arc<dyn ScorePlugin>, i64)>,
     /// `percentageOfNodesToScore`; `None` is kube-scheduler's adaptive default.
     pub percentage_of_nodes_to_score: Option<u32>,
+    /// Breaks ties between equally scored nodes; seed it for reproducible runs.
+    pub tie_breaker: TieBreaker,
+    /// Filter and Score fan out with rayon only for at least this many nodes.
+    pub parallel_min_nodes: usize,
 }
 
 /// A successful placement.
@@ -35,72 +61,193 @@ pub struct Placement {
     pub feasible: usize,
 }
 
-/// No node fits: per-reason node counts, formatted exactly like kube-scheduler
-/// (`0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint {a: b}.`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FitError {
-    pub num_all_nodes: usize,
-    /// Reason → number of nodes rejected for it.
-    pub reasons: BTreeMap<Cow<'static, str>, usize>,
-    /// True when every rejection was `UnschedulableAndUnresolvable`.
-    pub unresolvable: bool,
-}
-
-impl fmt::Display for FitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "0/{} nodes are available", self.num_all_nodes)?;
-        let mut sep = ": ";
-        for (reason, count) in &self.reasons {
-            write!(f, "{sep}{count} {reason}")?;
-            sep = ", ";
-        }
-        write!(f, ".")
-    }
-}
-
 impl Framework {
+    /// A framework with no plugins: every node is feasible and scores 0.
+    pub fn empty() -> Self {
+        Framework {
+            pre_filters: Vec::new(),
+            filters: Vec::new(),
+            scorers: Vec::new(),
+            percentage_of_nodes_to_score: None,
+            tie_breaker: TieBreaker::default(),
+            parallel_min_nodes: DEFAULT_PARALLEL_MIN_NODES,
+        }
+    }
+
+    /// Replaces the tie-breaking RNG with one seeded by `seed`.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.tie_breaker = TieBreaker::new(seed);
+        self
+    }
+
     /// Places one pod on `nodes`. `next_start` is the rotating start index for
-    /// sampling, carried between cycles by the caller.
+    /// sampling, carried between cycles by the caller; it advances by the number
+    /// of nodes run through Filter, so successive pods start where the last one
+    /// stopped and every node gets its turn.
     pub fn schedule(
         &self,
         pod: &PodInfo,
         nodes: &[NodeState],
         next_start: &mut usize,
     ) -> Result<Placement, FitError> {
-        let _ = next_start;
+        if nodes.is_empty() {
+            return Err(FitError {
+                num_all_nodes: 0,
+                reasons: Default::default(),
+                unresolvable: true,
+                pre_filter_msg: None,
+            });
+        }
         let mut state = CycleState::new();
-        let mut reasons: BTreeMap<Cow<'static, str>, usize> = BTreeMap::new();
-        for p in &self.pre_filters {
-            if let PreFilterResult::Reject(r) = p.pre_filter(&mut state, pod) {
-                reasons.insert(r.reason, nodes.len());
-                return Err(FitError {
-                    num_all_nodes: nodes.len(),
-                    reasons,
-                    unresolvable: r.unresolvable,
-                });
-            }
+        let (candidates, narrowed_by) = self.run_pre_filters(&mut state, pod, nodes)?;
+        let need = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, candidates.len());
+        let search = FilterPass {
+            filters: &self.filters,
+            state: &state,
+            pod,
+            nodes,
+            candidates: &candidates,
+            start: *next_start % candidates.len().max(1),
+            need,
+            parallel_min_nodes: self.parallel_min_nodes,
         }
-        for (i, node) in nodes.iter().enumerate() {
-            match self
-                .filters
-                .iter()
-                .try_for_each(|f| f.filter(&state, pod, node))
-            {
-                Ok(()) => {
-                    return Ok(Placement {
-                        node_index: i,
-                        node_name: node.info.name.clone(),
-                        evaluated: i + 1,
-                        feasible: 1,
-                    });
+        .run();
+        // As upstream: advance over the whole node list even when PreFilter
+        // narrowed it, so the rotation is independent of the pod.
+        *next_start = (*next_start + search.processed) % nodes.len();
+
+        let chosen = match search.feasible.len() {
+            0 => return Err(fit_error(nodes.len(), &candidates, &narrowed_by, search)),
+            // One feasible node: nothing to compare, so no scoring (upstream too).
+            1 => 0,
+            _ => {
+                let totals = ScorePass {
+                    scorers: &self.scorers,
+                    pod,
+                    nodes,
+                    feasible: &search.feasible,
+                    parallel_min_nodes: self.parallel_min_nodes,
                 }
-                Err(r) => *reasons.entry(r.reason).or_insert(0) += 1,
+                .totals(&mut state);
+                scoring::select_highest(&totals, &self.tie_breaker)
             }
-        }
-        Err(FitError {
-            num_all_nodes: nodes.len(),
-            reasons,
-            unresolvable: false,
+        };
+        let node_index = search.feasible[chosen];
+        Ok(Placement {
+            node_index,
+            node_name: nodes[node_index].info.name.clone(),
+            evaluated: search.processed,
+            feasible: search.feasible.len(),
         })
     }
+
+    /// Runs every PreFilter plugin. `OnlyNodes` results are intersected; an
+    /// empty intersection or a `Reject` fails the pod for every node. Returns
+    /// the candidates and the names of the plugins that narrowed them.
+    fn run_pre_filters(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[NodeState],
+    ) -> Result<(Candidates, Vec<&'static str>), FitError> {
+        let mut allowed: Option<Vec<Arc<str>>> = None;
+        let mut narrowed_by = Vec::new();
+        for plugin in &self.pre_filters {
+            match plugin.pre_filter(state, pod) {
+                PreFilterResult::AllNodes => {}
+                PreFilterResult::Reject(r) => {
+                    return Err(FitError::pre_filter(nodes.len(), r.reason, r.unresolvable));
+                }
+                PreFilterResult::OnlyNodes(names) => {
+                    narrowed_by.push(plugin.name());
+                    let merged = match allowed.take() {
+                        None => names,
+                        Some(prev) => prev.into_iter().filter(|n| names.contains(n)).collect(),
+                    };
+                    if merged.is_empty() {
+                        // kube-scheduler's wording for an empty merged result.
+                        let msg = match narrowed_by.as_slice() {
+                            [one] => format!("node(s) didn't satisfy plugin {one}"),
+                            many => format!(
+                                "node(s) didn't satisfy plugin(s) [{}] simultaneously",
+                                many.join(" ")
+                            ),
+                        };
+                        return Err(FitError::pre_filter(nodes.len(), Cow::Owned(msg), false));
+                    }
+                    allowed = Some(merged);
+                }
+            }
+        }
+        let candidates = match allowed {
+            None => Candidates::All(nodes.len()),
+            Some(names) => Candidates::Only(
+                nodes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| names.iter().any(|name| **name == *n.info.name))
+                    .map(|(i, _)| i)
+                    .collect(),
+            ),
+        };
+        if candidates.len() == 0 {
+            // Every named node is unknown: all nodes are "absent".
+            let msg = absent_nodes_reason(&narrowed_by);
+            let mut err = FitError::pre_filter(nodes.len(), Cow::Owned(msg), true);
+            err.pre_filter_msg = None;
+            return Err(err);
+        }
+        Ok((candidates, narrowed_by))
+    }
 }
+
+impl std::fmt::Debug for Framework {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |it: &mut dyn Iterator<Item = &'static str>| it.collect::<Vec<_>>();
+        f.debug_struct("Framework")
+            .field("pre_filters", &names(&mut self.pre_filters.iter().map(|p| p.name())))
+            .field("filters", &names(&mut self.filters.iter().map(|p| p.name())))
+            .field(
+                "scorers",
+                &self
+                    .scorers
+                    .iter()
+                    .map(|(p, w)| (p.name(), *w))
+                    .collect::<Vec<_>>(),
+            )
+            .field("percentage_of_nodes_to_score", &self.percentage_of_nodes_to_score)
+            .field("parallel_min_nodes", &self.parallel_min_nodes)
+            .finish()
+    }
+}
+
+/// kube-scheduler's status for nodes a PreFilter result left out.
+fn absent_nodes_reason(plugins: &[&'static str]) -> String {
+    let mut sorted = plugins.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    format!("node(s) didn't satisfy plugin(s) [{}]", sorted.join(" "))
+}
+
+/// Builds the error for a pass that found no feasible node.
+fn fit_error(
+    num_all_nodes: usize,
+    candidates: &Candidates,
+    narrowed_by: &[&'static str],
+    search: Search,
+) -> FitError {
+    let mut diagnosis: Diagnosis = search.diagnosis;
+    let absent = num_all_nodes - candidates.len();
+    if absent > 0 {
+        diagnosis.count(Cow::Owned(absent_nodes_reason(narrowed_by)), absent);
+    }
+    FitError {
+        num_all_nodes,
+        unresolvable: diagnosis.resolvable == 0,
+        reasons: diagnosis.reasons.into_iter().collect(),
+        pre_filter_msg: None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

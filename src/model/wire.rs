@@ -135,6 +135,8 @@ impl QuantityWire {
 pub struct ContainerPortWire {
     pub container_port: i32,
     pub host_port: Option<i32>,
+    /// The API spells it `hostIP`, which `camelCase` would not produce.
+    #[serde(rename = "hostIP")]
     pub host_ip: Option<String>,
     pub protocol: Option<String>,
 }

@@ -1,0 +1,224 @@
+//! Finding feasible nodes: the sampled, rotating, optionally parallel Filter pass.
+//!
+//! Nodes are visited in the order `start, start+1, ..` (wrapping) over the
+//! candidate list, and the search stops at the `need`-th feasible node, exactly
+//! as a sequential kube-scheduler would. The parallel path evaluates the same
+//! order in waves of contiguous chunks and merges the chunks in order, so it
+//! picks the same nodes as the sequential path; the only cost of parallelism is
+//! at most one wave of nodes evaluated past the cut and then ignored.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use super::super::{CycleState, FilterPlugin, Rejection};
+use crate::cache::NodeState;
+use crate::model::PodInfo;
+use std::sync::Arc;
+
+/// The nodes PreFilter left to evaluate, as indices into the node slice.
+pub(super) enum Candidates {
+    /// Every node, `0..n`.
+    All(usize),
+    /// A subset, in node-slice order.
+    Only(Vec<usize>),
+}
+
+impl Candidates {
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Candidates::All(n) => *n,
+            Candidates::Only(v) => v.len(),
+        }
+    }
+
+    fn node_index(&self, i: usize) -> usize {
+        match self {
+            Candidates::All(_) => i,
+            Candidates::Only(v) => v[i],
+        }
+    }
+}
+
+/// Rejection reasons with node counts. A short vector beats a map here: a
+/// cycle rarely sees more than a handful of distinct reasons.
+#[derive(Debug, Default)]
+pub(super) struct Diagnosis {
+    pub reasons: Vec<(Cow<'static, str>, usize)>,
+    pub rejected: usize,
+    pub resolvable: usize,
+}
+
+impl Diagnosis {
+    fn record(&mut self, rejection: Rejection) {
+        self.rejected += 1;
+        if !rejection.unresolvable {
+            self.resolvable += 1;
+        }
+        let Rejection {
+            reason,
+            more_reasons,
+            ..
+        } = rejection;
+        self.count(reason, 1);
+        for r in more_reasons {
+            self.count(r, 1);
+        }
+    }
+
+    pub(super) fn count(&mut self, reason: Cow<'static, str>, n: usize) {
+        match self.reasons.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, c)) => *c += n,
+            None => self.reasons.push((reason, n)),
+        }
+    }
+
+    fn merge(&mut self, other: Diagnosis) {
+        self.rejected += other.rejected;
+        self.resolvable += other.resolvable;
+        for (r, n) in other.reasons {
+            self.count(r, n);
+        }
+    }
+}
+
+/// What the Filter pass found.
+pub(super) struct Search {
+    /// Indices into the node slice, in evaluation order.
+    pub feasible: Vec<usize>,
+    /// Nodes run through Filter up to the cut (feasible and rejected).
+    pub processed: usize,
+    /// Rejections; complete only when `feasible` is empty (otherwise the
+    /// reasons are never reported and collecting them would be wasted work).
+    pub diagnosis: Diagnosis,
+}
+
+/// Everything one Filter pass reads.
+pub(super) struct FilterPass<'a> {
+    pub filters: &'a [Arc<dyn FilterPlugin>],
+    pub state: &'a CycleState,
+    pub pod: &'a PodInfo,
+    pub nodes: &'a [NodeState],
+    pub candidates: &'a Candidates,
+    /// Position in `candidates` where the search starts.
+    pub start: usize,
+    /// Stop after this many feasible nodes.
+    pub need: usize,
+    /// Fan out over threads only for waves at least this long.
+    pub parallel_min_nodes: usize,
+}
+
+/// One contiguous run of positions, evaluated by one thread.
+struct ChunkResult {
+    /// Positions (not node indices) of feasible nodes, ascending.
+    feasible: Vec<usize>,
+    diagnosis: Diagnosis,
+}
+
+impl FilterPass<'_> {
+    pub(super) fn run(&self) -> Search {
+        let total = self.candidates.len();
+        let mut search = Search {
+            feasible: Vec::with_capacity(self.need.min(total)),
+            processed: total,
+            diagnosis: Diagnosis::default(),
+        };
+        let threads = rayon::current_num_threads();
+        let mut pos = 0;
+        while pos < total && search.feasible.len() < self.need {
+            let still_needed = self.need - search.feasible.len();
+            let wave = self.wave_len(pos, search.feasible.len(), still_needed, total);
+            let results = if threads > 1 && wave >= self.parallel_min_nodes.max(2) {
+                let chunk = wave.div_ceil(threads);
+                (0..threads)
+                    .into_par_iter()
+                    .map(|t| {
+                        let from = pos + t * chunk;
+                        self.eval_chunk(from.min(pos + wave)..(from + chunk).min(pos + wave), still_needed)
+                    })
+                    .collect::<Vec<_>>()
+            } else {
+                vec![self.eval_chunk(pos..pos + wave, still_needed)]
+            };
+            pos += wave;
+            if self.merge(&mut search, results) {
+                break;
+            }
+        }
+        search
+    }
+
+    /// How many positions the next wave covers. Sequential search needs no
+    /// waves (it stops by itself); a parallel wave is sized from the
+    /// feasibility rate seen so far, with a quarter of slack.
+    fn wave_len(&self, pos: usize, found: usize, still_needed: usize, total: usize) -> usize {
+        let left = total - pos;
+        if rayon::current_num_threads() <= 1 || left < self.parallel_min_nodes {
+            return left;
+        }
+        let estimate = if found == 0 {
+            if pos == 0 { still_needed } else { left }
+        } else {
+            still_needed.saturating_mul(pos) / found
+        };
+        (estimate + estimate / 4)
+            .max(self.parallel_min_nodes)
+            .min(left)
+    }
+
+    /// Merges chunk results in order; returns true once the cut is reached.
+    fn merge(&self, search: &mut Search, results: Vec<ChunkResult>) -> bool {
+        for chunk in results {
+            let had_feasible = !search.feasible.is_empty();
+            for p in chunk.feasible {
+                search
+                    .feasible
+                    .push(self.candidates.node_index((self.start + p) % self.candidates.len()));
+                if search.feasible.len() == self.need {
+                    search.processed = p + 1;
+                    return true;
+                }
+            }
+            if !had_feasible && search.feasible.is_empty() {
+                search.diagnosis.merge(chunk.diagnosis);
+            }
+        }
+        false
+    }
+
+    /// Runs the filters over `range`, stopping early at `need` feasible nodes
+    /// (nodes past that point can never be chosen).
+    fn eval_chunk(&self, range: Range<usize>, need: usize) -> ChunkResult {
+        let mut out = ChunkResult {
+            feasible: Vec::new(),
+            diagnosis: Diagnosis::default(),
+        };
+        let m = self.candidates.len();
+        for p in range {
+            let node = &self.nodes[self.candidates.node_index((self.start + p) % m)];
+            match self.filter_node(node) {
+                Ok(()) => {
+                    out.feasible.push(p);
+                    if out.feasible.len() == need {
+                        break;
+                    }
+                }
+                // Once this chunk has a feasible node the pod will be placed, so
+                // reasons are no longer needed.
+                Err(r) if out.feasible.is_empty() => out.diagnosis.record(r),
+                Err(_) => {}
+            }
+        }
+        out
+    }
+
+    /// Every filter in order, stopping at the first rejection (kube-scheduler's
+    /// `RunFilterPlugins` outside preemption).
+    fn filter_node(&self, node: &NodeState) -> Result<(), Rejection> {
+        for f in self.filters {
+            f.filter(self.state, self.pod, node)?;
+        }
+        Ok(())
+    }
+}

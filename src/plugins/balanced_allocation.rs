@@ -1,0 +1,163 @@
+//! `NodeResourcesBalancedAllocation`: prefers nodes whose utilisation fractions
+//! (after placing the pod) are close to each other across resources.
+//!
+//! score = (1 − std) × 100, where std is the standard deviation of the
+//! per-resource fractions `requested / allocatable` (each capped at 1); with
+//! exactly two resources that is `|f1 − f2| / 2`. Actual requests are used, not
+//! the non-zero defaults, and a pod requesting none of the resources is not
+//! scored at all (kube-scheduler skips best-effort pods so they do not pile up
+//! on one node).
+
+use crate::cache::NodeState;
+use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, ScorePlugin};
+use crate::model::PodInfo;
+
+use super::config::ConfigError;
+use super::resource_allocation::{Requests, ResourceKey, allocatable_and_requested, pod_request};
+
+pub const NAME: &str = "NodeResourcesBalancedAllocation";
+
+/// `NodeResourcesBalancedAllocationArgs`: the resources compared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BalancedAllocationArgs {
+    pub resources: Vec<String>,
+}
+
+impl Default for BalancedAllocationArgs {
+    fn default() -> Self {
+        BalancedAllocationArgs {
+            resources: vec!["cpu".into(), "memory".into()],
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BalancedAllocation {
+    resources: Vec<ResourceKey>,
+}
+
+impl Default for BalancedAllocation {
+    fn default() -> Self {
+        BalancedAllocation {
+            resources: vec![ResourceKey::Cpu, ResourceKey::Memory],
+        }
+    }
+}
+
+impl BalancedAllocation {
+    pub fn new(args: &BalancedAllocationArgs) -> Result<Self, ConfigError> {
+        if args.resources.is_empty() {
+            return Err(ConfigError::invalid(format!("{NAME}: resources must not be empty")));
+        }
+        for (i, r) in args.resources.iter().enumerate() {
+            if args.resources[..i].contains(r) {
+                return Err(ConfigError::invalid(format!(
+                    "{NAME}: resource {r:?} is listed twice"
+                )));
+            }
+        }
+        Ok(BalancedAllocation {
+            resources: args.resources.iter().map(|r| ResourceKey::parse(r)).collect(),
+        })
+    }
+
+    /// Utilisation fractions of the resources the node offers, capped at 1.
+    fn fractions<'a>(&'a self, pod: &'a PodInfo, node: &'a NodeState) -> impl Iterator<Item = f64> + 'a {
+        self.resources.iter().filter_map(move |key| {
+            let req = pod_request(key, pod, Requests::Actual);
+            allocatable_and_requested(key, node, req, Requests::Actual)
+                .map(|(alloc, requested)| (requested as f64 / alloc as f64).min(1.0))
+        })
+    }
+}
+
+impl Plugin for BalancedAllocation {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}
+
+impl ScorePlugin for BalancedAllocation {
+    fn pre_score(&self, _: &mut CycleState, pod: &PodInfo) -> bool {
+        self.resources
+            .iter()
+            .any(|key| pod_request(key, pod, Requests::Actual) != 0)
+    }
+
+    fn score(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> i64 {
+        let (mut n, mut sum, mut first, mut second) = (0usize, 0.0f64, 0.0f64, 0.0f64);
+        for f in self.fractions(pod, node) {
+            match n {
+                0 => first = f,
+                1 => second = f,
+                _ => {}
+            }
+            n += 1;
+            sum += f;
+        }
+        let std = match n {
+            0 | 1 => 0.0,
+            // The common cpu+memory case, without a second pass.
+            2 => ((first - second) / 2.0).abs(),
+            _ => {
+                let mean = sum / n as f64;
+                let var = self.fractions(pod, node).map(|f| (f - mean) * (f - mean)).sum::<f64>()
+                    / n as f64;
+                var.sqrt()
+            }
+        };
+        ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::test_util::{node, pod_requesting};
+
+    #[test]
+    fn two_resources_use_half_the_difference() {
+        let s = CycleState::new();
+        let ba = BalancedAllocation::default();
+        // After placing: cpu 3000/4000 = 0.75, memory 5000/10000 = 0.5
+        // std = 0.125 -> (1 - 0.125) * 100 = 87
+        let n = node("n", &[("cpu", "4"), ("memory", "10000")]).build();
+        assert_eq!(ba.score(&s, &pod_requesting(&[("cpu", "3"), ("memory", "5000")]), &n), 87);
+        // Already requested counts; fractions cap at 1.
+        let busy = node("n", &[("cpu", "4"), ("memory", "10000")])
+            .with_pod(pod_requesting(&[("cpu", "4")]))
+            .build();
+        // cpu min(1, 7000/4000) = 1, memory 0.5 -> std 0.25 -> 75
+        assert_eq!(ba.score(&s, &pod_requesting(&[("cpu", "3"), ("memory", "5000")]), &busy), 75);
+    }
+
+    #[test]
+    fn three_resources_use_the_standard_deviation() {
+        let s = CycleState::new();
+        let ba = BalancedAllocation::new(&BalancedAllocationArgs {
+            resources: vec!["cpu".into(), "memory".into(), "nvidia.com/gpu".into()],
+        })
+        .unwrap();
+        let n = node("n", &[("cpu", "4"), ("memory", "4"), ("nvidia.com/gpu", "4")]).build();
+        let p = pod_requesting(&[("cpu", "1"), ("memory", "2"), ("nvidia.com/gpu", "3")]);
+        // fractions .25 .5 .75, mean .5, std sqrt(0.125/3) = 0.2041 -> 79
+        assert_eq!(ba.score(&s, &p, &n), 79);
+    }
+
+    #[test]
+    fn best_effort_pods_are_skipped() {
+        let mut s = CycleState::new();
+        let ba = BalancedAllocation::default();
+        assert!(!ba.pre_score(&mut s, &pod_requesting(&[])));
+        assert!(ba.pre_score(&mut s, &pod_requesting(&[("memory", "1Gi")])));
+    }
+
+    #[test]
+    fn rejects_bad_args() {
+        assert!(BalancedAllocation::new(&BalancedAllocationArgs { resources: vec![] }).is_err());
+        let dup = BalancedAllocationArgs {
+            resources: vec!["cpu".into(), "cpu".into()],
+        };
+        assert!(BalancedAllocation::new(&dup).unwrap_err().to_string().contains("twice"));
+    }
+}

@@ -1,0 +1,484 @@
+//! `NodeResourcesFit`: Filter checks the node has room for the pod's requests
+//! (pod count, cpu, memory, ephemeral storage, extended resources); Score rates
+//! the node by the configured strategy (`LeastAllocated`, `MostAllocated` or
+//! `RequestedToCapacityRatio`) over weighted resources.
+
+use std::borrow::Cow;
+
+use crate::cache::NodeState;
+use crate::framework::{CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, Rejection, ScorePlugin};
+use crate::model::PodInfo;
+
+use super::config::ConfigError;
+use super::resource_allocation::{
+    Requests, ResourceKey, WeightedResource, allocatable_and_requested, pod_request,
+};
+
+pub const NAME: &str = "NodeResourcesFit";
+pub const REASON_TOO_MANY_PODS: &str = "Too many pods";
+pub const REASON_CPU: &str = "Insufficient cpu";
+pub const REASON_MEMORY: &str = "Insufficient memory";
+pub const REASON_EPHEMERAL_STORAGE: &str = "Insufficient ephemeral-storage";
+
+/// Utilisation is expressed in percent; shape scores in `0..=10`.
+const MAX_UTILIZATION: i64 = 100;
+const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScoringStrategyType {
+    /// Prefer the emptiest node (spreading). kube-scheduler's default.
+    #[default]
+    LeastAllocated,
+    /// Prefer the fullest node (bin packing).
+    MostAllocated,
+    /// A piecewise-linear function of utilisation (`shape`).
+    RequestedToCapacityRatio,
+}
+
+/// One resource and its weight in the score.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceSpec {
+    pub name: String,
+    pub weight: i64,
+}
+
+impl ResourceSpec {
+    pub fn new(name: &str, weight: i64) -> Self {
+        ResourceSpec {
+            name: name.to_owned(),
+            weight,
+        }
+    }
+}
+
+/// A point of the `RequestedToCapacityRatio` function: utilisation in percent
+/// (`0..=100`) maps to a score in `0..=10`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UtilizationShapePoint {
+    pub utilization: i64,
+    pub score: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScoringStrategy {
+    pub kind: ScoringStrategyType,
+    /// Default: cpu and memory, weight 1 each.
+    pub resources: Vec<ResourceSpec>,
+    /// Only for `RequestedToCapacityRatio`; ascending utilisation.
+    pub shape: Vec<UtilizationShapePoint>,
+}
+
+impl Default for ScoringStrategy {
+    fn default() -> Self {
+        ScoringStrategy {
+            kind: ScoringStrategyType::LeastAllocated,
+            resources: vec![ResourceSpec::new("cpu", 1), ResourceSpec::new("memory", 1)],
+            shape: Vec::new(),
+        }
+    }
+}
+
+/// `NodeResourcesFitArgs`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeResourcesFitArgs {
+    /// Extended resources the Filter does not check.
+    pub ignored_resources: Vec<String>,
+    /// Extended resource domains (the part before `/`) the Filter does not check.
+    pub ignored_resource_groups: Vec<String>,
+    pub scoring_strategy: ScoringStrategy,
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeResourcesFit {
+    ignored_resources: Vec<String>,
+    ignored_resource_groups: Vec<String>,
+    kind: ScoringStrategyType,
+    resources: Vec<WeightedResource>,
+    shape: Vec<UtilizationShapePoint>,
+}
+
+impl Default for NodeResourcesFit {
+    fn default() -> Self {
+        // The default arguments are valid by construction.
+        Self::build(&NodeResourcesFitArgs::default())
+    }
+}
+
+impl NodeResourcesFit {
+    pub fn new(args: &NodeResourcesFitArgs) -> Result<Self, ConfigError> {
+        validate(args)?;
+        Ok(Self::build(args))
+    }
+
+    fn build(args: &NodeResourcesFitArgs) -> Self {
+        let s = &args.scoring_strategy;
+        NodeResourcesFit {
+            ignored_resources: args.ignored_resources.clone(),
+            ignored_resource_groups: args.ignored_resource_groups.clone(),
+            kind: s.kind,
+            resources: s
+                .resources
+                .iter()
+                .map(|r| WeightedResource {
+                    key: ResourceKey::parse(&r.name),
+                    weight: r.weight,
+                })
+                .collect(),
+            // Scale shape scores to MAX_NODE_SCORE once, not per node.
+            shape: s
+                .shape
+                .iter()
+                .map(|p| UtilizationShapePoint {
+                    utilization: p.utilization,
+                    score: p.score * (MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE),
+                })
+                .collect(),
+        }
+    }
+
+    fn is_ignored(&self, name: &str) -> bool {
+        self.ignored_resources.iter().any(|r| r == name)
+            || name
+                .split_once('/')
+                .is_some_and(|(group, _)| self.ignored_resource_groups.iter().any(|g| g == group))
+    }
+
+    /// Weighted mean over the resources the node offers, of `per_resource`.
+    fn weighted_mean(
+        &self,
+        pod: &PodInfo,
+        node: &NodeState,
+        per_resource: impl Fn(i64, i64) -> i64,
+    ) -> (i64, i64) {
+        let (mut sum, mut weights) = (0i64, 0i64);
+        for r in &self.resources {
+            let req = pod_request(&r.key, pod, Requests::NonZero);
+            if let Some((alloc, requested)) =
+                allocatable_and_requested(&r.key, node, req, Requests::NonZero)
+            {
+                sum += per_resource(requested, alloc) * r.weight;
+                weights += r.weight;
+            }
+        }
+        (sum, weights)
+    }
+
+    /// kube-scheduler's broken-linear function over `shape`.
+    fn shape_score(&self, utilization: i64) -> i64 {
+        let shape = &self.shape;
+        match shape.iter().position(|p| utilization <= p.utilization) {
+            Some(0) => shape[0].score,
+            Some(i) => {
+                let (a, b) = (shape[i - 1], shape[i]);
+                a.score + (b.score - a.score) * (utilization - a.utilization) / (b.utilization - a.utilization)
+            }
+            None => shape.last().map_or(0, |p| p.score),
+        }
+    }
+}
+
+impl Plugin for NodeResourcesFit {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}
+
+impl FilterPlugin for NodeResourcesFit {
+    /// Reports every insufficient resource, not only the first (kube-scheduler
+    /// counts each in the failure message).
+    fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> Result<(), Rejection> {
+        let want = &pod.requests;
+        let alloc = &node.info.allocatable;
+        let used = &node.requested;
+        let mut rejection: Option<Rejection> = None;
+        let mut fail = |reason: Cow<'static, str>| match &mut rejection {
+            None => rejection = Some(Rejection::new(reason)),
+            Some(r) => r.more_reasons.push(reason),
+        };
+        if used.pods + 1 > alloc.pods {
+            fail(Cow::Borrowed(REASON_TOO_MANY_PODS));
+        }
+        let fixed = [
+            (want.milli_cpu, alloc.milli_cpu - used.milli_cpu, REASON_CPU),
+            (want.memory, alloc.memory - used.memory, REASON_MEMORY),
+            (
+                want.ephemeral_storage,
+                alloc.ephemeral_storage - used.ephemeral_storage,
+                REASON_EPHEMERAL_STORAGE,
+            ),
+        ];
+        for (request, free, reason) in fixed {
+            if request > 0 && request > free {
+                fail(Cow::Borrowed(reason));
+            }
+        }
+        for (name, &request) in &want.scalar {
+            if request == 0 || self.is_ignored(name) {
+                continue;
+            }
+            let free = alloc.scalar.get(name).copied().unwrap_or(0)
+                - used.scalar.get(name).copied().unwrap_or(0);
+            // A node without the resource at all has 0 free: Insufficient too.
+            if request > free {
+                fail(Cow::Owned(format!("Insufficient {name}")));
+            }
+        }
+        rejection.map_or(Ok(()), Err)
+    }
+}
+
+impl ScorePlugin for NodeResourcesFit {
+    fn score(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> i64 {
+        match self.kind {
+            ScoringStrategyType::LeastAllocated => {
+                let (sum, weights) = self.weighted_mean(pod, node, |requested, capacity| {
+                    if requested > capacity {
+                        0
+                    } else {
+                        (capacity - requested) * MAX_NODE_SCORE / capacity
+                    }
+                });
+                if weights == 0 { 0 } else { sum / weights }
+            }
+            ScoringStrategyType::MostAllocated => {
+                let (sum, weights) = self.weighted_mean(pod, node, |requested, capacity| {
+                    requested.min(capacity) * MAX_NODE_SCORE / capacity
+                });
+                if weights == 0 { 0 } else { sum / weights }
+            }
+            ScoringStrategyType::RequestedToCapacityRatio => self.ratio_score(pod, node),
+        }
+    }
+}
+
+impl NodeResourcesFit {
+    /// Like the other strategies, but a resource scoring 0 is left out of the
+    /// mean, and the mean is rounded (both as upstream).
+    fn ratio_score(&self, pod: &PodInfo, node: &NodeState) -> i64 {
+        let (mut sum, mut weights) = (0i64, 0i64);
+        for r in &self.resources {
+            let req = pod_request(&r.key, pod, Requests::NonZero);
+            let Some((capacity, requested)) =
+                allocatable_and_requested(&r.key, node, req, Requests::NonZero)
+            else {
+                continue;
+            };
+            let utilization = if requested > capacity {
+                MAX_UTILIZATION
+            } else {
+                requested * MAX_UTILIZATION / capacity
+            };
+            let s = self.shape_score(utilization);
+            if s > 0 {
+                sum += s * r.weight;
+                weights += r.weight;
+            }
+        }
+        if weights == 0 {
+            0
+        } else {
+            (sum as f64 / weights as f64).round() as i64
+        }
+    }
+}
+
+fn validate(args: &NodeResourcesFitArgs) -> Result<(), ConfigError> {
+    let s = &args.scoring_strategy;
+    if s.resources.is_empty() {
+        return Err(ConfigError::invalid(format!(
+            "{NAME}: scoringStrategy.resources must not be empty"
+        )));
+    }
+    for (i, r) in s.resources.iter().enumerate() {
+        if !(1..=100).contains(&r.weight) {
+            return Err(ConfigError::BadResourceWeight {
+                plugin: NAME,
+                resource: r.name.clone(),
+                weight: r.weight,
+            });
+        }
+        if s.resources[..i].iter().any(|o| o.name == r.name) {
+            return Err(ConfigError::invalid(format!(
+                "{NAME}: resource {:?} is listed twice in scoringStrategy.resources",
+                r.name
+            )));
+        }
+    }
+    if s.kind == ScoringStrategyType::RequestedToCapacityRatio {
+        if s.shape.is_empty() {
+            return Err(ConfigError::invalid(format!(
+                "{NAME}: RequestedToCapacityRatio needs at least one shape point"
+            )));
+        }
+        for (i, p) in s.shape.iter().enumerate() {
+            if !(0..=MAX_UTILIZATION).contains(&p.utilization)
+                || !(0..=MAX_CUSTOM_PRIORITY_SCORE).contains(&p.score)
+            {
+                return Err(ConfigError::invalid(format!(
+                    "{NAME}: shape point {i} ({}%, {}) is out of range (utilization 0..=100, score 0..=10)",
+                    p.utilization, p.score
+                )));
+            }
+            if i > 0 && p.utilization <= s.shape[i - 1].utilization {
+                return Err(ConfigError::invalid(format!(
+                    "{NAME}: shape utilization values must be strictly increasing (point {i})"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::test_util::{node, pod_requesting};
+
+    fn reasons(r: Result<(), Rejection>) -> Vec<String> {
+        r.err()
+            .map(|r| r.reasons().map(|s| s.to_string()).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn filter_names_every_insufficient_resource() {
+        let s = CycleState::new();
+        let fit = NodeResourcesFit::default();
+        let n = node("n", &[("cpu", "2"), ("memory", "4Gi"), ("ephemeral-storage", "10Gi")])
+            .with_pod(pod_requesting(&[("cpu", "1500m"), ("memory", "1Gi")]))
+            .build();
+        assert!(fit.filter(&s, &pod_requesting(&[("cpu", "500m"), ("memory", "3Gi")]), &n).is_ok());
+        assert_eq!(
+            reasons(fit.filter(
+                &s,
+                &pod_requesting(&[("cpu", "501m"), ("memory", "4Gi"), ("ephemeral-storage", "11Gi")]),
+                &n
+            )),
+            ["Insufficient cpu", "Insufficient memory", "Insufficient ephemeral-storage"]
+        );
+        let err = fit.filter(&s, &pod_requesting(&[("cpu", "1")]), &n).unwrap_err();
+        assert!(!err.unresolvable);
+    }
+
+    #[test]
+    fn extended_resources_missing_or_short_are_insufficient() {
+        let s = CycleState::new();
+        let fit = NodeResourcesFit::default();
+        let gpu_pod = pod_requesting(&[("nvidia.com/gpu", "2")]);
+        let no_gpu = node("a", &[("cpu", "8")]).build();
+        let one_gpu = node("b", &[("cpu", "8"), ("nvidia.com/gpu", "1")]).build();
+        let two_gpu = node("c", &[("cpu", "8"), ("nvidia.com/gpu", "2")]).build();
+        assert_eq!(reasons(fit.filter(&s, &gpu_pod, &no_gpu)), ["Insufficient nvidia.com/gpu"]);
+        assert_eq!(reasons(fit.filter(&s, &gpu_pod, &one_gpu)), ["Insufficient nvidia.com/gpu"]);
+        assert!(fit.filter(&s, &gpu_pod, &two_gpu).is_ok());
+
+        let ignoring = NodeResourcesFit::new(&NodeResourcesFitArgs {
+            ignored_resource_groups: vec!["nvidia.com".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(ignoring.filter(&s, &gpu_pod, &no_gpu).is_ok());
+    }
+
+    #[test]
+    fn pod_count_is_checked_even_for_empty_pods() {
+        let s = CycleState::new();
+        let fit = NodeResourcesFit::default();
+        let full = node("n", &[("cpu", "8"), ("pods", "1")])
+            .with_pod(pod_requesting(&[]))
+            .build();
+        assert_eq!(reasons(fit.filter(&s, &pod_requesting(&[]), &full)), ["Too many pods"]);
+        assert_eq!(
+            reasons(fit.filter(&s, &pod_requesting(&[("cpu", "9")]), &full)),
+            ["Too many pods", "Insufficient cpu"]
+        );
+    }
+
+    #[test]
+    fn least_allocated_score() {
+        // Upstream example: node 4000m/10000 with nothing requested, pod 3000m/5000:
+        // cpu (4000-3000)*100/4000 = 25, memory (10000-5000)*100/10000 = 50 -> 37.
+        let s = CycleState::new();
+        let fit = NodeResourcesFit::default();
+        let n = node("n", &[("cpu", "4"), ("memory", "10000")]).build();
+        let p = pod_requesting(&[("cpu", "3"), ("memory", "5000")]);
+        assert_eq!(fit.score(&s, &p, &n), 37);
+        // Over-requested resource scores 0.
+        let big = pod_requesting(&[("cpu", "5"), ("memory", "5000")]);
+        assert_eq!(fit.score(&s, &big, &n), 25);
+    }
+
+    #[test]
+    fn most_allocated_score_with_weights() {
+        let s = CycleState::new();
+        let fit = NodeResourcesFit::new(&NodeResourcesFitArgs {
+            scoring_strategy: ScoringStrategy {
+                kind: ScoringStrategyType::MostAllocated,
+                resources: vec![ResourceSpec::new("cpu", 3), ResourceSpec::new("memory", 1)],
+                shape: vec![],
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        let n = node("n", &[("cpu", "4"), ("memory", "10000")]).build();
+        let p = pod_requesting(&[("cpu", "3"), ("memory", "5000")]);
+        // (75*3 + 50*1) / 4 = 68
+        assert_eq!(fit.score(&s, &p, &n), 68);
+    }
+
+    #[test]
+    fn zero_request_pods_score_with_non_zero_defaults() {
+        let s = CycleState::new();
+        let fit = NodeResourcesFit::default();
+        let n = node("n", &[("cpu", "1"), ("memory", "1Gi")]).build();
+        // cpu (1000-100)*100/1000 = 90, memory (1024-200)*100/1024 = 80 -> 85
+        assert_eq!(fit.score(&s, &pod_requesting(&[]), &n), 85);
+    }
+
+    #[test]
+    fn requested_to_capacity_ratio_follows_the_shape() {
+        let s = CycleState::new();
+        let fit = NodeResourcesFit::new(&NodeResourcesFitArgs {
+            scoring_strategy: ScoringStrategy {
+                kind: ScoringStrategyType::RequestedToCapacityRatio,
+                resources: vec![ResourceSpec::new("cpu", 1)],
+                shape: vec![
+                    UtilizationShapePoint { utilization: 0, score: 0 },
+                    UtilizationShapePoint { utilization: 100, score: 10 },
+                ],
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        let n = node("n", &[("cpu", "4")]).build();
+        assert_eq!(fit.score(&s, &pod_requesting(&[("cpu", "1")]), &n), 25);
+        assert_eq!(fit.score(&s, &pod_requesting(&[("cpu", "8")]), &n), 100);
+    }
+
+    #[test]
+    fn invalid_args_are_precise_errors() {
+        let bad_weight = NodeResourcesFitArgs {
+            scoring_strategy: ScoringStrategy {
+                resources: vec![ResourceSpec::new("cpu", 0)],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(
+            NodeResourcesFit::new(&bad_weight).unwrap_err(),
+            ConfigError::BadResourceWeight {
+                plugin: NAME,
+                resource: "cpu".into(),
+                weight: 0
+            }
+        );
+        let no_shape = NodeResourcesFitArgs {
+            scoring_strategy: ScoringStrategy {
+                kind: ScoringStrategyType::RequestedToCapacityRatio,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert!(NodeResourcesFit::new(&no_shape).unwrap_err().to_string().contains("shape"));
+    }
+}
