@@ -7,7 +7,9 @@
 pub mod cache;
 pub mod dialects;
 pub mod driver;
+pub mod engine;
 pub mod framework;
+pub mod gang;
 pub mod model;
 pub mod plugins;
 pub mod queue;

@@ -26,6 +26,29 @@ pub struct Gated {
     pub reason: &'static str,
     /// What the pod waits for, written to its `PodScheduled=False` condition.
     pub message: String,
+    /// Something is wrong with the pod or its group (not merely early): a
+    /// Warning event accompanies the condition.
+    pub warning: bool,
+}
+
+impl Gated {
+    /// A pod waiting for something that is expected to happen.
+    pub fn waiting(reason: &'static str, message: impl Into<String>) -> Self {
+        Gated {
+            reason,
+            message: message.into(),
+            warning: false,
+        }
+    }
+
+    /// A pod that cannot be scheduled until a user fixes something.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Gated {
+            reason: "Unschedulable",
+            message: message.into(),
+            warning: true,
+        }
+    }
 }
 
 /// A PreEnqueue verdict.
@@ -66,9 +89,11 @@ pub enum QueueLocation {
 pub enum Requeue {
     /// Wait out its backoff (initial × 2^(attempts−1), capped), then active.
     Backoff,
-    /// Not before `Instant` (e.g. its group is denied until then) nor before its
-    /// own backoff.
+    /// Not before `Instant` nor before its own backoff.
     NotBefore(Instant),
+    /// Exactly until `Instant`, whatever its own backoff (its group is denied
+    /// and this pod was not tried).
+    Hold(Instant),
     /// Park until a relevant cluster event or the periodic flush.
     Unschedulable,
     /// Back behind the gate.
@@ -247,6 +272,7 @@ impl SchedulingQueue {
         let slot = match how {
             Requeue::Backoff => Self::backoff_or_active(own, now),
             Requeue::NotBefore(t) => Self::backoff_or_active(own.max(t), now),
+            Requeue::Hold(t) => Self::backoff_or_active(t, now),
             Requeue::Unschedulable => Slot::Unschedulable(now),
             Requeue::Gated(g) => Slot::Gated(g),
         };

@@ -16,10 +16,7 @@ fn plain(name: &str, created_ms: i64) -> (Arc<PodInfo>, OrderKey) {
 }
 
 fn waiting(msg: &str) -> Gated {
-    Gated {
-        reason: "Unschedulable",
-        message: msg.into(),
-    }
+    Gated::waiting("Unschedulable", msg)
 }
 
 #[test]
