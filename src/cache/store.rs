@@ -388,17 +388,17 @@ impl Cache {
         {
             self.expiries.remove(&(*t, key.clone()));
         }
-        if let (Some(group), Some(ms)) = (pod.info.group.key(), pod.state.member_state()) {
-            if let Some(members) = self.groups.get_mut(group) {
-                members.remove_scheduler(&pod.info.scheduler_name);
-                members.remove(key, ms);
-                if members.is_empty() {
-                    self.groups.remove(group);
-                    if let Some(set) = self.groups_by_def.get_mut(&group.definition) {
-                        set.remove(group);
-                        if set.is_empty() {
-                            self.groups_by_def.remove(&group.definition);
-                        }
+        if let (Some(group), Some(ms)) = (pod.info.group.key(), pod.state.member_state())
+            && let Some(members) = self.groups.get_mut(group)
+        {
+            members.remove_scheduler(&pod.info.scheduler_name);
+            members.remove(key, ms);
+            if members.is_empty() {
+                self.groups.remove(group);
+                if let Some(set) = self.groups_by_def.get_mut(&group.definition) {
+                    set.remove(group);
+                    if set.is_empty() {
+                        self.groups_by_def.remove(&group.definition);
                     }
                 }
             }
