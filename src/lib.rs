@@ -7,9 +7,13 @@
 pub mod cache;
 pub mod config;
 pub mod dialects;
+pub mod driver;
+pub mod engine;
 pub mod framework;
+pub mod gang;
 pub mod kube;
 pub mod metrics;
 pub mod model;
 pub mod plugins;
+pub mod queue;
 pub mod server;

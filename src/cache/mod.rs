@@ -1,6 +1,14 @@
-//! The scheduler's cache: nodes with their accounted pods, assumed pods, and
-//! per-group membership. (To be implemented beyond `NodeState`.)
+//! The scheduler's cache: every node with the pods accounted on it, the pods
+//! this scheduler has assumed, and per-group membership.
+//!
+//! The dense node table (`Cache::nodes`) *is* the per-cycle snapshot: the
+//! scheduling loop is single-threaded, so the slice is consistent for the whole
+//! cycle and is updated incrementally by events, never rebuilt.
 
+mod groups;
 mod node_state;
+mod store;
 
+pub use groups::{GroupMembers, MemberState};
 pub use node_state::NodeState;
+pub use store::{Cache, CachedPod, PodChange, PodState};

@@ -1,2 +1,215 @@
 //! Extension points around placement, driven by the engine: PreEnqueue,
-//! QueueSort, PostFilter, Reserve/Unreserve and Permit. (To be implemented.)
+//! QueueSort, a cache-aware PreFilter, PostFilter, Reserve/Unreserve and Permit.
+//!
+//! Shaped for a single-threaded owner rather than copied from kube-scheduler:
+//! stateful plugins take `&mut self`, and the engine hands them what they need
+//! — the cache (group views, cluster totals) and the `WaitingPods` handle,
+//! through which a plugin allows or rejects pods parked at Permit. A plugin
+//! never touches the queue or the cache's accounting; the engine applies the
+//! verdicts it records.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::cache::Cache;
+use crate::model::{GroupKey, PodInfo, PodKey};
+use crate::queue::{Gate, OrderKey};
+
+/// Why a pod was refused during a cycle or at Permit. Becomes the pod's
+/// `PodScheduled=False` condition and a Warning event with `reason`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Event reason (`FailedScheduling`, `GangTimeout`, `GangRejected`, ...).
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+        Refusal {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// PreEnqueue: may this pod enter the active queue now?
+pub trait PreEnqueuePlugin {
+    fn pre_enqueue(&self, pod: &PodInfo, cache: &Cache) -> Gate;
+}
+
+/// QueueSort: the pod's position in the active queue.
+pub trait QueueSortPlugin {
+    fn order_key(&self, pod: &PodInfo) -> OrderKey;
+}
+
+/// What a cache-aware PreFilter decided before placement runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PreFilterVerdict {
+    Proceed,
+    /// Do not try this pod before the instant (not counted as an attempt).
+    HoldUntil(Instant),
+    /// The pod is unschedulable this cycle.
+    Refuse(Refusal),
+}
+
+/// PreFilter with the cache in view: group state and cluster totals, which the
+/// per-node placement PreFilter plugins (`framework::PreFilterPlugin`) do not see.
+pub trait CachePreFilterPlugin {
+    fn pre_filter(&self, pod: &PodInfo, cache: &Cache, now: Instant) -> PreFilterVerdict;
+}
+
+/// PostFilter: the pod was refused (no feasible node, or a PreFilter refusal).
+pub trait PostFilterPlugin {
+    fn post_filter(
+        &mut self,
+        pod: &PodInfo,
+        refusal: &Refusal,
+        cache: &Cache,
+        waiting: &mut WaitingPods,
+        now: Instant,
+    );
+}
+
+/// Reserve/Unreserve: the engine has assumed (or forgotten) the pod on a node.
+pub trait ReservePlugin {
+    fn reserve(&mut self, pod: &PodInfo, node: &str, now: Instant);
+    fn unreserve(&mut self, pod: &PodInfo, waiting: &WaitingPods, now: Instant);
+}
+
+/// Permit's verdict for the pod in the cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PermitVerdict {
+    Allow,
+    /// Park at Permit until a plugin allows or rejects it through `WaitingPods`.
+    Wait,
+    Reject(Refusal),
+}
+
+pub trait PermitPlugin {
+    fn permit(
+        &mut self,
+        pod: &PodInfo,
+        node: &str,
+        cache: &Cache,
+        waiting: &mut WaitingPods,
+        now: Instant,
+    ) -> PermitVerdict;
+}
+
+/// A pod parked at Permit, its reservation held.
+#[derive(Debug, Clone)]
+pub struct WaitingPod {
+    pub pod: Arc<PodInfo>,
+    pub node: Arc<str>,
+    pub since: Instant,
+}
+
+/// What a plugin decided for a waiting pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allowed,
+    Rejected(Refusal),
+}
+
+/// The pods waiting at Permit. A verdict moves a pod out at once into the
+/// decided list, which the engine drains and applies (bind, or unreserve and
+/// requeue) before it does anything else.
+#[derive(Debug, Default)]
+pub struct WaitingPods {
+    pods: HashMap<PodKey, WaitingPod>,
+    by_group: HashMap<GroupKey, BTreeSet<PodKey>>,
+    decided: Vec<(WaitingPod, Verdict)>,
+}
+
+impl WaitingPods {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn insert(&mut self, w: WaitingPod) {
+        if let Some(group) = w.pod.group.key() {
+            self.by_group
+                .entry(group.clone())
+                .or_default()
+                .insert(w.pod.key.clone());
+        }
+        self.pods.insert(w.pod.key.clone(), w);
+    }
+
+    pub fn contains(&self, key: &PodKey) -> bool {
+        self.pods.contains_key(key)
+    }
+
+    pub fn get(&self, key: &PodKey) -> Option<&WaitingPod> {
+        self.pods.get(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.pods.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &WaitingPod> {
+        self.pods.values()
+    }
+
+    /// Waiting members of `group`, in key order.
+    pub fn group_members(&self, group: &GroupKey) -> Vec<PodKey> {
+        self.by_group
+            .get(group)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn group_len(&self, group: &GroupKey) -> usize {
+        self.by_group.get(group).map_or(0, BTreeSet::len)
+    }
+
+    /// Groups with at least one waiting member.
+    pub fn groups(&self) -> impl Iterator<Item = &GroupKey> {
+        self.by_group.keys()
+    }
+
+    pub fn allow(&mut self, key: &PodKey) -> bool {
+        self.decide(key, Verdict::Allowed)
+    }
+
+    pub fn reject(&mut self, key: &PodKey, refusal: Refusal) -> bool {
+        self.decide(key, Verdict::Rejected(refusal))
+    }
+
+    /// Takes a pod out without a verdict (it was deleted, bound elsewhere, or
+    /// its node disappeared); the caller deals with its reservation.
+    pub fn remove(&mut self, key: &PodKey) -> Option<WaitingPod> {
+        let w = self.pods.remove(key)?;
+        if let Some(group) = w.pod.group.key()
+            && let Some(set) = self.by_group.get_mut(group)
+        {
+            set.remove(key);
+            if set.is_empty() {
+                self.by_group.remove(group);
+            }
+        }
+        Some(w)
+    }
+
+    /// Verdicts recorded since the last call, in the order they were made.
+    pub fn take_decided(&mut self) -> Vec<(WaitingPod, Verdict)> {
+        std::mem::take(&mut self.decided)
+    }
+
+    fn decide(&mut self, key: &PodKey, verdict: Verdict) -> bool {
+        match self.remove(key) {
+            Some(w) => {
+                self.decided.push((w, verdict));
+                true
+            }
+            None => false,
+        }
+    }
+}

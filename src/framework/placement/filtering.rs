@@ -154,7 +154,10 @@ impl FilterPass<'_> {
                     .into_par_iter()
                     .map(|t| {
                         let from = pos + t * chunk;
-                        self.eval_chunk(from.min(pos + wave)..(from + chunk).min(pos + wave), still_needed)
+                        self.eval_chunk(
+                            from.min(pos + wave)..(from + chunk).min(pos + wave),
+                            still_needed,
+                        )
                     })
                     .collect::<Vec<_>>()
             } else {
@@ -191,9 +194,10 @@ impl FilterPass<'_> {
         for chunk in results {
             let had_feasible = !search.feasible.is_empty();
             for p in chunk.feasible {
-                search
-                    .feasible
-                    .push(self.candidates.node_index((self.start + p) % self.candidates.len()));
+                search.feasible.push(
+                    self.candidates
+                        .node_index((self.start + p) % self.candidates.len()),
+                );
                 if search.feasible.len() == self.need {
                     search.processed = p + 1;
                     return true;

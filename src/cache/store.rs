@@ -1,0 +1,411 @@
+//! `Cache`: the node table, every pod in the cluster, assume/forget with the
+//! assumed-pod TTL, and group membership.
+//!
+//! Accounting rule: a pod with a node (assumed by us, or bound by anyone) is
+//! listed under that node name in `by_node`; it is added to the node's
+//! `NodeState` exactly when the node exists. A node that arrives late picks up
+//! the pods already bound to it; a node that disappears takes its accounting
+//! with it, and its assumed pods are forgotten (the caller requeues them).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::groups::{GroupMembers, MemberState};
+use super::node_state::NodeState;
+use crate::model::{DefinitionKey, GroupKey, NodeInfo, PodInfo, PodKey, Resources};
+
+/// What the cache knows about one pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodState {
+    /// Not on a node yet.
+    Pending,
+    /// Reserved by this scheduler on `node`. `expires` is set once binding has
+    /// finished: if the informer does not confirm the pod by then, the
+    /// reservation is dropped (kube-scheduler's assumed-pod TTL).
+    Assumed {
+        node: Arc<str>,
+        expires: Option<Instant>,
+    },
+    /// `spec.nodeName` is set and the pod is not terminal.
+    Bound { node: Arc<str> },
+    /// Terminal, or pending while being deleted: holds nothing, never scheduled.
+    Done,
+}
+
+impl PodState {
+    fn of(info: &PodInfo) -> Self {
+        if info.phase.is_terminal() {
+            PodState::Done
+        } else if let Some(node) = &info.node_name {
+            PodState::Bound { node: node.clone() }
+        } else if info.deleting {
+            PodState::Done
+        } else {
+            PodState::Pending
+        }
+    }
+
+    /// The node this pod is accounted on (when that node exists).
+    pub fn node(&self) -> Option<&Arc<str>> {
+        match self {
+            PodState::Assumed { node, .. } | PodState::Bound { node } => Some(node),
+            PodState::Pending | PodState::Done => None,
+        }
+    }
+
+    fn member_state(&self) -> Option<MemberState> {
+        match self {
+            PodState::Pending => Some(MemberState::Pending),
+            PodState::Assumed { .. } => Some(MemberState::Assumed),
+            PodState::Bound { .. } => Some(MemberState::Bound),
+            PodState::Done => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CachedPod {
+    pub info: Arc<PodInfo>,
+    pub state: PodState,
+    /// Whether this scheduler serves the pod's `schedulerName`.
+    pub served: bool,
+}
+
+/// What an upsert did, so the caller can react (requeue, flush, release).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodChange {
+    pub previous: Option<PodState>,
+    pub current: PodState,
+}
+
+impl PodChange {
+    /// The update confirmed a pod this scheduler had assumed.
+    pub fn confirmed_assumed(&self) -> bool {
+        matches!(self.previous, Some(PodState::Assumed { .. }))
+            && matches!(self.current, PodState::Bound { .. })
+    }
+
+    /// Resources were given back somewhere (a node may now fit more).
+    pub fn released_resources(&self) -> bool {
+        let had = self.previous.as_ref().and_then(PodState::node);
+        had.is_some() && had != self.current.node()
+    }
+}
+
+pub struct Cache {
+    nodes: Vec<NodeState>,
+    node_index: HashMap<Arc<str>, usize>,
+    pods: HashMap<PodKey, CachedPod>,
+    /// Node name → pods assumed or bound there, whether or not the node exists.
+    by_node: HashMap<Arc<str>, HashSet<PodKey>>,
+    groups: HashMap<GroupKey, GroupMembers>,
+    groups_by_def: HashMap<DefinitionKey, HashSet<GroupKey>>,
+    /// Assumed pods whose binding finished, by expiry.
+    expiries: BTreeSet<(Instant, PodKey)>,
+    total_allocatable: Resources,
+    total_requested: Resources,
+    served: HashSet<Arc<str>>,
+    assumed_ttl: Duration,
+}
+
+impl Cache {
+    /// `served`: the scheduler names whose pods are members (and schedulable) here.
+    pub fn new(served: impl IntoIterator<Item = Arc<str>>, assumed_ttl: Duration) -> Self {
+        Cache {
+            nodes: Vec::new(),
+            node_index: HashMap::new(),
+            pods: HashMap::new(),
+            by_node: HashMap::new(),
+            groups: HashMap::new(),
+            groups_by_def: HashMap::new(),
+            expiries: BTreeSet::new(),
+            total_allocatable: Resources::default(),
+            total_requested: Resources::default(),
+            served: served.into_iter().collect(),
+            assumed_ttl,
+        }
+    }
+
+    // ---- reads -------------------------------------------------------------
+
+    /// The node table: the snapshot a scheduling cycle places pods on.
+    pub fn nodes(&self) -> &[NodeState] {
+        &self.nodes
+    }
+
+    pub fn node(&self, name: &str) -> Option<&NodeState> {
+        self.node_index.get(name).map(|&i| &self.nodes[i])
+    }
+
+    pub fn pod(&self, key: &PodKey) -> Option<&CachedPod> {
+        self.pods.get(key)
+    }
+
+    pub fn pods(&self) -> impl Iterator<Item = &CachedPod> {
+        self.pods.values()
+    }
+
+    pub fn is_assumed(&self, key: &PodKey) -> bool {
+        matches!(
+            self.pods.get(key).map(|p| &p.state),
+            Some(PodState::Assumed { .. })
+        )
+    }
+
+    pub fn group(&self, key: &GroupKey) -> Option<&GroupMembers> {
+        self.groups.get(key)
+    }
+
+    /// Groups (replicas included) observed for one definition.
+    pub fn groups_of(&self, def: &DefinitionKey) -> impl Iterator<Item = &GroupKey> {
+        self.groups_by_def.get(def).into_iter().flatten()
+    }
+
+    pub fn is_served(&self, scheduler_name: &str) -> bool {
+        self.served.contains(scheduler_name)
+    }
+
+    /// Allocatable minus requested summed over all nodes (per-node negatives
+    /// included: a node overcommitted by another scheduler offers nothing more).
+    pub fn total_free(&self) -> Resources {
+        let mut free = self.total_allocatable.clone();
+        free.sub(&self.total_requested);
+        free
+    }
+
+    /// When the next assumed pod expires.
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.expiries.first().map(|(t, _)| *t)
+    }
+
+    // ---- nodes -------------------------------------------------------------
+
+    /// Adds or updates a node; returns true when it is new. A new node picks up
+    /// the pods already bound to it.
+    pub fn upsert_node(&mut self, info: Arc<NodeInfo>) -> bool {
+        if let Some(&i) = self.node_index.get(&info.name) {
+            self.total_allocatable.sub(&self.nodes[i].info.allocatable);
+            self.total_allocatable.add(&info.allocatable);
+            self.nodes[i].set_info(info);
+            return false;
+        }
+        let mut state = NodeState::new(info.clone());
+        for key in self.by_node.get(&info.name).into_iter().flatten() {
+            if let Some(p) = self.pods.get(key) {
+                state.add_pod(&p.info);
+                self.total_requested.add(&p.info.requests);
+            }
+        }
+        self.total_allocatable.add(&info.allocatable);
+        self.node_index.insert(info.name.clone(), self.nodes.len());
+        self.nodes.push(state);
+        true
+    }
+
+    /// Removes a node. Pods bound there stay known (and are accounted again if
+    /// the node comes back); pods assumed there are forgotten and returned.
+    pub fn remove_node(&mut self, name: &str) -> Vec<PodKey> {
+        let Some(i) = self.node_index.remove(name) else {
+            return Vec::new();
+        };
+        let removed = self.nodes.swap_remove(i);
+        if let Some(moved) = self.nodes.get(i) {
+            self.node_index.insert(moved.info.name.clone(), i);
+        }
+        self.total_allocatable.sub(&removed.info.allocatable);
+        self.total_requested.sub(&removed.requested);
+        let mut assumed: Vec<PodKey> = self
+            .by_node
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter(|k| self.is_assumed(k))
+            .cloned()
+            .collect();
+        assumed.sort();
+        for key in &assumed {
+            self.forget(key);
+        }
+        assumed
+    }
+
+    // ---- pods --------------------------------------------------------------
+
+    /// Records a pod as the informer reports it, whoever schedules it.
+    ///
+    /// An update without `nodeName` for a pod this scheduler has assumed keeps
+    /// the reservation (the informer has not caught up with our bind yet); an
+    /// update with `nodeName` confirms it.
+    pub fn upsert_pod(&mut self, info: Arc<PodInfo>) -> PodChange {
+        let current = PodState::of(&info);
+        let previous = self.pods.get(&info.key).map(|p| p.state.clone());
+        if matches!(previous, Some(PodState::Assumed { .. })) && current == PodState::Pending {
+            return PodChange {
+                current: previous.clone().unwrap_or(PodState::Pending),
+                previous,
+            };
+        }
+        self.detach(&info.key);
+        let served = self.served.contains(&info.scheduler_name);
+        self.attach(CachedPod {
+            info,
+            state: current.clone(),
+            served,
+        });
+        PodChange { previous, current }
+    }
+
+    /// Forgets a deleted pod, releasing whatever it held.
+    pub fn remove_pod(&mut self, key: &PodKey) -> Option<CachedPod> {
+        self.detach(key)
+    }
+
+    /// Reserves `nodes()[node_index]` for a pending pod (Reserve).
+    pub fn assume(&mut self, key: &PodKey, node_index: usize) -> Result<(), String> {
+        let node = match self.nodes.get(node_index) {
+            Some(n) => n.info.name.clone(),
+            None => return Err(format!("node index {node_index} out of range")),
+        };
+        match self.pods.get(key).map(|p| &p.state) {
+            Some(PodState::Pending) => {}
+            Some(other) => return Err(format!("pod {key} cannot be assumed: it is {other:?}")),
+            None => return Err(format!("pod {key} is not in the cache")),
+        }
+        self.set_state(
+            key,
+            PodState::Assumed {
+                node,
+                expires: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// Drops a reservation (Unreserve, bind failure, expiry). Returns false when
+    /// the pod was not assumed.
+    pub fn forget(&mut self, key: &PodKey) -> bool {
+        if !self.is_assumed(key) {
+            return false;
+        }
+        self.set_state(key, PodState::Pending);
+        true
+    }
+
+    /// The bind call returned: start the confirmation deadline.
+    pub fn finish_binding(&mut self, key: &PodKey, now: Instant) {
+        if let Some(PodState::Assumed {
+            node,
+            expires: None,
+        }) = self.pods.get(key).map(|p| &p.state)
+        {
+            let node = node.clone();
+            self.set_state(
+                key,
+                PodState::Assumed {
+                    node,
+                    expires: Some(now + self.assumed_ttl),
+                },
+            );
+        }
+    }
+
+    /// Expires assumed pods whose confirmation did not arrive in time; they are
+    /// pending again and returned so the caller can requeue them.
+    pub fn cleanup_expired(&mut self, now: Instant) -> Vec<PodKey> {
+        let mut expired = Vec::new();
+        while let Some((t, key)) = self.expiries.first().cloned() {
+            if t > now {
+                break;
+            }
+            self.forget(&key);
+            self.expiries.remove(&(t, key.clone()));
+            expired.push(key);
+        }
+        expired
+    }
+
+    // ---- internals -----------------------------------------------------------
+
+    fn set_state(&mut self, key: &PodKey, state: PodState) {
+        if let Some(mut pod) = self.detach(key) {
+            pod.state = state;
+            self.attach(pod);
+        }
+    }
+
+    /// Inserts a pod and accounts it everywhere (node, totals, group, expiry).
+    fn attach(&mut self, pod: CachedPod) {
+        let key = pod.info.key.clone();
+        if let Some(node) = pod.state.node() {
+            self.by_node
+                .entry(node.clone())
+                .or_default()
+                .insert(key.clone());
+            if let Some(&i) = self.node_index.get(node) {
+                self.nodes[i].add_pod(&pod.info);
+                self.total_requested.add(&pod.info.requests);
+            }
+        }
+        if let PodState::Assumed {
+            expires: Some(t), ..
+        } = &pod.state
+        {
+            self.expiries.insert((*t, key.clone()));
+        }
+        if let (Some(group), Some(ms)) = (pod.info.group.key(), pod.state.member_state()) {
+            let members = self.groups.entry(group.clone()).or_default();
+            members.add_scheduler(&pod.info.scheduler_name);
+            if pod.served {
+                members.insert(&key, ms);
+            }
+            self.groups_by_def
+                .entry(group.definition.clone())
+                .or_default()
+                .insert(group.clone());
+        }
+        self.pods.insert(key, pod);
+    }
+
+    /// Removes a pod and undoes everything `attach` did.
+    fn detach(&mut self, key: &PodKey) -> Option<CachedPod> {
+        let pod = self.pods.remove(key)?;
+        if let Some(node) = pod.state.node() {
+            if let Some(set) = self.by_node.get_mut(node) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.by_node.remove(node);
+                }
+            }
+            if let Some(&i) = self.node_index.get(node) {
+                self.nodes[i].remove_pod(&pod.info);
+                self.total_requested.sub(&pod.info.requests);
+            }
+        }
+        if let PodState::Assumed {
+            expires: Some(t), ..
+        } = &pod.state
+        {
+            self.expiries.remove(&(*t, key.clone()));
+        }
+        if let (Some(group), Some(ms)) = (pod.info.group.key(), pod.state.member_state())
+            && let Some(members) = self.groups.get_mut(group)
+        {
+            members.remove_scheduler(&pod.info.scheduler_name);
+            members.remove(key, ms);
+            if members.is_empty() {
+                self.groups.remove(group);
+                if let Some(set) = self.groups_by_def.get_mut(&group.definition) {
+                    set.remove(group);
+                    if set.is_empty() {
+                        self.groups_by_def.remove(&group.definition);
+                    }
+                }
+            }
+        }
+        Some(pod)
+    }
+}
+
+#[cfg(test)]
+mod tests;

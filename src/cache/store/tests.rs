@@ -1,0 +1,130 @@
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::driver::fixtures::{SCHEDULER, arc, group_key, member, node, pod};
+use crate::model::PodPhase;
+
+fn cache() -> Cache {
+    Cache::new([Arc::from(SCHEDULER)], Duration::from_secs(30))
+}
+
+fn bound(mut p: PodInfo, node: &str) -> PodInfo {
+    p.node_name = Some(Arc::from(node));
+    p.phase = PodPhase::Running;
+    p
+}
+
+#[test]
+fn accounts_pods_bound_by_anyone_including_before_their_node_arrives() {
+    let mut c = cache();
+    let mut foreign = bound(pod("f", 500, 1), "n1");
+    foreign.scheduler_name = Arc::from("default-scheduler");
+    c.upsert_pod(arc(foreign));
+    assert_eq!(c.total_free().milli_cpu, 0);
+    assert!(c.upsert_node(arc(node("n1", 2000, 4))));
+    assert_eq!(c.node("n1").map(|n| n.requested.milli_cpu), Some(500));
+    assert_eq!(c.total_free().milli_cpu, 1500);
+}
+
+#[test]
+fn terminal_and_deleted_pods_release() {
+    let mut c = cache();
+    c.upsert_node(arc(node("n1", 2000, 4)));
+    c.upsert_pod(arc(bound(pod("a", 500, 1), "n1")));
+    c.upsert_pod(arc(bound(pod("b", 500, 1), "n1")));
+    let mut done = bound(pod("a", 500, 1), "n1");
+    done.phase = PodPhase::Succeeded;
+    let change = c.upsert_pod(arc(done));
+    assert!(change.released_resources());
+    assert_eq!(c.node("n1").map(|n| n.requested.milli_cpu), Some(500));
+    c.remove_pod(&PodKey::new("default", "b"));
+    assert_eq!(c.node("n1").map(|n| n.requested.milli_cpu), Some(0));
+}
+
+#[test]
+fn assume_forget_and_confirm() {
+    let mut c = cache();
+    c.upsert_node(arc(node("n1", 2000, 4)));
+    let p = pod("a", 500, 1);
+    let key = p.key.clone();
+    c.upsert_pod(arc(p.clone()));
+    c.assume(&key, 0).unwrap();
+    assert_eq!(c.nodes()[0].requested.milli_cpu, 500);
+    assert!(c.assume(&key, 0).is_err(), "double assume is refused");
+    // An informer update without nodeName keeps the reservation.
+    c.upsert_pod(arc(p.clone()));
+    assert!(c.is_assumed(&key));
+    assert!(c.forget(&key));
+    assert_eq!(c.nodes()[0].requested.milli_cpu, 0);
+    c.assume(&key, 0).unwrap();
+    let change = c.upsert_pod(arc(bound(p, "n1")));
+    assert!(change.confirmed_assumed());
+    assert_eq!(c.nodes()[0].requested.milli_cpu, 500);
+}
+
+#[test]
+fn assumed_pod_expires_after_ttl_unless_confirmed() {
+    let mut c = cache();
+    let t0 = Instant::now();
+    c.upsert_node(arc(node("n1", 2000, 4)));
+    for name in ["a", "b"] {
+        c.upsert_pod(arc(pod(name, 500, 1)));
+        c.assume(&PodKey::new("default", name), 0).unwrap();
+        c.finish_binding(&PodKey::new("default", name), t0);
+    }
+    c.upsert_pod(arc(bound(pod("b", 500, 1), "n1")));
+    assert_eq!(c.next_expiry(), Some(t0 + Duration::from_secs(30)));
+    assert!(c.cleanup_expired(t0 + Duration::from_secs(29)).is_empty());
+    let expired = c.cleanup_expired(t0 + Duration::from_secs(30));
+    assert_eq!(expired, vec![PodKey::new("default", "a")]);
+    assert_eq!(c.nodes()[0].requested.milli_cpu, 500);
+    assert_eq!(c.next_expiry(), None);
+}
+
+#[test]
+fn node_deletion_forgets_assumed_and_keeps_bound_for_later() {
+    let mut c = cache();
+    c.upsert_node(arc(node("n1", 2000, 4)));
+    c.upsert_node(arc(node("n2", 2000, 4)));
+    c.upsert_pod(arc(pod("a", 500, 1)));
+    c.assume(&PodKey::new("default", "a"), 0).unwrap();
+    c.upsert_pod(arc(bound(pod("b", 700, 1), "n1")));
+    let dropped = c.remove_node("n1");
+    assert_eq!(dropped, vec![PodKey::new("default", "a")]);
+    assert_eq!(c.nodes().len(), 1);
+    assert_eq!(
+        c.node("n2").map(|n| n.name().to_string()),
+        Some("n2".into())
+    );
+    assert_eq!(c.total_free().milli_cpu, 2000);
+    c.upsert_node(arc(node("n1", 2000, 4)));
+    assert_eq!(c.node("n1").map(|n| n.requested.milli_cpu), Some(700));
+}
+
+#[test]
+fn group_membership_by_state_and_scheduler_names() {
+    let mut c = cache();
+    let g = group_key("pg");
+    c.upsert_node(arc(node("n1", 4000, 8)));
+    c.upsert_pod(arc(member("a", &g, 100, 1)));
+    c.upsert_pod(arc(member("b", &g, 100, 1)));
+    c.upsert_pod(arc(bound(member("c", &g, 100, 1), "n1")));
+    let mut other = member("d", &g, 100, 1);
+    other.scheduler_name = Arc::from("default-scheduler");
+    c.upsert_pod(arc(other));
+    c.assume(&PodKey::new("default", "a"), 0).unwrap();
+    let m = c.group(&g).unwrap();
+    assert_eq!(m.pending().len(), 1);
+    assert_eq!(m.assumed().len(), 1);
+    assert_eq!(m.bound().len(), 1);
+    assert_eq!(m.assumed_or_bound(), 2);
+    assert_eq!(m.observed(), 3, "the foreign pod is not a member");
+    assert_eq!(m.scheduler_names().len(), 2);
+    assert_eq!(c.groups_of(&g.definition).count(), 1);
+    for name in ["a", "b", "c", "d"] {
+        c.remove_pod(&PodKey::new("default", name));
+    }
+    assert!(c.group(&g).is_none());
+    assert_eq!(c.groups_of(&g.definition).count(), 0);
+}

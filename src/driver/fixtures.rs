@@ -1,0 +1,88 @@
+//! Builders for nodes, pods and group definitions used by tests, the
+//! deterministic driver and the benchmarks. Everything lives in namespace
+//! `default` and is scheduled by `SCHEDULER` unless changed afterwards.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::model::{
+    DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupSource, NodeInfo, PodInfo, PodKey,
+    PodPhase, Resources,
+};
+
+/// The scheduler name the fixtures' pods ask for.
+pub const SCHEDULER: &str = "muster";
+
+const GIB: i64 = 1 << 30;
+
+/// Resources with CPU in millicores and memory in GiB.
+pub fn resources(milli_cpu: i64, memory_gib: i64) -> Resources {
+    Resources {
+        milli_cpu,
+        memory: memory_gib * GIB,
+        ..Resources::default()
+    }
+}
+
+/// A node with the given CPU (millicores) and memory (GiB) and room for 110 pods.
+pub fn node(name: &str, milli_cpu: i64, memory_gib: i64) -> NodeInfo {
+    let mut allocatable = resources(milli_cpu, memory_gib);
+    allocatable.pods = 110;
+    NodeInfo::new(name, allocatable)
+}
+
+/// A pending ordinary pod requesting CPU (millicores) and memory (GiB).
+pub fn pod(name: &str, milli_cpu: i64, memory_gib: i64) -> PodInfo {
+    let mut requests = resources(milli_cpu, memory_gib);
+    requests.pods = 1;
+    PodInfo {
+        key: PodKey::new("default", name),
+        uid: Arc::from(format!("uid-{name}")),
+        scheduler_name: Arc::from(SCHEDULER),
+        node_name: None,
+        phase: PodPhase::Pending,
+        deleting: false,
+        scheduling_gated: false,
+        priority: 0,
+        priority_class_name: None,
+        created_ms: 0,
+        non_zero_milli_cpu: milli_cpu.max(crate::model::DEFAULT_MILLI_CPU_REQUEST),
+        non_zero_memory: requests.memory.max(crate::model::DEFAULT_MEMORY_REQUEST),
+        requests,
+        node_selector: BTreeMap::new(),
+        required_affinity: None,
+        preferred_affinity: Vec::new(),
+        tolerations: Vec::new(),
+        host_ports: Vec::new(),
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        group: GroupMembership::None,
+    }
+}
+
+/// A pending member of `group`.
+pub fn member(name: &str, group: &GroupKey, milli_cpu: i64, memory_gib: i64) -> PodInfo {
+    let mut p = pod(name, milli_cpu, memory_gib);
+    p.group = GroupMembership::Member(group.clone());
+    p
+}
+
+/// The definition key of a `PodGroup` named `name` in `default`.
+pub fn def_key(name: &str) -> DefinitionKey {
+    DefinitionKey::new("default", GroupSource::PodGroup, name)
+}
+
+/// The group of the `PodGroup` named `name` in `default`.
+pub fn group_key(name: &str) -> GroupKey {
+    GroupKey::new(def_key(name))
+}
+
+/// A gang definition for `PodGroup` `name`.
+pub fn gang_def(name: &str, min_count: u32, created_ms: i64) -> GroupDef {
+    GroupDef::gang(def_key(name), min_count, created_ms)
+}
+
+/// Shorthand for an `Arc` of anything.
+pub fn arc<T>(v: T) -> Arc<T> {
+    Arc::new(v)
+}

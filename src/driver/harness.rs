@@ -1,0 +1,316 @@
+//! `Harness`: holds the "cluster" (nodes, pods, group definitions), feeds
+//! events to the engine, performs its `Bind` actions after a configurable
+//! latency (optionally failing them), confirms successful binds with a pod
+//! update, records every decision with its time, and advances a fake clock
+//! from deadline to deadline.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::engine::{Action, ClusterEvent, Engine, EngineConfig, ProfileConfig};
+use crate::framework::placement::Framework;
+use crate::model::{DefinitionKey, GroupDef, GroupKey, NodeInfo, PodInfo, PodKey, PodPhase};
+
+use super::fixtures::SCHEDULER;
+
+/// One successful binding, as the fake API server recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindRecord {
+    pub pod: PodKey,
+    pub node: Arc<str>,
+    pub at: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct InFlight {
+    pub(super) due: Instant,
+    pub(super) pod: PodKey,
+    uid: Arc<str>,
+    node: Arc<str>,
+}
+
+pub struct Harness {
+    pub engine: Engine,
+    start: Instant,
+    now: Instant,
+    pub(super) nodes: BTreeMap<Arc<str>, Arc<NodeInfo>>,
+    pub(super) pods: BTreeMap<PodKey, Arc<PodInfo>>,
+    pub(super) defs: BTreeMap<DefinitionKey, GroupDef>,
+    pub(super) in_flight: Vec<InFlight>,
+    /// Time from a `Bind` action to its result.
+    pub bind_latency: Duration,
+    /// Whether a successful bind is followed by the informer's pod update
+    /// (turn off to exercise the assumed-pod TTL).
+    pub confirm_binds: bool,
+    fail_next: usize,
+    fail_pods: HashSet<PodKey>,
+    /// Every successful binding in order.
+    pub binds: Vec<BindRecord>,
+    /// Every drained action with the time it was drained.
+    pub actions: Vec<(Duration, Action)>,
+    /// Invariant I1 violations seen when actions were drained.
+    pub(super) i1_violations: Vec<String>,
+}
+
+impl Harness {
+    /// An engine with one profile (`fixtures::SCHEDULER`, kube-scheduler's
+    /// default plugins) and default timings.
+    pub fn new() -> Self {
+        Self::with_config(EngineConfig::new(vec![ProfileConfig::new(
+            SCHEDULER,
+            Framework::default(),
+        )]))
+    }
+
+    pub fn with_config(cfg: EngineConfig) -> Self {
+        // The one place a real clock is read: the fake clock needs an origin.
+        let start = Instant::now();
+        Harness {
+            engine: Engine::new(cfg),
+            start,
+            now: start,
+            nodes: BTreeMap::new(),
+            pods: BTreeMap::new(),
+            defs: BTreeMap::new(),
+            in_flight: Vec::new(),
+            bind_latency: Duration::ZERO,
+            confirm_binds: true,
+            fail_next: 0,
+            fail_pods: HashSet::new(),
+            binds: Vec::new(),
+            actions: Vec::new(),
+            i1_violations: Vec::new(),
+        }
+    }
+
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Time since the harness started.
+    pub fn elapsed(&self) -> Duration {
+        self.now - self.start
+    }
+
+    // ---- the cluster ---------------------------------------------------------
+
+    pub fn add_node(&mut self, node: NodeInfo) {
+        let node = Arc::new(node);
+        self.nodes.insert(node.name.clone(), node.clone());
+        self.send(ClusterEvent::NodeUpserted(node));
+    }
+
+    pub fn delete_node(&mut self, name: &str) {
+        if let Some(node) = self.nodes.remove(name) {
+            self.send(ClusterEvent::NodeDeleted(node.name.clone()));
+        }
+    }
+
+    /// Adds or updates a pod (as the informer would report it).
+    pub fn put_pod(&mut self, pod: PodInfo) {
+        let pod = Arc::new(pod);
+        self.pods.insert(pod.key.clone(), pod.clone());
+        self.send(ClusterEvent::PodUpserted(pod));
+    }
+
+    pub fn delete_pod(&mut self, key: &PodKey) {
+        if self.pods.remove(key).is_some() {
+            self.send(ClusterEvent::PodDeleted(key.clone()));
+        }
+    }
+
+    /// The pod ran to completion (or failed): it releases its node.
+    pub fn finish_pod(&mut self, key: &PodKey, phase: PodPhase) {
+        if let Some(p) = self.pods.get(key) {
+            let mut p = (**p).clone();
+            p.phase = phase;
+            self.put_pod(p);
+        }
+    }
+
+    pub fn put_def(&mut self, def: GroupDef) {
+        self.defs.insert(def.key.clone(), def.clone());
+        self.send(ClusterEvent::GroupDefUpserted(def));
+    }
+
+    pub fn delete_def(&mut self, key: &DefinitionKey) {
+        if self.defs.remove(key).is_some() {
+            self.send(ClusterEvent::GroupDefDeleted(key.clone()));
+        }
+    }
+
+    /// The next `n` bind calls fail.
+    pub fn fail_next_binds(&mut self, n: usize) {
+        self.fail_next += n;
+    }
+
+    /// Every bind call for this pod fails until cleared.
+    pub fn fail_binds_of(&mut self, key: &PodKey, fail: bool) {
+        if fail {
+            self.fail_pods.insert(key.clone());
+        } else {
+            self.fail_pods.remove(key);
+        }
+    }
+
+    pub fn pod(&self, key: &PodKey) -> Option<&Arc<PodInfo>> {
+        self.pods.get(key)
+    }
+
+    pub fn pods(&self) -> impl Iterator<Item = &Arc<PodInfo>> {
+        self.pods.values()
+    }
+
+    pub fn node_of(&self, key: &PodKey) -> Option<Arc<str>> {
+        self.pods.get(key).and_then(|p| p.node_name.clone())
+    }
+
+    /// Members of `group` bound and not terminal.
+    pub fn bound_members(&self, group: &GroupKey) -> usize {
+        self.pods
+            .values()
+            .filter(|p| p.group.key() == Some(group) && p.occupies_node())
+            .count()
+    }
+
+    /// Drained actions matching `f`.
+    pub fn actions_where(&self, f: impl Fn(&Action) -> bool) -> Vec<&Action> {
+        self.actions
+            .iter()
+            .map(|(_, a)| a)
+            .filter(|a| f(a))
+            .collect()
+    }
+
+    /// Number of events with this reason.
+    pub fn events(&self, reason: &str) -> usize {
+        self.actions_where(|a| matches!(a, Action::Event { reason: r, .. } if *r == reason))
+            .len()
+    }
+
+    // ---- time ----------------------------------------------------------------
+
+    /// Schedules everything that is ready now and performs the binds that are
+    /// due, until nothing changes.
+    pub fn settle(&mut self) {
+        loop {
+            self.engine.run_until_idle(self.now);
+            self.drain();
+            if !self.complete_due_binds() {
+                break;
+            }
+        }
+    }
+
+    /// Advances the clock by `d`, stopping at every engine deadline and bind
+    /// completion on the way, and settles at each stop.
+    pub fn advance(&mut self, d: Duration) {
+        let target = self.now + d;
+        self.settle();
+        loop {
+            let next = [
+                self.engine.next_deadline(),
+                self.in_flight.iter().map(|b| b.due).min(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            match next {
+                Some(t) if t <= target => {
+                    self.now = self.now.max(t);
+                    self.settle();
+                }
+                _ => break,
+            }
+        }
+        self.now = target;
+        self.settle();
+    }
+
+    // ---- internals -----------------------------------------------------------
+
+    fn send(&mut self, event: ClusterEvent) {
+        self.engine.on_event(event, self.now);
+        self.drain();
+    }
+
+    fn drain(&mut self) {
+        let actions = self.engine.drain_actions();
+        let at = self.elapsed();
+        for action in &actions {
+            if let Action::Bind { pod, uid, node } = action {
+                self.in_flight.push(InFlight {
+                    due: self.now + self.bind_latency,
+                    pod: pod.clone(),
+                    uid: uid.clone(),
+                    node: node.clone(),
+                });
+            }
+        }
+        self.check_binds_release_quorum(&actions);
+        self.actions.extend(actions.into_iter().map(|a| (at, a)));
+    }
+
+    /// Performs the binds that are due; returns whether any was.
+    fn complete_due_binds(&mut self) -> bool {
+        let now = self.now;
+        let (due, later): (Vec<InFlight>, Vec<InFlight>) =
+            self.in_flight.drain(..).partition(|b| b.due <= now);
+        self.in_flight = later;
+        for b in &due {
+            let result = self.bind_call(b);
+            let ok = result.is_ok();
+            self.send(ClusterEvent::BindFinished {
+                pod: b.pod.clone(),
+                result,
+            });
+            if ok && let Some(p) = self.pods.get(&b.pod) {
+                let mut p = (**p).clone();
+                p.node_name = Some(b.node.clone());
+                let p = Arc::new(p);
+                self.pods.insert(p.key.clone(), p.clone());
+                self.binds.push(BindRecord {
+                    pod: b.pod.clone(),
+                    node: b.node.clone(),
+                    at: self.elapsed(),
+                });
+                if self.confirm_binds {
+                    self.send(ClusterEvent::PodUpserted(p));
+                }
+            }
+        }
+        !due.is_empty()
+    }
+
+    /// What the API server would answer to the binding POST.
+    fn bind_call(&mut self, b: &InFlight) -> Result<(), String> {
+        let pod = self
+            .pods
+            .get(&b.pod)
+            .ok_or_else(|| format!("pods \"{}\" not found", b.pod.name))?;
+        if pod.uid != b.uid {
+            return Err(format!("pod {} was recreated (uid changed)", b.pod));
+        }
+        if let Some(n) = &pod.node_name {
+            return Err(format!("pod {} is already assigned to node {n}", b.pod));
+        }
+        if !self.nodes.contains_key(&b.node) {
+            return Err(format!("node {} not found", b.node));
+        }
+        if self.fail_pods.contains(&b.pod) {
+            return Err("injected failure".into());
+        }
+        if self.fail_next > 0 {
+            self.fail_next -= 1;
+            return Err("injected failure".into());
+        }
+        Ok(())
+    }
+}
+
+impl Default for Harness {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,174 @@
+//! The invariants of gang-semantics.md, checked against the harness's own
+//! record of the cluster rather than the engine's view of itself.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::Harness;
+use crate::cache::PodState;
+use crate::engine::{Action, PodLocation};
+use crate::model::{GroupKey, GroupPolicy, Resources};
+
+impl Harness {
+    /// I1–I4; the first violation found, described.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.check_no_partial_gang()?;
+        self.check_no_overcommit()?;
+        self.check_no_orphan_reservation()?;
+        self.check_no_lost_pod()
+    }
+
+    /// I1 — no partial gang: every `Bind` of a gang member was issued while at
+    /// least `min_count` members were bound or being bound. Checked as actions
+    /// are drained (see `check_binds_release_quorum`); this reports the result.
+    pub fn check_no_partial_gang(&self) -> Result<(), String> {
+        match self.i1_violations.first() {
+            Some(v) => Err(format!("I1: {v}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Called with each batch of drained actions, after its binds were put in flight.
+    pub(super) fn check_binds_release_quorum(&mut self, actions: &[Action]) {
+        for action in actions {
+            let Action::Bind { pod, .. } = action else {
+                continue;
+            };
+            let Some(group) = self.pods.get(pod).and_then(|p| p.group.key().cloned()) else {
+                continue;
+            };
+            let policy = self.defs.get(&group.definition).map(|d| d.policy.clone());
+            let min_count = match policy {
+                Some(Ok(GroupPolicy::Gang { min_count, .. })) => min_count as usize,
+                Some(Ok(GroupPolicy::Basic)) => continue,
+                _ => {
+                    self.i1_violations.push(format!(
+                        "{pod} bound as a member of {group}, which has no usable definition"
+                    ));
+                    continue;
+                }
+            };
+            let holding = self.members_holding(&group);
+            if holding < min_count {
+                self.i1_violations.push(format!(
+                    "{pod} of {group} released with {holding}/{min_count} members bound or binding"
+                ));
+            }
+        }
+    }
+
+    /// Members bound (not terminal) or with a bind in flight.
+    fn members_holding(&self, group: &GroupKey) -> usize {
+        let bound = self
+            .pods
+            .values()
+            .filter(|p| p.group.key() == Some(group) && p.occupies_node())
+            .count();
+        let in_flight = self
+            .in_flight
+            .iter()
+            .filter(|b| {
+                self.pods
+                    .get(&b.pod)
+                    .is_some_and(|p| p.group.key() == Some(group) && p.node_name.is_none())
+            })
+            .count();
+        bound + in_flight
+    }
+
+    /// I2 — no overcommit: on every node the requests of bound and assumed pods
+    /// fit its allocatable, for every resource.
+    pub fn check_no_overcommit(&self) -> Result<(), String> {
+        for node in self.engine.cache().nodes() {
+            let alloc = &node.info.allocatable;
+            let over: Vec<&str> = node.requested.exceeding(alloc).collect();
+            let pods_over = node.requested.pods > alloc.pods && alloc.pods > 0;
+            if !over.is_empty() || pods_over {
+                return Err(format!(
+                    "I2: node {} overcommitted ({over:?}, pods {}/{}): requested {:?}",
+                    node.name(),
+                    node.requested.pods,
+                    alloc.pods,
+                    node.requested
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// I3 — no orphan reservation: every reservation belongs to a pod that is
+    /// waiting at Permit or being bound, and each node's accounting equals the
+    /// recomputation from the pods that are bound or legitimately assumed.
+    pub fn check_no_orphan_reservation(&self) -> Result<(), String> {
+        let mut expected: BTreeMap<Arc<str>, Resources> = BTreeMap::new();
+        for pod in self.pods.values().filter(|p| p.occupies_node()) {
+            if let Some(node) = &pod.node_name {
+                expected.entry(node.clone()).or_default().add(&pod.requests);
+            }
+        }
+        for cached in self.engine.cache().pods() {
+            let PodState::Assumed { node, .. } = &cached.state else {
+                continue;
+            };
+            let key = &cached.info.key;
+            let real = self.pods.get(key);
+            let waiting = self.engine.waiting().contains(key);
+            let binding = self.in_flight.iter().any(|b| &b.pod == key);
+            let bound_unconfirmed = real.and_then(|p| p.node_name.as_ref()) == Some(node);
+            if real.is_none() || !(waiting || binding || bound_unconfirmed) {
+                return Err(format!(
+                    "I3: {key} holds a reservation on {node} but is neither waiting at permit nor binding"
+                ));
+            }
+            if !bound_unconfirmed {
+                expected
+                    .entry(node.clone())
+                    .or_default()
+                    .add(&cached.info.requests);
+            }
+        }
+        for node in self.engine.cache().nodes() {
+            let want = expected.remove(node.name()).unwrap_or_default();
+            if !same_usage(&node.requested, &want) {
+                return Err(format!(
+                    "I3: node {} accounts {:?}, the cluster says {:?}",
+                    node.name(),
+                    node.requested,
+                    want
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// I4 — no lost pod: every pending pod of ours is in exactly one place, and
+    /// nothing else is anywhere.
+    pub fn check_no_lost_pod(&self) -> Result<(), String> {
+        for pod in self.pods.values() {
+            let locations = self.engine.locations(&pod.key);
+            let pending = pod.node_name.is_none()
+                && !pod.phase.is_terminal()
+                && !pod.deleting
+                && self.engine.cache().is_served(&pod.scheduler_name);
+            let ok = if pending {
+                locations.len() == 1
+            } else {
+                locations.is_empty() || (!self.confirm_binds && locations == [PodLocation::Binding])
+            };
+            if !ok {
+                return Err(format!(
+                    "I4: {} (pending: {pending}) is in {locations:?}",
+                    pod.key
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Equal in every component, treating absent scalars as zero.
+fn same_usage(a: &Resources, b: &Resources) -> bool {
+    let mut d = a.clone();
+    d.sub(b);
+    d.is_zero()
+}

@@ -1,0 +1,160 @@
+//! What the engine asks the daemon to write to the API, and the bookkeeping
+//! that keeps those writes to one per change rather than one per retry.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::model::{GroupKey, PodKey};
+
+/// An object an event is recorded on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObjectRef {
+    Pod(PodKey),
+    Group(GroupKey),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// An API write for the daemon to perform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// POST a binding; report the outcome with `ClusterEvent::BindFinished`.
+    Bind {
+        pod: PodKey,
+        uid: Arc<str>,
+        node: Arc<str>,
+    },
+    /// Set the pod's `PodScheduled=False` condition. Emitted once per change of
+    /// message, never per retry.
+    PodUnschedulable {
+        pod: PodKey,
+        reason: &'static str,
+        message: String,
+    },
+    /// Record a Kubernetes event.
+    Event {
+        object: ObjectRef,
+        type_: EventType,
+        reason: &'static str,
+        message: String,
+    },
+    /// Set the group's status condition (`PodGroupInitiallyScheduled` where the
+    /// dialect has one). `initially_scheduled: true` is terminal: no later
+    /// action for the group flips it back.
+    GroupStatus {
+        group: GroupKey,
+        reason: &'static str,
+        message: String,
+        initially_scheduled: bool,
+    },
+}
+
+/// The outbox with write de-duplication.
+#[derive(Debug, Default)]
+pub(super) struct Outbox {
+    actions: Vec<Action>,
+    /// Pod → the unschedulable condition last written.
+    pod_conditions: HashMap<PodKey, (&'static str, String)>,
+    /// Group → the False condition last written.
+    group_conditions: HashMap<GroupKey, String>,
+    /// Groups whose status went True (terminal).
+    scheduled_groups: HashSet<GroupKey>,
+}
+
+impl Outbox {
+    pub fn take(&mut self) -> Vec<Action> {
+        std::mem::take(&mut self.actions)
+    }
+
+    pub fn bind(&mut self, pod: PodKey, uid: Arc<str>, node: Arc<str>) {
+        self.pod_conditions.remove(&pod);
+        self.event(
+            ObjectRef::Pod(pod.clone()),
+            EventType::Normal,
+            "Scheduled",
+            format!("Successfully assigned {pod} to {node}"),
+        );
+        self.actions.push(Action::Bind { pod, uid, node });
+    }
+
+    pub fn event(
+        &mut self,
+        object: ObjectRef,
+        type_: EventType,
+        reason: &'static str,
+        message: String,
+    ) {
+        self.actions.push(Action::Event {
+            object,
+            type_,
+            reason,
+            message,
+        });
+    }
+
+    /// Writes the pod's condition if it changed; returns whether it did.
+    pub fn pod_condition(&mut self, pod: &PodKey, reason: &'static str, message: &str) -> bool {
+        if let Some((r, m)) = self.pod_conditions.get(pod)
+            && *r == reason
+            && m == message
+        {
+            return false;
+        }
+        self.pod_conditions
+            .insert(pod.clone(), (reason, message.to_string()));
+        self.actions.push(Action::PodUnschedulable {
+            pod: pod.clone(),
+            reason,
+            message: message.to_string(),
+        });
+        true
+    }
+
+    /// The pod left scheduling (bound or deleted): forget what was written.
+    pub fn forget_pod(&mut self, pod: &PodKey) {
+        self.pod_conditions.remove(pod);
+    }
+
+    pub fn group_scheduled(&mut self, group: &GroupKey, message: String) -> bool {
+        if !self.scheduled_groups.insert(group.clone()) {
+            return false;
+        }
+        self.group_conditions.remove(group);
+        self.actions.push(Action::GroupStatus {
+            group: group.clone(),
+            reason: "Scheduled",
+            message,
+            initially_scheduled: true,
+        });
+        true
+    }
+
+    pub fn group_unschedulable(&mut self, group: &GroupKey, message: String) {
+        if self.scheduled_groups.contains(group)
+            || self.group_conditions.get(group) == Some(&message)
+        {
+            return;
+        }
+        self.group_conditions.insert(group.clone(), message.clone());
+        self.actions.push(Action::GroupStatus {
+            group: group.clone(),
+            reason: "Unschedulable",
+            message,
+            initially_scheduled: false,
+        });
+    }
+
+    pub fn scheduled_group_count(&self) -> usize {
+        self.scheduled_groups.len()
+    }
+
+    /// The definition is gone: a new one with the same name starts afresh.
+    pub fn forget_group(&mut self, group: &GroupKey) {
+        self.scheduled_groups.remove(group);
+        self.group_conditions.remove(group);
+    }
+}

@@ -1,0 +1,253 @@
+//! One scheduling cycle, and applying the verdicts the gang plugin reaches
+//! about pods waiting at Permit.
+//!
+//! Cycle: pop → cache-aware PreFilter (group denial, conflicts, minResources)
+//! → placement (`Framework::schedule`: PreFilter/Filter/Score) → Reserve
+//! (assume) → Permit (allow → bind, wait → park, reject → unreserve). A refusal
+//! anywhere runs PostFilter (gang early release) and parks the pod.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{Engine, EventType, ObjectRef, ReleasedGang};
+use crate::framework::lifecycle::{
+    CachePreFilterPlugin, PermitPlugin, PermitVerdict, PostFilterPlugin, PreFilterVerdict,
+    QueueSortPlugin, Refusal, ReservePlugin, Verdict, WaitingPod,
+};
+use crate::gang::GangNotice;
+use crate::model::{PodInfo, PodKey};
+use crate::queue::Requeue;
+
+impl Engine {
+    /// Pops one pod and runs a full cycle for it. Returns false when no pod is
+    /// ready (the active queue is empty).
+    pub fn schedule_one(&mut self, now: Instant) -> bool {
+        let Some(pod) = self.queue.pop() else {
+            return false;
+        };
+        self.in_cycle = Some(pod.key.clone());
+        self.run_cycle(pod, now);
+        self.in_cycle = None;
+        self.apply_gang_outcomes(now);
+        true
+    }
+
+    fn run_cycle(&mut self, pod: Arc<PodInfo>, now: Instant) {
+        match self.gang.pre_filter(&pod, &self.cache, now) {
+            PreFilterVerdict::Proceed => {}
+            PreFilterVerdict::HoldUntil(until) => {
+                let order = self.gang.order_key(&pod);
+                self.queue.requeue(pod, order, Requeue::Hold(until), now);
+                return;
+            }
+            PreFilterVerdict::Refuse(refusal) => return self.refuse(pod, refusal, now),
+        }
+        let Some(profile) = self.profiles.get_mut(&pod.scheduler_name) else {
+            // Only pods of served profiles are queued; anything else is a bug
+            // upstream and is reported rather than dropped silently.
+            self.stats.attempts_error += 1;
+            let msg = format!("no profile serves schedulerName {}", pod.scheduler_name);
+            return self.refuse(pod, Refusal::new("FailedScheduling", msg), now);
+        };
+        let placement =
+            match profile
+                .framework
+                .schedule(&pod, self.cache.nodes(), &mut profile.next_start)
+            {
+                Ok(p) => p,
+                Err(fit) => {
+                    return self.refuse(
+                        pod,
+                        Refusal::new("FailedScheduling", fit.to_string()),
+                        now,
+                    );
+                }
+            };
+        if let Err(msg) = self.cache.assume(&pod.key, placement.node_index) {
+            self.stats.attempts_error += 1;
+            let order = self.gang.order_key(&pod);
+            self.queue
+                .requeue(pod.clone(), order, Requeue::Backoff, now);
+            self.outbox.event(
+                ObjectRef::Pod(pod.key.clone()),
+                EventType::Warning,
+                "SchedulerError",
+                msg,
+            );
+            return;
+        }
+        self.gang.reserve(&pod, &placement.node_name, now);
+        self.stats.attempts_scheduled += 1;
+        let verdict = self.gang.permit(
+            &pod,
+            &placement.node_name,
+            &self.cache,
+            &mut self.waiting,
+            now,
+        );
+        match verdict {
+            PermitVerdict::Allow => self.bind(&pod, placement.node_name),
+            PermitVerdict::Wait => {
+                self.waiting.insert(WaitingPod {
+                    pod: pod.clone(),
+                    node: placement.node_name.clone(),
+                    since: now,
+                });
+                self.gang_waiting_event(&pod, &placement.node_name);
+            }
+            PermitVerdict::Reject(refusal) => {
+                self.cache.forget(&pod.key);
+                self.gang.unreserve(&pod, &self.waiting, now);
+                self.report_refusal(&pod.key, &refusal, true);
+                let order = self.gang.order_key(&pod);
+                self.queue.requeue(pod, order, Requeue::Backoff, now);
+            }
+        }
+    }
+
+    /// The pod cannot be placed this cycle: PostFilter (early release for a
+    /// gang), then park it — in backoff until its group's denial ends if the
+    /// gang backs off as a whole, in the unschedulable pool otherwise.
+    fn refuse(&mut self, pod: Arc<PodInfo>, refusal: Refusal, now: Instant) {
+        self.stats.attempts_unschedulable += 1;
+        self.gang
+            .post_filter(&pod, &refusal, &self.cache, &mut self.waiting, now);
+        self.report_refusal(&pod.key, &refusal, false);
+        let how = match self.gang.denied_until(&pod, now) {
+            Some(until) => Requeue::NotBefore(until),
+            None => Requeue::Unschedulable,
+        };
+        let order = self.gang.order_key(&pod);
+        self.queue.requeue(pod, order, how, now);
+    }
+
+    fn bind(&mut self, pod: &PodInfo, node: Arc<str>) {
+        self.outbox.bind(pod.key.clone(), pod.uid.clone(), node);
+    }
+
+    fn gang_waiting_event(&mut self, pod: &PodInfo, node: &str) {
+        let Some(group) = pod.group.key() else {
+            return;
+        };
+        let have = self.cache.group(group).map_or(0, |m| m.assumed_or_bound());
+        let min = self.gang.min_count(group).unwrap_or(0);
+        self.outbox.event(
+            ObjectRef::Pod(pod.key.clone()),
+            EventType::Normal,
+            "GangWaiting",
+            format!("reserved on {node}; waiting at permit for {group}: {have}/{min} members assumed or bound"),
+        );
+    }
+
+    /// Condition once per change; the Warning event with it (or always, for
+    /// one-off outcomes such as a timeout).
+    fn report_refusal(&mut self, key: &PodKey, refusal: &Refusal, always_event: bool) {
+        let changed = self
+            .outbox
+            .pod_condition(key, "Unschedulable", &refusal.message);
+        if changed || always_event {
+            self.outbox.event(
+                ObjectRef::Pod(key.clone()),
+                EventType::Warning,
+                refusal.reason,
+                refusal.message.clone(),
+            );
+        }
+    }
+
+    /// Applies the gang plugin's verdicts on waiting pods and reports its
+    /// notices. Runs after every entry point, so no verdict outlives a call.
+    pub(super) fn apply_gang_outcomes(&mut self, now: Instant) {
+        loop {
+            let decided = self.waiting.take_decided();
+            if decided.is_empty() {
+                break;
+            }
+            for (w, verdict) in decided {
+                match verdict {
+                    Verdict::Allowed => {
+                        self.stats
+                            .permit_wait
+                            .observe(now.saturating_duration_since(w.since));
+                        self.bind(&w.pod, w.node);
+                    }
+                    Verdict::Rejected(refusal) => {
+                        self.cache.forget(&w.pod.key);
+                        self.gang.unreserve(&w.pod, &self.waiting, now);
+                        self.report_refusal(&w.pod.key, &refusal, true);
+                        let how = match self.gang.denied_until(&w.pod, now) {
+                            Some(until) => Requeue::NotBefore(until),
+                            None => Requeue::Backoff,
+                        };
+                        self.requeue_from_cache(&w.pod.key, how, now);
+                    }
+                }
+            }
+        }
+        for notice in self.gang.take_notices() {
+            self.report_notice(notice, now);
+        }
+    }
+
+    fn report_notice(&mut self, notice: GangNotice, now: Instant) {
+        match notice {
+            GangNotice::Released {
+                group,
+                allowed,
+                quorum,
+            } => {
+                let message = format!(
+                    "quorum of {quorum} reached; {} members released to bind",
+                    allowed.len()
+                );
+                if self.outbox.group_scheduled(&group, message) {
+                    self.released.insert(
+                        group,
+                        ReleasedGang {
+                            at: now,
+                            outstanding: allowed.into_iter().collect(),
+                        },
+                    );
+                }
+            }
+            GangNotice::TimedOut { group, message, .. } => {
+                self.stats.gang_timeouts += 1;
+                self.outbox.group_unschedulable(&group, message);
+            }
+            GangNotice::EarlyReleased { group, message, .. } => {
+                self.stats.gang_early_releases += 1;
+                self.outbox.group_unschedulable(&group, message);
+            }
+        }
+    }
+
+    /// A released member was confirmed bound.
+    pub(super) fn confirm_released(&mut self, key: &PodKey, now: Instant) {
+        let Some(group) = self
+            .cache
+            .pod(key)
+            .and_then(|p| p.info.group.key().cloned())
+        else {
+            return;
+        };
+        if let Some(r) = self.released.get_mut(&group) {
+            r.outstanding.remove(key);
+            if r.outstanding.is_empty() {
+                let at = r.at;
+                self.released.remove(&group);
+                self.stats
+                    .quorum_to_all_bound
+                    .observe(now.saturating_duration_since(at));
+            }
+        }
+    }
+
+    /// A released member will not bind after all (deleted, bind failed): stop
+    /// waiting for it in the quorum→all-bound measurement.
+    pub(super) fn forget_released(&mut self, key: &PodKey) {
+        self.released.retain(|_, r| {
+            r.outstanding.remove(key);
+            !r.outstanding.is_empty()
+        });
+    }
+}

@@ -1,0 +1,236 @@
+//! How the engine reacts to cluster events: keep the cache exact, move pods
+//! between the queue's places, re-run the gate and the barrier for the groups
+//! an event touches, and flush the unschedulable pool on relevant changes.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{Engine, EventType, ObjectRef};
+use crate::cache::PodState;
+use crate::framework::lifecycle::{PreEnqueuePlugin, QueueSortPlugin, ReservePlugin};
+use crate::gang::{DefChange, group_gate};
+use crate::model::{DefinitionKey, GroupDef, GroupKey, NodeInfo, PodInfo, PodKey};
+use crate::queue::Requeue;
+
+impl Engine {
+    pub(super) fn on_node_upserted(&mut self, node: Arc<NodeInfo>, now: Instant) {
+        self.cache.upsert_node(node);
+        self.flush_unschedulable(now);
+    }
+
+    pub(super) fn on_node_deleted(&mut self, name: &str, now: Instant) {
+        for key in self.cache.remove_node(name) {
+            if let Some(w) = self.waiting.remove(&key) {
+                self.gang.unreserve(&w.pod, &self.waiting, now);
+            }
+            self.outbox.event(
+                ObjectRef::Pod(key.clone()),
+                EventType::Warning,
+                "FailedScheduling",
+                format!("node {name} was deleted while {key} was reserved on it; retrying"),
+            );
+            self.forget_released(&key);
+            self.requeue_from_cache(&key, Requeue::Backoff, now);
+        }
+    }
+
+    pub(super) fn on_pod_upserted(&mut self, pod: Arc<PodInfo>, now: Instant) {
+        let key = pod.key.clone();
+        let change = self.cache.upsert_pod(pod.clone());
+        let served = self.cache.is_served(&pod.scheduler_name);
+        match &change.current {
+            PodState::Pending if served => {
+                let busy = self.waiting.contains(&key) || self.in_cycle.as_ref() == Some(&key);
+                if !busy {
+                    let gate = self.gang.pre_enqueue(&pod, &self.cache);
+                    let order = self.gang.order_key(&pod);
+                    self.queue.upsert(pod.clone(), order, gate);
+                }
+            }
+            // Our own reservation; the informer has not seen the binding yet.
+            PodState::Assumed { .. } => {}
+            // Bound, finished, being deleted, or someone else's: not pending here.
+            _ => {
+                self.leave_scheduling(&key, now);
+                if change.confirmed_assumed() {
+                    self.confirm_released(&key, now);
+                }
+            }
+        }
+        if change.released_resources() {
+            self.flush_unschedulable(now);
+        }
+        if let Some(group) = pod.group.key() {
+            self.group_changed(group);
+        }
+    }
+
+    pub(super) fn on_pod_deleted(&mut self, key: &PodKey, now: Instant) {
+        let removed = self.cache.remove_pod(key);
+        self.leave_scheduling(key, now);
+        self.forget_released(key);
+        let Some(removed) = removed else {
+            return;
+        };
+        if removed.state.node().is_some() {
+            self.flush_unschedulable(now);
+        }
+        if let Some(group) = removed.info.group.key() {
+            self.group_changed(group);
+        }
+    }
+
+    pub(super) fn on_def_upserted(&mut self, def: GroupDef, now: Instant) {
+        let key = def.key.clone();
+        if self.gang.upsert_def(def) == DefChange::Unchanged {
+            return;
+        }
+        self.definition_changed(&key);
+        self.flush_unschedulable(now);
+    }
+
+    pub(super) fn on_def_deleted(&mut self, key: &DefinitionKey, _now: Instant) {
+        if !self.gang.remove_def(key) {
+            return;
+        }
+        let groups: Vec<GroupKey> = self.cache.groups_of(key).cloned().collect();
+        for group in &groups {
+            self.outbox.forget_group(group);
+        }
+        self.definition_changed(key);
+    }
+
+    pub(super) fn on_bind_finished(
+        &mut self,
+        key: &PodKey,
+        result: Result<(), String>,
+        now: Instant,
+    ) {
+        match result {
+            Ok(()) => {
+                self.stats.binds_succeeded += 1;
+                self.cache.finish_binding(key, now);
+            }
+            Err(msg) => {
+                self.stats.binds_failed += 1;
+                // Only a reservation still held and past Permit is ours to undo;
+                // anything else was already dropped (node deleted, expired).
+                if !self.cache.is_assumed(key) || self.waiting.contains(key) {
+                    return;
+                }
+                self.cache.forget(key);
+                if let Some(pod) = self.cache.pod(key).map(|p| p.info.clone()) {
+                    self.gang.unreserve(&pod, &self.waiting, now);
+                }
+                self.forget_released(key);
+                self.outbox.event(
+                    ObjectRef::Pod(key.clone()),
+                    EventType::Warning,
+                    "FailedScheduling",
+                    format!("Binding rejected: {msg}"),
+                );
+                self.requeue_from_cache(key, Requeue::Backoff, now);
+            }
+        }
+    }
+
+    // ---- shared reactions ------------------------------------------------------
+
+    /// The pod is no longer pending here: out of the queue and the barrier.
+    fn leave_scheduling(&mut self, key: &PodKey, now: Instant) {
+        self.queue.remove(key);
+        if let Some(w) = self.waiting.remove(key) {
+            self.cache.forget(key);
+            self.gang.unreserve(&w.pod, &self.waiting, now);
+        }
+        self.outbox.forget_pod(key);
+    }
+
+    /// A member appeared, changed or left: release gated members if the gate
+    /// now passes, refresh gate messages later, re-run the barrier.
+    pub(super) fn group_changed(&mut self, group: &GroupKey) {
+        self.dirty_groups.insert(group.clone());
+        let (gang, cache) = (&self.gang, &self.cache);
+        if group_gate(gang, group, cache).is_ok() {
+            self.queue
+                .reevaluate_gated(group, |p| gang.pre_enqueue(p, cache));
+        }
+        self.gang.reevaluate(group, &self.cache, &mut self.waiting);
+    }
+
+    /// A definition appeared, changed or disappeared: every queued member of its
+    /// groups goes through the gate again (so a deleted or malformed definition
+    /// re-gates them), and waiting members are released or rejected.
+    fn definition_changed(&mut self, key: &DefinitionKey) {
+        let groups: Vec<GroupKey> = self.cache.groups_of(key).cloned().collect();
+        for group in &groups {
+            let (gang, cache) = (&self.gang, &self.cache);
+            self.queue
+                .regate_group(group, |p| gang.pre_enqueue(p, cache));
+            // Members' order depends on the definition's creation time.
+            self.reorder_group(group);
+            self.dirty_groups.insert(group.clone());
+            self.gang.reevaluate(group, &self.cache, &mut self.waiting);
+        }
+    }
+
+    fn reorder_group(&mut self, group: &GroupKey) {
+        for key in self.queue.members_of(group) {
+            if let Some(pod) = self.cache.pod(&key).map(|p| p.info.clone()) {
+                let gate = self.gang.pre_enqueue(&pod, &self.cache);
+                let order = self.gang.order_key(&pod);
+                self.queue.upsert(pod, order, gate);
+            }
+        }
+    }
+
+    /// A relevant cluster event: retry everything parked as unschedulable.
+    pub(super) fn flush_unschedulable(&mut self, now: Instant) {
+        let (gang, cache) = (&self.gang, &self.cache);
+        self.queue
+            .flush_unschedulable(now, |p| gang.pre_enqueue(p, cache));
+    }
+
+    /// Puts a pod the cache holds as pending back into the queue, behind the
+    /// gate if it no longer passes it.
+    pub(super) fn requeue_from_cache(&mut self, key: &PodKey, how: Requeue, now: Instant) {
+        let Some(cached) = self.cache.pod(key) else {
+            return;
+        };
+        if cached.state != PodState::Pending || !cached.served || self.waiting.contains(key) {
+            return;
+        }
+        let pod = cached.info.clone();
+        let order = self.gang.order_key(&pod);
+        let how = match self.gang.pre_enqueue(&pod, &self.cache) {
+            Err(gated) => Requeue::Gated(gated),
+            Ok(()) => how,
+        };
+        self.queue.requeue(pod, order, how, now);
+    }
+
+    /// Writes changed gate messages (`waiting for N/M pods`, malformed
+    /// definitions) once per change.
+    pub(super) fn refresh_gate_messages(&mut self) {
+        let groups: Vec<GroupKey> = self.dirty_groups.drain().collect();
+        for group in &groups {
+            let (gang, cache) = (&self.gang, &self.cache);
+            self.queue
+                .reevaluate_gated(group, |p| gang.pre_enqueue(p, cache));
+        }
+        for (key, gated) in self.queue.take_gate_changes() {
+            if self
+                .outbox
+                .pod_condition(&key, gated.reason, &gated.message)
+                && gated.warning
+            {
+                self.outbox.event(
+                    ObjectRef::Pod(key),
+                    EventType::Warning,
+                    "FailedScheduling",
+                    gated.message,
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! The engine: owns the cache, the queue, the gang plugin, the pods waiting at
+//! Permit and one `Framework` per profile, and runs scheduling cycles.
+//!
+//! It is I/O-free and clock-injected: every entry point takes `now`, and the
+//! engine never reads a clock. The daemon (or the deterministic driver) feeds
+//! it `ClusterEvent`s, calls `schedule_one`/`run_until_idle` and `tick`, sleeps
+//! until `next_deadline`, and performs the `Action`s it drains.
+
+mod actions;
+mod cycle;
+mod events;
+mod stats;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use actions::{Action, EventType, ObjectRef};
+pub use stats::{DurationSummary, GroupCounts, PendingPods, Stats};
+
+use crate::cache::Cache;
+use crate::framework::lifecycle::WaitingPods;
+use crate::framework::placement::Framework;
+use crate::gang::{GangArgs, GangScheduling};
+use crate::model::{DefinitionKey, GroupDef, GroupKey, NodeInfo, PodInfo, PodKey};
+use crate::queue::{QueueConfig, QueueLocation, SchedulingQueue};
+
+use actions::Outbox;
+
+/// One scheduler name this engine serves, with its plugins and gang arguments.
+#[derive(Clone)]
+pub struct ProfileConfig {
+    pub scheduler_name: Arc<str>,
+    pub framework: Framework,
+    /// `permitWaitingTimeSeconds`: the gang timeout when a definition sets none.
+    pub permit_waiting_time: Duration,
+    /// How long a gang is denied after a member was unschedulable.
+    pub group_backoff: Duration,
+}
+
+impl ProfileConfig {
+    /// A profile with the default gang arguments (60 s permit wait, 5 s group backoff).
+    pub fn new(scheduler_name: &str, framework: Framework) -> Self {
+        let args = GangArgs::default();
+        ProfileConfig {
+            scheduler_name: Arc::from(scheduler_name),
+            framework,
+            permit_waiting_time: args.permit_waiting_time,
+            group_backoff: args.group_backoff,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct EngineConfig {
+    pub profiles: Vec<ProfileConfig>,
+    /// `podInitialBackoffSeconds` (1 s).
+    pub pod_initial_backoff: Duration,
+    /// `podMaxBackoffSeconds` (10 s).
+    pub pod_max_backoff: Duration,
+    /// `podMaxInUnschedulablePodsDuration` (5 min).
+    pub max_in_unschedulable: Duration,
+    /// How long an assumed pod whose binding finished waits for the informer's
+    /// confirmation before its reservation is dropped (30 s), so that a lost
+    /// watch event cannot leak capacity for ever.
+    pub assumed_ttl: Duration,
+}
+
+impl EngineConfig {
+    /// The given profiles with kube-scheduler's default queue timings.
+    pub fn new(profiles: Vec<ProfileConfig>) -> Self {
+        let q = QueueConfig::default();
+        EngineConfig {
+            profiles,
+            pod_initial_backoff: q.initial_backoff,
+            pod_max_backoff: q.max_backoff,
+            max_in_unschedulable: q.max_in_unschedulable,
+            assumed_ttl: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What the informers (and the binder) report.
+#[derive(Debug, Clone)]
+pub enum ClusterEvent {
+    NodeUpserted(Arc<NodeInfo>),
+    NodeDeleted(Arc<str>),
+    PodUpserted(Arc<PodInfo>),
+    PodDeleted(PodKey),
+    GroupDefUpserted(GroupDef),
+    GroupDefDeleted(DefinitionKey),
+    /// The outcome of an `Action::Bind`.
+    BindFinished {
+        pod: PodKey,
+        result: Result<(), String>,
+    },
+}
+
+/// Where a pending pod is (invariant I4: exactly one place at every moment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PodLocation {
+    Gated,
+    Active,
+    Backoff,
+    Unschedulable,
+    InCycle,
+    WaitingAtPermit,
+    Binding,
+}
+
+impl From<QueueLocation> for PodLocation {
+    fn from(l: QueueLocation) -> Self {
+        match l {
+            QueueLocation::Gated => PodLocation::Gated,
+            QueueLocation::Active => PodLocation::Active,
+            QueueLocation::Backoff => PodLocation::Backoff,
+            QueueLocation::Unschedulable => PodLocation::Unschedulable,
+        }
+    }
+}
+
+struct Profile {
+    framework: Framework,
+    /// Rotating start index for node sampling, carried between cycles.
+    next_start: usize,
+}
+
+/// A gang whose quorum was released, until every released member is confirmed.
+struct ReleasedGang {
+    at: Instant,
+    outstanding: HashSet<PodKey>,
+}
+
+pub struct Engine {
+    profiles: HashMap<Arc<str>, Profile>,
+    cache: Cache,
+    queue: SchedulingQueue,
+    gang: GangScheduling,
+    waiting: WaitingPods,
+    in_cycle: Option<PodKey>,
+    outbox: Outbox,
+    /// Groups whose gate messages may have changed (refreshed when draining).
+    dirty_groups: HashSet<GroupKey>,
+    released: HashMap<GroupKey, ReleasedGang>,
+    stats: Stats,
+}
+
+impl Engine {
+    pub fn new(cfg: EngineConfig) -> Self {
+        let served: Vec<Arc<str>> = cfg
+            .profiles
+            .iter()
+            .map(|p| p.scheduler_name.clone())
+            .collect();
+        let args = cfg
+            .profiles
+            .iter()
+            .map(|p| {
+                let a = GangArgs {
+                    permit_waiting_time: p.permit_waiting_time,
+                    group_backoff: p.group_backoff,
+                };
+                (p.scheduler_name.clone(), a)
+            })
+            .collect();
+        let profiles = cfg
+            .profiles
+            .into_iter()
+            .map(|p| {
+                let profile = Profile {
+                    framework: p.framework,
+                    next_start: 0,
+                };
+                (p.scheduler_name, profile)
+            })
+            .collect();
+        Engine {
+            profiles,
+            cache: Cache::new(served, cfg.assumed_ttl),
+            queue: SchedulingQueue::new(QueueConfig {
+                initial_backoff: cfg.pod_initial_backoff,
+                max_backoff: cfg.pod_max_backoff,
+                max_in_unschedulable: cfg.max_in_unschedulable,
+            }),
+            gang: GangScheduling::new(GangArgs::default(), args),
+            waiting: WaitingPods::new(),
+            in_cycle: None,
+            outbox: Outbox::default(),
+            dirty_groups: HashSet::new(),
+            released: HashMap::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// Applies one informer or binder report.
+    pub fn on_event(&mut self, event: ClusterEvent, now: Instant) {
+        match event {
+            ClusterEvent::NodeUpserted(node) => self.on_node_upserted(node, now),
+            ClusterEvent::NodeDeleted(name) => self.on_node_deleted(&name, now),
+            ClusterEvent::PodUpserted(pod) => self.on_pod_upserted(pod, now),
+            ClusterEvent::PodDeleted(key) => self.on_pod_deleted(&key, now),
+            ClusterEvent::GroupDefUpserted(def) => self.on_def_upserted(def, now),
+            ClusterEvent::GroupDefDeleted(key) => self.on_def_deleted(&key, now),
+            ClusterEvent::BindFinished { pod, result } => self.on_bind_finished(&pod, result, now),
+        }
+        self.apply_gang_outcomes(now);
+    }
+
+    /// Timers: permit timeouts, backoff → active, the periodic unschedulable
+    /// flush, assumed-pod expiry.
+    pub fn tick(&mut self, now: Instant) {
+        self.gang.expire(now, &self.cache, &mut self.waiting);
+        self.apply_gang_outcomes(now);
+        let (gang, cache) = (&self.gang, &self.cache);
+        let gate = |p: &PodInfo| {
+            crate::framework::lifecycle::PreEnqueuePlugin::pre_enqueue(gang, p, cache)
+        };
+        self.queue.flush_backoff(now, gate);
+        self.queue.flush_stale_unschedulable(now, gate);
+        for key in self.cache.cleanup_expired(now) {
+            self.stats.assumed_expired += 1;
+            self.requeue_from_cache(&key, crate::queue::Requeue::Backoff, now);
+        }
+    }
+
+    /// Runs `tick` and then cycles until no pod is ready; returns the number of
+    /// cycles run.
+    pub fn run_until_idle(&mut self, now: Instant) -> usize {
+        self.tick(now);
+        let mut cycles = 0;
+        while self.schedule_one(now) {
+            cycles += 1;
+        }
+        cycles
+    }
+
+    /// When `tick` next has something to do.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        [
+            self.queue.next_deadline(),
+            self.gang.next_deadline(),
+            self.cache.next_expiry(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// The API writes accumulated since the last call.
+    pub fn drain_actions(&mut self) -> Vec<Action> {
+        self.refresh_gate_messages();
+        self.outbox.take()
+    }
+
+    /// Where a pending pod this engine schedules is; `None` when it is not
+    /// pending here (bound, terminal, deleted, or another scheduler's).
+    pub fn location(&self, key: &PodKey) -> Option<PodLocation> {
+        self.locations(key).into_iter().next()
+    }
+
+    /// Every place the pod is recorded in; invariant I4 says at most one (and
+    /// exactly one for a pending pod of ours).
+    pub fn locations(&self, key: &PodKey) -> Vec<PodLocation> {
+        let mut out = Vec::new();
+        if let Some(l) = self.queue.location(key) {
+            out.push(l.into());
+        }
+        let in_cycle = self.in_cycle.as_ref() == Some(key);
+        if in_cycle {
+            out.push(PodLocation::InCycle);
+        }
+        if self.waiting.contains(key) {
+            out.push(PodLocation::WaitingAtPermit);
+        } else if self.cache.is_assumed(key) && !in_cycle {
+            out.push(PodLocation::Binding);
+        }
+        out
+    }
+
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    pub fn waiting(&self) -> &WaitingPods {
+        &self.waiting
+    }
+
+    pub fn gang(&self) -> &GangScheduling {
+        &self.gang
+    }
+
+    pub fn queue(&self) -> &SchedulingQueue {
+        &self.queue
+    }
+
+    /// A snapshot of the counters and gauges.
+    pub fn stats(&self, now: Instant) -> Stats {
+        let mut s = self.stats.clone();
+        let q = self.queue.counts();
+        let assumed = self
+            .cache
+            .pods()
+            .filter(|p| matches!(p.state, crate::cache::PodState::Assumed { .. }))
+            .count();
+        s.pending = PendingPods {
+            gated: q.gated,
+            active: q.active,
+            backoff: q.backoff,
+            unschedulable: q.unschedulable,
+            waiting_at_permit: self.waiting.len(),
+            binding: assumed.saturating_sub(self.waiting.len()),
+        };
+        s.groups.waiting = self.waiting.groups().count();
+        s.groups.denied = self.gang.denied_groups(now);
+        s.groups.scheduled = self.outbox.scheduled_group_count();
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,66 @@
+//! Counters and gauges the daemon exports as metrics: a plain snapshot, no
+//! metrics library here.
+
+use std::time::Duration;
+
+/// Count, sum and maximum of observed durations (enough for a summary; the
+/// daemon keeps histograms from `Stats` deltas if it wants buckets).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DurationSummary {
+    pub count: u64,
+    pub sum: Duration,
+    pub max: Duration,
+}
+
+impl DurationSummary {
+    pub fn observe(&mut self, d: Duration) {
+        self.count += 1;
+        self.sum += d;
+        self.max = self.max.max(d);
+    }
+}
+
+/// Pending pods by where they are (kube-scheduler's `scheduler_pending_pods`
+/// queues plus the gang places).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PendingPods {
+    pub gated: usize,
+    pub active: usize,
+    pub backoff: usize,
+    pub unschedulable: usize,
+    pub waiting_at_permit: usize,
+    pub binding: usize,
+}
+
+/// Groups by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupCounts {
+    /// Groups with members waiting at Permit.
+    pub waiting: usize,
+    /// Groups backing off after an early release.
+    pub denied: usize,
+    /// Groups whose quorum was released at least once.
+    pub scheduled: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// `scheduler_schedule_attempts_total{result="scheduled"}` (reached Permit and was allowed or parked).
+    pub attempts_scheduled: u64,
+    /// `...{result="unschedulable"}`.
+    pub attempts_unschedulable: u64,
+    /// `...{result="error"}`.
+    pub attempts_error: u64,
+    pub pending: PendingPods,
+    pub groups: GroupCounts,
+    /// Time members spent at Permit before being allowed.
+    pub permit_wait: DurationSummary,
+    pub gang_timeouts: u64,
+    pub gang_early_releases: u64,
+    /// Time from a gang's quorum release until every released member was
+    /// confirmed bound.
+    pub quorum_to_all_bound: DurationSummary,
+    pub binds_succeeded: u64,
+    pub binds_failed: u64,
+    pub assumed_expired: u64,
+}

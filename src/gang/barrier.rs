@@ -1,0 +1,205 @@
+//! The permit barrier: wait until `min_count` members are assumed or bound,
+//! then allow every waiting member at once; time out per group; release early
+//! when a member is unschedulable; re-evaluate when the group changes.
+
+use std::time::Instant;
+
+use crate::cache::Cache;
+use crate::framework::lifecycle::{
+    PermitPlugin, PermitVerdict, PostFilterPlugin, Refusal, ReservePlugin, WaitingPods,
+};
+use crate::model::{GroupKey, GroupPolicy, PodInfo};
+
+use super::{GangNotice, GangScheduling, gate};
+
+impl PermitPlugin for GangScheduling {
+    fn permit(
+        &mut self,
+        pod: &PodInfo,
+        _node: &str,
+        cache: &Cache,
+        waiting: &mut WaitingPods,
+        now: Instant,
+    ) -> PermitVerdict {
+        let Some(group) = pod.group.key() else {
+            return PermitVerdict::Allow;
+        };
+        match self.policy(group) {
+            Err(msg) => PermitVerdict::Reject(Refusal::new("FailedScheduling", msg)),
+            Ok(GroupPolicy::Basic) => PermitVerdict::Allow,
+            Ok(GroupPolicy::Gang {
+                min_count,
+                schedule_timeout,
+            }) => {
+                // The arriving pod is already assumed, so it is counted here.
+                if quorum_met(cache, group, min_count) {
+                    let mut allowed = self.allow_all(group, waiting);
+                    allowed.push(pod.key.clone());
+                    self.notices.push(GangNotice::Released {
+                        group: group.clone(),
+                        allowed,
+                        quorum: min_count,
+                    });
+                    return PermitVerdict::Allow;
+                }
+                if !self.deadlines.contains_key(group) {
+                    let timeout =
+                        schedule_timeout.unwrap_or(self.args_for(pod).permit_waiting_time);
+                    let deadline = now + timeout;
+                    self.deadlines.insert(group.clone(), deadline);
+                    self.timers.insert((deadline, group.clone()));
+                }
+                PermitVerdict::Wait
+            }
+        }
+    }
+}
+
+impl PostFilterPlugin for GangScheduling {
+    /// Early release: a member that cannot be placed frees every waiting member
+    /// now instead of at the timeout, and the gang backs off as a whole.
+    fn post_filter(
+        &mut self,
+        pod: &PodInfo,
+        refusal: &Refusal,
+        cache: &Cache,
+        waiting: &mut WaitingPods,
+        now: Instant,
+    ) {
+        let Some(group) = pod.group.key() else {
+            return;
+        };
+        let Some(min_count) = self.min_count(group) else {
+            return;
+        };
+        if quorum_met(cache, group, min_count) {
+            // Quorum already released: this member fails on its own.
+            return;
+        }
+        let message = format!(
+            "{group} released early: member {} is unschedulable: {}",
+            pod.key, refusal.message
+        );
+        let rejected = self.reject_all(group, waiting, "GangRejected", &message);
+        let denied_until = now + self.args_for(pod).group_backoff;
+        self.denied.insert(group.clone(), denied_until);
+        self.notices.push(GangNotice::EarlyReleased {
+            group: group.clone(),
+            trigger: pod.key.clone(),
+            rejected,
+            denied_until,
+            message,
+        });
+    }
+}
+
+impl ReservePlugin for GangScheduling {
+    fn reserve(&mut self, _pod: &PodInfo, _node: &str, _now: Instant) {}
+
+    fn unreserve(&mut self, pod: &PodInfo, waiting: &WaitingPods, _now: Instant) {
+        if let Some(group) = pod.group.key() {
+            self.clear_timer_if_idle(group, waiting);
+        }
+    }
+}
+
+impl GangScheduling {
+    /// Rejects every waiting member of groups whose barrier timed out.
+    pub fn expire(&mut self, now: Instant, cache: &Cache, waiting: &mut WaitingPods) {
+        self.denied.retain(|_, t| *t > now);
+        while let Some((t, group)) = self.timers.first().cloned() {
+            if t > now {
+                break;
+            }
+            self.timers.remove(&(t, group.clone()));
+            self.deadlines.remove(&group);
+            if waiting.group_len(&group) == 0 {
+                continue;
+            }
+            let have = cache.group(&group).map_or(0, |m| m.assumed_or_bound());
+            let min = self.min_count(&group).unwrap_or(0);
+            let message = format!(
+                "{group} timed out waiting at permit: {have}/{min} members assumed or bound"
+            );
+            let rejected = self.reject_all(&group, waiting, "GangTimeout", &message);
+            self.notices.push(GangNotice::TimedOut {
+                group,
+                rejected,
+                message,
+            });
+        }
+    }
+
+    /// Something about the group changed (definition, members): waiting members
+    /// are released if quorum is now met, or rejected if the group became
+    /// unusable (definition gone or malformed, scheduler names in conflict).
+    pub fn reevaluate(&mut self, group: &GroupKey, cache: &Cache, waiting: &mut WaitingPods) {
+        if waiting.group_len(group) == 0 {
+            self.clear_timer_if_idle(group, waiting);
+            return;
+        }
+        if let Some(msg) = gate::scheduler_conflict(group, cache) {
+            self.reject_all(group, waiting, "FailedScheduling", &msg);
+            return;
+        }
+        match self.policy(group) {
+            Err(msg) => {
+                let msg = format!("rejected while waiting at permit: {msg}");
+                self.reject_all(group, waiting, "GangRejected", &msg);
+            }
+            Ok(GroupPolicy::Basic) => {
+                self.allow_all(group, waiting);
+            }
+            Ok(GroupPolicy::Gang { min_count, .. }) => {
+                if quorum_met(cache, group, min_count) {
+                    let allowed = self.allow_all(group, waiting);
+                    self.notices.push(GangNotice::Released {
+                        group: group.clone(),
+                        allowed,
+                        quorum: min_count,
+                    });
+                }
+            }
+        }
+    }
+
+    fn allow_all(
+        &mut self,
+        group: &GroupKey,
+        waiting: &mut WaitingPods,
+    ) -> Vec<crate::model::PodKey> {
+        let members = waiting.group_members(group);
+        for key in &members {
+            waiting.allow(key);
+        }
+        self.clear_timer_if_idle(group, waiting);
+        members
+    }
+
+    fn reject_all(
+        &mut self,
+        group: &GroupKey,
+        waiting: &mut WaitingPods,
+        reason: &'static str,
+        message: &str,
+    ) -> usize {
+        let members = waiting.group_members(group);
+        for key in &members {
+            waiting.reject(key, Refusal::new(reason, message));
+        }
+        self.clear_timer_if_idle(group, waiting);
+        members.len()
+    }
+
+    fn clear_timer_if_idle(&mut self, group: &GroupKey, waiting: &WaitingPods) {
+        if waiting.group_len(group) == 0
+            && let Some(t) = self.deadlines.remove(group)
+        {
+            self.timers.remove(&(t, group.clone()));
+        }
+    }
+}
+
+fn quorum_met(cache: &Cache, group: &GroupKey, min_count: u32) -> bool {
+    cache.group(group).map_or(0, |m| m.assumed_or_bound()) >= min_count as usize
+}

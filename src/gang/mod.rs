@@ -1,0 +1,220 @@
+//! The `GangScheduling` plugin: the gate (PreEnqueue), gang queue order
+//! (QueueSort), the cache-aware PreFilter (group denial, scheduler-name
+//! conflicts, `minResources`), early release (PostFilter) and the permit
+//! barrier with its per-group timeout (Permit, Unreserve).
+//!
+//! It owns the observed group definitions and the per-group timers; the
+//! membership counts come from the cache and the waiting pods from the engine's
+//! `WaitingPods`. What it does that the engine must report (a gang released,
+//! timed out, released early) is queued as `GangNotice`s.
+
+mod barrier;
+mod gate;
+
+pub use gate::group_gate;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::cache::Cache;
+use crate::framework::lifecycle::{
+    CachePreFilterPlugin, PreEnqueuePlugin, PreFilterVerdict, QueueSortPlugin, Refusal,
+};
+use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupPolicy, PodInfo, PodKey};
+use crate::queue::{Gate, OrderKey};
+
+/// Per-profile arguments (`GangScheduling`/`Coscheduling` pluginConfig).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GangArgs {
+    /// `permitWaitingTimeSeconds`: the timeout when the definition sets none.
+    pub permit_waiting_time: Duration,
+    /// How long a gang is denied after a member was unschedulable.
+    pub group_backoff: Duration,
+}
+
+impl Default for GangArgs {
+    fn default() -> Self {
+        GangArgs {
+            permit_waiting_time: Duration::from_secs(60),
+            group_backoff: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Something the engine reports (group status, events, metrics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GangNotice {
+    /// Quorum reached: these members (waiting ones and the arriving one) were allowed.
+    Released {
+        group: GroupKey,
+        allowed: Vec<PodKey>,
+        quorum: u32,
+    },
+    /// The barrier was not satisfied in time; `rejected` members were sent back.
+    TimedOut {
+        group: GroupKey,
+        rejected: usize,
+        message: String,
+    },
+    /// A member was unschedulable; the waiting members were released at once
+    /// and the gang denied until `denied_until`.
+    EarlyReleased {
+        group: GroupKey,
+        trigger: PodKey,
+        rejected: usize,
+        denied_until: Instant,
+        message: String,
+    },
+}
+
+/// How a definition changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefChange {
+    Added,
+    Changed,
+    Unchanged,
+}
+
+pub struct GangScheduling {
+    default_args: GangArgs,
+    args: HashMap<Arc<str>, GangArgs>,
+    defs: HashMap<DefinitionKey, GroupDef>,
+    /// Group → when its barrier times out (first member started waiting + timeout).
+    deadlines: HashMap<GroupKey, Instant>,
+    timers: BTreeSet<(Instant, GroupKey)>,
+    /// Group → denied (after an early release) until.
+    denied: HashMap<GroupKey, Instant>,
+    notices: Vec<GangNotice>,
+}
+
+impl GangScheduling {
+    /// `args`: per scheduler name; `default_args` for any other.
+    pub fn new(default_args: GangArgs, args: HashMap<Arc<str>, GangArgs>) -> Self {
+        GangScheduling {
+            default_args,
+            args,
+            defs: HashMap::new(),
+            deadlines: HashMap::new(),
+            timers: BTreeSet::new(),
+            denied: HashMap::new(),
+            notices: Vec::new(),
+        }
+    }
+
+    pub fn args_for(&self, pod: &PodInfo) -> GangArgs {
+        self.args
+            .get(&pod.scheduler_name)
+            .copied()
+            .unwrap_or(self.default_args)
+    }
+
+    // ---- definitions ---------------------------------------------------------
+
+    pub fn upsert_def(&mut self, def: GroupDef) -> DefChange {
+        match self.defs.insert(def.key.clone(), def.clone()) {
+            None => DefChange::Added,
+            Some(old) if old == def => DefChange::Unchanged,
+            Some(_) => DefChange::Changed,
+        }
+    }
+
+    pub fn remove_def(&mut self, key: &DefinitionKey) -> bool {
+        self.defs.remove(key).is_some()
+    }
+
+    pub fn def(&self, key: &DefinitionKey) -> Option<&GroupDef> {
+        self.defs.get(key)
+    }
+
+    /// The group's usable policy, or why there is none.
+    pub fn policy(&self, group: &GroupKey) -> Result<GroupPolicy, String> {
+        let def = self
+            .defs
+            .get(&group.definition)
+            .ok_or_else(|| format!("{} does not exist", group.definition))?;
+        match &def.policy {
+            Err(msg) => Err(format!("{} is invalid: {msg}", def.key)),
+            Ok(GroupPolicy::Gang { min_count: 0, .. }) => Err(format!(
+                "{} is invalid: minCount must be positive, got 0",
+                def.key
+            )),
+            Ok(p) => Ok(p.clone()),
+        }
+    }
+
+    /// `min_count` of a usable gang policy.
+    pub fn min_count(&self, group: &GroupKey) -> Option<u32> {
+        match self.policy(group) {
+            Ok(GroupPolicy::Gang { min_count, .. }) => Some(min_count),
+            _ => None,
+        }
+    }
+
+    // ---- timers --------------------------------------------------------------
+
+    /// Until when the pod's group is denied, if it is.
+    pub fn denied_until(&self, pod: &PodInfo, now: Instant) -> Option<Instant> {
+        let group = pod.group.key()?;
+        self.denied.get(group).copied().filter(|t| *t > now)
+    }
+
+    pub fn deadline(&self, group: &GroupKey) -> Option<Instant> {
+        self.deadlines.get(group).copied()
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.timers.first().map(|(t, _)| *t)
+    }
+
+    /// Groups currently denied.
+    pub fn denied_groups(&self, now: Instant) -> usize {
+        self.denied.values().filter(|t| **t > now).count()
+    }
+
+    pub fn take_notices(&mut self) -> Vec<GangNotice> {
+        std::mem::take(&mut self.notices)
+    }
+}
+
+impl QueueSortPlugin for GangScheduling {
+    fn order_key(&self, pod: &PodInfo) -> OrderKey {
+        match pod.group.key() {
+            Some(group) => {
+                let created = self
+                    .defs
+                    .get(&group.definition)
+                    .map_or(pod.created_ms, |d| d.created_ms);
+                OrderKey::member(pod, group, created)
+            }
+            None => OrderKey::plain(pod),
+        }
+    }
+}
+
+impl PreEnqueuePlugin for GangScheduling {
+    fn pre_enqueue(&self, pod: &PodInfo, cache: &Cache) -> Gate {
+        gate::pre_enqueue(self, pod, cache)
+    }
+}
+
+impl CachePreFilterPlugin for GangScheduling {
+    fn pre_filter(&self, pod: &PodInfo, cache: &Cache, now: Instant) -> PreFilterVerdict {
+        if let Some(until) = self.denied_until(pod, now) {
+            return PreFilterVerdict::HoldUntil(until);
+        }
+        let Some(group) = pod.group.key() else {
+            return PreFilterVerdict::Proceed;
+        };
+        if let Some(msg) = gate::scheduler_conflict(group, cache) {
+            return PreFilterVerdict::Refuse(Refusal::new("FailedScheduling", msg));
+        }
+        if let Some(msg) = gate::min_resources_shortfall(self, group, cache) {
+            return PreFilterVerdict::Refuse(Refusal::new("FailedScheduling", msg));
+        }
+        PreFilterVerdict::Proceed
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,638 @@
+//! Property tests over random event sequences (invariants I1–I4 after every
+//! step) and the edge-case table of gang-semantics.md as explicit tests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use muster::driver::Harness;
+use muster::driver::fixtures::{SCHEDULER, def_key, gang_def, group_key, member, node, pod};
+use muster::engine::{Action, EngineConfig, EventType, PodLocation, ProfileConfig};
+use muster::framework::placement::Framework;
+use muster::model::{GroupDef, GroupMembership, GroupPolicy, PodKey, PodPhase, Resources};
+use proptest::prelude::*;
+use proptest::sample::Index;
+
+fn key(name: &str) -> PodKey {
+    PodKey::new("default", name)
+}
+
+fn checked(h: &Harness) {
+    if let Err(e) = h.check_invariants() {
+        panic!("invariant violated at {:?}: {e}", h.elapsed());
+    }
+}
+
+fn cluster(n: usize, cpu: i64) -> Harness {
+    let mut h = Harness::new();
+    for i in 0..n {
+        h.add_node(node(&format!("n{i}"), cpu, 64));
+    }
+    h
+}
+
+/// Conditions written for a pod, in order.
+fn conditions(h: &Harness, pod: &PodKey) -> Vec<String> {
+    h.actions
+        .iter()
+        .filter_map(|(_, a)| match a {
+            Action::PodUnschedulable {
+                pod: p, message, ..
+            } if p == pod => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn warnings_for(h: &Harness, pod: &PodKey) -> Vec<String> {
+    h.actions
+        .iter()
+        .filter_map(|(_, a)| match a {
+            Action::Event {
+                object: muster::engine::ObjectRef::Pod(p),
+                type_: EventType::Warning,
+                message,
+                ..
+            } if p == pod => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Two members of `name` placed and waiting at Permit; a third exists but is
+/// held by a scheduling gate, so the barrier (min 3) cannot be met.
+fn two_waiting(h: &mut Harness, name: &str) {
+    let g = group_key(name);
+    h.put_def(gang_def(name, 3, 100));
+    h.put_pod(member(&format!("{name}-0"), &g, 1000, 1));
+    h.put_pod(member(&format!("{name}-1"), &g, 1000, 1));
+    let mut held = member(&format!("{name}-2"), &g, 1000, 1);
+    held.scheduling_gated = true;
+    h.put_pod(held);
+    h.settle();
+    assert_eq!(h.engine.waiting().len(), 2);
+}
+
+// ---- the edge-case table ----------------------------------------------------
+
+#[test]
+fn edge_members_with_different_scheduler_names_are_all_rejected() {
+    let mut h = cluster(4, 4000);
+    let g = group_key("mixed");
+    h.put_def(gang_def("mixed", 2, 1));
+    h.put_pod(member("mixed-0", &g, 1000, 1));
+    h.put_pod(member("mixed-1", &g, 1000, 1));
+    let mut other = member("mixed-2", &g, 1000, 1);
+    other.scheduler_name = Arc::from("default-scheduler");
+    h.put_pod(other);
+    h.advance(Duration::from_secs(20));
+    checked(&h);
+    assert!(h.binds.is_empty());
+    for name in ["mixed-0", "mixed-1"] {
+        let w = warnings_for(&h, &key(name));
+        assert!(
+            w.iter()
+                .any(|m| m.contains("default-scheduler (1)") && m.contains("muster (2)")),
+            "{name}: {w:?}"
+        );
+    }
+}
+
+#[test]
+fn edge_conflicting_member_rejects_waiting_members() {
+    let mut h = cluster(4, 4000);
+    two_waiting(&mut h, "w");
+    let mut other = member("w-x", &group_key("w"), 1000, 1);
+    other.scheduler_name = Arc::from("default-scheduler");
+    h.put_pod(other);
+    checked(&h);
+    assert!(h.engine.waiting().is_empty());
+    assert!(
+        warnings_for(&h, &key("w-0"))
+            .iter()
+            .any(|m| m.contains("different schedulerNames"))
+    );
+}
+
+#[test]
+fn edge_min_count_above_members_stays_gated_with_count() {
+    let mut h = cluster(4, 4000);
+    let g = group_key("big");
+    h.put_def(gang_def("big", 5, 1));
+    h.put_pod(member("big-0", &g, 1000, 1));
+    h.put_pod(member("big-1", &g, 1000, 1));
+    h.advance(Duration::from_secs(400));
+    checked(&h);
+    assert_eq!(h.engine.location(&key("big-0")), Some(PodLocation::Gated));
+    let c = conditions(&h, &key("big-0"));
+    assert_eq!(
+        c.last().map(String::as_str),
+        Some("waiting for 2/5 pods of PodGroup default/big")
+    );
+    // Written once per change (1/5 then 2/5), never per retry.
+    assert_eq!(c.len(), 2, "{c:?}");
+    assert_eq!(h.engine.stats(h.now()).pending.gated, 2);
+}
+
+#[test]
+fn edge_min_count_lowered_while_waiting_releases() {
+    let mut h = cluster(4, 4000);
+    two_waiting(&mut h, "lower");
+    h.put_def(gang_def("lower", 2, 100));
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&group_key("lower")), 2);
+}
+
+#[test]
+fn edge_min_count_raised_applies_from_next_evaluation() {
+    let mut h = cluster(4, 4000);
+    let g = group_key("raise");
+    h.put_def(gang_def("raise", 2, 1));
+    h.put_pod(member("raise-0", &g, 1000, 1));
+    h.put_def(gang_def("raise", 3, 1));
+    h.put_pod(member("raise-1", &g, 1000, 1));
+    h.settle();
+    assert_eq!(h.engine.location(&key("raise-1")), Some(PodLocation::Gated));
+    h.put_pod(member("raise-2", &g, 1000, 1));
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 3);
+}
+
+#[test]
+fn edge_waiting_member_deleted_leaves_the_barrier() {
+    let mut h = cluster(4, 4000);
+    two_waiting(&mut h, "del");
+    h.delete_pod(&key("del-0"));
+    checked(&h);
+    assert_eq!(h.engine.waiting().len(), 1);
+    let used: i64 = h
+        .engine
+        .cache()
+        .nodes()
+        .iter()
+        .map(|n| n.requested.milli_cpu)
+        .sum();
+    assert_eq!(used, 1000, "the deleted member's reservation is gone");
+    h.advance(Duration::from_secs(60));
+    checked(&h);
+    assert!(h.engine.waiting().is_empty());
+    assert_eq!(h.events("GangTimeout"), 1);
+}
+
+#[test]
+fn edge_node_deleted_under_reserved_members_requeues_them() {
+    let mut h = cluster(4, 4000);
+    two_waiting(&mut h, "nd");
+    let node0 = h
+        .engine
+        .waiting()
+        .get(&key("nd-0"))
+        .map(|w| w.node.clone())
+        .unwrap();
+    h.delete_node(&node0);
+    checked(&h);
+    assert_eq!(h.engine.location(&key("nd-0")), Some(PodLocation::Backoff));
+    assert_eq!(h.engine.waiting().len(), 1);
+    h.advance(Duration::from_secs(2));
+    checked(&h);
+    assert_eq!(h.engine.waiting().len(), 2, "re-placed on another node");
+    assert_ne!(
+        h.engine.waiting().get(&key("nd-0")).map(|w| w.node.clone()),
+        Some(node0)
+    );
+}
+
+#[test]
+fn edge_definition_deleted_while_waiting_regates() {
+    let mut h = cluster(4, 4000);
+    two_waiting(&mut h, "gone");
+    h.delete_def(&def_key("gone"));
+    checked(&h);
+    assert!(h.engine.waiting().is_empty());
+    for i in 0..3 {
+        assert_eq!(
+            h.engine.location(&key(&format!("gone-{i}"))),
+            Some(PodLocation::Gated)
+        );
+    }
+    assert_eq!(
+        conditions(&h, &key("gone-0")).last().map(String::as_str),
+        Some("waiting for PodGroup default/gone to be created")
+    );
+    assert!(
+        h.engine
+            .cache()
+            .nodes()
+            .iter()
+            .all(|n| n.requested.milli_cpu == 0)
+    );
+    // Re-created: the gang runs again from the gate.
+    h.put_def(gang_def("gone", 2, 100));
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&group_key("gone")), 2);
+}
+
+#[test]
+fn edge_basic_policy_has_no_barrier() {
+    let mut h = cluster(2, 4000);
+    let g = group_key("basic");
+    let mut def = gang_def("basic", 3, 1);
+    def.policy = Ok(GroupPolicy::Basic);
+    h.put_def(def);
+    h.put_pod(member("basic-0", &g, 3000, 1));
+    h.put_pod(member("basic-1", &g, 3000, 1));
+    h.put_pod(member("basic-2", &g, 3000, 1));
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 2, "members are ordinary pods");
+    assert_eq!(h.events("GangWaiting"), 0);
+}
+
+#[test]
+fn edge_malformed_reference_and_definitions_are_reported_not_scheduled() {
+    let mut h = cluster(2, 4000);
+    let mut bad_ref = pod("bad-ref", 100, 1);
+    bad_ref.group = GroupMembership::Invalid("spec.schedulingGroup.podGroupName is empty".into());
+    h.put_pod(bad_ref);
+    let zero = group_key("zero");
+    h.put_def(gang_def("zero", 0, 1));
+    h.put_pod(member("zero-0", &zero, 100, 1));
+    let broken = group_key("broken");
+    let mut def = gang_def("broken", 1, 1);
+    def.policy = Err("unknown policy \"strict\"".into());
+    h.put_def(def);
+    h.put_pod(member("broken-0", &broken, 100, 1));
+    h.advance(Duration::from_secs(30));
+    checked(&h);
+    assert!(h.binds.is_empty());
+    let expect = [
+        (
+            "bad-ref",
+            "invalid group reference: spec.schedulingGroup.podGroupName is empty",
+        ),
+        (
+            "zero-0",
+            "PodGroup default/zero is invalid: minCount must be positive, got 0",
+        ),
+        (
+            "broken-0",
+            "PodGroup default/broken is invalid: unknown policy \"strict\"",
+        ),
+    ];
+    for (name, msg) in expect {
+        assert_eq!(conditions(&h, &key(name)), vec![msg.to_string()], "{name}");
+        assert_eq!(
+            warnings_for(&h, &key(name)),
+            vec![msg.to_string()],
+            "{name}"
+        );
+        assert_eq!(h.engine.location(&key(name)), Some(PodLocation::Gated));
+    }
+    // Fixing the definition schedules the member.
+    h.put_def(gang_def("broken", 1, 1));
+    h.settle();
+    assert_eq!(h.bound_members(&broken), 1);
+}
+
+#[test]
+fn min_resources_beyond_free_capacity_is_refused_precisely() {
+    let mut h = cluster(2, 4000);
+    let g = group_key("hungry");
+    let mut def = gang_def("hungry", 1, 1);
+    def.min_resources = Some(Resources {
+        milli_cpu: 16000,
+        ..Resources::default()
+    });
+    h.put_def(def);
+    h.put_pod(member("hungry-0", &g, 100, 1));
+    h.settle();
+    checked(&h);
+    assert!(h.binds.is_empty());
+    let c = conditions(&h, &key("hungry-0"));
+    assert_eq!(
+        c.last().map(String::as_str),
+        Some(
+            "PodGroup default/hungry requires minResources the cluster cannot provide: insufficient cpu (needs 16000, 8000 free)"
+        )
+    );
+    for i in 2..4 {
+        h.add_node(node(&format!("n{i}"), 4000, 64));
+    }
+    h.advance(Duration::from_secs(6));
+    assert_eq!(h.bound_members(&g), 1);
+}
+
+#[test]
+fn timeout_resolution_definition_then_profile_default() {
+    let mut cfg = EngineConfig::new(vec![ProfileConfig::new(SCHEDULER, Framework::default())]);
+    cfg.profiles[0].permit_waiting_time = Duration::from_secs(20);
+    let mut h = Harness::with_config(cfg);
+    for i in 0..4 {
+        h.add_node(node(&format!("n{i}"), 4000, 64));
+    }
+    two_waiting(&mut h, "prof");
+    let t0 = h.now();
+    assert_eq!(
+        h.engine.gang().deadline(&group_key("prof")),
+        Some(t0 + Duration::from_secs(20))
+    );
+    let g = group_key("own");
+    let mut def = gang_def("own", 3, 1);
+    def.policy = Ok(GroupPolicy::Gang {
+        min_count: 3,
+        schedule_timeout: Some(Duration::from_secs(7)),
+    });
+    h.put_def(def);
+    h.put_pod(member("own-0", &g, 100, 1));
+    h.put_pod(member("own-1", &g, 100, 1));
+    let mut held = member("own-2", &g, 100, 1);
+    held.scheduling_gated = true;
+    h.put_pod(held);
+    h.settle();
+    assert_eq!(
+        h.engine.gang().deadline(&g),
+        Some(t0 + Duration::from_secs(7))
+    );
+}
+
+#[test]
+fn unschedulable_condition_is_written_once_per_message() {
+    let mut h = cluster(1, 1000);
+    h.put_pod(pod("huge", 8000, 1));
+    for _ in 0..5 {
+        h.add_node(node("n0", 1000, 64)); // a relevant event: retried each time
+        h.advance(Duration::from_secs(11));
+    }
+    assert!(h.engine.stats(h.now()).attempts_unschedulable >= 5);
+    assert_eq!(conditions(&h, &key("huge")).len(), 1);
+}
+
+#[test]
+fn group_status_true_is_terminal() {
+    let mut h = cluster(2, 4000);
+    let g = group_key("t");
+    h.put_def(gang_def("t", 2, 1));
+    h.put_pod(member("t-0", &g, 1000, 1));
+    h.put_pod(member("t-1", &g, 1000, 1));
+    h.settle();
+    // A later member that cannot fit does not flip the group back.
+    h.put_pod(member("t-2", &g, 8000, 1));
+    h.advance(Duration::from_secs(20));
+    let statuses = h.actions_where(|a| matches!(a, Action::GroupStatus { .. }));
+    assert_eq!(statuses.len(), 1);
+}
+
+// ---- properties ---------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+enum Op {
+    AddNode {
+        cpu: i64,
+    },
+    DeleteNode(Index),
+    AddPlain {
+        cpu: i64,
+    },
+    AddGang {
+        min: u32,
+        members: usize,
+        cpu: i64,
+        def_first: bool,
+        timeout_s: Option<u64>,
+    },
+    AddMember {
+        group: Index,
+        cpu: i64,
+    },
+    AddConflictingMember(Index),
+    AddForeignBound {
+        node: Index,
+        cpu: i64,
+    },
+    DeletePod(Index),
+    FinishPod(Index),
+    SetMin {
+        group: Index,
+        min: u32,
+    },
+    MakeBasic(Index),
+    DeleteDef(Index),
+    RestoreDef(Index),
+    FailNextBind,
+    SetBindLatency(u64),
+    Settle,
+    Advance(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => (1..=4i64).prop_map(|c| Op::AddNode { cpu: c * 1000 }),
+        1 => any::<Index>().prop_map(Op::DeleteNode),
+        2 => (1..=6i64).prop_map(|c| Op::AddPlain { cpu: c * 250 }),
+        3 => (1..=4u32, 0..=5usize, 1..=6i64, any::<bool>(), prop::option::of(1..=30u64))
+            .prop_map(|(min, members, c, def_first, timeout_s)| Op::AddGang {
+                min, members, cpu: c * 250, def_first, timeout_s }),
+        2 => (any::<Index>(), 1..=6i64).prop_map(|(group, c)| Op::AddMember { group, cpu: c * 250 }),
+        1 => any::<Index>().prop_map(Op::AddConflictingMember),
+        1 => (any::<Index>(), 1..=4i64).prop_map(|(node, c)| Op::AddForeignBound { node, cpu: c * 250 }),
+        2 => any::<Index>().prop_map(Op::DeletePod),
+        2 => any::<Index>().prop_map(Op::FinishPod),
+        1 => (any::<Index>(), 0..=5u32).prop_map(|(group, min)| Op::SetMin { group, min }),
+        1 => any::<Index>().prop_map(Op::MakeBasic),
+        1 => any::<Index>().prop_map(Op::DeleteDef),
+        1 => any::<Index>().prop_map(Op::RestoreDef),
+        1 => Just(Op::FailNextBind),
+        1 => (0..=800u64).prop_map(Op::SetBindLatency),
+        3 => Just(Op::Settle),
+        4 => (0..=20_000u64).prop_map(Op::Advance),
+    ]
+}
+
+/// What the test generated so far, to pick targets from.
+#[derive(Default)]
+struct World {
+    nodes: Vec<String>,
+    pods: Vec<PodKey>,
+    groups: Vec<GroupDef>,
+    next: usize,
+}
+
+impl World {
+    fn name(&mut self, prefix: &str) -> String {
+        self.next += 1;
+        format!("{prefix}{}", self.next)
+    }
+}
+
+fn apply(h: &mut Harness, w: &mut World, op: &Op) {
+    match op {
+        Op::AddNode { cpu } => {
+            let name = w.name("node-");
+            h.add_node(node(&name, *cpu, 64));
+            w.nodes.push(name);
+        }
+        Op::DeleteNode(i) => {
+            if !w.nodes.is_empty() {
+                let name = w.nodes.swap_remove(i.index(w.nodes.len()));
+                h.delete_node(&name);
+            }
+        }
+        Op::AddPlain { cpu } => {
+            let name = w.name("plain-");
+            let mut p = pod(&name, *cpu, 1);
+            p.created_ms = w.next as i64;
+            w.pods.push(p.key.clone());
+            h.put_pod(p);
+        }
+        Op::AddGang {
+            min,
+            members,
+            cpu,
+            def_first,
+            timeout_s,
+        } => {
+            let name = w.name("gang-");
+            let mut def = gang_def(&name, *min, w.next as i64);
+            def.policy = Ok(GroupPolicy::Gang {
+                min_count: *min,
+                schedule_timeout: timeout_s.map(Duration::from_secs),
+            });
+            if *def_first {
+                h.put_def(def.clone());
+            }
+            let g = group_key(&name);
+            for m in 0..*members {
+                let mut p = member(&format!("{name}-{m}"), &g, *cpu, 1);
+                p.created_ms = w.next as i64;
+                w.pods.push(p.key.clone());
+                h.put_pod(p);
+            }
+            if !*def_first {
+                h.put_def(def.clone());
+            }
+            w.groups.push(def);
+        }
+        Op::AddMember { group, cpu } => {
+            if !w.groups.is_empty() {
+                let def = &w.groups[group.index(w.groups.len())];
+                let g = muster::model::GroupKey::new(def.key.clone());
+                let name = w.name(&format!("{}-x", def.key.name));
+                let p = member(&name, &g, *cpu, 1);
+                w.pods.push(p.key.clone());
+                h.put_pod(p);
+            }
+        }
+        Op::AddConflictingMember(group) => {
+            if !w.groups.is_empty() {
+                let def = &w.groups[group.index(w.groups.len())];
+                let g = muster::model::GroupKey::new(def.key.clone());
+                let name = w.name("other-");
+                let mut p = member(&name, &g, 250, 1);
+                p.scheduler_name = Arc::from("default-scheduler");
+                w.pods.push(p.key.clone());
+                h.put_pod(p);
+            }
+        }
+        Op::AddForeignBound { node: n, cpu } => {
+            if w.nodes.is_empty() {
+                return;
+            }
+            let node_name = w.nodes[n.index(w.nodes.len())].clone();
+            // Another scheduler only binds what fits (keeps I2 about us).
+            let fits = h.engine.cache().node(&node_name).is_some_and(|s| {
+                let free = s.free();
+                free.milli_cpu >= *cpu && free.memory >= 1 << 30 && free.pods >= 1
+            });
+            if fits {
+                let name = w.name("foreign-");
+                let mut p = pod(&name, *cpu, 1);
+                p.scheduler_name = Arc::from("default-scheduler");
+                p.node_name = Some(Arc::from(node_name.as_str()));
+                p.phase = PodPhase::Running;
+                w.pods.push(p.key.clone());
+                h.put_pod(p);
+            }
+        }
+        Op::DeletePod(i) => {
+            if !w.pods.is_empty() {
+                let k = w.pods.swap_remove(i.index(w.pods.len()));
+                h.delete_pod(&k);
+            }
+        }
+        Op::FinishPod(i) => {
+            if !w.pods.is_empty() {
+                let k = w.pods[i.index(w.pods.len())].clone();
+                if h.node_of(&k).is_some() {
+                    h.finish_pod(&k, PodPhase::Succeeded);
+                }
+            }
+        }
+        Op::SetMin { group, min } => {
+            if !w.groups.is_empty() {
+                let i = group.index(w.groups.len());
+                let def = &mut w.groups[i];
+                def.policy = Ok(GroupPolicy::Gang {
+                    min_count: *min,
+                    schedule_timeout: None,
+                });
+                h.put_def(def.clone());
+            }
+        }
+        Op::MakeBasic(group) => {
+            if !w.groups.is_empty() {
+                let i = group.index(w.groups.len());
+                let def = &mut w.groups[i];
+                def.policy = Ok(GroupPolicy::Basic);
+                h.put_def(def.clone());
+            }
+        }
+        Op::DeleteDef(group) => {
+            if !w.groups.is_empty() {
+                let def = &w.groups[group.index(w.groups.len())];
+                h.delete_def(&def.key);
+            }
+        }
+        Op::RestoreDef(group) => {
+            if !w.groups.is_empty() {
+                let def = &w.groups[group.index(w.groups.len())];
+                h.put_def(def.clone());
+            }
+        }
+        Op::FailNextBind => h.fail_next_binds(1),
+        Op::SetBindLatency(ms) => h.bind_latency = Duration::from_millis(*ms),
+        Op::Settle => h.settle(),
+        Op::Advance(ms) => h.advance(Duration::from_millis(*ms)),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+
+    /// I1–I4 hold after every step of any event sequence.
+    #[test]
+    fn invariants_hold_under_random_events(
+        start_nodes in 0..=6usize,
+        ops in prop::collection::vec(op(), 1..60),
+    ) {
+        let mut h = Harness::new();
+        let mut w = World::default();
+        for _ in 0..start_nodes {
+            apply(&mut h, &mut w, &Op::AddNode { cpu: 2000 });
+        }
+        for (step, op) in ops.iter().enumerate() {
+            apply(&mut h, &mut w, op);
+            if let Err(e) = h.check_invariants() {
+                return Err(TestCaseError::fail(format!("after step {step} {op:?}: {e}")));
+            }
+        }
+        // Let every timer run out: still consistent, nothing waits for ever.
+        h.bind_latency = Duration::ZERO;
+        h.advance(Duration::from_secs(400));
+        if let Err(e) = h.check_invariants() {
+            return Err(TestCaseError::fail(format!("after draining: {e}")));
+        }
+        prop_assert!(h.engine.waiting().is_empty() || h.engine.gang().next_deadline().is_some());
+    }
+}

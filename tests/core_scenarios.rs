@@ -1,0 +1,403 @@
+//! Scenario tests for the scheduling core, run on the deterministic driver with
+//! a fake clock (gang-semantics.md: pipeline §5–9, invariants I1–I5).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use muster::cache::NodeState;
+use muster::driver::Harness;
+use muster::driver::fixtures::{SCHEDULER, gang_def, group_key, member, node, pod};
+use muster::engine::{Action, EngineConfig, PodLocation, ProfileConfig};
+use muster::framework::placement::Framework;
+use muster::framework::{CycleState, Plugin, ScorePlugin};
+use muster::model::{GroupKey, PodInfo, PodKey, PodPhase};
+
+fn key(name: &str) -> PodKey {
+    PodKey::new("default", name)
+}
+
+fn checked(h: &Harness) {
+    if let Err(e) = h.check_invariants() {
+        panic!("invariant violated at {:?}: {e}", h.elapsed());
+    }
+}
+
+/// Adds the definition and `n` members named `<name>-<i>`, each requesting `cpu`.
+fn add_gang(
+    h: &mut Harness,
+    name: &str,
+    min: u32,
+    n: usize,
+    cpu: i64,
+    created_ms: i64,
+) -> GroupKey {
+    let g = group_key(name);
+    h.put_def(gang_def(name, min, created_ms));
+    for i in 0..n {
+        let mut p = member(&format!("{name}-{i}"), &g, cpu, 1);
+        p.created_ms = created_ms + i as i64;
+        h.put_pod(p);
+    }
+    g
+}
+
+fn nodes(h: &mut Harness, n: usize, cpu: i64) {
+    for i in 0..n {
+        h.add_node(node(&format!("n{i}"), cpu, 64));
+    }
+}
+
+/// Bound member counts per group must be 0 or at least `min` at all times.
+fn all_or_nothing(h: &Harness, g: &GroupKey, min: usize) {
+    let b = h.bound_members(g);
+    assert!(b == 0 || b >= min, "{g}: {b} members bound, quorum {min}");
+}
+
+#[test]
+fn gang_that_fits_is_released_together() {
+    let mut h = Harness::new();
+    nodes(&mut h, 4, 4000);
+    let g = add_gang(&mut h, "train", 4, 4, 3000, 100);
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 4);
+    // Released at once: every bind happened at the same instant, on distinct nodes.
+    assert!(h.binds.iter().all(|b| b.at == h.binds[0].at));
+    let mut used: Vec<_> = h.binds.iter().map(|b| b.node.clone()).collect();
+    used.sort();
+    used.dedup();
+    assert_eq!(used.len(), 4);
+    let statuses = h.actions_where(|a| matches!(a, Action::GroupStatus { .. }));
+    assert_eq!(statuses.len(), 1);
+    assert!(matches!(
+        statuses[0],
+        Action::GroupStatus {
+            initially_scheduled: true,
+            ..
+        }
+    ));
+    let stats = h.engine.stats(h.now());
+    assert_eq!(stats.quorum_to_all_bound.count, 1);
+    assert_eq!(stats.permit_wait.count, 3);
+}
+
+#[test]
+fn gang_that_does_not_fit_binds_nobody_and_holds_nothing() {
+    let mut h = Harness::new();
+    nodes(&mut h, 2, 4000);
+    let g = add_gang(&mut h, "big", 3, 3, 3000, 100);
+    for _ in 0..20 {
+        h.advance(Duration::from_secs(3));
+        checked(&h);
+        assert_eq!(h.bound_members(&g), 0);
+    }
+    assert!(h.binds.is_empty());
+    assert!(h.engine.stats(h.now()).gang_early_releases > 0);
+    // Between attempts nothing stays reserved.
+    h.advance(Duration::from_millis(10));
+    assert!(
+        h.engine
+            .cache()
+            .nodes()
+            .iter()
+            .all(|n| n.requested.milli_cpu == 0 || !h.engine.waiting().is_empty())
+    );
+    // Capacity arrives: the gang completes.
+    h.add_node(node("n-extra", 4000, 64));
+    h.advance(Duration::from_secs(15));
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 3);
+}
+
+#[test]
+fn barrier_times_out_and_releases_every_reservation() {
+    let mut h = Harness::new();
+    nodes(&mut h, 4, 4000);
+    let g = group_key("slow");
+    h.put_def(gang_def("slow", 3, 100));
+    h.put_pod(member("slow-0", &g, 1000, 1));
+    h.put_pod(member("slow-1", &g, 1000, 1));
+    // The third member exists (so the gate opens) but is held by a scheduling gate.
+    let mut held = member("slow-2", &g, 1000, 1);
+    held.scheduling_gated = true;
+    h.put_pod(held.clone());
+    h.settle();
+    checked(&h);
+    assert_eq!(h.engine.waiting().len(), 2);
+    assert_eq!(h.engine.location(&key("slow-2")), Some(PodLocation::Gated));
+    h.advance(Duration::from_secs(59));
+    assert_eq!(h.engine.waiting().len(), 2);
+    h.advance(Duration::from_secs(1));
+    checked(&h);
+    assert_eq!(h.events("GangTimeout"), 2, "one Warning per waiting pod");
+    assert_eq!(h.engine.stats(h.now()).gang_timeouts, 1);
+    assert!(h.binds.is_empty());
+    // Right after the timeout the reservations are gone (members are backing off).
+    assert!(h.engine.waiting().is_empty());
+    assert_eq!(
+        h.engine.location(&key("slow-0")),
+        Some(PodLocation::Backoff)
+    );
+    assert!(
+        h.engine
+            .cache()
+            .nodes()
+            .iter()
+            .all(|n| n.requested.milli_cpu == 0)
+    );
+    let status = h.actions_where(|a| {
+        matches!(
+            a,
+            Action::GroupStatus {
+                initially_scheduled: false,
+                ..
+            }
+        )
+    });
+    assert_eq!(status.len(), 1);
+    // The gate is lifted: the gang completes.
+    held.scheduling_gated = false;
+    h.put_pod(held);
+    h.advance(Duration::from_secs(11));
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 3);
+}
+
+#[test]
+fn unschedulable_member_releases_all_waiting_members_at_once() {
+    let mut h = Harness::new();
+    nodes(&mut h, 4, 4000);
+    let g = group_key("sel");
+    h.put_def(gang_def("sel", 4, 100));
+    for i in 0..3 {
+        let mut p = member(&format!("sel-{i}"), &g, 1000, 1);
+        p.created_ms = i;
+        h.put_pod(p);
+    }
+    let mut picky = member("sel-3", &g, 1000, 1);
+    picky.created_ms = 3;
+    picky.node_selector.insert("gpu".into(), "h100".into());
+    h.put_pod(picky);
+    h.settle();
+    checked(&h);
+    assert_eq!(h.events("GangRejected"), 3);
+    assert_eq!(h.engine.stats(h.now()).gang_early_releases, 1);
+    assert!(h.engine.waiting().is_empty());
+    assert!(
+        h.engine
+            .cache()
+            .nodes()
+            .iter()
+            .all(|n| n.requested.milli_cpu == 0)
+    );
+    // The whole gang backs off for the group backoff (5 s): nobody is retried before.
+    let attempts = h.engine.stats(h.now()).attempts_scheduled;
+    h.advance(Duration::from_millis(4900));
+    assert_eq!(h.engine.stats(h.now()).attempts_scheduled, attempts);
+    // A matching node appears: the gang completes.
+    let mut gpu = node("gpu-0", 4000, 64);
+    gpu.labels.insert("gpu".into(), "h100".into());
+    h.add_node(gpu);
+    h.advance(Duration::from_secs(30));
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 4);
+    assert_eq!(h.node_of(&key("sel-3")).as_deref(), Some("gpu-0"));
+}
+
+#[test]
+fn two_gangs_needing_sixty_percent_each_do_not_deadlock() {
+    let mut h = Harness::new();
+    nodes(&mut h, 10, 1000);
+    // The younger gang's pods arrive first; the older gang is ordered first.
+    let young = add_gang(&mut h, "young", 6, 6, 1000, 200);
+    let old = add_gang(&mut h, "old", 6, 6, 1000, 100);
+    for _ in 0..10 {
+        h.advance(Duration::from_secs(2));
+        checked(&h);
+        all_or_nothing(&h, &old, 6);
+        all_or_nothing(&h, &young, 6);
+    }
+    let (bo, by) = (h.bound_members(&old), h.bound_members(&young));
+    assert!(
+        bo == 6 && by == 0 || bo == 0 && by == 6,
+        "old {bo} young {by}"
+    );
+    // The running gang finishes: the other one gets the cluster.
+    let running = if bo == 6 { "old" } else { "young" };
+    for i in 0..6 {
+        h.finish_pod(&key(&format!("{running}-{i}")), PodPhase::Succeeded);
+    }
+    for _ in 0..10 {
+        h.advance(Duration::from_secs(2));
+        checked(&h);
+        all_or_nothing(&h, &old, 6);
+        all_or_nothing(&h, &young, 6);
+    }
+    assert_eq!(h.bound_members(&old) + h.bound_members(&young), 6);
+    assert_eq!(h.binds.len(), 12);
+}
+
+#[test]
+fn two_gangs_arriving_together_older_wins() {
+    let mut h = Harness::new();
+    nodes(&mut h, 10, 1000);
+    let g_young = group_key("young");
+    let g_old = group_key("old");
+    h.put_def(gang_def("young", 6, 200));
+    h.put_def(gang_def("old", 6, 100));
+    // Interleave arrivals.
+    for i in 0..6 {
+        h.put_pod(member(&format!("young-{i}"), &g_young, 1000, 1));
+        h.put_pod(member(&format!("old-{i}"), &g_old, 1000, 1));
+    }
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&g_old), 6);
+    assert_eq!(h.bound_members(&g_young), 0);
+}
+
+/// Scores nodes by free CPU with the node's rank as a tie-breaker, so that
+/// placement never depends on the tie-breaking RNG or the sampling rotation
+/// (both of which gang pods legitimately advance).
+struct MostFreeCpu;
+
+impl Plugin for MostFreeCpu {
+    fn name(&self) -> &'static str {
+        "MostFreeCpu"
+    }
+}
+
+impl ScorePlugin for MostFreeCpu {
+    fn score(&self, _: &CycleState, _: &PodInfo, node: &NodeState) -> i64 {
+        let rank: i64 = node
+            .info
+            .labels
+            .get("rank")
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0);
+        node.free().milli_cpu * 100 + rank
+    }
+
+    /// Scores must end in 0..=100: replace each raw score by its rank.
+    fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [i64]) {
+        let mut sorted = scores.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        for s in scores.iter_mut() {
+            *s = sorted.binary_search(s).unwrap_or(0) as i64;
+        }
+    }
+}
+
+fn tie_free_harness() -> Harness {
+    let mut framework = Framework::default();
+    framework.scorers = vec![(Arc::new(MostFreeCpu) as Arc<dyn ScorePlugin>, 1)];
+    Harness::with_config(EngineConfig::new(vec![ProfileConfig::new(
+        SCHEDULER, framework,
+    )]))
+}
+
+/// Plain pods are placed exactly as without any gang (I5): same node, same
+/// time, while gangs come and go beside them.
+#[test]
+fn plain_pods_are_unaffected_by_gangs() {
+    fn run(with_gangs: bool) -> Vec<(String, String, Duration)> {
+        let mut h = tie_free_harness();
+        for i in 0..6 {
+            let mut n = node(&format!("plain-{i}"), 2000 + 700 * i, 16 + 8 * i);
+            n.labels.insert("pool".into(), "plain".into());
+            n.labels.insert("rank".into(), i.to_string());
+            h.add_node(n);
+            let mut n = node(&format!("gang-{i}"), 4000, 64);
+            n.labels.insert("pool".into(), "gang".into());
+            h.add_node(n);
+        }
+        for step in 0..12 {
+            let mut p = pod(&format!("web-{step}"), 300 + 50 * step, 1);
+            p.node_selector.insert("pool".into(), "plain".into());
+            p.created_ms = step;
+            h.put_pod(p);
+            if with_gangs {
+                let name = format!("g{step}");
+                let g = group_key(&name);
+                h.put_def(gang_def(&name, 2, 1000 + step));
+                for m in 0..2 {
+                    let mut p = member(&format!("{name}-{m}"), &g, 1000, 1);
+                    p.node_selector.insert("pool".into(), "gang".into());
+                    h.put_pod(p);
+                }
+            }
+            h.advance(Duration::from_millis(500));
+            checked(&h);
+        }
+        assert_eq!(h.binds.len(), if with_gangs { 36 } else { 12 });
+        h.binds
+            .iter()
+            .filter(|b| b.pod.name.starts_with("web-"))
+            .map(|b| (b.pod.name.to_string(), b.node.to_string(), b.at))
+            .collect()
+    }
+    let alone = run(false);
+    assert_eq!(alone.len(), 12);
+    assert_eq!(run(true), alone);
+}
+
+#[test]
+fn late_members_pass_straight_through_after_quorum() {
+    let mut h = Harness::new();
+    nodes(&mut h, 4, 4000);
+    let g = add_gang(&mut h, "elastic", 2, 2, 1000, 100);
+    h.settle();
+    assert_eq!(h.bound_members(&g), 2);
+    h.put_pod(member("elastic-late", &g, 1000, 1));
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 3);
+    assert_eq!(h.events("GangWaiting"), 1, "only the first member waited");
+}
+
+#[test]
+fn bind_failure_releases_and_retries() {
+    let mut h = Harness::new();
+    nodes(&mut h, 2, 4000);
+    h.fail_next_binds(1);
+    h.put_pod(pod("solo", 1000, 1));
+    h.settle();
+    checked(&h);
+    assert!(h.binds.is_empty());
+    assert_eq!(h.engine.location(&key("solo")), Some(PodLocation::Backoff));
+    h.advance(Duration::from_secs(1));
+    checked(&h);
+    assert_eq!(h.binds.len(), 1);
+}
+
+#[test]
+fn bind_latency_keeps_pods_binding_until_confirmed() {
+    let mut h = Harness::new();
+    nodes(&mut h, 2, 4000);
+    h.bind_latency = Duration::from_millis(200);
+    let g = add_gang(&mut h, "lat", 2, 2, 1000, 1);
+    h.settle();
+    checked(&h);
+    assert_eq!(h.engine.location(&key("lat-0")), Some(PodLocation::Binding));
+    h.advance(Duration::from_millis(200));
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 2);
+    let s = h.engine.stats(h.now());
+    assert_eq!(s.quorum_to_all_bound.max, Duration::from_millis(200));
+}
+
+#[test]
+fn unconfirmed_binding_expires_after_the_assumed_ttl() {
+    let mut h = Harness::new();
+    nodes(&mut h, 1, 4000);
+    h.confirm_binds = false;
+    h.put_pod(pod("ghost", 1000, 1));
+    h.settle();
+    assert_eq!(h.engine.cache().nodes()[0].requested.milli_cpu, 1000);
+    h.advance(Duration::from_secs(30));
+    assert_eq!(h.engine.stats(h.now()).assumed_expired, 1);
+    // The harness did bind it; the expired reservation was released and the
+    // pod, still pending in the cache, went back to the queue.
+    assert_eq!(h.engine.cache().nodes()[0].requested.milli_cpu, 0);
+}
