@@ -1,1 +1,2 @@
 //! Muster: a gang scheduler for Kubernetes.
+pub mod sim;
