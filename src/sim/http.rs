@@ -60,7 +60,13 @@ impl ResourceRequest {
         if self.body.is_empty() {
             return Err(ApiError::bad_request("the request body is empty"));
         }
-        if self.content_type().contains("yaml") {
+        let ct = self.content_type();
+        // Objects are schemaless here, so binary encodings cannot be read;
+        // 415 makes client-go retry the request as JSON.
+        if ct.contains("protobuf") || ct.contains("cbor") {
+            return Err(ApiError::unsupported_media_type(ct));
+        }
+        if ct.contains("yaml") {
             serde_norway::from_slice(&self.body)
                 .map_err(|e| ApiError::bad_request(format!("invalid YAML body: {e}")))
         } else {

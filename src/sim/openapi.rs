@@ -38,16 +38,20 @@ pub fn group_version(registry: &Registry, group: &str, version: &str) -> Option<
     if defs.is_empty() {
         return None;
     }
+    let mut kinds: Vec<(&str, bool, &str)> = defs
+        .iter()
+        .map(|d| (d.plural.as_str(), d.namespaced, d.kind.as_str()))
+        .collect();
+    // `kubectl create -f` of a Binding needs its kind listed too.
+    if defs.iter().any(|d| d.binding) {
+        kinds.push(("bindings", true, "Binding"));
+    }
     let mut paths = Map::new();
-    for d in defs {
-        let scope = if d.namespaced {
-            "namespaces/{namespace}/"
-        } else {
-            ""
-        };
-        let path = format!("/{}/{scope}{}/{{name}}", gv_path(group, version), d.plural);
+    for (plural, namespaced, kind) in kinds {
+        let scope = if namespaced { "namespaces/{namespace}/" } else { "" };
+        let path = format!("/{}/{scope}{plural}/{{name}}", gv_path(group, version));
         let patch = json!({
-            "x-kubernetes-group-version-kind": { "group": d.group, "version": d.version, "kind": d.kind },
+            "x-kubernetes-group-version-kind": { "group": group, "version": version, "kind": kind },
             "x-kubernetes-action": "patch",
             "parameters": [
                 { "name": "fieldValidation", "in": "query", "schema": { "type": "string" } },
