@@ -48,13 +48,6 @@ impl ResourceRequest {
             .unwrap_or("application/json")
     }
 
-    pub fn accept(&self) -> &str {
-        self.headers
-            .get("accept")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    }
-
     /// The body as JSON (or YAML when the content type says so).
     pub fn json_body(&self) -> ApiResult<Value> {
         if self.body.is_empty() {
