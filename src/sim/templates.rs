@@ -135,24 +135,38 @@ pub fn parse(text: &str) -> Result<Vec<NodeTemplate>, String> {
 }
 
 /// Expands templates into Node objects (metadata, spec, capacity and
-/// allocatable; the kwok lifecycle adds conditions and addresses). Topology
-/// labels count nodes across all templates, so racks and blocks are unique.
+/// allocatable; the kwok lifecycle adds conditions and addresses). Each
+/// template starts a new rack and block, numbered after the previous
+/// template's, so topology values are unique cluster-wide.
 pub fn expand(templates: &[NodeTemplate]) -> Vec<Value> {
     let mut nodes = Vec::new();
-    let mut global = 0usize;
+    let (mut first_rack, mut first_block) = (0usize, 0usize);
     for t in templates {
+        let Topology { hosts_per_rack, racks_per_block } = t.topology;
         for i in 0..t.count {
-            nodes.push(node(t, i, global));
-            global += 1;
+            let rack = i / hosts_per_rack;
+            let place = Place {
+                rack: first_rack + rack,
+                block: first_block + rack / racks_per_block,
+            };
+            nodes.push(node(t, i, place));
         }
+        let racks = t.count.div_ceil(hosts_per_rack);
+        first_rack += racks;
+        first_block += racks.div_ceil(racks_per_block);
     }
     nodes
 }
 
-fn node(t: &NodeTemplate, index: usize, global: usize) -> Value {
+/// Where a node sits in the generated topology.
+struct Place {
+    rack: usize,
+    block: usize,
+}
+
+fn node(t: &NodeTemplate, index: usize, place: Place) -> Value {
     let name = format!("{}-{index}", t.name_prefix);
-    let rack = global / t.topology.hosts_per_rack;
-    let block = rack / t.topology.racks_per_block;
+    let Place { rack, block } = place;
     let mut labels: BTreeMap<String, String> = [
         ("kubernetes.io/hostname", name.clone()),
         ("kubernetes.io/os", "linux".into()),
