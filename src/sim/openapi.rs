@@ -48,7 +48,11 @@ pub fn group_version(registry: &Registry, group: &str, version: &str) -> Option<
     }
     let mut paths = Map::new();
     for (plural, namespaced, kind) in kinds {
-        let scope = if namespaced { "namespaces/{namespace}/" } else { "" };
+        let scope = if namespaced {
+            "namespaces/{namespace}/"
+        } else {
+            ""
+        };
         let path = format!("/{}/{scope}{plural}/{{name}}", gv_path(group, version));
         let patch = json!({
             "x-kubernetes-group-version-kind": { "group": group, "version": version, "kind": kind },

@@ -103,13 +103,6 @@ impl Default for NodeTemplate {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum OneOrMany {
-    Many(Vec<NodeTemplate>),
-    One(Box<NodeTemplate>),
-}
-
 /// Reads a template file.
 pub fn load(path: &Path) -> Result<Vec<NodeTemplate>, String> {
     let text = std::fs::read_to_string(path)
@@ -118,10 +111,12 @@ pub fn load(path: &Path) -> Result<Vec<NodeTemplate>, String> {
 }
 
 pub fn parse(text: &str) -> Result<Vec<NodeTemplate>, String> {
-    let parsed: OneOrMany = serde_norway::from_str(text).map_err(|e| e.to_string())?;
-    let templates = match parsed {
-        OneOrMany::Many(v) => v,
-        OneOrMany::One(t) => vec![*t],
+    // Decide list vs. single mapping first, so errors name the bad field.
+    let doc: serde_norway::Value = serde_norway::from_str(text).map_err(|e| e.to_string())?;
+    let templates: Vec<NodeTemplate> = if doc.is_sequence() {
+        serde_norway::from_value(doc).map_err(|e| e.to_string())?
+    } else {
+        vec![serde_norway::from_value(doc).map_err(|e| e.to_string())?]
     };
     for t in &templates {
         if t.topology.hosts_per_rack == 0 || t.topology.racks_per_block == 0 {
@@ -142,7 +137,10 @@ pub fn expand(templates: &[NodeTemplate]) -> Vec<Value> {
     let mut nodes = Vec::new();
     let (mut first_rack, mut first_block) = (0usize, 0usize);
     for t in templates {
-        let Topology { hosts_per_rack, racks_per_block } = t.topology;
+        let Topology {
+            hosts_per_rack,
+            racks_per_block,
+        } = t.topology;
         for i in 0..t.count {
             let rack = i / hosts_per_rack;
             let place = Place {
