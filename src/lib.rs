@@ -17,3 +17,4 @@ pub mod model;
 pub mod plugins;
 pub mod queue;
 pub mod server;
+pub mod sim;

@@ -1,0 +1,229 @@
+//! Fault injection: parsing `--fault` specs and applying them to requests
+//! (an error rate and added latency per verb/resource, forced watch closes).
+//!
+//! Grammar: comma-separated `key=value` pairs.
+//!
+//! | key                 | meaning                                                   |
+//! |---------------------|-----------------------------------------------------------|
+//! | `verb`              | get, list, watch, create, update, patch, delete, deletecollection, or `*` (default) |
+//! | `resource`          | plural with optional subresource: `pods`, `pods/binding`, or `*` (default) |
+//! | `group`             | API group (`""` core); any when absent                    |
+//! | `rate`              | probability in [0, 1] that a matching request fails (default 1 when `code` is set) |
+//! | `code`              | HTTP status of injected failures, 400-599 (default 500 when `rate` is set) |
+//! | `latency-ms`        | delay added before matching requests are served           |
+//! | `watch-close-every` | close every watch stream after this duration (`500ms`, `30s`, `2m`) |
+
+use std::time::Duration;
+
+use super::status::ApiError;
+
+/// One parsed `--fault` rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultRule {
+    pub verb: Option<String>,
+    pub resource: Option<String>,
+    pub group: Option<String>,
+    pub rate: f64,
+    pub code: Option<u16>,
+    pub latency: Option<Duration>,
+    pub watch_close_every: Option<Duration>,
+}
+
+const VERBS: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
+
+impl std::str::FromStr for FaultRule {
+    type Err = String;
+
+    fn from_str(spec: &str) -> Result<Self, String> {
+        let mut rule = FaultRule {
+            verb: None,
+            resource: None,
+            group: None,
+            rate: 0.0,
+            code: None,
+            latency: None,
+            watch_close_every: None,
+        };
+        let mut rate = None;
+        for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("fault {spec:?}: expected key=value, got {pair:?}"))?;
+            let value = value.trim();
+            let bad = |what: &str| format!("fault {spec:?}: {key} must be {what}, got {value:?}");
+            match key.trim() {
+                "verb" if value == "*" => {}
+                "verb" if VERBS.contains(&value) => rule.verb = Some(value.to_string()),
+                "verb" => return Err(bad(&format!("one of {}", VERBS.join(", ")))),
+                "resource" if value == "*" => {}
+                "resource" => rule.resource = Some(value.to_string()),
+                "group" => rule.group = Some(value.to_string()),
+                "rate" => {
+                    let r: f64 = value.parse().map_err(|_| bad("a number"))?;
+                    if !(0.0..=1.0).contains(&r) {
+                        return Err(bad("between 0 and 1"));
+                    }
+                    rate = Some(r);
+                }
+                "code" => {
+                    let c: u16 = value.parse().map_err(|_| bad("an HTTP status"))?;
+                    if !(400..=599).contains(&c) {
+                        return Err(bad("an error status between 400 and 599"));
+                    }
+                    rule.code = Some(c);
+                }
+                "latency-ms" => {
+                    let ms: u64 = value.parse().map_err(|_| bad("whole milliseconds"))?;
+                    rule.latency = Some(Duration::from_millis(ms));
+                }
+                "watch-close-every" => {
+                    let d = parse_duration(value).map_err(|e| format!("fault {spec:?}: {e}"))?;
+                    if d.is_zero() {
+                        return Err(bad("a positive duration"));
+                    }
+                    rule.watch_close_every = Some(d);
+                }
+                other => {
+                    return Err(format!(
+                        "fault {spec:?}: unknown key {other:?} (expected verb, resource, group, rate, code, latency-ms, watch-close-every)"
+                    ));
+                }
+            }
+        }
+        match (rate, rule.code) {
+            (Some(r), None) => {
+                rule.rate = r;
+                rule.code = Some(500);
+            }
+            (None, Some(_)) => rule.rate = 1.0,
+            (Some(r), Some(_)) => rule.rate = r,
+            (None, None) => {}
+        }
+        if rule.code.is_none() && rule.latency.is_none() && rule.watch_close_every.is_none() {
+            return Err(format!(
+                "fault {spec:?} has no effect: give rate/code, latency-ms or watch-close-every"
+            ));
+        }
+        Ok(rule)
+    }
+}
+
+impl FaultRule {
+    fn applies(&self, verb: &str, group: &str, resource: &str) -> bool {
+        self.verb.as_deref().is_none_or(|v| v == verb)
+            && self.group.as_deref().is_none_or(|g| g == group)
+            && self.resource.as_deref().is_none_or(|r| r == resource)
+    }
+}
+
+/// All fault rules of a cluster.
+#[derive(Debug, Clone, Default)]
+pub struct Faults(Vec<FaultRule>);
+
+impl Faults {
+    pub fn new(rules: Vec<FaultRule>) -> Self {
+        Faults(rules)
+    }
+
+    /// Delays, then fails or lets through one request. `resource` is the
+    /// plural, with `/subresource` when there is one.
+    pub async fn before(&self, verb: &str, group: &str, resource: &str) -> Result<(), ApiError> {
+        for rule in self.0.iter().filter(|r| r.applies(verb, group, resource)) {
+            if let Some(latency) = rule.latency {
+                tokio::time::sleep(latency).await;
+            }
+            if let Some(code) = rule.code
+                && fastrand::f64() < rule.rate
+            {
+                return Err(ApiError::injected(code));
+            }
+        }
+        Ok(())
+    }
+
+    /// The shortest forced watch lifetime, if any rule sets one.
+    pub fn watch_close_every(&self) -> Option<Duration> {
+        self.0.iter().filter_map(|r| r.watch_close_every).min()
+    }
+}
+
+/// Parses `250ms`, `30s`, `2m`, `1h` or a bare number of seconds (`1.5`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (number, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?} (expected e.g. 500ms, 30s, 2m)"))?;
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!(
+            "invalid duration {s:?}: must be a non-negative number"
+        ));
+    }
+    Ok(Duration::from_secs_f64(value * scale))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_examples() {
+        let r: FaultRule = "verb=create,resource=pods/binding,rate=0.05,code=500"
+            .parse()
+            .unwrap();
+        assert_eq!(r.rate, 0.05);
+        assert_eq!(r.code, Some(500));
+        assert!(r.applies("create", "", "pods/binding"));
+        assert!(!r.applies("create", "", "pods"));
+        let r: FaultRule = "resource=pods,latency-ms=20".parse().unwrap();
+        assert_eq!(r.latency, Some(Duration::from_millis(20)));
+        assert_eq!(r.code, None);
+        let r: FaultRule = "watch-close-every=30s".parse().unwrap();
+        assert_eq!(r.watch_close_every, Some(Duration::from_secs(30)));
+        let r: FaultRule = "code=503".parse().unwrap();
+        assert_eq!(r.rate, 1.0);
+    }
+
+    #[test]
+    fn bad_specs_are_clear_errors() {
+        for (spec, needle) in [
+            ("verb=fly,code=500", "verb must be one of"),
+            ("rate=2", "between 0 and 1"),
+            ("code=200", "between 400 and 599"),
+            ("resource=pods", "has no effect"),
+            ("colour=red,code=500", "unknown key"),
+            ("watch-close-every=soon", "invalid duration"),
+            ("latency", "expected key=value"),
+        ] {
+            let err = spec.parse::<FaultRule>().unwrap_err();
+            assert!(err.contains(needle), "{spec}: {err}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+    }
+}

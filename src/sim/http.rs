@@ -1,0 +1,323 @@
+//! The HTTP front: one axum fallback route that reads the Kubernetes URL
+//! layout (`/api/v1/...`, `/apis/<group>/<version>/...`, namespaced or not,
+//! with subresources), serves discovery and `/version`, applies injected
+//! faults, and hands resource requests to [`super::handlers`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::SimState;
+use super::registry::{ResourceDef, verbs};
+use super::status::{ApiError, ApiResult};
+use super::{handlers, openapi};
+
+pub fn router(state: Arc<SimState>) -> Router {
+    Router::new().fallback(dispatch).with_state(state)
+}
+
+/// A request for a resource, its URL parsed.
+pub struct ResourceRequest {
+    pub def: Arc<ResourceDef>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub sub: Option<String>,
+    pub query: HashMap<String, String>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl ResourceRequest {
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.query
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    pub fn content_type(&self) -> &str {
+        self.headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/json")
+    }
+
+    /// The body as JSON (or YAML when the content type says so).
+    pub fn json_body(&self) -> ApiResult<Value> {
+        if self.body.is_empty() {
+            return Err(ApiError::bad_request("the request body is empty"));
+        }
+        let ct = self.content_type();
+        // Objects are schemaless here, so binary encodings cannot be read;
+        // 415 makes client-go retry the request as JSON.
+        if ct.contains("protobuf") || ct.contains("cbor") {
+            return Err(ApiError::unsupported_media_type(ct));
+        }
+        if ct.contains("yaml") {
+            serde_norway::from_slice(&self.body)
+                .map_err(|e| ApiError::bad_request(format!("invalid YAML body: {e}")))
+        } else {
+            serde_json::from_slice(&self.body)
+                .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+        }
+    }
+
+    /// The Kubernetes verb for this method and URL shape.
+    pub fn verb(&self, method: &Method) -> &'static str {
+        let named = self.name.is_some();
+        match *method {
+            Method::GET if named => "get",
+            Method::GET if self.is_watch() => "watch",
+            Method::GET => "list",
+            Method::POST => "create",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::DELETE if named => "delete",
+            Method::DELETE => "deletecollection",
+            _ => "unknown",
+        }
+    }
+
+    pub fn is_watch(&self) -> bool {
+        matches!(self.param("watch"), Some("true" | "1"))
+    }
+}
+
+async fn dispatch(
+    State(state): State<Arc<SimState>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().trim_end_matches('/');
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let query: HashMap<String, String> =
+        form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
+    tracing::debug!(%method, %uri, "request");
+    let result = match segs.as_slice() {
+        ["version"] => Ok(json_response(version())),
+        ["healthz" | "readyz" | "livez"] => Ok("ok".into_response()),
+        ["api"] => Ok(json_response(core_versions(&state))),
+        ["apis"] => Ok(json_response(group_list(&state))),
+        ["apis", group] => group_info(&state, group).map(json_response),
+        ["api", "v1"] => resource_list(&state, "", "v1").map(json_response),
+        ["apis", group, version] => resource_list(&state, group, version).map(json_response),
+        ["openapi", "v3"] => Ok(json_response(openapi::index(&state.registry))),
+        ["openapi", "v3", "api", version] => openapi_doc(&state, "", version, path),
+        ["openapi", "v3", "apis", group, version] => openapi_doc(&state, group, version, path),
+        ["api", "v1", rest @ ..] => {
+            resource(&state, &method, "", "v1", rest, query, headers, body).await
+        }
+        ["apis", group, version, rest @ ..] => {
+            resource(&state, &method, group, version, rest, query, headers, body).await
+        }
+        _ => Err(ApiError::path_not_found(path)),
+    };
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn resource(
+    state: &Arc<SimState>,
+    method: &Method,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    query: HashMap<String, String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let reg = &state.registry;
+    let not_found = || ApiError::path_not_found(&rest.join("/"));
+    // `namespaces/{ns}/bindings` is a core endpoint with no resource of its own.
+    if group.is_empty()
+        && let ["namespaces", ns, "bindings"] = rest
+    {
+        if *method != Method::POST {
+            return Err(ApiError::method_not_allowed(
+                "bindings only supports create",
+            ));
+        }
+        let req = ResourceRequest {
+            def: reg.lookup("", "v1", "pods").ok_or_else(not_found)?,
+            namespace: Some(ns.to_string()),
+            name: None,
+            sub: Some("binding".into()),
+            query,
+            headers,
+            body,
+        };
+        state.faults.before("create", "", "bindings").await?;
+        return handlers::bind(state, &req).await;
+    }
+    let (namespace, plural, name, sub) = match rest {
+        ["namespaces", ns, plural, tail @ ..]
+            if reg.is_namespaced_plural(group, version, plural) =>
+        {
+            (Some(ns.to_string()), *plural, tail.first(), tail.get(1))
+        }
+        [plural, tail @ ..] => (None, *plural, tail.first(), tail.get(1)),
+        [] => return Err(not_found()),
+    };
+    if rest.len() > 5 || (namespace.is_none() && rest.len() > 3) {
+        return Err(not_found());
+    }
+    let def = reg.lookup(group, version, plural).ok_or_else(not_found)?;
+    // A named cluster-scoped object under a namespace path, or the reverse.
+    if namespace.is_some() != def.namespaced && name.is_some() {
+        return Err(not_found());
+    }
+    let sub = sub.map(|s| s.to_string());
+    match sub.as_deref() {
+        None => {}
+        Some("status") if def.status => {}
+        Some("binding") if def.binding => {}
+        Some(_) => return Err(not_found()),
+    }
+    let req = ResourceRequest {
+        def,
+        namespace,
+        name: name.map(|n| n.to_string()),
+        sub,
+        query,
+        headers,
+        body,
+    };
+    let verb = req.verb(method);
+    let fault_target = match &req.sub {
+        Some(s) => format!("{plural}/{s}"),
+        None => plural.to_string(),
+    };
+    state.faults.before(verb, group, &fault_target).await?;
+    handlers::handle(state, verb, &req).await
+}
+
+fn openapi_doc(state: &SimState, group: &str, version: &str, path: &str) -> ApiResult<Response> {
+    openapi::group_version(&state.registry, group, version)
+        .map(json_response)
+        .ok_or_else(|| ApiError::path_not_found(path))
+}
+
+pub fn json_response(v: Value) -> Response {
+    ([("content-type", "application/json")], v.to_string()).into_response()
+}
+
+fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "37",
+        "emulationMajor": "1",
+        "emulationMinor": "37",
+        "gitVersion": "v1.37.0-muster-sim",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.25.0",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    })
+}
+
+fn core_versions(state: &SimState) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": state.addr.to_string()}],
+    })
+}
+
+fn group_entry(group: &str, versions: &[String]) -> Value {
+    let gv = |v: &String| json!({"groupVersion": format!("{group}/{v}"), "version": v});
+    json!({
+        "name": group,
+        "versions": versions.iter().map(gv).collect::<Vec<_>>(),
+        "preferredVersion": versions.first().map(gv),
+    })
+}
+
+fn group_list(state: &SimState) -> Value {
+    let groups: Vec<Value> = state
+        .registry
+        .groups()
+        .iter()
+        .filter(|(g, _)| !g.is_empty())
+        .map(|(g, vs)| group_entry(g, vs))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+fn group_info(state: &SimState, group: &str) -> ApiResult<Value> {
+    let groups = state.registry.groups();
+    let (g, vs) = groups
+        .iter()
+        .find(|(g, _)| g == group && !g.is_empty())
+        .ok_or_else(|| ApiError::path_not_found(&format!("/apis/{group}")))?;
+    let mut entry = group_entry(g, vs);
+    entry["kind"] = json!("APIGroup");
+    entry["apiVersion"] = json!("v1");
+    Ok(entry)
+}
+
+fn resource_list(state: &SimState, group: &str, version: &str) -> ApiResult<Value> {
+    let defs = state.registry.in_group_version(group, version);
+    if defs.is_empty() {
+        let path = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        return Err(ApiError::path_not_found(&path));
+    }
+    let mut resources = Vec::new();
+    for d in &defs {
+        let mut r = json!({
+            "name": d.plural,
+            "singularName": d.singular,
+            "namespaced": d.namespaced,
+            "kind": d.kind,
+            "verbs": verbs(),
+        });
+        if !d.short_names.is_empty() {
+            r["shortNames"] = json!(d.short_names);
+        }
+        if !d.categories.is_empty() {
+            r["categories"] = json!(d.categories);
+        }
+        resources.push(r);
+        if d.status {
+            resources.push(
+                json!({"name": format!("{}/status", d.plural), "singularName": "",
+                "namespaced": d.namespaced, "kind": d.kind, "verbs": ["get", "patch", "update"]}),
+            );
+        }
+        if d.binding {
+            resources.push(
+                json!({"name": format!("{}/binding", d.plural), "singularName": "",
+                "namespaced": d.namespaced, "kind": "Binding", "verbs": ["create"]}),
+            );
+        }
+    }
+    if group.is_empty() {
+        resources.push(
+            json!({"name": "bindings", "singularName": "binding", "namespaced": true,
+            "kind": "Binding", "verbs": ["create"]}),
+        );
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Ok(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
+}

@@ -1,0 +1,250 @@
+//! The simulated cluster: a Kubernetes-compatible API server over plain
+//! HTTP with kwok-style fake nodes and pods. Started in-process with
+//! [`SimCluster::start`] (tests, `muster simulate`) or as `muster cluster`.
+//!
+//! Map of the modules:
+//! - [`registry`]: the resource table (one entry per resource).
+//! - [`store`]: objects, resourceVersions, history for watch resumption.
+//! - [`watch`]: watch streams; [`http`] routing and discovery; [`handlers`] the verbs.
+//! - [`patch`], [`selectors`], [`status`], [`objects`]: request mechanics.
+//! - [`lifecycle`], [`templates`]: the fake kubelet and node templates.
+//! - [`fault`]: injected errors, latency and watch closes.
+//! - [`kubeconfig`], [`cli`]: how clients and users reach it.
+
+pub mod cli;
+pub mod fault;
+mod handlers;
+mod http;
+pub mod kubeconfig;
+pub mod lifecycle;
+pub mod objects;
+mod openapi;
+pub mod patch;
+pub mod registry;
+pub mod selectors;
+pub mod status;
+pub mod store;
+pub mod templates;
+pub mod watch;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use fault::{FaultRule, Faults};
+use lifecycle::{Lifecycle, LifecycleConfig};
+use registry::Registry;
+use store::Store;
+use templates::NodeTemplate;
+
+/// How to start a simulated cluster. `Default` is a loopback server on a
+/// free port with no nodes.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub listen: SocketAddr,
+    /// Node groups created at start.
+    pub node_templates: Vec<NodeTemplate>,
+    /// API groups not served (install them later through a CRD).
+    pub without_groups: BTreeSet<String>,
+    pub faults: Vec<FaultRule>,
+    /// From binding to Running.
+    pub pod_start_delay: Duration,
+    /// Record a `Started` event for every pod that starts.
+    pub pod_events: bool,
+    /// Change events kept for watch resumption; older versions get 410 Gone.
+    pub history: usize,
+    /// Events buffered per watcher before it is dropped as too slow.
+    pub watch_buffer: usize,
+    pub bookmark_interval: Duration,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            node_templates: Vec::new(),
+            without_groups: BTreeSet::new(),
+            faults: Vec::new(),
+            pod_start_delay: Duration::from_millis(100),
+            pod_events: true,
+            history: 100_000,
+            watch_buffer: 1 << 16,
+            bookmark_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+impl SimConfig {
+    /// `n` nodes from the default template (32 CPU, 256Gi, 110 pods).
+    pub fn with_nodes(mut self, n: usize) -> Self {
+        self.node_templates.push(NodeTemplate {
+            count: n,
+            ..NodeTemplate::default()
+        });
+        self
+    }
+
+    pub fn with_templates(mut self, templates: Vec<NodeTemplate>) -> Self {
+        self.node_templates.extend(templates);
+        self
+    }
+
+    pub fn without_groups<I, S>(mut self, groups: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.without_groups
+            .extend(groups.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn with_fault(mut self, rule: FaultRule) -> Self {
+        self.faults.push(rule);
+        self
+    }
+
+    pub fn pod_start_delay(mut self, d: Duration) -> Self {
+        self.pod_start_delay = d;
+        self
+    }
+
+    pub fn history(mut self, events: usize) -> Self {
+        self.history = events;
+        self
+    }
+
+    pub fn bookmark_interval(mut self, d: Duration) -> Self {
+        self.bookmark_interval = d;
+        self
+    }
+}
+
+/// Shared by every request handler.
+pub(crate) struct SimState {
+    pub registry: Registry,
+    pub store: Arc<Store>,
+    pub lifecycle: Lifecycle,
+    pub faults: Faults,
+    pub shutdown: CancellationToken,
+    pub bookmark_every: Duration,
+    pub addr: SocketAddr,
+}
+
+/// A running simulated cluster. Dropping it without [`SimCluster::shutdown`]
+/// stops it too (the server task is cancelled), just less gracefully.
+pub struct SimCluster {
+    addr: SocketAddr,
+    state: Arc<SimState>,
+    server: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+/// Namespaces every cluster starts with.
+const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+impl SimCluster {
+    /// Binds the listener, creates the initial namespaces and nodes, and
+    /// serves in the background.
+    pub async fn start(config: SimConfig) -> anyhow::Result<SimCluster> {
+        let listener = tokio::net::TcpListener::bind(config.listen).await?;
+        let addr = listener.local_addr()?;
+        let shutdown = CancellationToken::new();
+        let store = Arc::new(Store::new(config.history, config.watch_buffer));
+        let lifecycle = Lifecycle::spawn(
+            store.clone(),
+            LifecycleConfig {
+                start_delay: config.pod_start_delay,
+                events: config.pod_events,
+            },
+            shutdown.clone(),
+        );
+        let state = Arc::new(SimState {
+            registry: Registry::new(&config.without_groups),
+            store,
+            lifecycle,
+            faults: Faults::new(config.faults.clone()),
+            shutdown: shutdown.clone(),
+            bookmark_every: config.bookmark_interval,
+            addr,
+        });
+        seed(&state, &config.node_templates)?;
+        let app = http::router(state.clone());
+        let stop = shutdown.clone();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+        });
+        tracing::info!(%addr, "simulated cluster serving");
+        Ok(SimCluster {
+            addr,
+            state,
+            server: Some(server),
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The kubeconfig YAML for this cluster.
+    pub fn kubeconfig(&self) -> String {
+        kubeconfig::render(self.addr)
+    }
+
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        kubeconfig::write(self.addr, path)
+    }
+
+    /// A kube-rs client for this cluster (default namespace `default`).
+    pub fn client(&self) -> anyhow::Result<kube::Client> {
+        Ok(kube::Client::try_from(kubeconfig::config(self.addr))?)
+    }
+
+    /// Stops accepting requests, ends every watch, and waits for the server.
+    pub async fn shutdown(mut self) -> anyhow::Result<()> {
+        self.state.shutdown.cancel();
+        if let Some(server) = self.server.take() {
+            server.await??;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SimCluster {
+    fn drop(&mut self) {
+        self.state.shutdown.cancel();
+        if let Some(server) = self.server.take() {
+            server.abort();
+        }
+    }
+}
+
+/// Creates the initial namespaces and the template nodes through the same
+/// path as API requests, so they get the same defaults.
+fn seed(state: &SimState, templates: &[NodeTemplate]) -> anyhow::Result<()> {
+    let lookup = |plural: &str| {
+        state
+            .registry
+            .lookup("", "v1", plural)
+            .ok_or_else(|| anyhow::anyhow!("core resource {plural} missing from the table"))
+    };
+    let namespaces = lookup("namespaces")?;
+    for ns in INITIAL_NAMESPACES {
+        let obj = json!({"metadata": {"name": ns}});
+        handlers::create_object(state, &namespaces, None, obj)
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+    }
+    let nodes = lookup("nodes")?;
+    for node in templates::expand(templates) {
+        handlers::create_object(state, &nodes, None, node)
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+    }
+    Ok(())
+}

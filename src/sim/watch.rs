@@ -1,0 +1,234 @@
+//! Watch streams: newline-delimited JSON `{type, object}` events over a
+//! chunked response, with bookmarks, timeouts, resumption from a
+//! resourceVersion and `410 Gone` (as an ERROR event, like a real server)
+//! when that version has left the history window.
+//!
+//! Every event's object is the store's shared serialized bytes: a watcher
+//! writes a static prefix, the shared object bytes and a static suffix, so
+//! fan-out to many watchers never re-serializes or copies objects.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::json;
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+
+use super::registry::ResourceDef;
+use super::selectors::{FieldSelector, LabelSelector};
+use super::status::ApiError;
+use super::store::{Event, EventType, Store, Stored};
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// Replay changes after this version.
+    After(u64),
+    /// Synthetic ADDED events for every current object first; with
+    /// `end_bookmark`, then a BOOKMARK marking the end of them
+    /// (`sendInitialEvents=true`).
+    Current { end_bookmark: bool },
+}
+
+/// What one watch request asked for.
+pub struct WatchRequest {
+    pub def: Arc<ResourceDef>,
+    pub resource: Arc<str>,
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    pub start: Start,
+    pub bookmarks: bool,
+    /// Close the stream after this long (`timeoutSeconds`, forced closes).
+    pub close_after: Option<Duration>,
+}
+
+impl WatchRequest {
+    fn matches(&self, obj: &Stored) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| obj.namespace == ns)
+            && self.labels.matches(|k| obj.label(k))
+            && self.fields.matches(|p| obj.field(p))
+    }
+
+    /// The event this watcher sees for a store event, if any: a change that
+    /// makes an object start or stop matching is an ADDED or DELETED.
+    fn translate(&self, event: &Event) -> Option<EventType> {
+        if !self
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| event.obj.namespace == ns)
+        {
+            return None;
+        }
+        let now = self.matches(&event.obj);
+        match event.kind {
+            EventType::Added | EventType::Deleted => now.then_some(event.kind),
+            EventType::Modified => {
+                let before = event.prev.as_deref().is_some_and(|p| self.matches(p));
+                match (before, now) {
+                    (true, true) => Some(EventType::Modified),
+                    (false, true) => Some(EventType::Added),
+                    (true, false) => Some(EventType::Deleted),
+                    (false, false) => None,
+                }
+            }
+        }
+    }
+}
+
+/// Starts a watch and returns the streaming body. The stream ends on
+/// timeout, on `shutdown`, or when the client goes away.
+pub fn serve(
+    store: Arc<Store>,
+    req: WatchRequest,
+    bookmark_every: Duration,
+    shutdown: CancellationToken,
+) -> Body {
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    tokio::spawn(async move {
+        let mut out = Sink { tx };
+        run(&store, &req, bookmark_every, &shutdown, &mut out).await;
+    });
+    Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>))
+}
+
+/// The writing half; every send fails once the client is gone.
+struct Sink {
+    tx: mpsc::Sender<Bytes>,
+}
+
+impl Sink {
+    async fn event(&mut self, kind: EventType, obj: &Stored) -> Result<(), ()> {
+        let prefix: &'static [u8] = match kind {
+            EventType::Added => b"{\"type\":\"ADDED\",\"object\":",
+            EventType::Modified => b"{\"type\":\"MODIFIED\",\"object\":",
+            EventType::Deleted => b"{\"type\":\"DELETED\",\"object\":",
+        };
+        self.send(Bytes::from_static(prefix)).await?;
+        self.send(obj.bytes.clone()).await?;
+        self.send(Bytes::from_static(b"}\n")).await
+    }
+
+    async fn bookmark(&mut self, def: &ResourceDef, rv: u64, initial_end: bool) -> Result<(), ()> {
+        let mut metadata = json!({ "resourceVersion": rv.to_string() });
+        if initial_end {
+            metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
+        }
+        let line = json!({
+            "type": "BOOKMARK",
+            "object": { "kind": def.kind, "apiVersion": def.api_version(), "metadata": metadata },
+        });
+        self.line(line).await
+    }
+
+    async fn error(&mut self, err: ApiError) -> Result<(), ()> {
+        self.line(json!({ "type": "ERROR", "object": err.to_value() }))
+            .await
+    }
+
+    async fn line(&mut self, v: serde_json::Value) -> Result<(), ()> {
+        let mut text = v.to_string();
+        text.push('\n');
+        self.send(Bytes::from(text)).await
+    }
+
+    async fn send(&mut self, b: Bytes) -> Result<(), ()> {
+        self.tx.send(b).await.map_err(|_| ())
+    }
+}
+
+async fn run(
+    store: &Store,
+    req: &WatchRequest,
+    bookmark_every: Duration,
+    shutdown: &CancellationToken,
+    out: &mut Sink,
+) {
+    let Some((mut live, mut last_rv)) = replay(store, req, out).await else {
+        return;
+    };
+    let deadline = async {
+        match req.close_after {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline);
+    let mut ticker = tokio::time::interval(bookmark_every);
+    ticker.reset();
+    loop {
+        let sent = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = &mut deadline => return,
+            _ = out.tx.closed() => return,
+            _ = ticker.tick(), if req.bookmarks => out.bookmark(&req.def, last_rv, false).await,
+            next = live.recv() => match next {
+                Ok(event) => {
+                    if event.obj.rv <= last_rv {
+                        continue;
+                    }
+                    last_rv = event.obj.rv;
+                    match (&*event.resource == &*req.resource).then(|| req.translate(&event)).flatten() {
+                        Some(kind) => out.event(kind, &event.obj).await,
+                        None => Ok(()),
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    // Too slow to keep up: end like a real server would, and
+                    // let the client relist.
+                    let _ = out.error(ApiError::gone("watch fell behind; the event window was exceeded")).await;
+                    return;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+/// Sends what happened before the live stream: the backlog after the
+/// requested version, or the current objects. Returns the live receiver
+/// and the version everything up to which has been sent.
+async fn replay(
+    store: &Store,
+    req: &WatchRequest,
+    out: &mut Sink,
+) -> Option<(broadcast::Receiver<Arc<Event>>, u64)> {
+    match req.start {
+        Start::After(since) => match store.watch_from(&req.resource, since) {
+            Ok(start) => {
+                for event in &start.backlog {
+                    if let Some(kind) = req.translate(event) {
+                        out.event(kind, &event.obj).await.ok()?;
+                    }
+                }
+                Some((start.live, start.rv))
+            }
+            Err(compacted) => {
+                let msg = format!("too old resource version: {since} ({compacted})");
+                let _ = out.error(ApiError::gone(msg)).await;
+                None
+            }
+        },
+        Start::Current { end_bookmark } => {
+            let (objs, live, rv) =
+                store.snapshot_and_subscribe(&req.resource, req.namespace.as_deref());
+            for obj in objs.iter().filter(|o| req.matches(o)) {
+                out.event(EventType::Added, obj).await.ok()?;
+            }
+            if end_bookmark {
+                out.bookmark(&req.def, rv, true).await.ok()?;
+            }
+            Some((live, rv))
+        }
+    }
+}

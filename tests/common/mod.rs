@@ -1,0 +1,64 @@
+//! Helpers shared by the simulated-cluster integration tests.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use kube::api::{Api, DynamicObject};
+use kube::core::{ApiResource, GroupVersionKind};
+use muster::sim::{SimCluster, SimConfig};
+
+/// A cluster with fast bookmarks and immediate pod starts, and a client for it.
+pub async fn start(config: SimConfig) -> (SimCluster, kube::Client) {
+    let cluster = SimCluster::start(config).await.expect("cluster starts");
+    let client = cluster.client().expect("client builds");
+    (cluster, client)
+}
+
+pub fn fast() -> SimConfig {
+    SimConfig::default()
+        .pod_start_delay(Duration::ZERO)
+        .bookmark_interval(Duration::from_millis(200))
+}
+
+pub fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+pub fn dynamic(client: &kube::Client, ar: &ApiResource, ns: Option<&str>) -> Api<DynamicObject> {
+    match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
+    }
+}
+
+/// The API error code of a failed call.
+pub fn code<T: std::fmt::Debug>(r: kube::Result<T>) -> (u16, String) {
+    match r {
+        Err(kube::Error::Api(s)) => (s.code, s.reason.clone()),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// The next item of a stream, failing the test after 10 s (a hang guard,
+/// not a synchronization).
+pub async fn next<S: Stream + Unpin>(s: &mut S) -> S::Item {
+    tokio::time::timeout(Duration::from_secs(10), s.next())
+        .await
+        .expect("stream produced an item in time")
+        .expect("stream did not end")
+}
+
+/// Items of a stream until `pred` holds for one; returns that one.
+pub async fn until<S, F>(s: &mut S, mut pred: F) -> S::Item
+where
+    S: Stream + Unpin,
+    F: FnMut(&S::Item) -> bool,
+{
+    loop {
+        let item = next(s).await;
+        if pred(&item) {
+            return item;
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! Compatibility with the real kubectl v1.37 against the simulated cluster:
+//! apply of every example manifest in the repository, get (-o yaml, -w),
+//! patch in three types, label, annotate, create, delete, describe,
+//! api-resources and get --raw.
+//!
+//! kubectl comes from $MUSTER_KUBECTL or `.tools/kubectl`, fetched with
+//! `tests/support/fetch-tools.sh` when missing.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use muster::sim::SimCluster;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn kubectl_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("MUSTER_KUBECTL")
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+    {
+        return p;
+    }
+    let local = root().join(".tools/kubectl");
+    if !local.exists() {
+        let status = std::process::Command::new("bash")
+            .arg(root().join("tests/support/fetch-tools.sh"))
+            .status()
+            .expect("bash runs fetch-tools.sh");
+        assert!(status.success(), "fetching kubectl failed");
+    }
+    local
+}
+
+struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// Runs kubectl; panics with its stderr on failure; returns stdout.
+    async fn ok(&self, args: &[&str]) -> String {
+        let out = self.command(args).output().await.expect("kubectl runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "kubectl {args:?} failed: {stderr}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs kubectl expecting failure; returns stderr.
+    async fn fails(&self, args: &[&str]) -> String {
+        let out = self.command(args).output().await.expect("kubectl runs");
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} unexpectedly succeeded"
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+/// Every YAML file under deploy/ and config/ with at least one document
+/// that has apiVersion and kind (templated files that do not parse are
+/// skipped); files defining CRDs come first.
+fn example_manifests() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&root().join("deploy"), &mut files);
+    walk(&root().join("config"), &mut files);
+    let mut manifests: Vec<(bool, PathBuf)> = files
+        .into_iter()
+        .filter_map(|path| {
+            let text = std::fs::read_to_string(&path).ok()?;
+            let docs: Vec<serde_json::Value> = text
+                .split("\n---")
+                .filter_map(|doc| serde_norway::from_str(doc).ok())
+                .collect();
+            let is_manifest =
+                |d: &serde_json::Value| d.get("apiVersion").is_some() && d.get("kind").is_some();
+            if !docs.iter().any(is_manifest) {
+                return None;
+            }
+            let has_crd = docs.iter().any(|d| d["kind"] == "CustomResourceDefinition");
+            Some((!has_crd, path))
+        })
+        .collect();
+    manifests.sort();
+    manifests.into_iter().map(|(_, p)| p).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_v1_37_works_against_the_simulator() {
+    let bin = kubectl_binary();
+    let cluster = SimCluster::start(common::fast().with_nodes(2))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let k = Kubectl { bin, kubeconfig };
+
+    // Discovery.
+    let version = k.ok(&["get", "--raw", "/version"]).await;
+    assert!(version.contains("\"gitVersion\":\"v1.37"), "{version}");
+    let resources = k.ok(&["api-resources"]).await;
+    for needle in [
+        "podgroups",
+        "scheduling.volcano.sh/v1beta1",
+        "scheduling.x-k8s.io/v1alpha1",
+        "workloads",
+        "leases",
+        "pods",
+    ] {
+        assert!(
+            resources.contains(needle),
+            "api-resources lacks {needle}:\n{resources}"
+        );
+    }
+
+    // apply every example manifest, twice (create, then patch/unchanged).
+    let manifests = example_manifests();
+    assert!(
+        manifests
+            .iter()
+            .any(|p| p.ends_with("deploy/examples/sim-smoke.yaml"))
+    );
+    for m in &manifests {
+        let m = m.to_str().unwrap();
+        k.ok(&["apply", "-f", m]).await;
+        let again = k.ok(&["apply", "-f", m]).await;
+        assert!(
+            again.contains("unchanged") || again.contains("configured"),
+            "{again}"
+        );
+    }
+
+    let ns = ["-n", "sim-smoke"];
+    let get = |what: &'static str, path: &'static str| {
+        let k = &k;
+        async move {
+            k.ok(&[
+                "-n",
+                "sim-smoke",
+                "get",
+                what,
+                "-o",
+                &format!("jsonpath={path}"),
+            ])
+            .await
+        }
+    };
+    let yaml = k
+        .ok(&[ns[0], ns[1], "get", "pod", "smoke-worker-0", "-o", "yaml"])
+        .await;
+    assert!(
+        yaml.contains("schedulerName: muster") && yaml.contains("phase: Pending"),
+        "{yaml}"
+    );
+    let pg = k
+        .ok(&[
+            ns[0],
+            ns[1],
+            "get",
+            "podgroups.scheduling.k8s.io",
+            "smoke-workers",
+            "-o",
+            "yaml",
+        ])
+        .await;
+    assert!(pg.contains("minCount: 2"), "{pg}");
+
+    // get -w sees an update made by another client.
+    let mut watch = k
+        .command(&[
+            ns[0],
+            ns[1],
+            "get",
+            "pod",
+            "smoke-worker-0",
+            "-w",
+            "-o",
+            "jsonpath={.metadata.labels.stage}{\"\\n\"}",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        first.as_deref(),
+        Some(""),
+        "initial state has no stage label"
+    );
+    k.ok(&[
+        ns[0],
+        ns[1],
+        "label",
+        "pod",
+        "smoke-worker-0",
+        "stage=watched",
+    ])
+    .await;
+    let seen = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line == "watched" {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap();
+    assert!(seen, "kubectl get -w did not show the update");
+    watch.kill().await.ok();
+
+    // patch in three types, label, annotate.
+    k.ok(&[
+        ns[0],
+        ns[1],
+        "patch",
+        "pod",
+        "smoke-worker-0",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"metadata":{"labels":{"merge":"1"}}}"#,
+    ])
+    .await;
+    k.ok(&[
+        ns[0],
+        ns[1],
+        "patch",
+        "pod",
+        "smoke-worker-0",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/labels/json","value":"2"}]"#,
+    ])
+    .await;
+    k.ok(&[
+        ns[0],
+        ns[1],
+        "patch",
+        "pod",
+        "smoke-worker-0",
+        "--type",
+        "strategic",
+        "-p",
+        r#"{"spec":{"containers":[{"name":"worker","image":"registry.k8s.io/pause:3.11"}]}}"#,
+    ])
+    .await;
+    k.ok(&[ns[0], ns[1], "label", "pod", "smoke-worker-0", "label=3"])
+        .await;
+    k.ok(&[ns[0], ns[1], "annotate", "pod", "smoke-worker-0", "note=4"])
+        .await;
+    let labels = get("pod/smoke-worker-0", "{.metadata.labels.merge}{.metadata.labels.json}{.metadata.labels.label}{.metadata.annotations.note}").await;
+    assert_eq!(labels, "1234");
+    let containers = get(
+        "pod/smoke-worker-0",
+        "{range .spec.containers[*]}{.name}={.image} {end}",
+    )
+    .await;
+    assert_eq!(
+        containers.trim(),
+        "worker=registry.k8s.io/pause:3.11",
+        "strategic merge kept one container"
+    );
+    let err = k
+        .fails(&[
+            ns[0], ns[1], "patch", "pod", "nope", "--type", "merge", "-p", "{}",
+        ])
+        .await;
+    assert!(
+        err.contains("NotFound") || err.contains("not found"),
+        "{err}"
+    );
+
+    // create: a binding (the kwok kubelet then starts the pod) and a config map.
+    let binding = dir.path().join("binding.yaml");
+    std::fs::write(&binding, "apiVersion: v1\nkind: Binding\nmetadata: {name: smoke-worker-0, namespace: sim-smoke}\ntarget: {kind: Node, name: smoke-node-0}\n").unwrap();
+    k.ok(&["create", "-f", binding.to_str().unwrap()]).await;
+    let again = k.fails(&["create", "-f", binding.to_str().unwrap()]).await;
+    assert!(again.contains("already assigned"), "{again}");
+    k.ok(&[
+        ns[0],
+        ns[1],
+        "wait",
+        "--for=jsonpath={.status.phase}=Running",
+        "pod/smoke-worker-0",
+        "--timeout=20s",
+    ])
+    .await;
+    let cm = dir.path().join("cm.yaml");
+    std::fs::write(&cm, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: created, namespace: sim-smoke}\ndata: {k: v}\n").unwrap();
+    k.ok(&["create", "-f", cm.to_str().unwrap()]).await;
+    assert!(
+        k.fails(&["create", "-f", cm.to_str().unwrap()])
+            .await
+            .contains("AlreadyExists")
+    );
+
+    // describe shows the pod's events.
+    let described = k
+        .ok(&[ns[0], ns[1], "describe", "pod", "smoke-worker-0"])
+        .await;
+    assert!(described.contains("Status:       Running"), "{described}");
+    assert!(
+        described.contains("Started") && described.contains("kubelet"),
+        "{described}"
+    );
+
+    // delete waits until the object is gone.
+    k.ok(&[ns[0], ns[1], "delete", "pod", "smoke-worker-1"])
+        .await;
+    let err = k
+        .fails(&[ns[0], ns[1], "get", "pod", "smoke-worker-1"])
+        .await;
+    assert!(err.contains("NotFound"), "{err}");
+    k.ok(&[
+        "delete",
+        "-f",
+        root()
+            .join("deploy/examples/sim-smoke.yaml")
+            .to_str()
+            .unwrap(),
+        "--ignore-not-found",
+    ])
+    .await;
+    let left = k.ok(&["get", "pods", "-A", "-o", "name"]).await;
+    assert!(left.trim().is_empty(), "{left}");
+
+    cluster.shutdown().await.unwrap();
+}

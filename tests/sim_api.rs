@@ -1,0 +1,756 @@
+//! The simulated cluster's REST surface, through kube-rs: every resource's
+//! verbs, errors, optimistic concurrency, selectors, pagination, bindings,
+//! finalizers, status subresources and CRD registration.
+
+mod common;
+
+use common::{code, dynamic, fast, next, resource, start};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
+};
+use kube::core::ObjectMeta;
+use serde_json::{Value, json};
+
+/// (group, version, kind, plural, namespaced, spec)
+fn every_resource() -> Vec<(
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    Value,
+)> {
+    let gang = json!({"spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}});
+    vec![
+        ("", "v1", "Namespace", "namespaces", false, json!({})),
+        ("", "v1", "Node", "nodes", false, json!({"spec": {}})),
+        (
+            "",
+            "v1",
+            "Pod",
+            "pods",
+            true,
+            json!({"spec": {"containers": [{"name": "c", "image": "i"}]}}),
+        ),
+        (
+            "",
+            "v1",
+            "Event",
+            "events",
+            true,
+            json!({"involvedObject": {"kind": "Pod", "name": "p"}, "reason": "R"}),
+        ),
+        (
+            "events.k8s.io",
+            "v1",
+            "Event",
+            "events",
+            true,
+            json!({"reason": "R", "eventTime": "2026-01-01T00:00:00.000000Z"}),
+        ),
+        (
+            "coordination.k8s.io",
+            "v1",
+            "Lease",
+            "leases",
+            true,
+            json!({"spec": {"holderIdentity": "me"}}),
+        ),
+        (
+            "scheduling.k8s.io",
+            "v1",
+            "PriorityClass",
+            "priorityclasses",
+            false,
+            json!({"value": 1000}),
+        ),
+        (
+            "scheduling.k8s.io",
+            "v1alpha1",
+            "Workload",
+            "workloads",
+            true,
+            json!({"spec": {"podGroups": [{"name": "w", "policy": {"gang": {"minCount": 2}}}]}}),
+        ),
+        (
+            "scheduling.k8s.io",
+            "v1alpha2",
+            "Workload",
+            "workloads",
+            true,
+            json!({"spec": {"podGroupTemplates": []}}),
+        ),
+        (
+            "scheduling.k8s.io",
+            "v1alpha2",
+            "PodGroup",
+            "podgroups",
+            true,
+            gang.clone(),
+        ),
+        (
+            "scheduling.k8s.io",
+            "v1beta1",
+            "Workload",
+            "workloads",
+            true,
+            json!({"spec": {"podGroupTemplates": []}}),
+        ),
+        (
+            "scheduling.k8s.io",
+            "v1beta1",
+            "PodGroup",
+            "podgroups",
+            true,
+            gang,
+        ),
+        (
+            "scheduling.x-k8s.io",
+            "v1alpha1",
+            "PodGroup",
+            "podgroups",
+            true,
+            json!({"spec": {"minMember": 3}}),
+        ),
+        (
+            "scheduling.volcano.sh",
+            "v1beta1",
+            "PodGroup",
+            "podgroups",
+            true,
+            json!({"spec": {"minMember": 3, "queue": "q"}}),
+        ),
+        (
+            "",
+            "v1",
+            "ConfigMap",
+            "configmaps",
+            true,
+            json!({"data": {"k": "v"}}),
+        ),
+        (
+            "",
+            "v1",
+            "Service",
+            "services",
+            true,
+            json!({"spec": {"ports": [{"port": 80}]}}),
+        ),
+        (
+            "",
+            "v1",
+            "ServiceAccount",
+            "serviceaccounts",
+            true,
+            json!({}),
+        ),
+        (
+            "apps",
+            "v1",
+            "Deployment",
+            "deployments",
+            true,
+            json!({"spec": {"replicas": 1}}),
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+            "clusterroles",
+            false,
+            json!({"rules": []}),
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            false,
+            json!({"roleRef": {"kind": "ClusterRole", "name": "x", "apiGroup": "rbac.authorization.k8s.io"}}),
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            "v1",
+            "Role",
+            "roles",
+            true,
+            json!({"rules": []}),
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+            "rolebindings",
+            true,
+            json!({"roleRef": {"kind": "Role", "name": "x", "apiGroup": "rbac.authorization.k8s.io"}}),
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn every_resource_supports_every_verb() {
+    let (cluster, client) = start(fast()).await;
+    for (group, version, kind, plural, namespaced, body) in every_resource() {
+        let ar = resource(group, version, kind, plural);
+        let api = dynamic(&client, &ar, namespaced.then_some("default"));
+        let what = format!("{plural}.{group}/{version}");
+        let name = format!("obj-{}", plural.trim_end_matches('s'));
+
+        let start_rv = api
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap();
+        let mut watch = api
+            .watch(&WatchParams::default(), &start_rv)
+            .await
+            .unwrap()
+            .boxed();
+
+        let mut obj: DynamicObject = serde_json::from_value(body).unwrap();
+        obj.metadata = ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        };
+        obj.types = Some(kube::core::TypeMeta {
+            api_version: ar.api_version.clone(),
+            kind: kind.into(),
+        });
+        let created = api.create(&PostParams::default(), &obj).await.expect(&what);
+        assert!(created.metadata.uid.is_some(), "{what}");
+        assert!(
+            matches!(next(&mut watch).await.unwrap(), WatchEvent::Added(o) if o.metadata.name == Some(name.clone())),
+            "{what}"
+        );
+
+        let got = api.get(&name).await.expect(&what);
+        assert_eq!(
+            got.metadata.resource_version, created.metadata.resource_version,
+            "{what}"
+        );
+        let listed = api.list(&ListParams::default()).await.expect(&what);
+        assert!(
+            listed
+                .items
+                .iter()
+                .any(|o| o.metadata.name.as_deref() == Some(name.as_str())),
+            "{what}"
+        );
+
+        let patch = json!({"metadata": {"labels": {"patched": "yes"}}});
+        let patched = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect(&what);
+        assert_eq!(patched.metadata.labels.unwrap()["patched"], "yes", "{what}");
+        assert!(
+            matches!(next(&mut watch).await.unwrap(), WatchEvent::Modified(_)),
+            "{what}"
+        );
+
+        api.delete(&name, &DeleteParams::default())
+            .await
+            .expect(&what);
+        assert!(
+            matches!(next(&mut watch).await.unwrap(), WatchEvent::Deleted(_)),
+            "{what}"
+        );
+        assert_eq!(
+            code(api.get(&name).await),
+            (404, "NotFound".into()),
+            "{what}"
+        );
+    }
+    cluster.shutdown().await.unwrap();
+}
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": "web", "idx": name}},
+        "spec": {"schedulerName": "muster", "containers": [{"name": "c", "image": "pause"}]},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn errors_are_status_objects_with_details() {
+    let (cluster, client) = start(fast()).await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
+    let Err(kube::Error::Api(s)) = pods.create(&PostParams::default(), &pod("a")).await else {
+        panic!()
+    };
+    assert_eq!((s.code, s.reason.as_str()), (409, "AlreadyExists"));
+    let details = s.details.unwrap();
+    assert_eq!(
+        (details.name.as_str(), details.kind.as_str()),
+        ("a", "pods")
+    );
+
+    let Err(kube::Error::Api(s)) = pods.get("nope").await else {
+        panic!()
+    };
+    assert_eq!((s.code, s.reason.as_str()), (404, "NotFound"));
+    assert_eq!(s.message, "pods \"nope\" not found");
+
+    let elsewhere: Api<Pod> = Api::namespaced(client.clone(), "missing-ns");
+    assert_eq!(
+        code(elsewhere.create(&PostParams::default(), &pod("b")).await).0,
+        404
+    );
+
+    let bad = ListParams::default().labels("app in (web");
+    assert_eq!(code(pods.list(&bad).await), (400, "BadRequest".into()));
+
+    let mut nameless = pod("x");
+    nameless.metadata.name = None;
+    assert_eq!(
+        code(pods.create(&PostParams::default(), &nameless).await),
+        (422, "Invalid".into())
+    );
+    nameless.metadata.generate_name = Some("gen-".into());
+    let generated = pods
+        .create(&PostParams::default(), &nameless)
+        .await
+        .unwrap();
+    let generated = generated.metadata.name.unwrap();
+    assert!(
+        generated.starts_with("gen-") && generated.len() == 9,
+        "{generated}"
+    );
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn stale_resource_version_is_a_conflict() {
+    let (cluster, client) = start(fast()).await;
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    let first = pods
+        .create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
+    let mut second = first.clone();
+    second
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("v".into(), "2".into());
+    let second = pods
+        .replace("a", &PostParams::default(), &second)
+        .await
+        .unwrap();
+    assert_ne!(
+        second.metadata.resource_version,
+        first.metadata.resource_version
+    );
+    // Replacing from the first version again loses the race.
+    assert_eq!(
+        code(pods.replace("a", &PostParams::default(), &first).await),
+        (409, "Conflict".into())
+    );
+    // A patch carrying a stale version is refused too.
+    let stale = json!({"metadata": {"resourceVersion": first.metadata.resource_version}});
+    assert_eq!(
+        code(
+            pods.patch("a", &PatchParams::default(), &Patch::Merge(&stale))
+                .await
+        )
+        .0,
+        409
+    );
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn selectors_and_pagination() {
+    // Bound pods stay Pending: the phase count below must not race the kubelet.
+    let config = fast()
+        .with_nodes(1)
+        .pod_start_delay(std::time::Duration::from_secs(3600));
+    let (cluster, client) = start(config).await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    for i in 0..7 {
+        let mut p = pod(&format!("p{i}"));
+        if i % 2 == 0 {
+            p.metadata
+                .labels
+                .get_or_insert_default()
+                .insert("even".into(), "true".into());
+        }
+        pods.create(&PostParams::default(), &p).await.unwrap();
+    }
+    let binding = |pod: &str| Binding {
+        metadata: ObjectMeta {
+            name: Some(pod.into()),
+            ..Default::default()
+        },
+        target: ObjectReference {
+            kind: Some("Node".into()),
+            name: Some("sim-node-0".into()),
+            ..Default::default()
+        },
+    };
+    let _: serde_json::Value = pods
+        .create_subresource("binding", "p1", &PostParams::default(), &binding("p1"))
+        .await
+        .unwrap();
+
+    let names = |l: kube::core::ObjectList<Pod>| -> Vec<String> {
+        l.items
+            .into_iter()
+            .map(|p| p.metadata.name.unwrap())
+            .collect()
+    };
+    let count = |sel: ListParams| {
+        let pods = pods.clone();
+        async move { pods.list(&sel).await.unwrap().items.len() }
+    };
+    assert_eq!(count(ListParams::default().labels("even=true")).await, 4);
+    assert_eq!(count(ListParams::default().labels("even!=true")).await, 3);
+    assert_eq!(count(ListParams::default().labels("!even")).await, 3);
+    assert_eq!(count(ListParams::default().labels("even")).await, 4);
+    assert_eq!(
+        count(ListParams::default().labels("idx in (p1,p2,zz)")).await,
+        2
+    );
+    assert_eq!(
+        count(ListParams::default().labels("idx notin (p1,p2),app==web")).await,
+        5
+    );
+    assert_eq!(
+        count(ListParams::default().fields("spec.nodeName=sim-node-0")).await,
+        1
+    );
+    assert_eq!(
+        count(ListParams::default().fields("spec.nodeName=")).await,
+        6
+    );
+    assert_eq!(
+        count(ListParams::default().fields("spec.nodeName!=,metadata.name==p1")).await,
+        1
+    );
+    assert_eq!(
+        count(ListParams::default().fields("spec.schedulerName=muster")).await,
+        7
+    );
+    assert_eq!(
+        count(ListParams::default().fields("status.phase=Pending,metadata.namespace=default"))
+            .await,
+        7
+    );
+
+    // Pages of 3 come out in name order and continue where they left off.
+    let first = pods.list(&ListParams::default().limit(3)).await.unwrap();
+    let token = first.metadata.continue_.clone().unwrap();
+    let rv = first.metadata.resource_version.clone();
+    assert_eq!(names(first), ["p0", "p1", "p2"]);
+    let second = pods
+        .list(&ListParams::default().limit(3).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(
+        second.metadata.resource_version, rv,
+        "continued pages keep the first page's version"
+    );
+    let token = second.metadata.continue_.clone().unwrap();
+    assert_eq!(names(second), ["p3", "p4", "p5"]);
+    let last = pods
+        .list(&ListParams::default().limit(3).continue_token(&token))
+        .await
+        .unwrap();
+    assert!(last.metadata.continue_.is_none());
+    assert_eq!(names(last), ["p6"]);
+
+    // deletecollection honours the selector.
+    pods.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("even=true"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(count(ListParams::default()).await, 3);
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn binding_sets_the_node_once() {
+    let (cluster, client) = start(fast().with_nodes(2)).await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
+    let bind = |pod: &str, node: &str| {
+        let pods = pods.clone();
+        let b = Binding {
+            metadata: ObjectMeta {
+                name: Some(pod.into()),
+                ..Default::default()
+            },
+            target: ObjectReference {
+                kind: Some("Node".into()),
+                name: Some(node.into()),
+                ..Default::default()
+            },
+        };
+        let pod = pod.to_string();
+        async move {
+            pods.create_subresource::<_, serde_json::Value>(
+                "binding",
+                &pod,
+                &PostParams::default(),
+                &b,
+            )
+            .await
+        }
+    };
+    let ok = bind("a", "sim-node-0").await.unwrap();
+    assert_eq!(ok["status"], "Success");
+    let bound = pods.get("a").await.unwrap();
+    assert_eq!(bound.spec.unwrap().node_name.as_deref(), Some("sim-node-0"));
+    let conditions = bound.status.unwrap().conditions.unwrap();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == "PodScheduled" && c.status == "True")
+    );
+
+    assert_eq!(
+        code(bind("a", "sim-node-1").await),
+        (409, "Conflict".into())
+    );
+    assert_eq!(code(bind("ghost", "sim-node-0").await).0, 404);
+    pods.create(&PostParams::default(), &pod("b"))
+        .await
+        .unwrap();
+    assert_eq!(code(bind("b", "no-such-node").await).0, 404);
+
+    // The namespaced `bindings` collection works too.
+    let req = http::Request::post("/api/v1/namespaces/default/bindings")
+        .header("content-type", "application/json")
+        .body(
+            serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": "b"}, "target": {"kind": "Node", "name": "sim-node-1"}}))
+            .unwrap(),
+        )
+        .unwrap();
+    let _: serde_json::Value = client.request(req).await.unwrap();
+    assert_eq!(
+        pods.get("b")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .node_name
+            .as_deref(),
+        Some("sim-node-1")
+    );
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion_until_removed() {
+    let (cluster, client) = start(fast()).await;
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    let mut p = pod("held");
+    p.metadata.finalizers = Some(vec!["muster.dev/test".into()]);
+    let created = pods.create(&PostParams::default(), &p).await.unwrap();
+    let rv = created.metadata.resource_version.unwrap();
+    let mut watch = pods
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+
+    pods.delete("held", &DeleteParams::default()).await.unwrap();
+    let marked = pods.get("held").await.unwrap();
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    assert!(matches!(
+        next(&mut watch).await.unwrap(),
+        WatchEvent::Modified(_)
+    ));
+
+    let clear = json!({"metadata": {"finalizers": null}});
+    pods.patch("held", &PatchParams::default(), &Patch::Merge(&clear))
+        .await
+        .unwrap();
+    assert!(matches!(
+        next(&mut watch).await.unwrap(),
+        WatchEvent::Deleted(_)
+    ));
+    assert_eq!(code(pods.get("held").await).0, 404);
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn status_subresource_splits_writes() {
+    let (cluster, client) = start(fast()).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "n"},
+        "status": {"capacity": {"cpu": "4"}}}))
+    .unwrap();
+    let created = nodes.create(&PostParams::default(), &node).await.unwrap();
+    let status = created.status.unwrap();
+    assert_eq!(
+        status.allocatable.unwrap()["cpu"].0,
+        "4",
+        "allocatable defaults to capacity"
+    );
+    assert!(
+        status
+            .conditions
+            .unwrap()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    );
+
+    // The main resource ignores status; /status ignores everything else.
+    let both = json!({"metadata": {"labels": {"l": "1"}}, "status": {"capacity": {"cpu": "8"}}});
+    let after = nodes
+        .patch("n", &PatchParams::default(), &Patch::Merge(&both))
+        .await
+        .unwrap();
+    assert_eq!(after.status.unwrap().capacity.unwrap()["cpu"].0, "4");
+    assert_eq!(after.metadata.labels.unwrap()["l"], "1");
+    let both = json!({"metadata": {"labels": {"l": "2"}}, "status": {"capacity": {"cpu": "8"}}});
+    let after = nodes
+        .patch_status("n", &PatchParams::default(), &Patch::Merge(&both))
+        .await
+        .unwrap();
+    assert_eq!(after.status.unwrap().capacity.unwrap()["cpu"].0, "8");
+    assert_eq!(after.metadata.labels.unwrap()["l"], "1");
+
+    // Strategic merge patches merge containers by name.
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    pods.create(&PostParams::default(), &pod("s"))
+        .await
+        .unwrap();
+    let smp = json!({"spec": {"containers": [{"name": "side", "image": "x"}]}});
+    let patched = pods
+        .patch("s", &PatchParams::default(), &Patch::Strategic(&smp))
+        .await
+        .unwrap();
+    assert_eq!(patched.spec.unwrap().containers.len(), 2);
+    let jp: json_patch::Patch = serde_json::from_value(
+        json!([{"op": "replace", "path": "/spec/containers/0/image", "value": "y"}]),
+    )
+    .unwrap();
+    let patched = pods
+        .patch("s", &PatchParams::default(), &Patch::<()>::Json(jp))
+        .await
+        .unwrap();
+    assert_eq!(
+        patched.spec.unwrap().containers[0].image.as_deref(),
+        Some("y")
+    );
+    // Server-side apply is approximated as a strategic merge.
+    let ssa = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "s", "labels": {"applied": "1"}}});
+    let applied = pods
+        .patch("s", &PatchParams::apply("test"), &Patch::Apply(&ssa))
+        .await
+        .unwrap();
+    assert_eq!(applied.metadata.labels.unwrap()["applied"], "1");
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn crds_register_and_unregister_resources() {
+    let (cluster, client) = start(fast().without_groups(["scheduling.x-k8s.io"])).await;
+    let ar = resource("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups");
+    let pgs = dynamic(&client, &ar, Some("default"));
+    assert_eq!(code(pgs.list(&ListParams::default()).await).0, 404);
+    let groups = client.list_api_groups().await.unwrap();
+    assert!(
+        !groups
+            .groups
+            .iter()
+            .any(|g| g.name == "scheduling.x-k8s.io")
+    );
+
+    let crd = resource(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    );
+    let crds = dynamic(&client, &crd, None);
+    let def: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "podgroups.scheduling.x-k8s.io"},
+        "spec": {"group": "scheduling.x-k8s.io", "scope": "Namespaced",
+            "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup", "shortNames": ["pg"]},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    })).unwrap();
+    let created = crds.create(&PostParams::default(), &def).await.unwrap();
+    let conditions = &created.data["status"]["conditions"];
+    assert!(
+        conditions
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Established" && c["status"] == "True")
+    );
+
+    let discovery = kube::Discovery::new(client.clone()).run().await.unwrap();
+    assert!(
+        discovery
+            .groups()
+            .any(|g| g.name() == "scheduling.x-k8s.io")
+    );
+    let pg: DynamicObject =
+        serde_json::from_value(json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup", "metadata": {"name": "g"}, "spec": {"minMember": 2}}))
+        .unwrap();
+    pgs.create(&PostParams::default(), &pg).await.unwrap();
+    let status = json!({"status": {"phase": "Scheduling"}});
+    let updated = pgs
+        .patch_status("g", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    assert_eq!(updated.data["status"]["phase"], "Scheduling");
+
+    // A name that is not plural.group is refused.
+    let mut wrong = def.clone();
+    wrong.metadata.name = Some("wrong.example.com".into());
+    assert_eq!(
+        code(crds.create(&PostParams::default(), &wrong).await).0,
+        422
+    );
+
+    crds.delete("podgroups.scheduling.x-k8s.io", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(code(pgs.get("g").await).0, 404);
+    assert_eq!(code(pgs.list(&ListParams::default()).await).0, 404);
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_removes_its_objects() {
+    let (cluster, client) = start(fast()).await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let ns = serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap();
+    let created = namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    assert_eq!(created.status.unwrap().phase.as_deref(), Some("Active"));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "team");
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
+    namespaces
+        .delete("team", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(code(pods.get("a").await).0, 404);
+    cluster.shutdown().await.unwrap();
+}

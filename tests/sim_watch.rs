@@ -1,0 +1,274 @@
+//! Watch semantics through kube-rs: resumption, bookmarks, `410 Gone` and
+//! its recovery by `kube::runtime::watcher`, selector transitions,
+//! paginated and streaming initial lists.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::{fast, next, start, until};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Binding, ConfigMap, ObjectReference, Pod};
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::core::ObjectMeta;
+use kube::runtime::watcher::{self, Event};
+use muster::sim::fault::FaultRule;
+use serde_json::json;
+
+fn config_map(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn resumes_from_a_version_and_sends_bookmarks() {
+    let (cluster, client) = start(fast()).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let a = cms
+        .create(&PostParams::default(), &config_map("a", &[]))
+        .await
+        .unwrap();
+    cms.create(&PostParams::default(), &config_map("b", &[]))
+        .await
+        .unwrap();
+    cms.create(&PostParams::default(), &config_map("c", &[]))
+        .await
+        .unwrap();
+
+    // Starting from a's version replays exactly what came after it.
+    let rv = a.metadata.resource_version.unwrap();
+    let wp = WatchParams {
+        bookmarks: true,
+        ..WatchParams::default()
+    };
+    let mut stream = cms.watch(&wp, &rv).await.unwrap().boxed();
+    for expected in ["b", "c"] {
+        match next(&mut stream).await.unwrap() {
+            WatchEvent::Added(cm) => assert_eq!(cm.metadata.name.as_deref(), Some(expected)),
+            other => panic!("expected ADDED {expected}, got {other:?}"),
+        }
+    }
+    let bookmark = until(&mut stream, |e| matches!(e, Ok(WatchEvent::Bookmark(_))))
+        .await
+        .unwrap();
+    let WatchEvent::Bookmark(b) = bookmark else {
+        unreachable!()
+    };
+    let latest = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    assert_eq!(b.metadata.resource_version, latest);
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn too_old_version_is_410_gone() {
+    let (cluster, client) = start(fast().history(5)).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let first = cms
+        .create(&PostParams::default(), &config_map("first", &[]))
+        .await
+        .unwrap();
+    for i in 0..10 {
+        cms.create(&PostParams::default(), &config_map(&format!("n{i}"), &[]))
+            .await
+            .unwrap();
+    }
+    let rv = first.metadata.resource_version.unwrap();
+    let mut stream = cms
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    match next(&mut stream).await.unwrap() {
+        WatchEvent::Error(status) => assert_eq!(status.code, 410),
+        other => panic!("expected 410, got {other:?}"),
+    }
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn runtime_watcher_recovers_from_gone() {
+    // The watcher only matches `watched=yes`, sees no bookmarks (1 h
+    // interval), and every watch is cut after 300 ms: after unrelated
+    // churn overflows the 4-event history, its resume version is gone and
+    // it must relist.
+    let config = fast()
+        .history(4)
+        .bookmark_interval(Duration::from_secs(3600))
+        .with_fault("watch-close-every=300ms".parse::<FaultRule>().unwrap());
+    let (cluster, client) = start(config).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    cms.create(
+        &PostParams::default(),
+        &config_map("w0", &[("watched", "yes")]),
+    )
+    .await
+    .unwrap();
+
+    let cfg = watcher::Config::default().labels("watched=yes");
+    let mut events = watcher::watcher(cms.clone(), cfg).boxed();
+    until(&mut events, |e| matches!(e, Ok(Event::InitDone)))
+        .await
+        .unwrap();
+    for i in 0..10 {
+        cms.create(
+            &PostParams::default(),
+            &config_map(&format!("noise{i}"), &[]),
+        )
+        .await
+        .unwrap();
+    }
+    // The next watch after the cut gets 410 and the watcher starts over.
+    let gone = until(&mut events, |e| {
+        matches!(e, Err(watcher::Error::WatchError(_)) | Ok(Event::Init))
+    })
+    .await;
+    if let Err(watcher::Error::WatchError(status)) = &gone {
+        assert_eq!(status.code, 410);
+        until(&mut events, |e| matches!(e, Ok(Event::Init)))
+            .await
+            .unwrap();
+    }
+    let relisted = until(&mut events, |e| matches!(e, Ok(Event::InitApply(_))))
+        .await
+        .unwrap();
+    let Event::InitApply(cm) = relisted else {
+        unreachable!()
+    };
+    assert_eq!(cm.metadata.name.as_deref(), Some("w0"));
+    until(&mut events, |e| matches!(e, Ok(Event::InitDone)))
+        .await
+        .unwrap();
+
+    cms.create(
+        &PostParams::default(),
+        &config_map("w1", &[("watched", "yes")]),
+    )
+    .await
+    .unwrap();
+    let seen = until(&mut events, |e| matches!(e, Ok(Event::Apply(_))))
+        .await
+        .unwrap();
+    let Event::Apply(cm) = seen else {
+        unreachable!()
+    };
+    assert_eq!(cm.metadata.name.as_deref(), Some("w1"));
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn paginated_and_streaming_initial_lists() {
+    let (cluster, client) = start(fast()).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    for i in 0..5 {
+        cms.create(&PostParams::default(), &config_map(&format!("c{i}"), &[]))
+            .await
+            .unwrap();
+    }
+    for cfg in [
+        watcher::Config::default().page_size(2),
+        watcher::Config::default().streaming_lists(),
+    ] {
+        let mut events = watcher::watcher(cms.clone(), cfg).boxed();
+        let mut names = BTreeSet::new();
+        loop {
+            match next(&mut events).await.unwrap() {
+                Event::InitApply(cm) => {
+                    names.insert(cm.metadata.name.unwrap());
+                }
+                Event::InitDone => break,
+                _ => {}
+            }
+        }
+        assert_eq!(names.len(), 5);
+        cms.create(
+            &PostParams::default(),
+            &config_map(&format!("late{}", names.len()), &[]),
+        )
+        .await
+        .ok();
+        let late = until(&mut events, |e| matches!(e, Ok(Event::Apply(_))))
+            .await
+            .unwrap();
+        assert!(
+            matches!(late, Event::Apply(cm) if cm.metadata.name.as_deref().is_some_and(|n| n.starts_with("late")))
+        );
+        cms.delete("late5", &Default::default()).await.unwrap();
+    }
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn leaving_a_field_selector_is_a_delete() {
+    // kube-scheduler's pattern: watch unassigned pods; binding removes them.
+    let config = fast()
+        .with_nodes(1)
+        .pod_start_delay(Duration::from_secs(3600));
+    let (cluster, client) = start(config).await;
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+
+    let unassigned = WatchParams::default().fields("spec.nodeName=");
+    let mut stream = pods.watch(&unassigned, "0").await.unwrap().boxed();
+    assert!(matches!(
+        next(&mut stream).await.unwrap(),
+        WatchEvent::Added(_)
+    ));
+    let binding = Binding {
+        metadata: ObjectMeta {
+            name: Some("p".into()),
+            ..Default::default()
+        },
+        target: ObjectReference {
+            name: Some("sim-node-0".into()),
+            ..Default::default()
+        },
+    };
+    let _: serde_json::Value = pods
+        .create_subresource("binding", "p", &PostParams::default(), &binding)
+        .await
+        .unwrap();
+    match next(&mut stream).await.unwrap() {
+        WatchEvent::Deleted(p) => {
+            assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("sim-node-0"))
+        }
+        other => panic!("expected DELETED, got {other:?}"),
+    }
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_watches() {
+    let (cluster, client) = start(fast()).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let mut stream = cms
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    cluster.shutdown().await.unwrap();
+    let end = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .unwrap();
+    assert!(end.is_none() || end.unwrap().is_err());
+}
