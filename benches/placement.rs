@@ -71,7 +71,8 @@ fn cluster() -> Vec<NodeState> {
                 "node.kubernetes.io/instance-type".into(),
                 format!("m.{cpu}x{mem_gi}"),
             );
-            info.labels.insert("kubernetes.io/os".into(), "linux".into());
+            info.labels
+                .insert("kubernetes.io/os".into(), "linux".into());
             match roll {
                 5..15 => info.taints.push(Taint {
                     key: "dedicated".into(),

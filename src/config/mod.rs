@@ -17,6 +17,14 @@ pub use duration::parse_go_duration;
 use raw::*;
 use serde::de::DeserializeOwned;
 
+use crate::framework::Framework;
+use crate::plugins::node_resources_fit::{
+    ResourceSpec, ScoringStrategyType, UtilizationShapePoint,
+};
+use crate::plugins::{
+    BalancedAllocationArgs, NodeResourcesFitArgs, PlacementConfig, PluginRef, PluginSet,
+};
+
 pub const API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
 pub const KIND: &str = "KubeSchedulerConfiguration";
 pub const DEFAULT_SCHEDULER_NAME: &str = "muster";
@@ -127,45 +135,37 @@ pub struct ClientConnection {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
     pub scheduler_name: String,
-    /// Enabled Filter plugins, in run order.
-    pub filters: Vec<String>,
-    /// Enabled Score plugins with weights.
-    pub scores: Vec<(String, i64)>,
-    /// Profile-level override of the global value.
-    pub percentage_of_nodes_to_score: Option<u32>,
-    pub fit: FitArgs,
-    /// `NodeResourcesBalancedAllocation` resources (default cpu, memory).
-    pub balanced_resources: Vec<String>,
+    /// The placement plugins with the profile's final plugin lists, weights,
+    /// arguments and sampling, validated by building a `Framework` from it.
+    pub placement: PlacementConfig,
     /// `None` when the gang plugin is disabled: every pod is scheduled alone.
     pub gang: Option<GangArgs>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct FitArgs {
-    pub strategy: ScoringStrategy,
-    /// Resource → weight for scoring (default cpu:1, memory:1).
-    pub resources: Vec<(String, i64)>,
-    pub ignored_resources: Vec<String>,
-    pub ignored_resource_groups: Vec<String>,
-}
-
-impl Default for FitArgs {
-    fn default() -> Self {
-        FitArgs {
-            strategy: ScoringStrategy::LeastAllocated,
-            resources: vec![("cpu".into(), 1), ("memory".into(), 1)],
-            ignored_resources: Vec::new(),
-            ignored_resource_groups: Vec::new(),
-        }
+impl Profile {
+    /// Enabled Filter plugins, in run order.
+    pub fn filters(&self) -> impl Iterator<Item = &str> {
+        self.placement
+            .filter
+            .enabled
+            .iter()
+            .map(|p| p.name.as_str())
     }
-}
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum ScoringStrategy {
-    LeastAllocated,
-    MostAllocated,
-    /// Piecewise-linear shape of (utilization %, score 0..10) points.
-    RequestedToCapacityRatio(Vec<(i64, i64)>),
+    /// Enabled Score plugins with their weights.
+    pub fn scores(&self) -> impl Iterator<Item = (&str, i64)> {
+        self.placement
+            .score
+            .enabled
+            .iter()
+            .map(|p| (p.name.as_str(), p.weight.unwrap_or(1)))
+    }
+
+    /// The placement framework for this profile.
+    pub fn framework(&self) -> Framework {
+        // `profile()` built one from the same config at load time, so this cannot fail.
+        Framework::from_config(&self.placement).unwrap_or_else(|_| Framework::kube_default())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -408,8 +408,8 @@ fn profile(path: &str, raw: RawProfile) -> Result<Profile, ConfigError> {
         gang_enabled,
     } = plugin_sets(&format!("{path}.plugins"), &plugins)?;
 
-    let mut fit = FitArgs::default();
-    let mut balanced_resources = vec!["cpu".to_string(), "memory".to_string()];
+    let mut fit = NodeResourcesFitArgs::default();
+    let mut balanced = BalancedAllocationArgs::default();
     let mut gang = GangArgs::default();
     let mut seen = Vec::new();
     for (i, pc) in raw.plugin_config.into_iter().enumerate() {
@@ -430,7 +430,7 @@ fn profile(path: &str, raw: RawProfile) -> Result<Profile, ConfigError> {
             "NodeResourcesBalancedAllocation" => {
                 let a: RawBalancedAllocationArgs = args(&format!("{at}.args"), pc.args.clone())?;
                 if let Some(rs) = a.resources {
-                    balanced_resources = resource_specs(&format!("{at}.args.resources"), rs)?
+                    balanced.resources = resource_specs(&format!("{at}.args.resources"), rs)?
                         .into_iter()
                         .map(|(n, _)| n)
                         .collect();
@@ -451,13 +451,28 @@ fn profile(path: &str, raw: RawProfile) -> Result<Profile, ConfigError> {
         }
         seen.push(pc.name);
     }
+    let placement = PlacementConfig {
+        filter: PluginSet {
+            enabled: filters.iter().map(|n| PluginRef::new(n)).collect(),
+            disabled: vec!["*".into()],
+        },
+        score: PluginSet {
+            enabled: scores
+                .iter()
+                .map(|(n, w)| PluginRef::weighted(n, *w))
+                .collect(),
+            disabled: vec!["*".into()],
+        },
+        node_resources_fit: fit,
+        balanced_allocation: balanced,
+        percentage_of_nodes_to_score: percentage,
+        tie_break_seed: None,
+    };
+    Framework::from_config(&placement)
+        .map_err(|e| ConfigError::at(format!("{path}.plugins"), e.to_string()))?;
     Ok(Profile {
         scheduler_name,
-        filters,
-        scores,
-        percentage_of_nodes_to_score: percentage,
-        fit,
-        balanced_resources,
+        placement,
         gang: gang_enabled.then_some(gang),
     })
 }
@@ -640,22 +655,25 @@ fn args<T: DeserializeOwned + Default>(
     })
 }
 
-fn fit_args(path: &str, raw: RawNodeResourcesFitArgs) -> Result<FitArgs, ConfigError> {
-    let mut fit = FitArgs {
+fn fit_args(path: &str, raw: RawNodeResourcesFitArgs) -> Result<NodeResourcesFitArgs, ConfigError> {
+    let mut fit = NodeResourcesFitArgs {
         ignored_resources: raw.ignored_resources,
         ignored_resource_groups: raw.ignored_resource_groups,
-        ..FitArgs::default()
+        ..NodeResourcesFitArgs::default()
     };
     let Some(s) = raw.scoring_strategy else {
         return Ok(fit);
     };
     let at = format!("{path}.scoringStrategy");
     if let Some(rs) = s.resources {
-        fit.resources = resource_specs(&format!("{at}.resources"), rs)?;
+        fit.scoring_strategy.resources = resource_specs(&format!("{at}.resources"), rs)?
+            .into_iter()
+            .map(|(n, w)| ResourceSpec::new(&n, w))
+            .collect();
     }
-    fit.strategy = match s.type_.as_deref().unwrap_or("LeastAllocated") {
-        "LeastAllocated" => ScoringStrategy::LeastAllocated,
-        "MostAllocated" => ScoringStrategy::MostAllocated,
+    fit.scoring_strategy.kind = match s.type_.as_deref().unwrap_or("LeastAllocated") {
+        "LeastAllocated" => ScoringStrategyType::LeastAllocated,
+        "MostAllocated" => ScoringStrategyType::MostAllocated,
         "RequestedToCapacityRatio" => {
             let shape = s
                 .requested_to_capacity_ratio
@@ -667,7 +685,7 @@ fn fit_args(path: &str, raw: RawNodeResourcesFitArgs) -> Result<FitArgs, ConfigE
                     "must have at least one point",
                 ));
             }
-            let mut points = Vec::new();
+            let mut points: Vec<UtilizationShapePoint> = Vec::new();
             for (i, p) in shape.iter().enumerate() {
                 let pat = format!("{at}.requestedToCapacityRatio.shape[{i}]");
                 if !(0..=100).contains(&p.utilization) {
@@ -682,15 +700,22 @@ fn fit_args(path: &str, raw: RawNodeResourcesFitArgs) -> Result<FitArgs, ConfigE
                         format!("must be between 0 and 10, got {}", p.score),
                     ));
                 }
-                if points.last().is_some_and(|(u, _)| *u >= p.utilization) {
+                if points
+                    .last()
+                    .is_some_and(|q| q.utilization >= p.utilization)
+                {
                     return Err(ConfigError::at(
                         format!("{pat}.utilization"),
                         "values must be strictly increasing",
                     ));
                 }
-                points.push((p.utilization, p.score));
+                points.push(UtilizationShapePoint {
+                    utilization: p.utilization,
+                    score: p.score,
+                });
             }
-            ScoringStrategy::RequestedToCapacityRatio(points)
+            fit.scoring_strategy.shape = points;
+            ScoringStrategyType::RequestedToCapacityRatio
         }
         other => {
             return Err(ConfigError::at(

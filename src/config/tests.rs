@@ -10,8 +10,8 @@ fn empty_document_gives_defaults() {
     assert_eq!(c.profiles.len(), 1);
     let p = &c.profiles[0];
     assert_eq!(p.scheduler_name, "muster");
-    assert_eq!(p.filters, DEFAULT_FILTERS);
-    assert_eq!(p.scores.len(), 4);
+    assert_eq!(p.filters().collect::<Vec<_>>(), DEFAULT_FILTERS);
+    assert_eq!(p.scores().count(), 4);
     assert_eq!(p.gang, Some(GangArgs::default()));
     assert_eq!(c.pod_initial_backoff, Duration::from_secs(1));
     assert_eq!(c.pod_max_backoff, Duration::from_secs(10));
@@ -58,16 +58,19 @@ profiles:
     .unwrap();
     assert_eq!(c.percentage_of_nodes_to_score, Some(30));
     let p = c.profile("muster-packed").unwrap();
-    assert_eq!(p.percentage_of_nodes_to_score, Some(100));
-    assert_eq!(p.fit.strategy, ScoringStrategy::MostAllocated);
+    assert_eq!(p.placement.percentage_of_nodes_to_score, Some(100));
+    let strategy = &p.placement.node_resources_fit.scoring_strategy;
+    assert_eq!(strategy.kind, ScoringStrategyType::MostAllocated);
     assert_eq!(
-        p.fit.resources,
-        vec![("cpu".into(), 2), ("nvidia.com/gpu".into(), 5)]
+        strategy.resources,
+        vec![
+            ResourceSpec::new("cpu", 2),
+            ResourceSpec::new("nvidia.com/gpu", 5)
+        ]
     );
-    assert!(p.scores.contains(&("NodeResourcesFit".into(), 5)));
+    assert!(p.scores().any(|s| s == ("NodeResourcesFit", 5)));
     assert!(
-        !p.scores
-            .iter()
+        !p.scores()
             .any(|(n, _)| n == "NodeResourcesBalancedAllocation")
     );
     let gang = p.gang.clone().unwrap();
@@ -82,8 +85,8 @@ fn disabling_gang_and_wildcards() {
     )
     .unwrap();
     assert_eq!(c.profiles[0].gang, None);
-    assert!(c.profiles[0].scores.is_empty());
-    assert_eq!(c.profiles[0].filters.len(), DEFAULT_FILTERS.len());
+    assert_eq!(c.profiles[0].scores().count(), 0);
+    assert_eq!(c.profiles[0].filters().count(), DEFAULT_FILTERS.len());
 }
 
 #[test]

@@ -55,7 +55,10 @@ pub enum Observed {
     /// The named informer finished its initial list.
     Synced(&'static str),
     /// A definition kind (by plural) is served in this version, or no longer served.
-    DefinitionServed { plural: &'static str, version: Option<&'static str> },
+    DefinitionServed {
+        plural: &'static str,
+        version: Option<&'static str>,
+    },
 }
 
 /// Informers that must list before the scheduler is ready.
@@ -327,7 +330,10 @@ async fn run_definitions(
             kind = source.kind,
             "watching group definitions"
         );
-        let served = Observed::DefinitionServed { plural: source.plural, version: Some(version) };
+        let served = Observed::DefinitionServed {
+            plural: source.plural,
+            version: Some(version),
+        };
         if tx.send(served).await.is_err() {
             return;
         }
@@ -365,7 +371,10 @@ async fn run_definitions(
             kind = source.kind,
             "definition API disappeared; looking for it again"
         );
-        let gone = Observed::DefinitionServed { plural: source.plural, version: None };
+        let gone = Observed::DefinitionServed {
+            plural: source.plural,
+            version: None,
+        };
         if tx.send(gone).await.is_err() {
             return;
         }

@@ -175,7 +175,13 @@ impl FilterPass<'_> {
     /// needs no waves (it stops by itself at the cut); a parallel wave is sized
     /// from the feasibility rate seen so far, with a quarter of slack, and is
     /// used only when that many nodes are worth the rayon hand-off.
-    fn next_wave(&self, pos: usize, found: usize, still_needed: usize, total: usize) -> (usize, bool) {
+    fn next_wave(
+        &self,
+        pos: usize,
+        found: usize,
+        still_needed: usize,
+        total: usize,
+    ) -> (usize, bool) {
         let left = total - pos;
         let estimate = if found == 0 {
             if pos == 0 { still_needed } else { left }
@@ -232,7 +238,11 @@ impl FilterPass<'_> {
                     Ok(()) => out.feasible.push(p),
                     Err(r) => out.diagnosis.record(r),
                 }
-            } else if self.filters.iter().all(|f| f.passes(self.state, self.pod, node)) {
+            } else if self
+                .filters
+                .iter()
+                .all(|f| f.passes(self.state, self.pod, node))
+            {
                 out.feasible.push(p);
             }
             if out.feasible.len() == need {

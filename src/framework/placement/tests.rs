@@ -331,8 +331,10 @@ fn passes_agrees_with_filter_for_every_plugin() {
     let pods = [
         pod_requesting(&[("cpu", "3"), ("nvidia.com/gpu", "1")]),
         pod_requesting(&[("cpu", "100m")]),
-        pod(json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}],
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "9"}}}]})),
+        pod(
+            json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}],
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "9"}}}]}),
+        ),
     ];
     for p in &pods {
         for n in &nodes {
