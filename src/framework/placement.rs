@@ -205,8 +205,14 @@ impl std::fmt::Debug for Framework {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names = |it: &mut dyn Iterator<Item = &'static str>| it.collect::<Vec<_>>();
         f.debug_struct("Framework")
-            .field("pre_filters", &names(&mut self.pre_filters.iter().map(|p| p.name())))
-            .field("filters", &names(&mut self.filters.iter().map(|p| p.name())))
+            .field(
+                "pre_filters",
+                &names(&mut self.pre_filters.iter().map(|p| p.name())),
+            )
+            .field(
+                "filters",
+                &names(&mut self.filters.iter().map(|p| p.name())),
+            )
             .field(
                 "scorers",
                 &self
@@ -215,7 +221,10 @@ impl std::fmt::Debug for Framework {
                     .map(|(p, w)| (p.name(), *w))
                     .collect::<Vec<_>>(),
             )
-            .field("percentage_of_nodes_to_score", &self.percentage_of_nodes_to_score)
+            .field(
+                "percentage_of_nodes_to_score",
+                &self.percentage_of_nodes_to_score,
+            )
             .field("parallel_min_nodes", &self.parallel_min_nodes)
             .finish()
     }

@@ -47,7 +47,9 @@ impl Default for BalancedAllocation {
 impl BalancedAllocation {
     pub fn new(args: &BalancedAllocationArgs) -> Result<Self, ConfigError> {
         if args.resources.is_empty() {
-            return Err(ConfigError::invalid(format!("{NAME}: resources must not be empty")));
+            return Err(ConfigError::invalid(format!(
+                "{NAME}: resources must not be empty"
+            )));
         }
         for (i, r) in args.resources.iter().enumerate() {
             if args.resources[..i].contains(r) {
@@ -57,12 +59,20 @@ impl BalancedAllocation {
             }
         }
         Ok(BalancedAllocation {
-            resources: args.resources.iter().map(|r| ResourceKey::parse(r)).collect(),
+            resources: args
+                .resources
+                .iter()
+                .map(|r| ResourceKey::parse(r))
+                .collect(),
         })
     }
 
     /// Utilisation fractions of the resources the node offers, capped at 1.
-    fn fractions<'a>(&'a self, pod: &'a PodInfo, node: &'a NodeState) -> impl Iterator<Item = f64> + 'a {
+    fn fractions<'a>(
+        &'a self,
+        pod: &'a PodInfo,
+        node: &'a NodeState,
+    ) -> impl Iterator<Item = f64> + 'a {
         self.resources.iter().filter_map(move |key| {
             let req = pod_request(key, pod, Requests::Actual);
             allocatable_and_requested(key, node, req, Requests::Actual)
@@ -101,7 +111,10 @@ impl ScorePlugin for BalancedAllocation {
             2 => ((first - second) / 2.0).abs(),
             _ => {
                 let mean = sum / n as f64;
-                let var = self.fractions(pod, node).map(|f| (f - mean) * (f - mean)).sum::<f64>()
+                let var = self
+                    .fractions(pod, node)
+                    .map(|f| (f - mean) * (f - mean))
+                    .sum::<f64>()
                     / n as f64;
                 var.sqrt()
             }
@@ -122,13 +135,23 @@ mod tests {
         // After placing: cpu 3000/4000 = 0.75, memory 5000/10000 = 0.5
         // std = 0.125 -> (1 - 0.125) * 100 = 87
         let n = node("n", &[("cpu", "4"), ("memory", "10000")]).build();
-        assert_eq!(ba.score(&s, &pod_requesting(&[("cpu", "3"), ("memory", "5000")]), &n), 87);
+        assert_eq!(
+            ba.score(&s, &pod_requesting(&[("cpu", "3"), ("memory", "5000")]), &n),
+            87
+        );
         // Already requested counts; fractions cap at 1.
         let busy = node("n", &[("cpu", "4"), ("memory", "10000")])
             .with_pod(pod_requesting(&[("cpu", "4")]))
             .build();
         // cpu min(1, 7000/4000) = 1, memory 0.5 -> std 0.25 -> 75
-        assert_eq!(ba.score(&s, &pod_requesting(&[("cpu", "3"), ("memory", "5000")]), &busy), 75);
+        assert_eq!(
+            ba.score(
+                &s,
+                &pod_requesting(&[("cpu", "3"), ("memory", "5000")]),
+                &busy
+            ),
+            75
+        );
     }
 
     #[test]
@@ -138,7 +161,11 @@ mod tests {
             resources: vec!["cpu".into(), "memory".into(), "nvidia.com/gpu".into()],
         })
         .unwrap();
-        let n = node("n", &[("cpu", "4"), ("memory", "4"), ("nvidia.com/gpu", "4")]).build();
+        let n = node(
+            "n",
+            &[("cpu", "4"), ("memory", "4"), ("nvidia.com/gpu", "4")],
+        )
+        .build();
         let p = pod_requesting(&[("cpu", "1"), ("memory", "2"), ("nvidia.com/gpu", "3")]);
         // fractions .25 .5 .75, mean .5, std sqrt(0.125/3) = 0.2041 -> 79
         assert_eq!(ba.score(&s, &p, &n), 79);
@@ -158,6 +185,11 @@ mod tests {
         let dup = BalancedAllocationArgs {
             resources: vec!["cpu".into(), "cpu".into()],
         };
-        assert!(BalancedAllocation::new(&dup).unwrap_err().to_string().contains("twice"));
+        assert!(
+            BalancedAllocation::new(&dup)
+                .unwrap_err()
+                .to_string()
+                .contains("twice")
+        );
     }
 }

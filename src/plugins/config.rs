@@ -97,9 +97,13 @@ pub enum ConfigError {
     },
     #[error("{point} plugin {name:?} is listed twice")]
     DuplicatePlugin { point: &'static str, name: String },
-    #[error("score plugin {plugin:?} has weight {weight}; weights must be in 0..={MAX_SCORE_WEIGHT}")]
+    #[error(
+        "score plugin {plugin:?} has weight {weight}; weights must be in 0..={MAX_SCORE_WEIGHT}"
+    )]
     BadWeight { plugin: String, weight: i64 },
-    #[error("{plugin}: resource {resource:?} has weight {weight}; resource weights must be in 1..=100")]
+    #[error(
+        "{plugin}: resource {resource:?} has weight {weight}; resource weights must be in 1..=100"
+    )]
     BadResourceWeight {
         plugin: &'static str,
         resource: String,
@@ -222,10 +226,14 @@ impl Framework {
             balanced_allocation: Arc::new(BalancedAllocation::new(&config.balanced_allocation)?),
         };
         for name in config.filter.disabled.iter().filter(|d| *d != "*") {
-            registry.filter(name).ok_or_else(|| unknown("filter", name, FILTER_NAMES))?;
+            registry
+                .filter(name)
+                .ok_or_else(|| unknown("filter", name, FILTER_NAMES))?;
         }
         for name in config.score.disabled.iter().filter(|d| *d != "*") {
-            registry.score(name).ok_or_else(|| unknown("score", name, SCORE_NAMES))?;
+            registry
+                .score(name)
+                .ok_or_else(|| unknown("score", name, SCORE_NAMES))?;
         }
 
         let mut framework = Framework::empty();
@@ -243,13 +251,17 @@ impl Framework {
                 .ok_or_else(|| unknown("score", &name, SCORE_NAMES))?;
             let weight = weight.unwrap_or(0);
             if !(0..=MAX_SCORE_WEIGHT).contains(&weight) {
-                return Err(ConfigError::BadWeight { plugin: name, weight });
+                return Err(ConfigError::BadWeight {
+                    plugin: name,
+                    weight,
+                });
             }
             // A weight of 0 means "unset" in the API: kube-scheduler uses 1.
             framework.scorers.push((plugin, weight.max(1)));
         }
         framework.percentage_of_nodes_to_score = config.percentage_of_nodes_to_score;
-        framework.tie_breaker = TieBreaker::new(config.tie_break_seed.unwrap_or(DEFAULT_TIE_BREAK_SEED));
+        framework.tie_breaker =
+            TieBreaker::new(config.tie_break_seed.unwrap_or(DEFAULT_TIE_BREAK_SEED));
         framework.parallel_min_nodes = DEFAULT_PARALLEL_MIN_NODES;
         Ok(framework)
     }
@@ -364,8 +376,14 @@ mod tests {
             ..Default::default()
         };
         let err = Framework::from_config(&config).unwrap_err();
-        assert!(matches!(&err, ConfigError::UnknownPlugin { point: "score", name, .. } if name == "NodePorts"));
-        assert!(err.to_string().starts_with("unknown score plugin \"NodePorts\""), "{err}");
+        assert!(
+            matches!(&err, ConfigError::UnknownPlugin { point: "score", name, .. } if name == "NodePorts")
+        );
+        assert!(
+            err.to_string()
+                .starts_with("unknown score plugin \"NodePorts\""),
+            "{err}"
+        );
 
         let config = PlacementConfig {
             filter: PluginSet {
@@ -376,7 +394,10 @@ mod tests {
         };
         assert!(matches!(
             Framework::from_config(&config).unwrap_err(),
-            ConfigError::UnknownPlugin { point: "filter", .. }
+            ConfigError::UnknownPlugin {
+                point: "filter",
+                ..
+            }
         ));
     }
 

@@ -121,12 +121,17 @@ mod tests {
     fn node_selector_must_match_every_label() {
         let s = CycleState::new();
         let p = pod(json!({"nodeSelector": {"zone": "a", "disk": "ssd"}}));
-        let good = node("n", &[]).label("zone", "a").label("disk", "ssd").build();
+        let good = node("n", &[])
+            .label("zone", "a")
+            .label("disk", "ssd")
+            .build();
         let bad = node("n", &[]).label("zone", "a").build();
         assert!(NodeAffinity.filter(&s, &p, &good).is_ok());
         assert_eq!(
             NodeAffinity.filter(&s, &p, &bad),
-            Err(Rejection::unresolvable("node(s) didn't match Pod's node affinity/selector"))
+            Err(Rejection::unresolvable(
+                "node(s) didn't match Pod's node affinity/selector"
+            ))
         );
     }
 
@@ -137,9 +142,21 @@ mod tests {
             {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
             {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}
         ]));
-        assert!(NodeAffinity.filter(&s, &p, &node("n", &[]).label("zone", "a").build()).is_ok());
-        assert!(NodeAffinity.filter(&s, &p, &node("n", &[]).label("gpu", "1").build()).is_ok());
-        assert!(NodeAffinity.filter(&s, &p, &node("n", &[]).label("zone", "b").build()).is_err());
+        assert!(
+            NodeAffinity
+                .filter(&s, &p, &node("n", &[]).label("zone", "a").build())
+                .is_ok()
+        );
+        assert!(
+            NodeAffinity
+                .filter(&s, &p, &node("n", &[]).label("gpu", "1").build())
+                .is_ok()
+        );
+        assert!(
+            NodeAffinity
+                .filter(&s, &p, &node("n", &[]).label("zone", "b").build())
+                .is_err()
+        );
     }
 
     #[test]
@@ -157,7 +174,10 @@ mod tests {
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
             {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}
         ]));
-        assert_eq!(NodeAffinity.pre_filter(&mut s, &one_open), PreFilterResult::AllNodes);
+        assert_eq!(
+            NodeAffinity.pre_filter(&mut s, &one_open),
+            PreFilterResult::AllNodes
+        );
         let conflict = affinity(json!([{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": ["n1"]},
             {"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]));
@@ -165,16 +185,21 @@ mod tests {
             NodeAffinity.pre_filter(&mut s, &conflict),
             PreFilterResult::Reject(Rejection::unresolvable("pod affinity terms conflict"))
         );
-        assert_eq!(NodeAffinity.pre_filter(&mut s, &pod(json!({}))), PreFilterResult::AllNodes);
+        assert_eq!(
+            NodeAffinity.pre_filter(&mut s, &pod(json!({}))),
+            PreFilterResult::AllNodes
+        );
     }
 
     #[test]
     fn score_sums_matching_preferred_weights() {
         let mut s = CycleState::new();
-        let p = pod(json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 2, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}},
-            {"weight": 6, "preference": {"matchExpressions": [{"key": "ssd", "operator": "Exists"}]}}
-        ]}}}));
+        let p = pod(
+            json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 2, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}},
+                {"weight": 6, "preference": {"matchExpressions": [{"key": "ssd", "operator": "Exists"}]}}
+            ]}}}),
+        );
         assert!(NodeAffinity.pre_score(&mut s, &p));
         assert!(!NodeAffinity.pre_score(&mut s, &pod(json!({}))));
         let nodes = [
@@ -183,7 +208,10 @@ mod tests {
             node("2", &[]).label("zone", "a").label("ssd", "").build(),
             node("3", &[]).label("ssd", "").build(),
         ];
-        let mut scores: Vec<i64> = nodes.iter().map(|n| NodeAffinity.score(&s, &p, n)).collect();
+        let mut scores: Vec<i64> = nodes
+            .iter()
+            .map(|n| NodeAffinity.score(&s, &p, n))
+            .collect();
         assert_eq!(scores, [0, 2, 8, 6]);
         NodeAffinity.normalize(&s, &p, &mut scores);
         assert_eq!(scores, [0, 25, 100, 75]);

@@ -38,8 +38,14 @@ mod tests {
         assert!(NodeName.filter(&s, &p, &node("a", &[]).build()).is_ok());
         assert_eq!(
             NodeName.filter(&s, &p, &node("b", &[]).build()),
-            Err(Rejection::unresolvable("node(s) didn't match the requested node name"))
+            Err(Rejection::unresolvable(
+                "node(s) didn't match the requested node name"
+            ))
         );
-        assert!(NodeName.filter(&s, &pod(json!({})), &node("b", &[]).build()).is_ok());
+        assert!(
+            NodeName
+                .filter(&s, &pod(json!({})), &node("b", &[]).build())
+                .is_ok()
+        );
     }
 }

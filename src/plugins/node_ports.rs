@@ -49,19 +49,42 @@ mod tests {
     fn conflicting_port_is_rejected() {
         let s = CycleState::new();
         let n = node("n", &[]).with_pod(with_port(8080, "", "TCP")).build();
-        let err = NodePorts.filter(&s, &with_port(8080, "10.0.0.1", "TCP"), &n).unwrap_err();
-        assert_eq!(err, Rejection::new("node(s) didn't have free ports for the requested pod ports"));
+        let err = NodePorts
+            .filter(&s, &with_port(8080, "10.0.0.1", "TCP"), &n)
+            .unwrap_err();
+        assert_eq!(
+            err,
+            Rejection::new("node(s) didn't have free ports for the requested pod ports")
+        );
         assert!(!err.unresolvable);
-        assert!(NodePorts.filter(&s, &with_port(8080, "", "UDP"), &n).is_ok());
-        assert!(NodePorts.filter(&s, &with_port(8081, "", "TCP"), &n).is_ok());
+        assert!(
+            NodePorts
+                .filter(&s, &with_port(8080, "", "UDP"), &n)
+                .is_ok()
+        );
+        assert!(
+            NodePorts
+                .filter(&s, &with_port(8081, "", "TCP"), &n)
+                .is_ok()
+        );
         assert!(NodePorts.filter(&s, &pod(json!({})), &n).is_ok());
     }
 
     #[test]
     fn distinct_ips_do_not_conflict() {
         let s = CycleState::new();
-        let n = node("n", &[]).with_pod(with_port(80, "10.0.0.1", "TCP")).build();
-        assert!(NodePorts.filter(&s, &with_port(80, "10.0.0.2", "TCP"), &n).is_ok());
-        assert!(NodePorts.filter(&s, &with_port(80, "0.0.0.0", "TCP"), &n).is_err());
+        let n = node("n", &[])
+            .with_pod(with_port(80, "10.0.0.1", "TCP"))
+            .build();
+        assert!(
+            NodePorts
+                .filter(&s, &with_port(80, "10.0.0.2", "TCP"), &n)
+                .is_ok()
+        );
+        assert!(
+            NodePorts
+                .filter(&s, &with_port(80, "0.0.0.0", "TCP"), &n)
+                .is_err()
+        );
     }
 }

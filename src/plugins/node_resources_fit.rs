@@ -170,7 +170,9 @@ impl NodeResourcesFit {
             Some(0) => shape[0].score,
             Some(i) => {
                 let (a, b) = (shape[i - 1], shape[i]);
-                a.score + (b.score - a.score) * (utilization - a.utilization) / (b.utilization - a.utilization)
+                a.score
+                    + (b.score - a.score) * (utilization - a.utilization)
+                        / (b.utilization - a.utilization)
             }
             None => shape.last().map_or(0, |p| p.score),
         }
@@ -366,19 +368,43 @@ mod tests {
     fn filter_names_every_insufficient_resource() {
         let s = CycleState::new();
         let fit = NodeResourcesFit::default();
-        let n = node("n", &[("cpu", "2"), ("memory", "4Gi"), ("ephemeral-storage", "10Gi")])
-            .with_pod(pod_requesting(&[("cpu", "1500m"), ("memory", "1Gi")]))
-            .build();
-        assert!(fit.filter(&s, &pod_requesting(&[("cpu", "500m"), ("memory", "3Gi")]), &n).is_ok());
+        let n = node(
+            "n",
+            &[
+                ("cpu", "2"),
+                ("memory", "4Gi"),
+                ("ephemeral-storage", "10Gi"),
+            ],
+        )
+        .with_pod(pod_requesting(&[("cpu", "1500m"), ("memory", "1Gi")]))
+        .build();
+        assert!(
+            fit.filter(
+                &s,
+                &pod_requesting(&[("cpu", "500m"), ("memory", "3Gi")]),
+                &n
+            )
+            .is_ok()
+        );
         assert_eq!(
             reasons(fit.filter(
                 &s,
-                &pod_requesting(&[("cpu", "501m"), ("memory", "4Gi"), ("ephemeral-storage", "11Gi")]),
+                &pod_requesting(&[
+                    ("cpu", "501m"),
+                    ("memory", "4Gi"),
+                    ("ephemeral-storage", "11Gi")
+                ]),
                 &n
             )),
-            ["Insufficient cpu", "Insufficient memory", "Insufficient ephemeral-storage"]
+            [
+                "Insufficient cpu",
+                "Insufficient memory",
+                "Insufficient ephemeral-storage"
+            ]
         );
-        let err = fit.filter(&s, &pod_requesting(&[("cpu", "1")]), &n).unwrap_err();
+        let err = fit
+            .filter(&s, &pod_requesting(&[("cpu", "1")]), &n)
+            .unwrap_err();
         assert!(!err.unresolvable);
     }
 
@@ -390,8 +416,14 @@ mod tests {
         let no_gpu = node("a", &[("cpu", "8")]).build();
         let one_gpu = node("b", &[("cpu", "8"), ("nvidia.com/gpu", "1")]).build();
         let two_gpu = node("c", &[("cpu", "8"), ("nvidia.com/gpu", "2")]).build();
-        assert_eq!(reasons(fit.filter(&s, &gpu_pod, &no_gpu)), ["Insufficient nvidia.com/gpu"]);
-        assert_eq!(reasons(fit.filter(&s, &gpu_pod, &one_gpu)), ["Insufficient nvidia.com/gpu"]);
+        assert_eq!(
+            reasons(fit.filter(&s, &gpu_pod, &no_gpu)),
+            ["Insufficient nvidia.com/gpu"]
+        );
+        assert_eq!(
+            reasons(fit.filter(&s, &gpu_pod, &one_gpu)),
+            ["Insufficient nvidia.com/gpu"]
+        );
         assert!(fit.filter(&s, &gpu_pod, &two_gpu).is_ok());
 
         let ignoring = NodeResourcesFit::new(&NodeResourcesFitArgs {
@@ -409,7 +441,10 @@ mod tests {
         let full = node("n", &[("cpu", "8"), ("pods", "1")])
             .with_pod(pod_requesting(&[]))
             .build();
-        assert_eq!(reasons(fit.filter(&s, &pod_requesting(&[]), &full)), ["Too many pods"]);
+        assert_eq!(
+            reasons(fit.filter(&s, &pod_requesting(&[]), &full)),
+            ["Too many pods"]
+        );
         assert_eq!(
             reasons(fit.filter(&s, &pod_requesting(&[("cpu", "9")]), &full)),
             ["Too many pods", "Insufficient cpu"]
@@ -465,8 +500,14 @@ mod tests {
                 kind: ScoringStrategyType::RequestedToCapacityRatio,
                 resources: vec![ResourceSpec::new("cpu", 1)],
                 shape: vec![
-                    UtilizationShapePoint { utilization: 0, score: 0 },
-                    UtilizationShapePoint { utilization: 100, score: 10 },
+                    UtilizationShapePoint {
+                        utilization: 0,
+                        score: 0,
+                    },
+                    UtilizationShapePoint {
+                        utilization: 100,
+                        score: 10,
+                    },
                 ],
             },
             ..Default::default()
@@ -501,6 +542,11 @@ mod tests {
             },
             ..Default::default()
         };
-        assert!(NodeResourcesFit::new(&no_shape).unwrap_err().to_string().contains("shape"));
+        assert!(
+            NodeResourcesFit::new(&no_shape)
+                .unwrap_err()
+                .to_string()
+                .contains("shape")
+        );
     }
 }

@@ -30,7 +30,10 @@ impl Plugin for NodeUnschedulable {
 impl FilterPlugin for NodeUnschedulable {
     fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> Result<(), Rejection> {
         if !node.info.unschedulable
-            || pod.tolerations.iter().any(|t| t.tolerates(&UNSCHEDULABLE_TAINT))
+            || pod
+                .tolerations
+                .iter()
+                .any(|t| t.tolerates(&UNSCHEDULABLE_TAINT))
         {
             return Ok(());
         }
@@ -55,16 +58,28 @@ mod tests {
 
         let tolerant = pod(json!({"containers": [{"name": "c"}], "tolerations": [
             {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]}));
-        assert!(NodeUnschedulable.filter(&CycleState::new(), &tolerant, &cordoned).is_ok());
+        assert!(
+            NodeUnschedulable
+                .filter(&CycleState::new(), &tolerant, &cordoned)
+                .is_ok()
+        );
 
         let wrong_effect = pod(json!({"containers": [{"name": "c"}], "tolerations": [
             {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoExecute"}]}));
-        assert!(NodeUnschedulable.filter(&CycleState::new(), &wrong_effect, &cordoned).is_err());
+        assert!(
+            NodeUnschedulable
+                .filter(&CycleState::new(), &wrong_effect, &cordoned)
+                .is_err()
+        );
     }
 
     #[test]
     fn schedulable_node_passes() {
         let n = node("n", &[]).build();
-        assert!(NodeUnschedulable.filter(&CycleState::new(), &pod(json!({})), &n).is_ok());
+        assert!(
+            NodeUnschedulable
+                .filter(&CycleState::new(), &pod(json!({})), &n)
+                .is_ok()
+        );
     }
 }

@@ -84,7 +84,9 @@ pub fn allocatable_and_requested(
                 Requests::Actual => node.requested.memory,
             },
         ),
-        ResourceKey::EphemeralStorage => (alloc.ephemeral_storage, node.requested.ephemeral_storage),
+        ResourceKey::EphemeralStorage => {
+            (alloc.ephemeral_storage, node.requested.ephemeral_storage)
+        }
         ResourceKey::Scalar(name) => {
             if pod_request == 0 {
                 return None;
@@ -107,7 +109,10 @@ mod tests {
     #[test]
     fn parses_names() {
         assert_eq!(ResourceKey::parse("cpu"), ResourceKey::Cpu);
-        assert_eq!(ResourceKey::parse("nvidia.com/gpu"), ResourceKey::Scalar("nvidia.com/gpu".into()));
+        assert_eq!(
+            ResourceKey::parse("nvidia.com/gpu"),
+            ResourceKey::Scalar("nvidia.com/gpu".into())
+        );
         assert_eq!(ResourceKey::parse("pods"), ResourceKey::Ignored);
     }
 
@@ -116,9 +121,18 @@ mod tests {
         let gpu = ResourceKey::parse("nvidia.com/gpu");
         let with = node("a", &[("nvidia.com/gpu", "4")]).build();
         let without = node("b", &[("cpu", "4")]).build();
-        assert_eq!(allocatable_and_requested(&gpu, &with, 1, Requests::NonZero), Some((4, 1)));
-        assert_eq!(allocatable_and_requested(&gpu, &with, 0, Requests::NonZero), None);
-        assert_eq!(allocatable_and_requested(&gpu, &without, 1, Requests::NonZero), None);
+        assert_eq!(
+            allocatable_and_requested(&gpu, &with, 1, Requests::NonZero),
+            Some((4, 1))
+        );
+        assert_eq!(
+            allocatable_and_requested(&gpu, &with, 0, Requests::NonZero),
+            None
+        );
+        assert_eq!(
+            allocatable_and_requested(&gpu, &without, 1, Requests::NonZero),
+            None
+        );
     }
 
     #[test]
@@ -127,7 +141,13 @@ mod tests {
         let n = node("a", &[("cpu", "4")]).with_pod(empty.clone()).build();
         let nz = pod_request(&ResourceKey::Cpu, &empty, Requests::NonZero);
         assert_eq!(nz, 100);
-        assert_eq!(allocatable_and_requested(&ResourceKey::Cpu, &n, nz, Requests::NonZero), Some((4000, 200)));
-        assert_eq!(allocatable_and_requested(&ResourceKey::Cpu, &n, 0, Requests::Actual), Some((4000, 0)));
+        assert_eq!(
+            allocatable_and_requested(&ResourceKey::Cpu, &n, nz, Requests::NonZero),
+            Some((4000, 200))
+        );
+        assert_eq!(
+            allocatable_and_requested(&ResourceKey::Cpu, &n, 0, Requests::Actual),
+            Some((4000, 0))
+        );
     }
 }

@@ -69,18 +69,27 @@ mod tests {
             .taint("gpu", "true", TaintEffect::NoSchedule)
             .build();
         let err = TaintToleration.filter(&s, &pod(json!({})), &n).unwrap_err();
-        assert_eq!(err, Rejection::unresolvable("node(s) had untolerated taint {gpu: true}"));
+        assert_eq!(
+            err,
+            Rejection::unresolvable("node(s) had untolerated taint {gpu: true}")
+        );
 
-        let tolerant = pod(json!({"tolerations": [{"key": "gpu", "operator": "Equal", "value": "true"}]}));
+        let tolerant =
+            pod(json!({"tolerations": [{"key": "gpu", "operator": "Equal", "value": "true"}]}));
         assert!(TaintToleration.filter(&s, &tolerant, &n).is_ok());
     }
 
     #[test]
     fn no_execute_counts_as_hard() {
         let s = CycleState::new();
-        let n = node("n", &[]).taint("evict", "", TaintEffect::NoExecute).build();
+        let n = node("n", &[])
+            .taint("evict", "", TaintEffect::NoExecute)
+            .build();
         assert_eq!(
-            TaintToleration.filter(&s, &pod(json!({})), &n).unwrap_err().reason,
+            TaintToleration
+                .filter(&s, &pod(json!({})), &n)
+                .unwrap_err()
+                .reason,
             "node(s) had untolerated taint {evict: }"
         );
     }
@@ -88,7 +97,9 @@ mod tests {
     #[test]
     fn score_counts_intolerable_prefer_no_schedule_and_reverses() {
         let s = CycleState::new();
-        let p = pod(json!({"tolerations": [{"key": "a", "operator": "Exists", "effect": "PreferNoSchedule"}]}));
+        let p = pod(
+            json!({"tolerations": [{"key": "a", "operator": "Exists", "effect": "PreferNoSchedule"}]}),
+        );
         let nodes = [
             node("0", &[]).build(),
             node("1", &[])
@@ -101,7 +112,10 @@ mod tests {
                 .taint("d", "", TaintEffect::NoSchedule)
                 .build(),
         ];
-        let mut scores: Vec<i64> = nodes.iter().map(|n| TaintToleration.score(&s, &p, n)).collect();
+        let mut scores: Vec<i64> = nodes
+            .iter()
+            .map(|n| TaintToleration.score(&s, &p, n))
+            .collect();
         assert_eq!(scores, [0, 1, 2]);
         TaintToleration.normalize(&s, &p, &mut scores);
         assert_eq!(scores, [100, 50, 0]);

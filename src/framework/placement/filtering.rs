@@ -154,7 +154,10 @@ impl FilterPass<'_> {
                     .into_par_iter()
                     .map(|t| {
                         let from = pos + t * chunk;
-                        self.eval_chunk(from.min(pos + wave)..(from + chunk).min(pos + wave), still_needed)
+                        self.eval_chunk(
+                            from.min(pos + wave)..(from + chunk).min(pos + wave),
+                            still_needed,
+                        )
                     })
                     .collect::<Vec<_>>()
             } else {
@@ -172,12 +175,21 @@ impl FilterPass<'_> {
     /// needs no waves (it stops by itself at the cut); a parallel wave is sized
     /// from the feasibility rate seen so far, with a quarter of slack, and is
     /// used only when that many nodes are worth the rayon hand-off.
-    fn next_wave(&self, pos: usize, found: usize, still_needed: usize, total: usize) -> (usize, bool) {
+    fn next_wave(
+        &self,
+        pos: usize,
+        found: usize,
+        still_needed: usize,
+        total: usize,
+    ) -> (usize, bool) {
         let left = total - pos;
-        let estimate = if found == 0 {
-            if pos == 0 { still_needed } else { left }
-        } else {
-            still_needed.saturating_mul(pos) / found
+        // Nodes still to visit at the feasibility rate seen so far; with no
+        // feasible node yet, assume all are feasible on the first wave and
+        // none after it.
+        let estimate = match still_needed.saturating_mul(pos).checked_div(found) {
+            Some(e) => e,
+            None if pos == 0 => still_needed,
+            None => left,
         };
         let wave = (estimate + estimate / 4).clamp(1, left);
         if rayon::current_num_threads() <= 1 || wave < self.parallel_min_nodes.max(2) {
@@ -191,9 +203,10 @@ impl FilterPass<'_> {
         for chunk in results {
             let had_feasible = !search.feasible.is_empty();
             for p in chunk.feasible {
-                search
-                    .feasible
-                    .push(self.candidates.node_index((self.start + p) % self.candidates.len()));
+                search.feasible.push(
+                    self.candidates
+                        .node_index((self.start + p) % self.candidates.len()),
+                );
                 if search.feasible.len() == self.need {
                     search.processed = p + 1;
                     return true;
@@ -228,7 +241,11 @@ impl FilterPass<'_> {
                     Ok(()) => out.feasible.push(p),
                     Err(r) => out.diagnosis.record(r),
                 }
-            } else if self.filters.iter().all(|f| f.passes(self.state, self.pod, node)) {
+            } else if self
+                .filters
+                .iter()
+                .all(|f| f.passes(self.state, self.pod, node))
+            {
                 out.feasible.push(p);
             }
             if out.feasible.len() == need {

@@ -72,7 +72,10 @@ mod tests {
     fn err(reasons: &[(&'static str, usize)], n: usize) -> FitError {
         FitError {
             num_all_nodes: n,
-            reasons: reasons.iter().map(|(r, c)| (Cow::Borrowed(*r), *c)).collect(),
+            reasons: reasons
+                .iter()
+                .map(|(r, c)| (Cow::Borrowed(*r), *c))
+                .collect(),
             unresolvable: false,
             pre_filter_msg: None,
         }
@@ -101,7 +104,11 @@ mod tests {
 
     #[test]
     fn pre_filter_message_replaces_histogram() {
-        let e = FitError::pre_filter(4, Cow::Borrowed("node(s) didn't satisfy plugin NodeAffinity"), false);
+        let e = FitError::pre_filter(
+            4,
+            Cow::Borrowed("node(s) didn't satisfy plugin NodeAffinity"),
+            false,
+        );
         assert_eq!(
             e.to_string(),
             "0/4 nodes are available: node(s) didn't satisfy plugin NodeAffinity."
@@ -111,6 +118,9 @@ mod tests {
 
     #[test]
     fn no_nodes() {
-        assert_eq!(err(&[], 0).to_string(), "no nodes available to schedule pods");
+        assert_eq!(
+            err(&[], 0).to_string(),
+            "no nodes available to schedule pods"
+        );
     }
 }

@@ -23,12 +23,20 @@ fn fit_error_counts_reasons_like_kube_scheduler() {
                 .build(),
         );
     }
-    let err = schedule(&Framework::default(), &pod_requesting(&[("cpu", "2")]), &nodes).unwrap_err();
+    let err = schedule(
+        &Framework::default(),
+        &pod_requesting(&[("cpu", "2")]),
+        &nodes,
+    )
+    .unwrap_err();
     assert_eq!(
         err.to_string(),
         "0/5 nodes are available: 2 node(s) had untolerated taint {key: value}, 3 Insufficient cpu."
     );
-    assert!(!err.unresolvable, "Insufficient cpu is resolvable by preemption");
+    assert!(
+        !err.unresolvable,
+        "Insufficient cpu is resolvable by preemption"
+    );
 }
 
 #[test]
@@ -49,8 +57,16 @@ fn one_node_counts_once_per_reason_of_its_failing_plugin() {
 fn first_failing_filter_wins() {
     // Unschedulable and too small: only NodeUnschedulable (first in order) counts.
     let nodes = [node("a", &[("cpu", "1")]).unschedulable().build()];
-    let err = schedule(&Framework::default(), &pod_requesting(&[("cpu", "2")]), &nodes).unwrap_err();
-    assert_eq!(err.to_string(), "0/1 nodes are available: 1 node(s) were unschedulable.");
+    let err = schedule(
+        &Framework::default(),
+        &pod_requesting(&[("cpu", "2")]),
+        &nodes,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "0/1 nodes are available: 1 node(s) were unschedulable."
+    );
     assert!(err.unresolvable);
 }
 
@@ -71,23 +87,35 @@ fn pre_filter_narrowing_reports_absent_nodes() {
         "0/5 nodes are available: 1 Insufficient cpu, 4 node(s) didn't satisfy plugin(s) [NodeAffinity]."
     );
 
-    let fits = pod(json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    let fits = pod(
+        json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchFields": [
-            {"key": "metadata.name", "operator": "In", "values": ["n3"]}]}]}}}}));
+            {"key": "metadata.name", "operator": "In", "values": ["n3"]}]}]}}}}),
+    );
     let placed = schedule(&Framework::default(), &fits, &nodes).unwrap();
-    assert_eq!((&*placed.node_name, placed.evaluated, placed.feasible), ("n3", 1, 1));
+    assert_eq!(
+        (&*placed.node_name, placed.evaluated, placed.feasible),
+        ("n3", 1, 1)
+    );
 }
 
 #[test]
 fn pre_filter_reject_uses_its_message() {
     let nodes = [node("a", &[]).build(), node("b", &[]).build()];
-    let conflict = pod(json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    let conflict = pod(
+        json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": ["a"]},
-            {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}}));
+            {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}}),
+    );
     let mut start = 1;
-    let err = Framework::default().schedule(&conflict, &nodes, &mut start).unwrap_err();
-    assert_eq!(err.to_string(), "0/2 nodes are available: pod affinity terms conflict.");
+    let err = Framework::default()
+        .schedule(&conflict, &nodes, &mut start)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "0/2 nodes are available: pod affinity terms conflict."
+    );
     assert_eq!(start, 1, "nothing was evaluated");
 }
 
@@ -119,7 +147,10 @@ fn samples_and_rotates_like_kube_scheduler() {
     assert_eq!(start, 840);
     // Wraps: 840..1000 then 0..260.
     let placed = f.schedule(&p, &nodes, &mut start).unwrap();
-    assert!(placed.node_index >= 840 || placed.node_index < 260, "{placed:?}");
+    assert!(
+        placed.node_index >= 840 || placed.node_index < 260,
+        "{placed:?}"
+    );
     assert_eq!(start, 260);
 }
 
@@ -134,7 +165,9 @@ fn rejected_nodes_count_as_processed() {
         .collect();
     let f = Framework::default();
     let mut start = 0;
-    let placed = f.schedule(&pod_requesting(&[("cpu", "2")]), &nodes, &mut start).unwrap();
+    let placed = f
+        .schedule(&pod_requesting(&[("cpu", "2")]), &nodes, &mut start)
+        .unwrap();
     assert_eq!(placed.feasible, 420);
     assert_eq!(placed.evaluated, 840);
     assert_eq!(start, 840);
@@ -143,10 +176,14 @@ fn rejected_nodes_count_as_processed() {
 #[test]
 fn full_percentage_evaluates_every_node() {
     let nodes = uniform_nodes(1000);
-    let mut f = Framework::default();
-    f.percentage_of_nodes_to_score = Some(100);
+    let f = Framework {
+        percentage_of_nodes_to_score: Some(100),
+        ..Framework::default()
+    };
     let mut start = 500;
-    let placed = f.schedule(&pod_requesting(&[]), &nodes, &mut start).unwrap();
+    let placed = f
+        .schedule(&pod_requesting(&[]), &nodes, &mut start)
+        .unwrap();
     assert_eq!((placed.evaluated, placed.feasible), (1000, 1000));
     assert_eq!(start, 500);
 }
@@ -155,11 +192,20 @@ fn full_percentage_evaluates_every_node() {
 fn highest_score_wins() {
     let busy = pod_requesting(&[("cpu", "3"), ("memory", "6Gi")]);
     let nodes = [
-        node("busy", &[("cpu", "4"), ("memory", "8Gi")]).with_pod(busy.clone()).build(),
+        node("busy", &[("cpu", "4"), ("memory", "8Gi")])
+            .with_pod(busy.clone())
+            .build(),
         node("idle", &[("cpu", "4"), ("memory", "8Gi")]).build(),
-        node("busy2", &[("cpu", "4"), ("memory", "8Gi")]).with_pod(busy).build(),
+        node("busy2", &[("cpu", "4"), ("memory", "8Gi")])
+            .with_pod(busy)
+            .build(),
     ];
-    let placed = schedule(&Framework::default(), &pod_requesting(&[("cpu", "500m")]), &nodes).unwrap();
+    let placed = schedule(
+        &Framework::default(),
+        &pod_requesting(&[("cpu", "500m")]),
+        &nodes,
+    )
+    .unwrap();
     assert_eq!(&*placed.node_name, "idle");
     assert_eq!(placed.feasible, 3);
 }
@@ -174,9 +220,11 @@ fn preferred_affinity_and_soft_taints_steer_placement() {
             .taint("spot", "", TaintEffect::PreferNoSchedule)
             .build(),
     ];
-    let p = pod(json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 10, "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}}
-    ]}}}));
+    let p = pod(
+        json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 10, "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}}
+        ]}}}),
+    );
     let placed = schedule(&Framework::default(), &p, &nodes).unwrap();
     assert_eq!(&*placed.node_name, "ssd");
 }
@@ -195,14 +243,19 @@ fn ties_are_broken_reproducibly_and_spread() {
     assert_eq!(a, run(3), "same seed, same choices");
     assert_ne!(a, run(4));
     let distinct: std::collections::BTreeSet<_> = a.iter().collect();
-    assert!(distinct.len() >= 6, "ties spread over the nodes: {distinct:?}");
+    assert!(
+        distinct.len() >= 6,
+        "ties spread over the nodes: {distinct:?}"
+    );
 }
 
 #[test]
 fn empty_framework_takes_the_sampled_nodes() {
     let nodes = uniform_nodes(300);
     let mut start = 10;
-    let placed = Framework::empty().schedule(&pod(json!({})), &nodes, &mut start).unwrap();
+    let placed = Framework::empty()
+        .schedule(&pod(json!({})), &nodes, &mut start)
+        .unwrap();
     // 50 - 300/125 = 48% of 300.
     assert_eq!((placed.evaluated, placed.feasible), (144, 144));
     assert_eq!(start, 154);
@@ -221,8 +274,11 @@ fn mixed_cluster(n: usize) -> Vec<NodeState> {
     (0..n)
         .map(|i| {
             let cpu = [2, 4, 8, 16][(next() % 4) as usize];
-            let mut b = node(&format!("n{i}"), &[("cpu", &cpu.to_string()), ("memory", "32Gi")])
-                .label("zone", ["a", "b", "c"][(next() % 3) as usize]);
+            let mut b = node(
+                &format!("n{i}"),
+                &[("cpu", &cpu.to_string()), ("memory", "32Gi")],
+            )
+            .label("zone", ["a", "b", "c"][(next() % 3) as usize]);
             match next() % 10 {
                 0 => b = b.taint("dedicated", "infra", TaintEffect::NoSchedule),
                 1 => b = b.taint("spot", "", TaintEffect::PreferNoSchedule),
@@ -231,7 +287,10 @@ fn mixed_cluster(n: usize) -> Vec<NodeState> {
             }
             let used = (next() % (cpu as u64 + 1)) as i64;
             if used > 0 {
-                b = b.with_pod(pod_requesting(&[("cpu", &used.to_string()), ("memory", "4Gi")]));
+                b = b.with_pod(pod_requesting(&[
+                    ("cpu", &used.to_string()),
+                    ("memory", "4Gi"),
+                ]));
             }
             b.build()
         })
@@ -274,8 +333,10 @@ fn passes_agrees_with_filter_for_every_plugin() {
     let pods = [
         pod_requesting(&[("cpu", "3"), ("nvidia.com/gpu", "1")]),
         pod_requesting(&[("cpu", "100m")]),
-        pod(json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}],
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "9"}}}]})),
+        pod(
+            json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}],
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "9"}}}]}),
+        ),
     ];
     for p in &pods {
         for n in &nodes {
