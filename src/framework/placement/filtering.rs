@@ -183,10 +183,13 @@ impl FilterPass<'_> {
         total: usize,
     ) -> (usize, bool) {
         let left = total - pos;
-        let estimate = if found == 0 {
-            if pos == 0 { still_needed } else { left }
-        } else {
-            still_needed.saturating_mul(pos) / found
+        // Nodes still to visit at the feasibility rate seen so far; with no
+        // feasible node yet, assume all are feasible on the first wave and
+        // none after it.
+        let estimate = match still_needed.saturating_mul(pos).checked_div(found) {
+            Some(e) => e,
+            None if pos == 0 => still_needed,
+            None => left,
         };
         let wave = (estimate + estimate / 4).clamp(1, left);
         if rayon::current_num_threads() <= 1 || wave < self.parallel_min_nodes.max(2) {

@@ -176,8 +176,10 @@ fn rejected_nodes_count_as_processed() {
 #[test]
 fn full_percentage_evaluates_every_node() {
     let nodes = uniform_nodes(1000);
-    let mut f = Framework::default();
-    f.percentage_of_nodes_to_score = Some(100);
+    let f = Framework {
+        percentage_of_nodes_to_score: Some(100),
+        ..Framework::default()
+    };
     let mut start = 500;
     let placed = f
         .schedule(&pod_requesting(&[]), &nodes, &mut start)
