@@ -16,10 +16,10 @@ use muster::framework::placement::Framework;
 const NODES: usize = 5_000;
 const MEMBERS: usize = 1_000;
 
-fn loaded_engine(now: Instant) -> Engine {
+fn loaded_engine(now: Instant, framework: &Framework) -> Engine {
     let mut engine = Engine::new(EngineConfig::new(vec![ProfileConfig::new(
         SCHEDULER,
-        Framework::default(),
+        framework.clone(),
     )]));
     for i in 0..NODES {
         let n = node(&format!("node-{i:05}"), 32_000, 128);
@@ -43,9 +43,25 @@ fn gang_through_barrier(c: &mut Criterion) {
     let mut group = c.benchmark_group("gang");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));
-    group.bench_function("1000_members_on_5000_nodes", |b| {
+    for (name, framework) in [
+        ("1000_members_on_5000_nodes", Framework::default()),
+        // The same with no plugins: what the engine itself costs.
+        ("1000_members_on_5000_nodes_no_plugins", Framework::empty()),
+    ] {
+        bench_one(&mut group, name, &framework, now);
+    }
+    group.finish();
+}
+
+fn bench_one(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    framework: &Framework,
+    now: Instant,
+) {
+    group.bench_function(name, |b| {
         b.iter_batched(
-            || loaded_engine(now),
+            || loaded_engine(now, framework),
             |mut engine| {
                 engine.run_until_idle(now);
                 let binds = engine
@@ -59,7 +75,6 @@ fn gang_through_barrier(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
-    group.finish();
 }
 
 criterion_group!(benches, gang_through_barrier);
