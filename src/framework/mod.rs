@@ -93,6 +93,13 @@ pub trait PreFilterPlugin: Plugin {
 /// Filter: can `pod` run on `node`?
 pub trait FilterPlugin: Plugin {
     fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeState) -> Result<(), Rejection>;
+
+    /// `filter(..).is_ok()` without building a reason. The runner calls this
+    /// once it knows reasons will not be reported (a feasible node exists), so
+    /// plugins whose reasons allocate should override it.
+    fn passes(&self, state: &CycleState, pod: &PodInfo, node: &NodeState) -> bool {
+        self.filter(state, pod, node).is_ok()
+    }
 }
 
 /// Score: how good is `node` for `pod`, before normalisation.

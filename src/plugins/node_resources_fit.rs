@@ -227,6 +227,28 @@ impl FilterPlugin for NodeResourcesFit {
         }
         rejection.map_or(Ok(()), Err)
     }
+
+    /// The same checks, stopping at the first short resource.
+    fn passes(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> bool {
+        let want = &pod.requests;
+        let alloc = &node.info.allocatable;
+        let used = &node.requested;
+        let fits = |request: i64, free: i64| request <= 0 || request <= free;
+        used.pods < alloc.pods
+            && fits(want.milli_cpu, alloc.milli_cpu - used.milli_cpu)
+            && fits(want.memory, alloc.memory - used.memory)
+            && fits(
+                want.ephemeral_storage,
+                alloc.ephemeral_storage - used.ephemeral_storage,
+            )
+            && want.scalar.iter().all(|(name, &request)| {
+                request == 0
+                    || self.is_ignored(name)
+                    || request
+                        <= alloc.scalar.get(name).copied().unwrap_or(0)
+                            - used.scalar.get(name).copied().unwrap_or(0)
+            })
+    }
 }
 
 impl ScorePlugin for NodeResourcesFit {

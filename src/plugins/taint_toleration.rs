@@ -31,6 +31,10 @@ impl FilterPlugin for TaintToleration {
             ))),
         }
     }
+
+    fn passes(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> bool {
+        first_untolerated(&node.info.taints, &pod.tolerations, &HARD_EFFECTS).is_none()
+    }
 }
 
 impl ScorePlugin for TaintToleration {

@@ -94,6 +94,25 @@ pub(super) struct Search {
     pub diagnosis: Diagnosis,
 }
 
+/// How many nodes ahead the filter loop prefetches a node's `NodeInfo`: the
+/// first touch of each node's spec is a cache miss that dominates the cost of
+/// the cheap filters (measured with perf on the 5,000-node benchmark).
+const PREFETCH_DISTANCE: usize = 4;
+
+/// Hints the CPU to load `value`'s first cache line.
+#[inline(always)]
+pub(super) fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` is a hint that never faults, and SSE is part of
+    // the x86_64 baseline.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
 /// Everything one Filter pass reads.
 pub(super) struct FilterPass<'a> {
     pub filters: &'a [Arc<dyn FilterPlugin>],
@@ -128,8 +147,8 @@ impl FilterPass<'_> {
         let mut pos = 0;
         while pos < total && search.feasible.len() < self.need {
             let still_needed = self.need - search.feasible.len();
-            let wave = self.wave_len(pos, search.feasible.len(), still_needed, total);
-            let results = if threads > 1 && wave >= self.parallel_min_nodes.max(2) {
+            let (wave, parallel) = self.next_wave(pos, search.feasible.len(), still_needed, total);
+            let results = if parallel {
                 let chunk = wave.div_ceil(threads);
                 (0..threads)
                     .into_par_iter()
@@ -152,22 +171,31 @@ impl FilterPass<'_> {
         search
     }
 
-    /// How many positions the next wave covers. Sequential search needs no
-    /// waves (it stops by itself); a parallel wave is sized from the
-    /// feasibility rate seen so far, with a quarter of slack.
-    fn wave_len(&self, pos: usize, found: usize, still_needed: usize, total: usize) -> usize {
+    /// The next wave's length, and whether to fan it out. Sequential search
+    /// needs no waves (it stops by itself at the cut); a parallel wave is sized
+    /// from the feasibility rate seen so far, with a quarter of slack, and is
+    /// used only when that many nodes are worth the rayon hand-off.
+    fn next_wave(
+        &self,
+        pos: usize,
+        found: usize,
+        still_needed: usize,
+        total: usize,
+    ) -> (usize, bool) {
         let left = total - pos;
-        if rayon::current_num_threads() <= 1 || left < self.parallel_min_nodes {
-            return left;
-        }
-        let estimate = if found == 0 {
-            if pos == 0 { still_needed } else { left }
-        } else {
-            still_needed.saturating_mul(pos) / found
+        // Nodes still to visit at the feasibility rate seen so far; with no
+        // feasible node yet, assume all are feasible on the first wave and
+        // none after it.
+        let estimate = match still_needed.saturating_mul(pos).checked_div(found) {
+            Some(e) => e,
+            None if pos == 0 => still_needed,
+            None => left,
         };
-        (estimate + estimate / 4)
-            .max(self.parallel_min_nodes)
-            .min(left)
+        let wave = (estimate + estimate / 4).clamp(1, left);
+        if rayon::current_num_threads() <= 1 || wave < self.parallel_min_nodes.max(2) {
+            return (left, false);
+        }
+        (wave, true)
     }
 
     /// Merges chunk results in order; returns true once the cut is reached.
@@ -199,19 +227,29 @@ impl FilterPass<'_> {
             diagnosis: Diagnosis::default(),
         };
         let m = self.candidates.len();
+        let node_at = |p: usize| &self.nodes[self.candidates.node_index((self.start + p) % m)];
+        let end = range.end;
         for p in range {
-            let node = &self.nodes[self.candidates.node_index((self.start + p) % m)];
-            match self.filter_node(node) {
-                Ok(()) => {
-                    out.feasible.push(p);
-                    if out.feasible.len() == need {
-                        break;
-                    }
+            if p + PREFETCH_DISTANCE < end {
+                prefetch(&*node_at(p + PREFETCH_DISTANCE).info);
+            }
+            let node = node_at(p);
+            // Once this chunk has a feasible node the pod will be placed, so
+            // reasons are no longer needed and need not be built.
+            if out.feasible.is_empty() {
+                match self.filter_node(node) {
+                    Ok(()) => out.feasible.push(p),
+                    Err(r) => out.diagnosis.record(r),
                 }
-                // Once this chunk has a feasible node the pod will be placed, so
-                // reasons are no longer needed.
-                Err(r) if out.feasible.is_empty() => out.diagnosis.record(r),
-                Err(_) => {}
+            } else if self
+                .filters
+                .iter()
+                .all(|f| f.passes(self.state, self.pod, node))
+            {
+                out.feasible.push(p);
+            }
+            if out.feasible.len() == need {
+                break;
             }
         }
         out

@@ -54,6 +54,9 @@ impl ScorePass<'_> {
     fn raw_scores(&self, state: &CycleState, active: &[&(Arc<dyn ScorePlugin>, i64)]) -> Vec<i64> {
         let n = self.feasible.len();
         let score_node = |i: usize, out: &mut [i64]| {
+            if let Some(&ahead) = self.feasible.get(i + 4) {
+                super::filtering::prefetch(&*self.nodes[ahead].info);
+            }
             let node = &self.nodes[self.feasible[i]];
             for (slot, (plugin, _)) in out.iter_mut().zip(active) {
                 *slot = plugin.score(state, self.pod, node);

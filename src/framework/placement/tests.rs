@@ -176,8 +176,10 @@ fn rejected_nodes_count_as_processed() {
 #[test]
 fn full_percentage_evaluates_every_node() {
     let nodes = uniform_nodes(1000);
-    let mut f = Framework::default();
-    f.percentage_of_nodes_to_score = Some(100);
+    let f = Framework {
+        percentage_of_nodes_to_score: Some(100),
+        ..Framework::default()
+    };
     let mut start = 500;
     let placed = f
         .schedule(&pod_requesting(&[]), &nodes, &mut start)
@@ -318,6 +320,34 @@ fn parallel_filtering_chooses_what_sequential_would() {
                 let b = par.schedule(p, &nodes, &mut s2);
                 assert_eq!(a, b, "pct {pct:?} round {round}");
                 assert_eq!(s1, s2);
+            }
+        }
+    }
+}
+
+#[test]
+fn passes_agrees_with_filter_for_every_plugin() {
+    let nodes = mixed_cluster(400);
+    let f = Framework::default();
+    let state = CycleState::new();
+    let pods = [
+        pod_requesting(&[("cpu", "3"), ("nvidia.com/gpu", "1")]),
+        pod_requesting(&[("cpu", "100m")]),
+        pod(
+            json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}],
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "9"}}}]}),
+        ),
+    ];
+    for p in &pods {
+        for n in &nodes {
+            for plugin in &f.filters {
+                assert_eq!(
+                    plugin.passes(&state, p, n),
+                    plugin.filter(&state, p, n).is_ok(),
+                    "{} on {}",
+                    plugin.name(),
+                    n.name()
+                );
             }
         }
     }
