@@ -290,8 +290,10 @@ impl ScorePlugin for MostFreeCpu {
 }
 
 fn tie_free_harness() -> Harness {
-    let mut framework = Framework::default();
-    framework.scorers = vec![(Arc::new(MostFreeCpu) as Arc<dyn ScorePlugin>, 1)];
+    let framework = Framework {
+        scorers: vec![(Arc::new(MostFreeCpu) as Arc<dyn ScorePlugin>, 1)],
+        ..Framework::default()
+    };
     Harness::with_config(EngineConfig::new(vec![ProfileConfig::new(
         SCHEDULER, framework,
     )]))
