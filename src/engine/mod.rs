@@ -89,9 +89,11 @@ pub enum ClusterEvent {
     PodDeleted(PodKey),
     GroupDefUpserted(GroupDef),
     GroupDefDeleted(DefinitionKey),
-    /// The outcome of an `Action::Bind`.
+    /// The outcome of an `Action::Bind` (`uid` as in the action: a result for
+    /// an earlier pod of the same name is ignored).
     BindFinished {
         pod: PodKey,
+        uid: Arc<str>,
         result: Result<(), String>,
     },
 }
@@ -201,7 +203,9 @@ impl Engine {
             ClusterEvent::PodDeleted(key) => self.on_pod_deleted(&key, now),
             ClusterEvent::GroupDefUpserted(def) => self.on_def_upserted(def, now),
             ClusterEvent::GroupDefDeleted(key) => self.on_def_deleted(&key, now),
-            ClusterEvent::BindFinished { pod, result } => self.on_bind_finished(&pod, result, now),
+            ClusterEvent::BindFinished { pod, uid, result } => {
+                self.on_bind_finished(&pod, &uid, result, now)
+            }
         }
         self.apply_gang_outcomes(now);
     }

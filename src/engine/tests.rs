@@ -37,6 +37,7 @@ fn plain_pod_is_bound_and_leaves_the_engine_when_confirmed() {
     e.on_event(
         ClusterEvent::BindFinished {
             pod: p.key.clone(),
+            uid: p.uid.clone(),
             result: Ok(()),
         },
         t0,
@@ -77,6 +78,7 @@ fn bind_failure_forgets_and_backs_off() {
     e.on_event(
         ClusterEvent::BindFinished {
             pod: p.key.clone(),
+            uid: p.uid.clone(),
             result: Err("conflict".into()),
         },
         t0,
@@ -148,4 +150,26 @@ fn gang_members_wait_at_permit_then_bind_together() {
     assert_eq!(s.attempts_scheduled, 3);
     assert_eq!(s.pending.binding, 3);
     assert_eq!(s.groups.scheduled, 1);
+}
+
+#[test]
+fn pod_recreated_while_waiting_leaves_the_barrier_and_is_queued_again() {
+    let mut e = engine();
+    let t0 = Instant::now();
+    e.on_event(ClusterEvent::NodeUpserted(arc(node("n0", 4000, 8))), t0);
+    let g = group_key("pg");
+    e.on_event(ClusterEvent::GroupDefUpserted(gang_def("pg", 2, 1)), t0);
+    let a = member("a", &g, 1000, 1);
+    let mut b = member("b", &g, 1000, 1);
+    b.scheduling_gated = true;
+    e.on_event(ClusterEvent::PodUpserted(arc(a.clone())), t0);
+    e.on_event(ClusterEvent::PodUpserted(arc(b)), t0);
+    e.run_until_idle(t0);
+    assert_eq!(e.location(&a.key), Some(PodLocation::WaitingAtPermit));
+    let mut again = a.clone();
+    again.uid = Arc::from("uid-2");
+    e.on_event(ClusterEvent::PodUpserted(arc(again)), t0);
+    assert_eq!(e.locations(&a.key), [PodLocation::Active]);
+    assert!(e.waiting().is_empty());
+    assert_eq!(e.cache().nodes()[0].requested.milli_cpu, 0);
 }
