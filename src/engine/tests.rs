@@ -173,3 +173,9 @@ fn pod_recreated_while_waiting_leaves_the_barrier_and_is_queued_again() {
     assert!(e.waiting().is_empty());
     assert_eq!(e.cache().nodes()[0].requested.milli_cpu, 0);
 }
+
+#[test]
+fn engine_can_move_into_the_daemons_task() {
+    fn assert_send<T: Send + 'static>() {}
+    assert_send::<Engine>();
+}

@@ -342,14 +342,6 @@ impl SchedulingQueue {
         }
     }
 
-    /// Moves a queued pod to backoff until `until` (no attempt counted): its
-    /// group was denied.
-    pub fn hold_until(&mut self, key: &PodKey, until: Instant) {
-        if self.entries.contains_key(key) {
-            self.set_slot(key, Slot::Backoff(until));
-        }
-    }
-
     /// Gated pods whose verdict was set or changed since the last call, with
     /// their current verdict.
     pub fn take_gate_changes(&mut self) -> Vec<(PodKey, Gated)> {
