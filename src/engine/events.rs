@@ -143,6 +143,7 @@ impl Engine {
                     format!("Binding rejected: {msg}"),
                 );
                 self.requeue_from_cache(key, Requeue::Backoff, now);
+                self.flush_unschedulable(now);
             }
         }
     }

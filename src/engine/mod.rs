@@ -221,9 +221,13 @@ impl Engine {
         };
         self.queue.flush_backoff(now, gate);
         self.queue.flush_stale_unschedulable(now, gate);
-        for key in self.cache.cleanup_expired(now) {
+        let expired = self.cache.cleanup_expired(now);
+        for key in &expired {
             self.stats.assumed_expired += 1;
-            self.requeue_from_cache(&key, crate::queue::Requeue::Backoff, now);
+            self.requeue_from_cache(key, crate::queue::Requeue::Backoff, now);
+        }
+        if !expired.is_empty() {
+            self.flush_unschedulable(now);
         }
     }
 
