@@ -412,6 +412,8 @@ enum Op {
         cpu: i64,
     },
     DeletePod(Index),
+    /// Deleted and created again under the same name, the delete unseen.
+    RecreatePod(Index),
     FinishPod(Index),
     SetMin {
         group: Index,
@@ -438,6 +440,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<Index>().prop_map(Op::AddConflictingMember),
         1 => (any::<Index>(), 1..=4i64).prop_map(|(node, c)| Op::AddForeignBound { node, cpu: c * 250 }),
         2 => any::<Index>().prop_map(Op::DeletePod),
+        1 => any::<Index>().prop_map(Op::RecreatePod),
         2 => any::<Index>().prop_map(Op::FinishPod),
         1 => (any::<Index>(), 0..=5u32).prop_map(|(group, min)| Op::SetMin { group, min }),
         1 => any::<Index>().prop_map(Op::MakeBasic),
@@ -559,6 +562,19 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
             if !w.pods.is_empty() {
                 let k = w.pods.swap_remove(i.index(w.pods.len()));
                 h.delete_pod(&k);
+            }
+        }
+        Op::RecreatePod(i) => {
+            if !w.pods.is_empty() {
+                let k = w.pods[i.index(w.pods.len())].clone();
+                if let Some(p) = h.pod(&k) {
+                    let mut p = (**p).clone();
+                    p.uid = Arc::from(format!("{}-{}", p.uid, w.next));
+                    w.next += 1;
+                    p.node_name = None;
+                    p.phase = PodPhase::Pending;
+                    h.put_pod(p);
+                }
             }
         }
         Op::FinishPod(i) => {

@@ -290,8 +290,10 @@ impl ScorePlugin for MostFreeCpu {
 }
 
 fn tie_free_harness() -> Harness {
-    let mut framework = Framework::default();
-    framework.scorers = vec![(Arc::new(MostFreeCpu) as Arc<dyn ScorePlugin>, 1)];
+    let framework = Framework {
+        scorers: vec![(Arc::new(MostFreeCpu) as Arc<dyn ScorePlugin>, 1)],
+        ..Framework::default()
+    };
     Harness::with_config(EngineConfig::new(vec![ProfileConfig::new(
         SCHEDULER, framework,
     )]))
@@ -400,4 +402,29 @@ fn unconfirmed_binding_expires_after_the_assumed_ttl() {
     // The harness did bind it; the expired reservation was released and the
     // pod, still pending in the cache, went back to the queue.
     assert_eq!(h.engine.cache().nodes()[0].requested.milli_cpu, 0);
+}
+
+#[test]
+fn plain_pod_blocked_by_a_waiting_gang_runs_when_the_gang_times_out() {
+    let mut h = Harness::new();
+    nodes(&mut h, 1, 4000);
+    let g = group_key("hold");
+    h.put_def(gang_def("hold", 2, 1));
+    h.put_pod(member("hold-0", &g, 3000, 1));
+    let mut held = member("hold-1", &g, 1000, 1);
+    held.scheduling_gated = true;
+    h.put_pod(held);
+    h.settle();
+    assert_eq!(h.engine.waiting().len(), 1);
+    h.put_pod(pod("web", 2000, 1));
+    h.settle();
+    assert_eq!(
+        h.engine.location(&key("web")),
+        Some(PodLocation::Unschedulable)
+    );
+    h.advance(Duration::from_secs(60));
+    checked(&h);
+    // Freed by the timeout, not by the 5-minute periodic flush.
+    assert_eq!(h.node_of(&key("web")).as_deref(), Some("n0"));
+    assert_eq!(h.binds[0].at, Duration::from_secs(60));
 }

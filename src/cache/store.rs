@@ -86,6 +86,15 @@ impl PodChange {
             && matches!(self.current, PodState::Bound { .. })
     }
 
+    /// A reservation this scheduler held is gone (pod recreated, finished).
+    pub fn lost_reservation(&self) -> bool {
+        matches!(self.previous, Some(PodState::Assumed { .. }))
+            && !matches!(
+                self.current,
+                PodState::Assumed { .. } | PodState::Bound { .. }
+            )
+    }
+
     /// Resources were given back somewhere (a node may now fit more).
     pub fn released_resources(&self) -> bool {
         let had = self.previous.as_ref().and_then(PodState::node);
@@ -236,11 +245,17 @@ impl Cache {
     ///
     /// An update without `nodeName` for a pod this scheduler has assumed keeps
     /// the reservation (the informer has not caught up with our bind yet); an
-    /// update with `nodeName` confirms it.
+    /// update with `nodeName` confirms it. A pod recreated under the same name
+    /// (new uid) replaces the old one and its reservation.
     pub fn upsert_pod(&mut self, info: Arc<PodInfo>) -> PodChange {
         let current = PodState::of(&info);
-        let previous = self.pods.get(&info.key).map(|p| p.state.clone());
-        if matches!(previous, Some(PodState::Assumed { .. })) && current == PodState::Pending {
+        let old = self.pods.get(&info.key);
+        let previous = old.map(|p| p.state.clone());
+        let same_pod = old.is_some_and(|p| p.info.uid == info.uid);
+        if same_pod
+            && matches!(previous, Some(PodState::Assumed { .. }))
+            && current == PodState::Pending
+        {
             return PodChange {
                 current: previous.clone().unwrap_or(PodState::Pending),
                 previous,

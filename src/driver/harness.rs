@@ -263,6 +263,7 @@ impl Harness {
             let ok = result.is_ok();
             self.send(ClusterEvent::BindFinished {
                 pod: b.pod.clone(),
+                uid: b.uid.clone(),
                 result,
             });
             if ok && let Some(p) = self.pods.get(&b.pod) {

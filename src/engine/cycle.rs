@@ -158,6 +158,7 @@ impl Engine {
     /// Applies the gang plugin's verdicts on waiting pods and reports its
     /// notices. Runs after every entry point, so no verdict outlives a call.
     pub(super) fn apply_gang_outcomes(&mut self, now: Instant) {
+        let mut released_capacity = false;
         loop {
             let decided = self.waiting.take_decided();
             if decided.is_empty() {
@@ -172,7 +173,7 @@ impl Engine {
                         self.bind(&w.pod, w.node);
                     }
                     Verdict::Rejected(refusal) => {
-                        self.cache.forget(&w.pod.key);
+                        released_capacity |= self.cache.forget(&w.pod.key);
                         self.gang.unreserve(&w.pod, &self.waiting, now);
                         self.report_refusal(&w.pod.key, &refusal, true);
                         let how = match self.gang.denied_until(&w.pod, now) {
@@ -183,6 +184,11 @@ impl Engine {
                     }
                 }
             }
+        }
+        if released_capacity {
+            // Reservations were given back: pods parked as unschedulable may fit
+            // now (kube-scheduler moves them on an assumed pod's removal too).
+            self.flush_unschedulable(now);
         }
         for notice in self.gang.take_notices() {
             self.report_notice(notice, now);

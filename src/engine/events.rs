@@ -38,6 +38,14 @@ impl Engine {
         let key = pod.key.clone();
         let change = self.cache.upsert_pod(pod.clone());
         let served = self.cache.is_served(&pod.scheduler_name);
+        if change.lost_reservation() {
+            // Recreated under the same name: the old pod's place at Permit or in
+            // binding is void (its bind will fail on the uid).
+            if let Some(w) = self.waiting.remove(&key) {
+                self.gang.unreserve(&w.pod, &self.waiting, now);
+            }
+            self.forget_released(&key);
+        }
         match &change.current {
             PodState::Pending if served => {
                 let busy = self.waiting.contains(&key) || self.in_cycle.as_ref() == Some(&key);
@@ -103,9 +111,14 @@ impl Engine {
     pub(super) fn on_bind_finished(
         &mut self,
         key: &PodKey,
+        uid: &str,
         result: Result<(), String>,
         now: Instant,
     ) {
+        if self.cache.pod(key).is_none_or(|p| &*p.info.uid != uid) {
+            // A pod of that name that no longer exists here.
+            return;
+        }
         match result {
             Ok(()) => {
                 self.stats.binds_succeeded += 1;
@@ -130,6 +143,7 @@ impl Engine {
                     format!("Binding rejected: {msg}"),
                 );
                 self.requeue_from_cache(key, Requeue::Backoff, now);
+                self.flush_unschedulable(now);
             }
         }
     }

@@ -89,9 +89,11 @@ pub enum ClusterEvent {
     PodDeleted(PodKey),
     GroupDefUpserted(GroupDef),
     GroupDefDeleted(DefinitionKey),
-    /// The outcome of an `Action::Bind`.
+    /// The outcome of an `Action::Bind` (`uid` as in the action: a result for
+    /// an earlier pod of the same name is ignored).
     BindFinished {
         pod: PodKey,
+        uid: Arc<str>,
         result: Result<(), String>,
     },
 }
@@ -201,7 +203,9 @@ impl Engine {
             ClusterEvent::PodDeleted(key) => self.on_pod_deleted(&key, now),
             ClusterEvent::GroupDefUpserted(def) => self.on_def_upserted(def, now),
             ClusterEvent::GroupDefDeleted(key) => self.on_def_deleted(&key, now),
-            ClusterEvent::BindFinished { pod, result } => self.on_bind_finished(&pod, result, now),
+            ClusterEvent::BindFinished { pod, uid, result } => {
+                self.on_bind_finished(&pod, &uid, result, now)
+            }
         }
         self.apply_gang_outcomes(now);
     }
@@ -217,9 +221,13 @@ impl Engine {
         };
         self.queue.flush_backoff(now, gate);
         self.queue.flush_stale_unschedulable(now, gate);
-        for key in self.cache.cleanup_expired(now) {
+        let expired = self.cache.cleanup_expired(now);
+        for key in &expired {
             self.stats.assumed_expired += 1;
-            self.requeue_from_cache(&key, crate::queue::Requeue::Backoff, now);
+            self.requeue_from_cache(key, crate::queue::Requeue::Backoff, now);
+        }
+        if !expired.is_empty() {
+            self.flush_unschedulable(now);
         }
     }
 

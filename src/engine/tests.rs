@@ -1,1 +1,181 @@
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use super::*;
+use crate::driver::fixtures::{SCHEDULER, arc, gang_def, group_key, member, node, pod};
+
+fn engine() -> Engine {
+    Engine::new(EngineConfig::new(vec![ProfileConfig::new(
+        SCHEDULER,
+        Framework::default(),
+    )]))
+}
+
+fn binds(actions: &[Action]) -> Vec<(String, String)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Bind { pod, node, .. } => Some((pod.name.to_string(), node.to_string())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn plain_pod_is_bound_and_leaves_the_engine_when_confirmed() {
+    let mut e = engine();
+    let t0 = Instant::now();
+    e.on_event(ClusterEvent::NodeUpserted(arc(node("n0", 4000, 8))), t0);
+    let p = pod("web", 1000, 1);
+    e.on_event(ClusterEvent::PodUpserted(arc(p.clone())), t0);
+    assert_eq!(e.location(&p.key), Some(PodLocation::Active));
+    assert!(e.schedule_one(t0));
+    assert!(!e.schedule_one(t0));
+    assert_eq!(e.location(&p.key), Some(PodLocation::Binding));
+    let actions = e.drain_actions();
+    assert_eq!(binds(&actions), [("web".into(), "n0".into())]);
+    e.on_event(
+        ClusterEvent::BindFinished {
+            pod: p.key.clone(),
+            uid: p.uid.clone(),
+            result: Ok(()),
+        },
+        t0,
+    );
+    assert_eq!(e.next_deadline(), Some(t0 + Duration::from_secs(30)));
+    let mut bound = p.clone();
+    bound.node_name = Some(Arc::from("n0"));
+    e.on_event(ClusterEvent::PodUpserted(arc(bound)), t0);
+    assert_eq!(e.location(&p.key), None);
+    assert_eq!(e.next_deadline(), None);
+    assert_eq!(e.cache().nodes()[0].requested.milli_cpu, 1000);
+    assert_eq!(e.stats(t0).binds_succeeded, 1);
+}
+
+#[test]
+fn other_schedulers_pods_are_only_accounted() {
+    let mut e = engine();
+    let t0 = Instant::now();
+    e.on_event(ClusterEvent::NodeUpserted(arc(node("n0", 4000, 8))), t0);
+    let mut p = pod("theirs", 1000, 1);
+    p.scheduler_name = Arc::from("default-scheduler");
+    e.on_event(ClusterEvent::PodUpserted(arc(p.clone())), t0);
+    assert_eq!(e.location(&p.key), None);
+    assert!(!e.schedule_one(t0));
+    p.node_name = Some(Arc::from("n0"));
+    e.on_event(ClusterEvent::PodUpserted(arc(p)), t0);
+    assert_eq!(e.cache().nodes()[0].requested.milli_cpu, 1000);
+}
+
+#[test]
+fn bind_failure_forgets_and_backs_off() {
+    let mut e = engine();
+    let t0 = Instant::now();
+    e.on_event(ClusterEvent::NodeUpserted(arc(node("n0", 4000, 8))), t0);
+    let p = pod("web", 1000, 1);
+    e.on_event(ClusterEvent::PodUpserted(arc(p.clone())), t0);
+    e.run_until_idle(t0);
+    e.on_event(
+        ClusterEvent::BindFinished {
+            pod: p.key.clone(),
+            uid: p.uid.clone(),
+            result: Err("conflict".into()),
+        },
+        t0,
+    );
+    assert_eq!(e.location(&p.key), Some(PodLocation::Backoff));
+    assert_eq!(e.cache().nodes()[0].requested.milli_cpu, 0);
+    assert_eq!(e.next_deadline(), Some(t0 + Duration::from_secs(1)));
+    let actions = e.drain_actions();
+    assert!(actions.iter().any(|a| matches!(a,
+        Action::Event { reason: "FailedScheduling", message, .. } if message == "Binding rejected: conflict")));
+    e.run_until_idle(t0 + Duration::from_secs(1));
+    assert_eq!(binds(&e.drain_actions()).len(), 1);
+}
+
+#[test]
+fn unschedulable_pod_parks_and_is_retried_on_node_added() {
+    let mut e = engine();
+    let t0 = Instant::now();
+    e.on_event(ClusterEvent::NodeUpserted(arc(node("n0", 1000, 8))), t0);
+    let p = pod("big", 2000, 1);
+    e.on_event(ClusterEvent::PodUpserted(arc(p.clone())), t0);
+    e.run_until_idle(t0);
+    assert_eq!(e.location(&p.key), Some(PodLocation::Unschedulable));
+    let actions = e.drain_actions();
+    assert!(actions.iter().any(|a| matches!(a,
+        Action::PodUnschedulable { message, .. } if message.starts_with("0/1 nodes are available"))));
+    let t1 = t0 + Duration::from_secs(2);
+    e.on_event(ClusterEvent::NodeUpserted(arc(node("n1", 4000, 8))), t1);
+    assert_eq!(e.location(&p.key), Some(PodLocation::Active));
+    e.run_until_idle(t1);
+    assert_eq!(binds(&e.drain_actions()), [("big".into(), "n1".into())]);
+}
+
+#[test]
+fn gang_members_wait_at_permit_then_bind_together() {
+    let mut e = engine();
+    let t0 = Instant::now();
+    for i in 0..3 {
+        e.on_event(
+            ClusterEvent::NodeUpserted(arc(node(&format!("n{i}"), 4000, 8))),
+            t0,
+        );
+    }
+    let g = group_key("pg");
+    e.on_event(ClusterEvent::GroupDefUpserted(gang_def("pg", 3, 1)), t0);
+    for i in 0..3 {
+        e.on_event(
+            ClusterEvent::PodUpserted(arc(member(&format!("m{i}"), &g, 3000, 1))),
+            t0,
+        );
+    }
+    assert!(e.schedule_one(t0));
+    assert_eq!(
+        e.location(&crate::model::PodKey::new("default", "m0")),
+        Some(PodLocation::WaitingAtPermit)
+    );
+    assert!(binds(&e.drain_actions()).is_empty());
+    e.run_until_idle(t0);
+    let actions = e.drain_actions();
+    assert_eq!(binds(&actions).len(), 3);
+    assert!(actions.iter().any(|a| matches!(
+        a,
+        Action::GroupStatus {
+            initially_scheduled: true,
+            ..
+        }
+    )));
+    let s = e.stats(t0);
+    assert_eq!(s.attempts_scheduled, 3);
+    assert_eq!(s.pending.binding, 3);
+    assert_eq!(s.groups.scheduled, 1);
+}
+
+#[test]
+fn pod_recreated_while_waiting_leaves_the_barrier_and_is_queued_again() {
+    let mut e = engine();
+    let t0 = Instant::now();
+    e.on_event(ClusterEvent::NodeUpserted(arc(node("n0", 4000, 8))), t0);
+    let g = group_key("pg");
+    e.on_event(ClusterEvent::GroupDefUpserted(gang_def("pg", 2, 1)), t0);
+    let a = member("a", &g, 1000, 1);
+    let mut b = member("b", &g, 1000, 1);
+    b.scheduling_gated = true;
+    e.on_event(ClusterEvent::PodUpserted(arc(a.clone())), t0);
+    e.on_event(ClusterEvent::PodUpserted(arc(b)), t0);
+    e.run_until_idle(t0);
+    assert_eq!(e.location(&a.key), Some(PodLocation::WaitingAtPermit));
+    let mut again = a.clone();
+    again.uid = Arc::from("uid-2");
+    e.on_event(ClusterEvent::PodUpserted(arc(again)), t0);
+    assert_eq!(e.locations(&a.key), [PodLocation::Active]);
+    assert!(e.waiting().is_empty());
+    assert_eq!(e.cache().nodes()[0].requested.milli_cpu, 0);
+}
+
+#[test]
+fn engine_can_move_into_the_daemons_task() {
+    fn assert_send<T: Send + 'static>() {}
+    assert_send::<Engine>();
+}

@@ -1,1 +1,229 @@
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use super::*;
+use crate::driver::fixtures::{SCHEDULER, arc, gang_def, group_key, member, node, pod};
+use crate::framework::lifecycle::{
+    PermitPlugin, PermitVerdict, PostFilterPlugin, Verdict, WaitingPod, WaitingPods,
+};
+use crate::model::{GroupMembership, PodInfo};
+
+struct Fixture {
+    gang: GangScheduling,
+    cache: Cache,
+    waiting: WaitingPods,
+    t0: Instant,
+}
+
+fn fixture() -> Fixture {
+    let mut cache = Cache::new([Arc::from(SCHEDULER)], Duration::from_secs(30));
+    for i in 0..4 {
+        cache.upsert_node(arc(node(&format!("n{i}"), 4000, 16)));
+    }
+    Fixture {
+        gang: GangScheduling::new(GangArgs::default(), HashMap::new()),
+        cache,
+        waiting: WaitingPods::new(),
+        t0: Instant::now(),
+    }
+}
+
+impl Fixture {
+    /// Adds a member to the cache, assumes it on node `i` and runs Permit.
+    fn arrive(&mut self, p: PodInfo, node_index: usize, now: Instant) -> PermitVerdict {
+        let p = arc(p);
+        self.cache.upsert_pod(p.clone());
+        self.cache.assume(&p.key, node_index).unwrap();
+        let v = self
+            .gang
+            .permit(&p, "n", &self.cache, &mut self.waiting, now);
+        if v == PermitVerdict::Wait {
+            self.waiting.insert(WaitingPod {
+                pod: p,
+                node: Arc::from("n"),
+                since: now,
+            });
+        }
+        v
+    }
+}
+
+#[test]
+fn gate_messages() {
+    let mut f = fixture();
+    let g = group_key("pg");
+    let m = member("m0", &g, 100, 1);
+    let gate = |f: &Fixture, p: &PodInfo| f.gang.pre_enqueue(p, &f.cache).map_err(|g| g.message);
+    assert_eq!(gate(&f, &pod("plain", 1, 1)), Ok(()));
+    assert_eq!(
+        gate(&f, &m),
+        Err("waiting for PodGroup default/pg to be created".into())
+    );
+    f.gang.upsert_def(gang_def("pg", 2, 5));
+    f.cache.upsert_pod(arc(m.clone()));
+    assert_eq!(
+        gate(&f, &m),
+        Err("waiting for 1/2 pods of PodGroup default/pg".into())
+    );
+    f.cache.upsert_pod(arc(member("m1", &g, 100, 1)));
+    assert_eq!(gate(&f, &m), Ok(()));
+    let mut gated = m.clone();
+    gated.scheduling_gated = true;
+    assert!(gate(&f, &gated).is_err());
+    let mut invalid = pod("bad", 1, 1);
+    invalid.group = GroupMembership::Invalid("x".into());
+    assert_eq!(gate(&f, &invalid), Err("invalid group reference: x".into()));
+}
+
+#[test]
+fn queue_order_uses_the_group_creation_time() {
+    let mut f = fixture();
+    let g = group_key("pg");
+    f.gang.upsert_def(gang_def("pg", 2, 42));
+    let mut m = member("m0", &g, 100, 1);
+    m.created_ms = 1000;
+    assert_eq!(f.gang.order_key(&m).group_created_ms, 42);
+    assert_eq!(
+        f.gang.order_key(&pod("p", 1, 1)).group,
+        crate::queue::QueueGroup::Pod(crate::model::PodKey::new("default", "p"))
+    );
+}
+
+#[test]
+fn barrier_waits_then_releases_everyone_at_quorum() {
+    let mut f = fixture();
+    let g = group_key("pg");
+    f.gang.upsert_def(gang_def("pg", 3, 1));
+    let t0 = f.t0;
+    assert_eq!(
+        f.arrive(member("a", &g, 100, 1), 0, t0),
+        PermitVerdict::Wait
+    );
+    assert_eq!(f.gang.deadline(&g), Some(t0 + Duration::from_secs(60)));
+    assert_eq!(
+        f.arrive(member("b", &g, 100, 1), 1, t0),
+        PermitVerdict::Wait
+    );
+    assert_eq!(
+        f.arrive(member("c", &g, 100, 1), 2, t0),
+        PermitVerdict::Allow
+    );
+    let decided = f.waiting.take_decided();
+    assert_eq!(decided.len(), 2);
+    assert!(decided.iter().all(|(_, v)| *v == Verdict::Allowed));
+    assert_eq!(f.gang.deadline(&g), None, "timer cleared once nobody waits");
+    assert!(matches!(
+        f.gang.take_notices().as_slice(),
+        [GangNotice::Released { allowed, quorum: 3, .. }] if allowed.len() == 3
+    ));
+    // A later member passes straight through.
+    assert_eq!(
+        f.arrive(member("d", &g, 100, 1), 3, t0),
+        PermitVerdict::Allow
+    );
+}
+
+#[test]
+fn timeout_rejects_every_waiting_member() {
+    let mut f = fixture();
+    let g = group_key("pg");
+    let mut def = gang_def("pg", 3, 1);
+    def.policy = Ok(GroupPolicy::Gang {
+        min_count: 3,
+        schedule_timeout: Some(Duration::from_secs(10)),
+    });
+    f.gang.upsert_def(def);
+    let t0 = f.t0;
+    f.arrive(member("a", &g, 100, 1), 0, t0);
+    f.arrive(member("b", &g, 100, 1), 1, t0 + Duration::from_secs(5));
+    assert_eq!(f.gang.next_deadline(), Some(t0 + Duration::from_secs(10)));
+    f.gang
+        .expire(t0 + Duration::from_secs(9), &f.cache, &mut f.waiting);
+    assert_eq!(f.waiting.len(), 2);
+    f.gang
+        .expire(t0 + Duration::from_secs(10), &f.cache, &mut f.waiting);
+    let decided = f.waiting.take_decided();
+    assert_eq!(decided.len(), 2);
+    assert!(
+        decided
+            .iter()
+            .all(|(_, v)| matches!(v, Verdict::Rejected(r) if r.reason == "GangTimeout"))
+    );
+    assert_eq!(f.gang.next_deadline(), None);
+}
+
+#[test]
+fn early_release_rejects_waiting_and_denies_the_group() {
+    let mut f = fixture();
+    let g = group_key("pg");
+    f.gang.upsert_def(gang_def("pg", 3, 1));
+    let t0 = f.t0;
+    f.arrive(member("a", &g, 100, 1), 0, t0);
+    let failing = member("c", &g, 100, 1);
+    f.gang.post_filter(
+        &failing,
+        &Refusal::new("FailedScheduling", "0/4 nodes are available."),
+        &f.cache,
+        &mut f.waiting,
+        t0,
+    );
+    assert_eq!(f.waiting.take_decided().len(), 1);
+    assert_eq!(
+        f.gang.denied_until(&failing, t0),
+        Some(t0 + Duration::from_secs(5))
+    );
+    assert_eq!(
+        f.gang.pre_filter(&failing, &f.cache, t0),
+        PreFilterVerdict::HoldUntil(t0 + Duration::from_secs(5))
+    );
+    assert_eq!(
+        f.gang
+            .pre_filter(&failing, &f.cache, t0 + Duration::from_secs(5)),
+        PreFilterVerdict::Proceed
+    );
+}
+
+#[test]
+fn post_filter_after_quorum_leaves_the_gang_alone() {
+    let mut f = fixture();
+    let g = group_key("pg");
+    f.gang.upsert_def(gang_def("pg", 1, 1));
+    let t0 = f.t0;
+    assert_eq!(
+        f.arrive(member("a", &g, 100, 1), 0, t0),
+        PermitVerdict::Allow
+    );
+    let extra = member("b", &g, 100, 1);
+    f.gang.post_filter(
+        &extra,
+        &Refusal::new("FailedScheduling", "x"),
+        &f.cache,
+        &mut f.waiting,
+        t0,
+    );
+    assert_eq!(f.gang.denied_until(&extra, t0), None);
+}
+
+#[test]
+fn reevaluate_releases_on_lower_min_and_rejects_on_deleted_definition() {
+    let mut f = fixture();
+    let (g, h) = (group_key("pg"), group_key("other"));
+    f.gang.upsert_def(gang_def("pg", 3, 1));
+    f.gang.upsert_def(gang_def("other", 3, 1));
+    let t0 = f.t0;
+    f.arrive(member("a", &g, 100, 1), 0, t0);
+    f.arrive(member("b", &h, 100, 1), 1, t0);
+    assert_eq!(f.gang.upsert_def(gang_def("pg", 1, 1)), DefChange::Changed);
+    f.gang.reevaluate(&g, &f.cache, &mut f.waiting);
+    assert!(matches!(
+        f.waiting.take_decided().as_slice(),
+        [(_, Verdict::Allowed)]
+    ));
+    f.gang.remove_def(&h.definition);
+    f.gang.reevaluate(&h, &f.cache, &mut f.waiting);
+    assert!(matches!(
+        f.waiting.take_decided().as_slice(),
+        [(_, Verdict::Rejected(_))]
+    ));
+}

@@ -243,13 +243,13 @@ impl SchedulingQueue {
     /// the active queue; a failing one moves the pod behind the gate wherever it
     /// was. A pod already in backoff or unschedulable otherwise stays there.
     pub fn upsert(&mut self, info: Arc<PodInfo>, order: OrderKey, gate: Gate) {
-        let key = info.key.clone();
-        let slot = match (self.entries.get(&key).map(|e| &e.slot), gate) {
+        let previous = self.take(&info.key).map(|e| e.slot);
+        let slot = match (&previous, gate) {
             (_, Err(g)) => Slot::Gated(g),
             (None | Some(Slot::Gated(_)) | Some(Slot::Active), Ok(())) => Slot::Active,
             (Some(other), Ok(())) => other.clone(),
         };
-        self.place(info, order, slot);
+        self.insert(info, order, slot, previous.as_ref());
     }
 
     /// Removes a pod for good (bound elsewhere, deleted, no longer ours).
@@ -342,14 +342,6 @@ impl SchedulingQueue {
         }
     }
 
-    /// Moves a queued pod to backoff until `until` (no attempt counted): its
-    /// group was denied.
-    pub fn hold_until(&mut self, key: &PodKey, until: Instant) {
-        if self.entries.contains_key(key) {
-            self.set_slot(key, Slot::Backoff(until));
-        }
-    }
-
     /// Gated pods whose verdict was set or changed since the last call, with
     /// their current verdict.
     pub fn take_gate_changes(&mut self) -> Vec<(PodKey, Gated)> {
@@ -411,15 +403,20 @@ impl SchedulingQueue {
             return;
         }
         if let Some(entry) = self.take(key) {
-            self.place(entry.info, entry.order, slot);
+            self.insert(entry.info, entry.order, slot, Some(&entry.slot));
         }
     }
 
     /// Inserts (or replaces) an entry and indexes it.
     fn place(&mut self, info: Arc<PodInfo>, order: OrderKey, slot: Slot) {
+        let previous = self.take(&info.key).map(|e| e.slot);
+        self.insert(info, order, slot, previous.as_ref());
+    }
+
+    /// Inserts an entry that is not in the queue; `previous` is the slot it was
+    /// just taken from, if any (to tell whether a gate verdict changed).
+    fn insert(&mut self, info: Arc<PodInfo>, order: OrderKey, slot: Slot, previous: Option<&Slot>) {
         let key = info.key.clone();
-        let previous = self.entries.get(&key).map(|e| e.slot.clone());
-        self.take(&key);
         match &slot {
             Slot::Active => {
                 self.active.push(key.clone(), order.clone());
@@ -431,7 +428,7 @@ impl SchedulingQueue {
                 self.unschedulable.insert((*t, key.clone()));
             }
             Slot::Gated(g) => {
-                let unchanged = matches!(&previous, Some(Slot::Gated(old)) if old == g);
+                let unchanged = matches!(previous, Some(Slot::Gated(old)) if old == g);
                 if !unchanged {
                     self.gate_changes.insert(key.clone());
                 }

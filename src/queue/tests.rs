@@ -121,13 +121,19 @@ fn gate_holds_and_releases_by_group() {
 }
 
 #[test]
-fn hold_until_moves_to_backoff_without_an_attempt() {
+fn hold_requeues_until_the_instant_whatever_the_backoff() {
     let mut q = q();
     let t0 = Instant::now();
     let (a, oa) = plain("a", 1);
-    q.upsert(a.clone(), oa, Ok(()));
-    q.hold_until(&a.key, t0 + Duration::from_secs(5));
+    q.upsert(a.clone(), oa.clone(), Ok(()));
+    let a = q.pop().unwrap();
+    q.pop();
+    q.requeue(
+        a.clone(),
+        oa,
+        Requeue::Hold(t0 + Duration::from_millis(300)),
+        t0,
+    );
     assert_eq!(q.location(&a.key), Some(QueueLocation::Backoff));
-    assert_eq!(q.attempts(&a.key), 0);
-    assert!(q.pop().is_none());
+    assert_eq!(q.next_deadline(), Some(t0 + Duration::from_millis(300)));
 }

@@ -128,3 +128,18 @@ fn group_membership_by_state_and_scheduler_names() {
     assert!(c.group(&g).is_none());
     assert_eq!(c.groups_of(&g.definition).count(), 0);
 }
+
+#[test]
+fn recreated_pod_replaces_an_assumed_one() {
+    let mut c = cache();
+    c.upsert_node(arc(node("n1", 2000, 4)));
+    let p = pod("a", 500, 1);
+    c.upsert_pod(arc(p.clone()));
+    c.assume(&p.key, 0).unwrap();
+    let mut again = p.clone();
+    again.uid = Arc::from("uid-new");
+    let change = c.upsert_pod(arc(again));
+    assert!(change.lost_reservation());
+    assert_eq!(change.current, PodState::Pending);
+    assert_eq!(c.nodes()[0].requested.milli_cpu, 0);
+}
