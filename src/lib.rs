@@ -6,6 +6,7 @@
 
 pub mod cache;
 pub mod config;
+pub mod daemon;
 pub mod dialects;
 pub mod driver;
 pub mod engine;

@@ -1,4 +1,8 @@
-//! The `muster` command line.
+//! The `muster` command line: `run` (the scheduler daemon), `cluster` (the
+//! simulated API server) and, later, `simulate` and `load`.
+
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -10,12 +14,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the scheduler against a Kubernetes API server.
+    Run(muster::daemon::RunArgs),
     /// Serve a simulated Kubernetes API server with kwok-style nodes.
     Cluster(muster::sim::cli::ClusterArgs),
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -23,7 +29,16 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    let result = match Cli::parse().command {
+        Command::Run(args) => muster::daemon::run(args).await,
         Command::Cluster(args) => muster::sim::cli::run(args).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The whole chain: "invalid scheduler configuration ...: caused by ...".
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
     }
 }

@@ -18,6 +18,7 @@ use raw::*;
 use serde::de::DeserializeOwned;
 
 use crate::framework::Framework;
+pub use crate::gang::GangArgs;
 use crate::plugins::node_resources_fit::{
     ResourceSpec, ScoringStrategyType, UtilizationShapePoint,
 };
@@ -165,23 +166,6 @@ impl Profile {
     pub fn framework(&self) -> Framework {
         // `profile()` built one from the same config at load time, so this cannot fail.
         Framework::from_config(&self.placement).unwrap_or_else(|_| Framework::kube_default())
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct GangArgs {
-    /// Default gang timeout when a group sets none (`permitWaitingTimeSeconds`).
-    pub permit_waiting_time: Duration,
-    /// How long a gang is denied after one member was unschedulable.
-    pub group_backoff: Duration,
-}
-
-impl Default for GangArgs {
-    fn default() -> Self {
-        GangArgs {
-            permit_waiting_time: Duration::from_secs(60),
-            group_backoff: Duration::from_secs(5),
-        }
     }
 }
 

@@ -73,7 +73,7 @@ profiles:
         !p.scores()
             .any(|(n, _)| n == "NodeResourcesBalancedAllocation")
     );
-    let gang = p.gang.clone().unwrap();
+    let gang = p.gang.unwrap();
     assert_eq!(gang.permit_waiting_time, Duration::from_secs(10));
     assert_eq!(gang.group_backoff, Duration::ZERO);
 }

@@ -21,11 +21,10 @@ pub use translate::{Directory, POD_GROUP_CONDITION};
 use crate::config::SchedulerConfig;
 use crate::engine::{Engine, EngineConfig, ProfileConfig};
 use crate::framework::placement::Framework;
+use crate::kube::informers;
 use crate::kube::leader::LeaderElector;
 use crate::kube::writer::{Writer, WriterConfig};
-use crate::kube::informers;
 use crate::metrics::Metrics;
-use crate::plugins::config::{PlacementConfig, PluginRef, PluginSet};
 use crate::server::{self, Health, ServerState};
 use scheduler_loop::SchedulerLoop;
 
@@ -64,10 +63,18 @@ pub struct DaemonOptions {
 impl DaemonOptions {
     pub fn new(config: SchedulerConfig) -> Self {
         let writer = WriterConfig {
-            qps: config.client.qps.map(|q| (q, config.client.burst.unwrap_or(q.ceil() as u32))),
+            qps: config
+                .client
+                .qps
+                .map(|q| (q, config.client.burst.unwrap_or(q.ceil() as u32))),
             ..WriterConfig::default()
         };
-        DaemonOptions { config, http_addr: SocketAddr::from(([127, 0, 0, 1], 0)), identity: default_identity(), writer }
+        DaemonOptions {
+            config,
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            identity: default_identity(),
+            writer,
+        }
     }
 }
 
@@ -90,7 +97,9 @@ impl RunningDaemon {
     /// Waits until the daemon stops on its own (lost leadership, informers
     /// ended) or `signal` completes, whichever is first; then shuts down.
     pub async fn run_until(self, signal: impl std::future::Future<Output = ()>) -> Result<()> {
-        let RunningDaemon { shutdown, mut task, .. } = self;
+        let RunningDaemon {
+            shutdown, mut task, ..
+        } = self;
         tokio::select! {
             r = &mut task => r.context("daemon task panicked")?,
             _ = signal => {
@@ -103,37 +112,28 @@ impl RunningDaemon {
 }
 
 /// Builds the engine's profiles from the configuration.
-pub fn engine_config(config: &SchedulerConfig) -> Result<EngineConfig> {
-    let mut profiles = Vec::new();
-    for p in &config.profiles {
-        let placement = PlacementConfig {
-            filter: PluginSet { enabled: p.filters.iter().map(|n| PluginRef::new(n)).collect(), disabled: vec!["*".into()] },
-            score: PluginSet {
-                enabled: p.scores.iter().map(|(n, w)| PluginRef::weighted(n, *w)).collect(),
-                disabled: vec!["*".into()],
-            },
-            node_resources_fit: crate::plugins::config::fit_args_from(&p.fit),
-            balanced_allocation: crate::plugins::config::balanced_args_from(&p.balanced_resources),
-            percentage_of_nodes_to_score: p.percentage_of_nodes_to_score.or(config.percentage_of_nodes_to_score),
-            tie_break_seed: None,
-        };
-        let framework = Framework::from_config(&placement)
-            .with_context(|| format!("profile {:?}: invalid plugin configuration", p.scheduler_name))?;
-        let mut profile = ProfileConfig::new(&p.scheduler_name, framework);
-        match &p.gang {
-            Some(g) => {
-                profile.permit_waiting_time = g.permit_waiting_time;
-                profile.group_backoff = g.group_backoff;
-                profile.gang_enabled = true;
-            }
-            None => profile.gang_enabled = false,
-        }
-        profiles.push(profile);
-    }
+pub fn engine_config(config: &SchedulerConfig) -> EngineConfig {
+    let profiles = config
+        .profiles
+        .iter()
+        .map(|p| {
+            let mut placement = p.placement.clone();
+            placement.percentage_of_nodes_to_score = placement
+                .percentage_of_nodes_to_score
+                .or(config.percentage_of_nodes_to_score);
+            let framework = Framework::from_config(&placement).unwrap_or_else(|_| p.framework());
+            let mut profile = ProfileConfig::new(&p.scheduler_name, framework);
+            let gang = p.gang.unwrap_or_default();
+            profile.permit_waiting_time = gang.permit_waiting_time;
+            profile.group_backoff = gang.group_backoff;
+            profile
+        })
+        .collect();
     let mut engine = EngineConfig::new(profiles);
     engine.pod_initial_backoff = config.pod_initial_backoff;
     engine.pod_max_backoff = config.pod_max_backoff;
-    Ok(engine)
+    engine.record_samples = true;
+    engine
 }
 
 /// Starts every part of the daemon against `client`.
@@ -142,15 +142,21 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
     if let Some(threads) = config.parallelism {
         // Only the first pool configuration in a process takes effect; later
         // daemons in the same process (tests) share it.
-        let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build_global();
     }
-    let engine = Engine::new(engine_config(&config)?);
+    let engine = Engine::new(engine_config(&config));
     let metrics = Arc::new(Metrics::new().context("registering metrics")?);
     let health = Arc::new(Health::default());
     let debug = Arc::new(RwLock::new(Arc::new(String::from("starting\n"))));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
-    let server_state = ServerState { metrics: metrics.clone(), health: health.clone(), debug: debug.clone() };
+    let server_state = ServerState {
+        metrics: metrics.clone(),
+        health: health.clone(),
+        debug: debug.clone(),
+    };
     let mut server_shutdown = shutdown_rx.clone();
     let (http_addr, server_task) = server::serve(opts.http_addr, server_state, async move {
         let _ = server_shutdown.wait_for(|s| *s).await;
@@ -164,7 +170,11 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
     let (release_tx, release_rx) = watch::channel(false);
     let (leading_tx, leading_rx) = watch::channel(false);
     let elector = if config.leader_election.enabled {
-        let elector = LeaderElector::new(client.clone(), opts.identity.clone(), config.leader_election.clone());
+        let elector = LeaderElector::new(
+            client.clone(),
+            opts.identity.clone(),
+            config.leader_election.clone(),
+        );
         tokio::spawn(elector.run(leading_tx, release_rx))
     } else {
         let mut release = release_rx;
@@ -174,13 +184,29 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
         })
     };
     let leader_name = config.leader_election.resource_name.clone();
-    spawn_leader_gauge(leading_rx.clone(), health.clone(), metrics.clone(), leader_name);
+    spawn_leader_gauge(
+        leading_rx.clone(),
+        health.clone(),
+        metrics.clone(),
+        leader_name,
+    );
 
     let (obs_tx, obs_rx) = mpsc::channel(16 * 1024);
     let informer_tasks = informers::start(client.clone(), obs_tx);
     let (bind_tx, bind_rx) = mpsc::unbounded_channel();
-    let (writer, writer_task) = Writer::start(client, opts.writer.clone(), metrics.clone(), bind_tx);
-    let served: HashSet<String> = config.profiles.iter().map(|p| p.scheduler_name.clone()).collect();
+    let (writer, writer_task) =
+        Writer::start(client, opts.writer.clone(), metrics.clone(), bind_tx);
+    let served: HashSet<String> = config
+        .profiles
+        .iter()
+        .map(|p| p.scheduler_name.clone())
+        .collect();
+    let gang_disabled: HashSet<String> = config
+        .profiles
+        .iter()
+        .filter(|p| p.gang.is_none())
+        .map(|p| p.scheduler_name.clone())
+        .collect();
 
     let scheduler = SchedulerLoop {
         engine,
@@ -193,6 +219,7 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
         leading: leading_rx,
         shutdown: shutdown_rx,
         served,
+        gang_disabled,
     };
     let health_for_task = health.clone();
     let shutdown_for_task = shutdown_tx.clone();
@@ -205,23 +232,43 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
         for t in &informer_tasks {
             t.abort();
         }
-        if tokio::time::timeout(SHUTDOWN_GRACE, writer_task).await.is_err() {
-            warn!("in-flight API writes did not finish within {}s", SHUTDOWN_GRACE.as_secs());
+        if tokio::time::timeout(SHUTDOWN_GRACE, writer_task)
+            .await
+            .is_err()
+        {
+            warn!(
+                "in-flight API writes did not finish within {}s",
+                SHUTDOWN_GRACE.as_secs()
+            );
         }
         release_tx.send_replace(true);
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, elector).await;
         let _ = server_task.await;
         result
     });
-    Ok(RunningDaemon { http_addr, health, metrics, shutdown: shutdown_tx, task })
+    Ok(RunningDaemon {
+        http_addr,
+        health,
+        metrics,
+        shutdown: shutdown_tx,
+        task,
+    })
 }
 
-fn spawn_leader_gauge(mut leading: watch::Receiver<bool>, health: Arc<Health>, metrics: Arc<Metrics>, name: String) {
+fn spawn_leader_gauge(
+    mut leading: watch::Receiver<bool>,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+    name: String,
+) {
     tokio::spawn(async move {
         loop {
             let is = *leading.borrow_and_update();
             health.leading.store(is, Ordering::Relaxed);
-            metrics.leader.with_label_values(&[name.as_str()]).set(i64::from(is));
+            metrics
+                .leader
+                .with_label_values(&[name.as_str()])
+                .set(i64::from(is));
             if leading.changed().await.is_err() {
                 return;
             }
@@ -231,8 +278,14 @@ fn spawn_leader_gauge(mut leading: watch::Receiver<bool>, health: Arc<Health>, m
 
 /// `hostname_<random>`, like client-go's leader-election identity.
 pub fn default_identity() -> String {
-    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "muster".into());
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "muster".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
     format!("{host}_{:08x}{:04x}", nanos, std::process::id() & 0xffff)
 }
 
@@ -241,12 +294,15 @@ pub fn default_identity() -> String {
 pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
                 .with_context(|| format!("using kubeconfig {}", path.display()))?
         }
-        None => kube::Config::infer().await.context("no kubeconfig given and none could be inferred")?,
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig given and none could be inferred")?,
     };
     kube::Client::try_from(config).context("building the API client")
 }
@@ -257,7 +313,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
         Some(path) => SchedulerConfig::load(path)?,
         None => SchedulerConfig::default(),
     };
-    let kubeconfig = args.kubeconfig.clone().or_else(|| config.client.kubeconfig.clone());
+    let kubeconfig = args
+        .kubeconfig
+        .clone()
+        .or_else(|| config.client.kubeconfig.clone());
     let client = client(kubeconfig.as_deref()).await?;
     let mut opts = DaemonOptions::new(config);
     opts.http_addr = args.http_addr;
@@ -290,4 +349,3 @@ pub async fn shutdown_signal() {
         _ = term => {}
     }
 }
-

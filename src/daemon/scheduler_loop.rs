@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 use super::translate::Directory;
-use crate::engine::{ClusterEvent, Engine, Stats};
+use crate::engine::{ClusterEvent, Engine, Sample, Stats};
 use crate::kube::informers::{Observed, informer_names};
 use crate::kube::writer::{BindOutcome, EventTarget, Write, Writer};
 use crate::metrics::Metrics;
@@ -40,6 +40,8 @@ pub struct SchedulerLoop {
     pub shutdown: watch::Receiver<bool>,
     /// Scheduler names served (for reporting unreadable pods that are ours).
     pub served: HashSet<String>,
+    /// Profiles whose GangScheduling plugin is disabled: their pods are ordinary pods.
+    pub gang_disabled: HashSet<String>,
 }
 
 /// Per-loop bookkeeping that is not scheduling state.
@@ -59,12 +61,18 @@ impl SchedulerLoop {
     /// Runs until shutdown (Ok) or until leadership is lost or the informers
     /// stop (Err: the process should exit and be restarted, as kube-scheduler does).
     pub async fn run(mut self) -> Result<()> {
-        let mut st = LoopState { pending_sync: informer_names().into_iter().collect(), ..LoopState::default() };
+        let mut st = LoopState {
+            pending_sync: informer_names().into_iter().collect(),
+            ..LoopState::default()
+        };
         let mut publish = tokio::time::interval(PUBLISH_EVERY);
         publish.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             self.health.beat();
-            let deadline = self.engine.next_deadline().map(tokio::time::Instant::from_std);
+            let deadline = self
+                .engine
+                .next_deadline()
+                .map(tokio::time::Instant::from_std);
             let sleep = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
@@ -95,7 +103,7 @@ impl SchedulerLoop {
                     if let Err(e) = &result {
                         warn!(pod = %outcome.pod, node = %outcome.node, error = %e, "binding failed; the pod will be retried");
                     }
-                    self.engine.on_event(ClusterEvent::BindFinished { pod: outcome.pod, result }, Instant::now());
+                    self.engine.on_event(ClusterEvent::BindFinished { pod: outcome.pod, uid: Arc::from(outcome.uid.as_str()), result }, Instant::now());
                 }
                 _ = sleep => {}
                 _ = publish.tick() => self.publish(&mut st),
@@ -115,7 +123,7 @@ impl SchedulerLoop {
                 self.engine.tick(now);
             }
             if leading && st.pending_sync.is_empty() {
-                self.schedule_some(&mut st, now);
+                self.schedule_some(now);
             }
             self.flush_actions(&mut st, leading);
         }
@@ -128,7 +136,12 @@ impl SchedulerLoop {
             Observed::NodeDeleted(name) => ClusterEvent::NodeDeleted(Arc::from(name.as_str())),
             Observed::PodUpserted(p) => {
                 st.reported_invalid.remove(&p.key);
-                let p = st.directory.resolve_priority(p);
+                let mut p = st.directory.resolve_priority(p);
+                if p.group.key().is_some() && self.gang_disabled.contains(&*p.scheduler_name) {
+                    let mut plain = (*p).clone();
+                    plain.group = crate::model::GroupMembership::None;
+                    p = Arc::new(plain);
+                }
                 if p.node_name.is_none() && self.served.contains(&*p.scheduler_name) {
                     st.first_seen.entry(p.key.clone()).or_insert(now);
                     st.directory.pod_uids.insert(p.key.clone(), p.uid.clone());
@@ -144,7 +157,12 @@ impl SchedulerLoop {
                 st.reported_invalid.remove(&key);
                 ClusterEvent::PodDeleted(key)
             }
-            Observed::PodInvalid { key, uid, scheduler_name, error } => {
+            Observed::PodInvalid {
+                key,
+                uid,
+                scheduler_name,
+                error,
+            } => {
                 self.report_invalid_pod(st, key.clone(), uid, scheduler_name, error);
                 // Whatever it was before, it can no longer be scheduled as it stands.
                 ClusterEvent::PodDeleted(key)
@@ -155,7 +173,11 @@ impl SchedulerLoop {
                 warn!(%object, %error, "ignoring unreadable group definition");
                 return;
             }
-            Observed::PriorityClassUpserted { name, value, global_default } => {
+            Observed::PriorityClassUpserted {
+                name,
+                value,
+                global_default,
+            } => {
                 st.directory.set_priority_class(name, value, global_default);
                 return;
             }
@@ -182,15 +204,29 @@ impl SchedulerLoop {
     }
 
     /// A pod of ours whose spec cannot be read: say so on the pod, once per error.
-    fn report_invalid_pod(&mut self, st: &mut LoopState, key: PodKey, uid: String, scheduler: Option<String>, error: String) {
-        let ours = scheduler.as_deref().is_some_and(|s| self.served.contains(s));
+    fn report_invalid_pod(
+        &mut self,
+        st: &mut LoopState,
+        key: PodKey,
+        uid: String,
+        scheduler: Option<String>,
+        error: String,
+    ) {
+        let ours = scheduler
+            .as_deref()
+            .is_some_and(|s| self.served.contains(s));
         if !ours || st.reported_invalid.get(&key) == Some(&error) || !*self.leading.borrow() {
             return;
         }
         warn!(pod = %key, %error, "pod cannot be scheduled: invalid spec");
         st.reported_invalid.insert(key.clone(), error.clone());
         let message = format!("invalid pod spec: {error}");
-        self.writer.submit(Write::PodCondition { pod: key.clone(), status: false, reason: "SchedulerError".into(), message: message.clone() });
+        self.writer.submit(Write::PodCondition {
+            pod: key.clone(),
+            status: false,
+            reason: "SchedulerError".into(),
+            message: message.clone(),
+        });
         self.writer.submit(Write::Event {
             target: EventTarget {
                 api_version: "v1".into(),
@@ -205,7 +241,7 @@ impl SchedulerLoop {
         });
     }
 
-    fn schedule_some(&mut self, st: &mut LoopState, now: Instant) {
+    fn schedule_some(&mut self, now: Instant) {
         for _ in 0..CYCLES_PER_TURN {
             let before = self.engine.attempt_counts();
             let started = Instant::now();
@@ -221,16 +257,27 @@ impl SchedulerLoop {
                 "error"
             };
             let elapsed = started.elapsed().as_secs_f64();
-            self.metrics.schedule_attempts.with_label_values(&[result, "all"]).inc();
-            self.metrics.attempt_duration.with_label_values(&[result, "all"]).observe(elapsed);
+            self.metrics
+                .schedule_attempts
+                .with_label_values(&[result, "all"])
+                .inc();
+            self.metrics
+                .attempt_duration
+                .with_label_values(&[result, "all"])
+                .observe(elapsed);
         }
-        let _ = st;
     }
 
     fn flush_actions(&mut self, st: &mut LoopState, leading: bool) {
         let actions = self.engine.drain_actions();
-        for obs in self.engine.drain_observations() {
-            obs.record(&self.metrics);
+        for sample in self.engine.drain_samples() {
+            match sample {
+                Sample::PermitWait(d) => self.metrics.gang_permit_wait.observe(d.as_secs_f64()),
+                Sample::GangReleased => self.metrics.gang_scheduled.inc(),
+                Sample::QuorumToAllBound(d) => {
+                    self.metrics.gang_quorum_to_bound.observe(d.as_secs_f64())
+                }
+            }
         }
         if !leading {
             // A standby computes the same messages as the leader; only the leader writes.
@@ -241,7 +288,10 @@ impl SchedulerLoop {
             if let crate::engine::Action::Bind { pod, .. } = &action
                 && let Some(first) = st.first_seen.remove(pod)
             {
-                self.metrics.pod_scheduling_sli_duration.with_label_values(&["all"]).observe((now - first).as_secs_f64());
+                self.metrics
+                    .pod_scheduling_sli_duration
+                    .with_label_values(&["all"])
+                    .observe((now - first).as_secs_f64());
             }
             match st.directory.to_write(action) {
                 Some(w) => {
@@ -268,15 +318,30 @@ impl SchedulerLoop {
         ] {
             m.pending_pods.with_label_values(&[queue]).set(n as i64);
         }
-        m.gang_groups.with_label_values(&["waiting"]).set(s.groups.waiting as i64);
-        m.gang_groups.with_label_values(&["backing_off"]).set(s.groups.denied as i64);
-        m.gang_groups.with_label_values(&["scheduled"]).set(s.groups.scheduled as i64);
+        m.gang_groups
+            .with_label_values(&["waiting"])
+            .set(s.groups.waiting as i64);
+        m.gang_groups
+            .with_label_values(&["backing_off"])
+            .set(s.groups.denied as i64);
+        m.gang_groups
+            .with_label_values(&["scheduled"])
+            .set(s.groups.scheduled as i64);
         let cache = self.engine.cache();
-        m.cache_size.with_label_values(&["nodes"]).set(cache.nodes().len() as i64);
-        m.cache_size.with_label_values(&["pods"]).set(cache.pods().count() as i64);
-        m.gang_timeouts.inc_by(s.gang_timeouts.saturating_sub(st.last_stats.gang_timeouts));
-        m.gang_early_releases.inc_by(s.gang_early_releases.saturating_sub(st.last_stats.gang_early_releases));
-        *self.debug.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(self.engine.debug_text(now));
+        m.cache_size
+            .with_label_values(&["nodes"])
+            .set(cache.nodes().len() as i64);
+        m.cache_size
+            .with_label_values(&["pods"])
+            .set(cache.pods().count() as i64);
+        m.gang_timeouts
+            .inc_by(s.gang_timeouts.saturating_sub(st.last_stats.gang_timeouts));
+        m.gang_early_releases.inc_by(
+            s.gang_early_releases
+                .saturating_sub(st.last_stats.gang_early_releases),
+        );
+        *self.debug.write().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(self.engine.debug_text(now));
         st.last_stats = s;
     }
 }

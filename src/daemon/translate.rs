@@ -29,7 +29,11 @@ impl Directory {
     pub fn set_priority_class(&mut self, name: String, value: i32, global_default: bool) {
         if global_default {
             self.global_default_priority = Some((name.clone(), value));
-        } else if self.global_default_priority.as_ref().is_some_and(|(n, _)| *n == name) {
+        } else if self
+            .global_default_priority
+            .as_ref()
+            .is_some_and(|(n, _)| *n == name)
+        {
             self.global_default_priority = None;
         }
         self.priority_classes.insert(name, value);
@@ -37,7 +41,11 @@ impl Directory {
 
     pub fn remove_priority_class(&mut self, name: &str) {
         self.priority_classes.remove(name);
-        if self.global_default_priority.as_ref().is_some_and(|(n, _)| n == name) {
+        if self
+            .global_default_priority
+            .as_ref()
+            .is_some_and(|(n, _)| n == name)
+        {
             self.global_default_priority = None;
         }
     }
@@ -67,17 +75,38 @@ impl Directory {
     /// (e.g. status for a dialect without a status we write).
     pub fn to_write(&self, action: Action) -> Option<Write> {
         match action {
-            Action::Bind { pod, uid, node } => Some(Write::Bind { pod, uid: uid.to_string(), node: node.to_string() }),
-            Action::PodUnschedulable { pod, reason, message } => {
-                Some(Write::PodCondition { pod, status: false, reason: reason.to_string(), message })
-            }
-            Action::Event { object, type_, reason, message } => Some(Write::Event {
+            Action::Bind { pod, uid, node } => Some(Write::Bind {
+                pod,
+                uid: uid.to_string(),
+                node: node.to_string(),
+            }),
+            Action::PodUnschedulable {
+                pod,
+                reason,
+                message,
+            } => Some(Write::PodCondition {
+                pod,
+                status: false,
+                reason: reason.to_string(),
+                message,
+            }),
+            Action::Event {
+                object,
+                type_,
+                reason,
+                message,
+            } => Some(Write::Event {
                 target: self.event_target(&object)?,
                 warning: type_ == EventType::Warning,
                 reason: reason.to_string(),
                 message,
             }),
-            Action::GroupStatus { group, reason, message, initially_scheduled } => {
+            Action::GroupStatus {
+                group,
+                reason,
+                message,
+                initially_scheduled,
+            } => {
                 let resource = self.definition_resource(&group)?;
                 Some(Write::GroupCondition {
                     resource,
@@ -99,7 +128,11 @@ impl Directory {
                 kind: "Pod".into(),
                 namespace: key.namespace.to_string(),
                 name: key.name.to_string(),
-                uid: self.pod_uids.get(key).map(|u| u.to_string()).filter(|u| !u.is_empty()),
+                uid: self
+                    .pod_uids
+                    .get(key)
+                    .map(|u| u.to_string())
+                    .filter(|u| !u.is_empty()),
             }),
             ObjectRef::Group(group) => {
                 let ar = self.definition_resource(group)?;
@@ -122,7 +155,10 @@ impl Directory {
             _ => return None,
         };
         let version = self.served_versions.get(plural)?;
-        Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(api_group, version, kind), plural))
+        Some(ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(api_group, version, kind),
+            plural,
+        ))
     }
 }
 
@@ -147,7 +183,11 @@ mod tests {
         d.set_priority_class("base".into(), 10, true);
         assert_eq!(d.resolve_priority(pod(0, Some("high"))).priority, 1000);
         assert_eq!(d.resolve_priority(pod(0, None)).priority, 10);
-        assert_eq!(d.resolve_priority(pod(5, Some("high"))).priority, 5, "explicit priority wins");
+        assert_eq!(
+            d.resolve_priority(pod(5, Some("high"))).priority,
+            5,
+            "explicit priority wins"
+        );
         d.remove_priority_class("base");
         assert_eq!(d.resolve_priority(pod(0, None)).priority, 0);
     }
@@ -156,11 +196,21 @@ mod tests {
     fn group_status_needs_a_served_version() {
         let mut d = Directory::default();
         let group = GroupKey::new(DefinitionKey::new("ml", GroupSource::PodGroup, "train"));
-        let action = Action::GroupStatus { group, reason: "Scheduled", message: "ok".into(), initially_scheduled: true };
+        let action = Action::GroupStatus {
+            group,
+            reason: "Scheduled",
+            message: "ok".into(),
+            initially_scheduled: true,
+        };
         assert!(d.to_write(action.clone()).is_none());
         d.served_versions.insert("podgroups", "v1beta1");
         match d.to_write(action) {
-            Some(Write::GroupCondition { resource, status, type_, .. }) => {
+            Some(Write::GroupCondition {
+                resource,
+                status,
+                type_,
+                ..
+            }) => {
                 assert_eq!(resource.api_version, "scheduling.k8s.io/v1beta1");
                 assert!(status);
                 assert_eq!(type_, POD_GROUP_CONDITION);

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Engine, EventType, ObjectRef, ReleasedGang};
+use super::{Engine, EventType, ObjectRef, ReleasedGang, Sample};
 use crate::framework::lifecycle::{
     CachePreFilterPlugin, PermitPlugin, PermitVerdict, PostFilterPlugin, PreFilterVerdict,
     QueueSortPlugin, Refusal, ReservePlugin, Verdict, WaitingPod,
@@ -167,9 +167,9 @@ impl Engine {
             for (w, verdict) in decided {
                 match verdict {
                     Verdict::Allowed => {
-                        self.stats
-                            .permit_wait
-                            .observe(now.saturating_duration_since(w.since));
+                        let waited = now.saturating_duration_since(w.since);
+                        self.stats.permit_wait.observe(waited);
+                        self.sample(Sample::PermitWait(waited));
                         self.bind(&w.pod, w.node);
                     }
                     Verdict::Rejected(refusal) => {
@@ -207,6 +207,7 @@ impl Engine {
                     allowed.len()
                 );
                 if self.outbox.group_scheduled(&group, message) {
+                    self.sample(Sample::GangReleased);
                     self.released.insert(
                         group,
                         ReleasedGang {
@@ -241,9 +242,9 @@ impl Engine {
             if r.outstanding.is_empty() {
                 let at = r.at;
                 self.released.remove(&group);
-                self.stats
-                    .quorum_to_all_bound
-                    .observe(now.saturating_duration_since(at));
+                let took = now.saturating_duration_since(at);
+                self.stats.quorum_to_all_bound.observe(took);
+                self.sample(Sample::QuorumToAllBound(took));
             }
         }
     }

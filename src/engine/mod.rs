@@ -9,6 +9,7 @@
 mod actions;
 mod cycle;
 mod events;
+mod report;
 mod stats;
 
 use std::collections::{HashMap, HashSet};
@@ -16,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use actions::{Action, EventType, ObjectRef};
+pub use report::{AttemptCounts, Sample};
 pub use stats::{DurationSummary, GroupCounts, PendingPods, Stats};
 
 use crate::cache::Cache;
@@ -64,6 +66,9 @@ pub struct EngineConfig {
     /// confirmation before its reservation is dropped (30 s), so that a lost
     /// watch event cannot leak capacity for ever.
     pub assumed_ttl: Duration,
+    /// Keep every permit-wait and quorum-to-bound duration for `drain_samples`
+    /// (the daemon's histograms); off for the deterministic driver.
+    pub record_samples: bool,
 }
 
 impl EngineConfig {
@@ -76,6 +81,7 @@ impl EngineConfig {
             pod_max_backoff: q.max_backoff,
             max_in_unschedulable: q.max_in_unschedulable,
             assumed_ttl: Duration::from_secs(30),
+            record_samples: false,
         }
     }
 }
@@ -145,6 +151,8 @@ pub struct Engine {
     dirty_groups: HashSet<GroupKey>,
     released: HashMap<GroupKey, ReleasedGang>,
     stats: Stats,
+    /// Duration samples for histograms; `None` unless `record_samples` is set.
+    samples: Option<std::collections::VecDeque<report::Sample>>,
 }
 
 impl Engine {
@@ -191,6 +199,7 @@ impl Engine {
             dirty_groups: HashSet::new(),
             released: HashMap::new(),
             stats: Stats::default(),
+            samples: cfg.record_samples.then(std::collections::VecDeque::new),
         }
     }
 

@@ -101,6 +101,7 @@ impl Write {
 #[derive(Debug, Clone)]
 pub struct BindOutcome {
     pub pod: PodKey,
+    pub uid: String,
     pub node: String,
     pub result: Result<(), String>,
 }
@@ -278,12 +279,13 @@ impl Ctx {
         if let Err(f) = &result {
             warn!(operation = op, key = %w.key(), error = %f.message, "API write failed");
         }
-        if let Write::Bind { pod, node, .. } = w {
+        if let Write::Bind { pod, uid, node } = w {
             self.metrics
                 .binding_duration
                 .observe(started.elapsed().as_secs_f64());
             let _ = self.outcomes.send(BindOutcome {
                 pod,
+                uid,
                 node,
                 result: result.map_err(|f| f.message),
             });

@@ -1,0 +1,100 @@
+//! What the engine tells its operator: attempt counts, duration samples for
+//! histograms, and a plain-text view of queue and gang state for `/debug`.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use super::Engine;
+
+/// Scheduling attempts by result, since the engine started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AttemptCounts {
+    pub scheduled: u64,
+    pub unschedulable: u64,
+    pub error: u64,
+}
+
+/// One observed duration, for metrics that need every sample (histograms).
+/// Recorded only when `EngineConfig::record_samples` is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sample {
+    /// A gang member's wait at Permit before it was allowed.
+    PermitWait(Duration),
+    /// A gang's quorum was released to binding.
+    GangReleased,
+    /// From a gang's quorum release until every released member was bound.
+    QuorumToAllBound(Duration),
+}
+
+/// Samples kept at most between two drains; older ones are dropped so a
+/// caller that never drains cannot grow memory without bound.
+pub(super) const MAX_PENDING_SAMPLES: usize = 100_000;
+
+impl Engine {
+    pub fn attempt_counts(&self) -> AttemptCounts {
+        AttemptCounts {
+            scheduled: self.stats.attempts_scheduled,
+            unschedulable: self.stats.attempts_unschedulable,
+            error: self.stats.attempts_error,
+        }
+    }
+
+    /// Samples recorded since the last call.
+    pub fn drain_samples(&mut self) -> Vec<Sample> {
+        self.samples
+            .as_mut()
+            .map(|s| s.drain(..).collect())
+            .unwrap_or_default()
+    }
+
+    pub(super) fn sample(&mut self, s: Sample) {
+        if let Some(samples) = self.samples.as_mut() {
+            if samples.len() >= MAX_PENDING_SAMPLES {
+                samples.pop_front();
+            }
+            samples.push_back(s);
+        }
+    }
+
+    /// A short human-readable state dump for `/debug/queue`.
+    pub fn debug_text(&self, now: Instant) -> String {
+        let q = self.queue.counts();
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "nodes: {}\npods cached: {}\nqueue: active={} backoff={} unschedulable={} gated={}",
+            self.cache.nodes().len(),
+            self.cache.pods().count(),
+            q.active,
+            q.backoff,
+            q.unschedulable,
+            q.gated
+        );
+        let _ = writeln!(
+            out,
+            "waiting at permit: {} pods in {} groups; groups backing off: {}",
+            self.waiting.len(),
+            self.waiting.groups().count(),
+            self.gang.denied_groups(now)
+        );
+        let mut groups: Vec<String> = self.waiting.groups().map(|g| g.to_string()).collect();
+        groups.sort();
+        for g in groups.iter().take(50) {
+            let _ = writeln!(out, "  waiting: {g}");
+        }
+        if groups.len() > 50 {
+            let _ = writeln!(out, "  ... and {} more", groups.len() - 50);
+        }
+        let a = self.attempt_counts();
+        let _ = writeln!(
+            out,
+            "attempts: scheduled={} unschedulable={} error={}; gang timeouts={} early releases={}",
+            a.scheduled,
+            a.unschedulable,
+            a.error,
+            self.stats.gang_timeouts,
+            self.stats.gang_early_releases
+        );
+        out
+    }
+}

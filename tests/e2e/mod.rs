@@ -1,0 +1,245 @@
+//! Helpers for the end-to-end tests: a simulated cluster and a Muster daemon
+//! talking to it over HTTP, and waits driven by watch events.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::watcher;
+use muster::config::SchedulerConfig;
+use muster::daemon::{DaemonOptions, RunningDaemon};
+use muster::sim::templates::NodeTemplate;
+use muster::sim::{SimCluster, SimConfig};
+use serde_json::{Value, json};
+
+/// How long a wait may take before the test fails (a hang guard, not a
+/// synchronisation: every wait returns as soon as its event arrives).
+pub const HANG_GUARD: Duration = Duration::from_secs(60);
+
+pub struct Env {
+    pub cluster: SimCluster,
+    pub client: kube::Client,
+}
+
+/// `n` nodes with `cpu` cores each (and plenty of memory and pod slots).
+pub fn nodes(n: usize, cpu: &str) -> NodeTemplate {
+    NodeTemplate {
+        count: n,
+        capacity: [("cpu", cpu), ("memory", "64Gi"), ("pods", "110")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>(),
+        ..NodeTemplate::default()
+    }
+}
+
+pub async fn cluster(templates: Vec<NodeTemplate>) -> Env {
+    let config = SimConfig::default()
+        .pod_start_delay(Duration::from_millis(10))
+        .bookmark_interval(Duration::from_millis(500))
+        .with_templates(templates);
+    let cluster = SimCluster::start(config)
+        .await
+        .expect("simulated cluster starts");
+    let client = cluster.client().expect("client");
+    Env { cluster, client }
+}
+
+/// A configuration for tests: no leader election unless asked, short gang
+/// timeouts and backoffs.
+pub fn test_config(yaml_extra: &str) -> SchedulerConfig {
+    let yaml = format!(
+        "leaderElection: {{leaderElect: false}}\npodInitialBackoffSeconds: 1\npodMaxBackoffSeconds: 2\n{yaml_extra}"
+    );
+    SchedulerConfig::from_yaml(&yaml).expect("test configuration is valid")
+}
+
+pub async fn daemon(env: &Env, config: SchedulerConfig) -> RunningDaemon {
+    let opts = DaemonOptions::new(config);
+    muster::daemon::start(env.client.clone(), opts)
+        .await
+        .expect("daemon starts")
+}
+
+pub fn podgroup_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("scheduling.k8s.io", "v1beta1", "PodGroup"),
+        "podgroups",
+    )
+}
+
+/// Creates a v1beta1 PodGroup with a gang policy.
+pub async fn create_podgroup(
+    env: &Env,
+    ns: &str,
+    name: &str,
+    min_count: u32,
+    timeout_seconds: Option<u32>,
+) {
+    let mut annotations = serde_json::Map::new();
+    if let Some(t) = timeout_seconds {
+        annotations.insert(
+            "muster.dev/schedule-timeout-seconds".into(),
+            t.to_string().into(),
+        );
+    }
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns, "annotations": annotations},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+    }))
+    .expect("podgroup json");
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), ns, &podgroup_resource());
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create podgroup");
+}
+
+/// A pod for `scheduler`, requesting `cpu`, optionally in a PodGroup.
+pub fn pod(name: &str, cpu: &str, scheduler: &str, group: Option<&str>) -> Pod {
+    let mut spec = json!({
+        "schedulerName": scheduler,
+        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}]
+    });
+    if let Some(g) = group {
+        spec["schedulingGroup"] = json!({"podGroupName": g});
+    }
+    serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}),
+    )
+    .expect("pod json")
+}
+
+pub async fn create_pods(env: &Env, ns: &str, pods: Vec<Pod>) {
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), ns);
+    for p in pods {
+        api.create(&PostParams::default(), &p)
+            .await
+            .expect("create pod");
+    }
+}
+
+pub async fn add_node(env: &Env, name: &str, cpu: &str) {
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+        "status": {"capacity": {"cpu": cpu, "memory": "64Gi", "pods": "110"},
+                   "allocatable": {"cpu": cpu, "memory": "64Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .expect("node json");
+    Api::<Node>::all(env.client.clone())
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("create node");
+}
+
+/// Watches pods in `ns` until `done` holds for the current set; returns it.
+pub async fn wait_pods<F>(env: &Env, ns: &str, mut done: F) -> BTreeMap<String, Pod>
+where
+    F: FnMut(&BTreeMap<String, Pod>) -> bool,
+{
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), ns);
+    let mut stream = Box::pin(watcher::watcher(api, watcher::Config::default()));
+    let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
+    let mut listing: Option<BTreeMap<String, Pod>> = None;
+    let wait = async {
+        while let Some(ev) = stream.next().await {
+            match ev.expect("watch") {
+                watcher::Event::Init => listing = Some(BTreeMap::new()),
+                watcher::Event::InitApply(p) => {
+                    if let Some(l) = listing.as_mut() {
+                        l.insert(p.metadata.name.clone().unwrap_or_default(), p);
+                    }
+                }
+                watcher::Event::InitDone => pods = listing.take().unwrap_or_default(),
+                watcher::Event::Apply(p) => {
+                    pods.insert(p.metadata.name.clone().unwrap_or_default(), p);
+                }
+                watcher::Event::Delete(p) => {
+                    pods.remove(&p.metadata.name.clone().unwrap_or_default());
+                }
+            }
+            if listing.is_none() && done(&pods) {
+                return pods.clone();
+            }
+        }
+        panic!("pod watch ended");
+    };
+    tokio::time::timeout(HANG_GUARD, wait)
+        .await
+        .expect("condition reached before the hang guard")
+}
+
+pub fn bound(p: &Pod) -> bool {
+    p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+}
+
+pub fn names_bound<'a>(pods: &'a BTreeMap<String, Pod>, prefix: &str) -> Vec<&'a str> {
+    pods.iter()
+        .filter(|(n, p)| n.starts_with(prefix) && bound(p))
+        .map(|(n, _)| n.as_str())
+        .collect()
+}
+
+/// Watches events in `ns` until one matches.
+pub async fn wait_event<F>(env: &Env, ns: &str, mut matches: F) -> k8s_openapi::api::core::v1::Event
+where
+    F: FnMut(&k8s_openapi::api::core::v1::Event) -> bool,
+{
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(env.client.clone(), ns);
+    let mut stream = Box::pin(watcher::watcher(api, watcher::Config::default()));
+    let wait = async {
+        while let Some(ev) = stream.next().await {
+            if let watcher::Event::Apply(e) | watcher::Event::InitApply(e) =
+                ev.expect("event watch")
+                && matches(&e)
+            {
+                return e;
+            }
+        }
+        panic!("event watch ended");
+    };
+    tokio::time::timeout(HANG_GUARD, wait)
+        .await
+        .expect("event arrived before the hang guard")
+}
+
+/// Watches a PodGroup until its `PodGroupInitiallyScheduled` condition satisfies `pred`.
+pub async fn wait_podgroup_condition<F>(env: &Env, ns: &str, name: &str, mut pred: F) -> Value
+where
+    F: FnMut(&Value) -> bool,
+{
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), ns, &podgroup_resource());
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = Box::pin(watcher::watcher(api, cfg));
+    let wait = async {
+        while let Some(ev) = stream.next().await {
+            if let watcher::Event::Apply(o) | watcher::Event::InitApply(o) =
+                ev.expect("podgroup watch")
+            {
+                let cond = o.data["status"]["conditions"]
+                    .as_array()
+                    .and_then(|cs| {
+                        cs.iter()
+                            .find(|c| c["type"] == "PodGroupInitiallyScheduled")
+                    })
+                    .cloned();
+                if let Some(c) = cond
+                    && pred(&c)
+                {
+                    return c;
+                }
+            }
+        }
+        panic!("podgroup watch ended");
+    };
+    tokio::time::timeout(HANG_GUARD, wait)
+        .await
+        .expect("condition reached before the hang guard")
+}
