@@ -119,7 +119,7 @@ fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
 
 fn decode_continue(token: &str) -> ApiResult<(u64, String, String)> {
     let bad = || ApiError::bad_request(format!("invalid continue token {token:?}"));
-    if token.len() % 2 != 0 {
+    if !token.len().is_multiple_of(2) {
         return Err(bad());
     }
     let bytes: Vec<u8> = (0..token.len())

@@ -193,6 +193,12 @@ async fn resource(
         body,
     };
     let verb = req.verb(method);
+    // Refuse rather than silently apply a write the client meant to try out.
+    if req.param("dryRun").is_some() && !matches!(verb, "get" | "list" | "watch") {
+        return Err(ApiError::bad_request(
+            "dryRun is not supported by the simulated cluster",
+        ));
+    }
     let fault_target = match &req.sub {
         Some(s) => format!("{plural}/{s}"),
         None => plural.to_string(),

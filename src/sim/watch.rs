@@ -60,11 +60,11 @@ impl WatchRequest {
     /// The event this watcher sees for a store event, if any: a change that
     /// makes an object start or stop matching is an ADDED or DELETED.
     fn translate(&self, event: &Event) -> Option<EventType> {
-        if !self
+        let other_namespace = self
             .namespace
             .as_deref()
-            .is_none_or(|ns| event.obj.namespace == ns)
-        {
+            .is_some_and(|ns| event.obj.namespace != ns);
+        if event.resource != self.resource || other_namespace {
             return None;
         }
         let now = self.matches(&event.obj);
@@ -175,7 +175,7 @@ async fn run(
                         continue;
                     }
                     last_rv = event.obj.rv;
-                    match (&*event.resource == &*req.resource).then(|| req.translate(&event)).flatten() {
+                    match req.translate(&event) {
                         Some(kind) => out.event(kind, &event.obj).await,
                         None => Ok(()),
                     }
