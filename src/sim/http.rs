@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::SimState;
 use super::registry::{ResourceDef, verbs};
 use super::status::{ApiError, ApiResult};
-use super::{handlers, openapi};
+use super::{handlers, openapi, protobuf};
 
 pub fn router(state: Arc<SimState>) -> Router {
     Router::new().fallback(dispatch).with_state(state)
@@ -54,9 +54,17 @@ impl ResourceRequest {
             return Err(ApiError::bad_request("the request body is empty"));
         }
         let ct = self.content_type();
-        // Objects are schemaless here, so binary encodings cannot be read;
-        // 415 makes client-go retry the request as JSON.
-        if ct.contains("protobuf") || ct.contains("cbor") {
+        // Objects are schemaless here: protobuf is understood only for the
+        // kinds kubectl's generators send, CBOR not at all.
+        if ct.contains("protobuf") {
+            return protobuf::decode(&self.body).map_err(|message| ApiError {
+                code: 415,
+                reason: "UnsupportedMediaType",
+                message,
+                details: None,
+            });
+        }
+        if ct.contains("cbor") {
             return Err(ApiError::unsupported_media_type(ct));
         }
         if ct.contains("yaml") {

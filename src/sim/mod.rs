@@ -6,7 +6,7 @@
 //! - [`registry`]: the resource table (one entry per resource).
 //! - [`store`]: objects, resourceVersions, history for watch resumption.
 //! - [`watch`]: watch streams; [`http`] routing and discovery; [`handlers`] the verbs.
-//! - [`patch`], [`selectors`], [`status`], [`objects`]: request mechanics.
+//! - [`patch`], [`selectors`], [`status`], [`objects`], `protobuf`: request mechanics.
 //! - [`lifecycle`], [`templates`]: the fake kubelet and node templates.
 //! - [`fault`]: injected errors, latency and watch closes.
 //! - [`kubeconfig`], [`cli`]: how clients and users reach it.
@@ -20,6 +20,7 @@ pub mod lifecycle;
 pub mod objects;
 mod openapi;
 pub mod patch;
+mod protobuf;
 pub mod registry;
 pub mod selectors;
 pub mod status;
