@@ -754,3 +754,61 @@ async fn deleting_a_namespace_removes_its_objects() {
     assert_eq!(code(pods.get("a").await).0, 404);
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn events_k8s_io_events_are_core_events() {
+    use kube::runtime::events::{Event as Ev, EventType, Recorder, Reporter};
+    let (cluster, client) = start(fast()).await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let created = pods
+        .create(&PostParams::default(), &pod("e"))
+        .await
+        .unwrap();
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: created.metadata.name.clone(),
+        namespace: Some("default".into()),
+        uid: created.metadata.uid.clone(),
+        ..Default::default()
+    };
+    // kube-rs's Recorder writes events.k8s.io/v1 events (create, then merge
+    // patches for a series)...
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "muster".into(),
+            instance: None,
+        },
+    );
+    let ev = Ev {
+        type_: EventType::Normal,
+        reason: "Scheduled".into(),
+        note: Some("bound".into()),
+        action: "Binding".into(),
+        secondary: None,
+    };
+    recorder.publish(&ev, &reference).await.unwrap();
+    recorder.publish(&ev, &reference).await.unwrap();
+
+    // ...which readers of core/v1 events (kubectl describe) see.
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(client.clone());
+    let seen = core
+        .list(&ListParams::default().fields("involvedObject.name=e"))
+        .await
+        .unwrap();
+    assert_eq!(seen.items.len(), 1);
+    assert_eq!(seen.items[0].message.as_deref(), Some("bound"));
+    assert_eq!(seen.items[0].reporting_component.as_deref(), Some("muster"));
+    let new: Api<k8s_openapi::api::events::v1::Event> = Api::default_namespaced(client);
+    let listed = new
+        .list(&ListParams::default().fields("regarding.name=e"))
+        .await
+        .unwrap();
+    assert_eq!(listed.items[0].note.as_deref(), Some("bound"));
+    assert!(
+        listed.items[0].series.is_some(),
+        "the repeat became a series"
+    );
+    cluster.shutdown().await.unwrap();
+}

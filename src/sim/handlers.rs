@@ -23,6 +23,7 @@ use super::registry::{ResourceDef, defs_from_crd};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult};
 use super::store::{CommitError, Stored};
+use super::views;
 use super::watch::{self, Start, WatchRequest};
 
 /// How often a write that lost a race with another writer is retried.
@@ -41,7 +42,7 @@ pub async fn handle(
         ("create", None) => {
             let body = req.json_body()?;
             let obj = create_object(state, &req.def, req.namespace.as_deref(), body)?;
-            Ok(object_response(StatusCode::CREATED, &obj))
+            Ok(object_response(StatusCode::CREATED, &req.def, &obj))
         }
         ("update", _) => update(state, req),
         ("patch", _) => patch(state, req),
@@ -58,13 +59,9 @@ pub async fn handle(
     }
 }
 
-fn object_response(code: StatusCode, obj: &Stored) -> Response {
-    (
-        code,
-        [("content-type", "application/json")],
-        obj.bytes.clone(),
-    )
-        .into_response()
+fn object_response(code: StatusCode, def: &ResourceDef, obj: &Stored) -> Response {
+    let body = views::render(def, obj);
+    (code, [("content-type", "application/json")], body).into_response()
 }
 
 fn commit_error(def: &ResourceDef, name: &str, e: CommitError) -> ApiError {
@@ -97,14 +94,15 @@ fn get(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
         .store
         .get(&req.def.key(), ns_key(req), name)
         .ok_or_else(|| ApiError::not_found(&req.def.group, &req.def.plural, name))?;
-    Ok(object_response(StatusCode::OK, &obj))
+    Ok(object_response(StatusCode::OK, &req.def, &obj))
 }
 
 /// Selectors from the query string; a malformed one is a 400.
 fn selectors(req: &ResourceRequest) -> ApiResult<(LabelSelector, FieldSelector)> {
     let labels = LabelSelector::parse(req.param("labelSelector").unwrap_or(""))
         .map_err(|e| ApiError::bad_request(format!("unable to parse labelSelector: {e}")))?;
-    let fields = FieldSelector::parse(req.param("fieldSelector").unwrap_or(""))
+    let fields = views::field_selector(&req.def, req.param("fieldSelector").unwrap_or(""));
+    let fields = FieldSelector::parse(&fields)
         .map_err(|e| ApiError::bad_request(format!("unable to parse fieldSelector: {e}")))?;
     Ok((labels, fields))
 }
@@ -174,14 +172,15 @@ fn list(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
         metadata["continue"] = json!(encode_continue(rv, &ns, &name));
     }
     let head = json!({ "kind": format!("{}List", req.def.kind), "apiVersion": req.def.api_version(), "metadata": metadata });
-    Ok(list_body(head, &items))
+    Ok(list_body(head, &req.def, &items))
 }
 
 /// Writes `{..head.., "items": [obj, obj, ...]}` by concatenating each
 /// object's stored bytes: no per-object serialization.
-fn list_body(head: Value, items: &[Arc<Stored>]) -> Response {
+fn list_body(head: Value, def: &ResourceDef, items: &[Arc<Stored>]) -> Response {
     let head = head.to_string();
-    let total: usize = items.iter().map(|o| o.bytes.len() + 1).sum();
+    let items: Vec<Bytes> = items.iter().map(|o| views::render(def, o)).collect();
+    let total: usize = items.iter().map(|o| o.len() + 1).sum();
     let mut out = BytesMut::with_capacity(head.len() + total + 16);
     out.put_slice(&head.as_bytes()[..head.len() - 1]);
     out.put_slice(b",\"items\":[");
@@ -189,7 +188,7 @@ fn list_body(head: Value, items: &[Arc<Stored>]) -> Response {
         if i > 0 {
             out.put_u8(b',');
         }
-        out.put_slice(&o.bytes);
+        out.put_slice(o);
     }
     out.put_slice(b"]}");
     ([("content-type", "application/json")], out.freeze()).into_response()
@@ -248,6 +247,7 @@ pub fn create_object(
         ));
     }
     check_type(def, &mut obj)?;
+    let mut obj = views::to_storage(def, obj);
     let meta = meta_mut(&mut obj);
     if meta
         .get("resourceVersion")
@@ -557,7 +557,7 @@ fn merge_update(def: &ResourceDef, sub: Option<&str>, old: &Value, mut new: Valu
         };
     }
     let map = as_map(&mut new);
-    map.insert("apiVersion".into(), json!(def.api_version()));
+    map.insert("apiVersion".into(), json!(def.stored_api_version()));
     map.insert("kind".into(), json!(def.kind));
     if def.status {
         match old.get("status") {
@@ -586,6 +586,7 @@ fn update(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
         ));
     }
     check_type(def, &mut body)?;
+    let mut body = views::to_storage(def, body);
     let meta = meta_mut(&mut body);
     if let Some(n) = meta.get("name").and_then(Value::as_str)
         && n != name
@@ -610,7 +611,7 @@ fn update(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
             .store
             .replace(&def.key(), Some(expected.unwrap_or(current.rv)), merged)
         {
-            Ok(stored) => return Ok(object_response(StatusCode::OK, &stored)),
+            Ok(stored) => return Ok(object_response(StatusCode::OK, def, &stored)),
             Err(CommitError::Conflict) if expected.is_none() => continue,
             Err(e) => return Err(commit_error(def, name, e)),
         }
@@ -636,14 +637,15 @@ fn patch(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
                 let mut obj = body;
                 meta_mut(&mut obj).insert("name".into(), json!(name));
                 let stored = create_object(state, def, req.namespace.as_deref(), obj)?;
-                return Ok(object_response(StatusCode::CREATED, &stored));
+                return Ok(object_response(StatusCode::CREATED, def, &stored));
             }
             return Err(ApiError::not_found(&def.group, &def.plural, name));
         };
         let old = current.value();
-        let mut new = old.clone();
+        let mut new = views::to_view(def, old.clone());
         patch::apply(kind, &mut new, body.clone())
             .map_err(|e| ApiError::invalid(&def.group, &def.kind, name, &e))?;
+        let new = views::to_storage(def, new);
         if let Some(rv) = str_at(&new, "/metadata/resourceVersion")
             && rv != current.rv.to_string()
         {
@@ -652,7 +654,7 @@ fn patch(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
         }
         let merged = merge_update(def, req.sub.as_deref(), &old, new);
         match state.store.replace(&def.key(), Some(current.rv), merged) {
-            Ok(stored) => return Ok(object_response(StatusCode::OK, &stored)),
+            Ok(stored) => return Ok(object_response(StatusCode::OK, def, &stored)),
             Err(CommitError::Conflict) => continue,
             Err(e) => return Err(commit_error(def, name, e)),
         }
@@ -677,7 +679,7 @@ fn delete(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
     let name = name_of(req)?;
     let (rv, uid) = delete_preconditions(req)?;
     let stored = delete_one(state, &req.def, ns_key(req), name, rv, uid.as_deref())?;
-    Ok(object_response(StatusCode::OK, &stored))
+    Ok(object_response(StatusCode::OK, &req.def, &stored))
 }
 
 /// Deletes one object: marks it with `deletionTimestamp` while finalizers
@@ -777,7 +779,7 @@ fn delete_collection(state: &SimState, req: &ResourceRequest) -> ApiResult<Respo
     }
     let head = json!({ "kind": format!("{}List", def.kind), "apiVersion": def.api_version(),
         "metadata": { "resourceVersion": rv.to_string() } });
-    Ok(list_body(head, &deleted))
+    Ok(list_body(head, def, &deleted))
 }
 
 /// `POST pods/{name}/binding` or `POST namespaces/{ns}/bindings`: assigns
@@ -893,6 +895,7 @@ mod tests {
             status: true,
             binding: true,
             from_crd: false,
+            view: None,
         };
         let old = json!({"metadata": {"name": "p", "uid": "u", "generation": 1}, "spec": {"a": 1}, "status": {"phase": "Running"}});
         let new = json!({"metadata": {"name": "p", "uid": "x"}, "spec": {"a": 2}, "status": {"phase": "Failed"}});

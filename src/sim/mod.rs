@@ -9,6 +9,7 @@
 //! - [`patch`], [`selectors`], [`status`], [`objects`], `protobuf`: request mechanics.
 //! - [`lifecycle`], [`templates`]: the fake kubelet and node templates.
 //! - [`fault`]: injected errors, latency and watch closes.
+//! - `views`: resources stored as another (events.k8s.io/v1 as core events).
 //! - [`kubeconfig`], [`cli`]: how clients and users reach it.
 
 pub mod cli;
@@ -26,6 +27,7 @@ pub mod selectors;
 pub mod status;
 pub mod store;
 pub mod templates;
+mod views;
 pub mod watch;
 
 use std::collections::BTreeSet;
