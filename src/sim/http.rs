@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::SimState;
 use super::registry::{ResourceDef, verbs};
 use super::status::{ApiError, ApiResult};
-use super::{handlers, openapi, protobuf};
+use super::{binding, handlers, openapi, protobuf};
 
 pub fn router(state: Arc<SimState>) -> Router {
     Router::new().fallback(dispatch).with_state(state)
@@ -165,7 +165,7 @@ async fn resource(
             body,
         };
         state.faults.before("create", "", "bindings").await?;
-        return handlers::bind(state, &req).await;
+        return binding::bind(state, &req).await;
     }
     let (namespace, plural, name, sub) = match rest {
         ["namespaces", ns, plural, tail @ ..]
