@@ -812,3 +812,74 @@ async fn events_k8s_io_events_are_core_events() {
     );
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn raw_requests_get_precise_errors() {
+    let (cluster, client) = start(fast()).await;
+    let send = |method: &str, path: &str, body: &str| {
+        let client = client.clone();
+        let req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(body.as_bytes().to_vec())
+            .unwrap();
+        async move { client.request_text(req).await }
+    };
+    let (code_, reason) =
+        code(send("POST", "/api/v1/namespaces/default/configmaps", "{not json").await);
+    assert_eq!((code_, reason.as_str()), (400, "BadRequest"));
+    assert_eq!(code(send("GET", "/api/v1/nothings", "").await).0, 404);
+    assert_eq!(code(send("GET", "/apis/no.such.group/v1", "").await).0, 404);
+    let dry = "/api/v1/namespaces/default/configmaps?dryRun=All";
+    assert_eq!(
+        code(send("POST", dry, r#"{"metadata":{"name":"x"}}"#).await).0,
+        400
+    );
+    let wrong_kind = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"}}"#;
+    assert_eq!(
+        code(send("POST", "/api/v1/namespaces/default/configmaps", wrong_kind).await).0,
+        400
+    );
+    let with_rv = r#"{"metadata":{"name":"x","resourceVersion":"5"}}"#;
+    assert_eq!(
+        code(send("POST", "/api/v1/namespaces/default/configmaps", with_rv).await).0,
+        400
+    );
+    assert_eq!(
+        code(send("GET", "/api/v1/namespaces/default/pods?limit=x", "").await).0,
+        400
+    );
+    assert_eq!(
+        code(send("GET", "/api/v1/namespaces/default/pods?continue=zz", "").await).0,
+        400
+    );
+
+    // timeoutSeconds ends a watch on time.
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let wp = WatchParams::default().timeout(1);
+    let mut stream = pods.watch(&wp, "0").await.unwrap().boxed();
+    let drained = async {
+        while let Some(e) = stream.next().await {
+            assert!(matches!(e, Ok(WatchEvent::Bookmark(_))))
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), drained)
+        .await
+        .expect("the watch ended after its timeout");
+
+    // The kubeconfig helpers agree with the address.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kc");
+    cluster.write_kubeconfig(&path).unwrap();
+    assert!(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .contains(&cluster.addr().to_string())
+    );
+    assert_eq!(
+        cluster.kubeconfig(),
+        std::fs::read_to_string(&path).unwrap()
+    );
+    cluster.shutdown().await.unwrap();
+}
