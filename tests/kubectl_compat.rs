@@ -328,6 +328,31 @@ async fn kubectl_v1_37_works_against_the_simulator() {
             .contains("AlreadyExists")
     );
 
+    // kubectl's generators send protobuf; the kinds they commonly create work.
+    k.ok(&["create", "namespace", "generated"]).await;
+    k.ok(&[
+        "-n",
+        "generated",
+        "create",
+        "configmap",
+        "gen",
+        "--from-literal=k=v",
+    ])
+    .await;
+    assert_eq!(
+        k.ok(&[
+            "-n",
+            "generated",
+            "get",
+            "cm",
+            "gen",
+            "-o",
+            "jsonpath={.data.k}"
+        ])
+        .await,
+        "v"
+    );
+
     // describe shows the pod's events.
     let described = k
         .ok(&[ns[0], ns[1], "describe", "pod", "smoke-worker-0"])

@@ -754,3 +754,132 @@ async fn deleting_a_namespace_removes_its_objects() {
     assert_eq!(code(pods.get("a").await).0, 404);
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn events_k8s_io_events_are_core_events() {
+    use kube::runtime::events::{Event as Ev, EventType, Recorder, Reporter};
+    let (cluster, client) = start(fast()).await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let created = pods
+        .create(&PostParams::default(), &pod("e"))
+        .await
+        .unwrap();
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: created.metadata.name.clone(),
+        namespace: Some("default".into()),
+        uid: created.metadata.uid.clone(),
+        ..Default::default()
+    };
+    // kube-rs's Recorder writes events.k8s.io/v1 events (create, then merge
+    // patches for a series)...
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "muster".into(),
+            instance: None,
+        },
+    );
+    let ev = Ev {
+        type_: EventType::Normal,
+        reason: "Scheduled".into(),
+        note: Some("bound".into()),
+        action: "Binding".into(),
+        secondary: None,
+    };
+    recorder.publish(&ev, &reference).await.unwrap();
+    recorder.publish(&ev, &reference).await.unwrap();
+
+    // ...which readers of core/v1 events (kubectl describe) see.
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(client.clone());
+    let seen = core
+        .list(&ListParams::default().fields("involvedObject.name=e"))
+        .await
+        .unwrap();
+    assert_eq!(seen.items.len(), 1);
+    assert_eq!(seen.items[0].message.as_deref(), Some("bound"));
+    assert_eq!(seen.items[0].reporting_component.as_deref(), Some("muster"));
+    let new: Api<k8s_openapi::api::events::v1::Event> = Api::default_namespaced(client);
+    let listed = new
+        .list(&ListParams::default().fields("regarding.name=e"))
+        .await
+        .unwrap();
+    assert_eq!(listed.items[0].note.as_deref(), Some("bound"));
+    assert!(
+        listed.items[0].series.is_some(),
+        "the repeat became a series"
+    );
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn raw_requests_get_precise_errors() {
+    let (cluster, client) = start(fast()).await;
+    let send = |method: &str, path: &str, body: &str| {
+        let client = client.clone();
+        let req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(body.as_bytes().to_vec())
+            .unwrap();
+        async move { client.request_text(req).await }
+    };
+    let (code_, reason) =
+        code(send("POST", "/api/v1/namespaces/default/configmaps", "{not json").await);
+    assert_eq!((code_, reason.as_str()), (400, "BadRequest"));
+    assert_eq!(code(send("GET", "/api/v1/nothings", "").await).0, 404);
+    assert_eq!(code(send("GET", "/apis/no.such.group/v1", "").await).0, 404);
+    let dry = "/api/v1/namespaces/default/configmaps?dryRun=All";
+    assert_eq!(
+        code(send("POST", dry, r#"{"metadata":{"name":"x"}}"#).await).0,
+        400
+    );
+    let wrong_kind = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"}}"#;
+    assert_eq!(
+        code(send("POST", "/api/v1/namespaces/default/configmaps", wrong_kind).await).0,
+        400
+    );
+    let with_rv = r#"{"metadata":{"name":"x","resourceVersion":"5"}}"#;
+    assert_eq!(
+        code(send("POST", "/api/v1/namespaces/default/configmaps", with_rv).await).0,
+        400
+    );
+    assert_eq!(
+        code(send("GET", "/api/v1/namespaces/default/pods?limit=x", "").await).0,
+        400
+    );
+    assert_eq!(
+        code(send("GET", "/api/v1/namespaces/default/pods?continue=zz", "").await).0,
+        400
+    );
+
+    // timeoutSeconds ends a watch on time.
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let wp = WatchParams::default().timeout(1);
+    let mut stream = pods.watch(&wp, "0").await.unwrap().boxed();
+    let drained = async {
+        while let Some(e) = stream.next().await {
+            assert!(matches!(e, Ok(WatchEvent::Bookmark(_))))
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), drained)
+        .await
+        .expect("the watch ended after its timeout");
+
+    // The kubeconfig helpers agree with the address.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kc");
+    cluster.write_kubeconfig(&path).unwrap();
+    assert!(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .contains(&cluster.addr().to_string())
+    );
+    assert_eq!(
+        cluster.kubeconfig(),
+        std::fs::read_to_string(&path).unwrap()
+    );
+    cluster.shutdown().await.unwrap();
+}

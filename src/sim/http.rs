@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::SimState;
 use super::registry::{ResourceDef, verbs};
 use super::status::{ApiError, ApiResult};
-use super::{handlers, openapi};
+use super::{binding, handlers, openapi, protobuf};
 
 pub fn router(state: Arc<SimState>) -> Router {
     Router::new().fallback(dispatch).with_state(state)
@@ -54,9 +54,17 @@ impl ResourceRequest {
             return Err(ApiError::bad_request("the request body is empty"));
         }
         let ct = self.content_type();
-        // Objects are schemaless here, so binary encodings cannot be read;
-        // 415 makes client-go retry the request as JSON.
-        if ct.contains("protobuf") || ct.contains("cbor") {
+        // Objects are schemaless here: protobuf is understood only for the
+        // kinds kubectl's generators send, CBOR not at all.
+        if ct.contains("protobuf") {
+            return protobuf::decode(&self.body).map_err(|message| ApiError {
+                code: 415,
+                reason: "UnsupportedMediaType",
+                message,
+                details: None,
+            });
+        }
+        if ct.contains("cbor") {
             return Err(ApiError::unsupported_media_type(ct));
         }
         if ct.contains("yaml") {
@@ -157,7 +165,7 @@ async fn resource(
             body,
         };
         state.faults.before("create", "", "bindings").await?;
-        return handlers::bind(state, &req).await;
+        return binding::bind(state, &req).await;
     }
     let (namespace, plural, name, sub) = match rest {
         ["namespaces", ns, plural, tail @ ..]
@@ -193,6 +201,12 @@ async fn resource(
         body,
     };
     let verb = req.verb(method);
+    // Refuse rather than silently apply a write the client meant to try out.
+    if req.param("dryRun").is_some() && !matches!(verb, "get" | "list" | "watch") {
+        return Err(ApiError::bad_request(
+            "dryRun is not supported by the simulated cluster",
+        ));
+    }
     let fault_target = match &req.sub {
         Some(s) => format!("{plural}/{s}"),
         None => plural.to_string(),

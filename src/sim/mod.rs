@@ -5,27 +5,36 @@
 //! Map of the modules:
 //! - [`registry`]: the resource table (one entry per resource).
 //! - [`store`]: objects, resourceVersions, history for watch resumption.
-//! - [`watch`]: watch streams; [`http`] routing and discovery; [`handlers`] the verbs.
-//! - [`patch`], [`selectors`], [`status`], [`objects`]: request mechanics.
+//! - [`watch`]: watch streams; `http`: routing and discovery; `handlers`: verb
+//!   dispatch and reads; `create`, `write`, `binding`: the writes; `kinds`:
+//!   per-kind behaviour (pod defaults, node status, namespaces, CRDs).
+//! - [`patch`], [`selectors`], [`status`], [`objects`], `protobuf`: request mechanics.
 //! - [`lifecycle`], [`templates`]: the fake kubelet and node templates.
 //! - [`fault`]: injected errors, latency and watch closes.
+//! - `views`: resources stored as another (events.k8s.io/v1 as core events).
 //! - [`kubeconfig`], [`cli`]: how clients and users reach it.
 
+mod binding;
 pub mod cli;
+mod create;
 pub mod fault;
 mod handlers;
 mod http;
+mod kinds;
 pub mod kubeconfig;
 pub mod lifecycle;
 pub mod objects;
 mod openapi;
 pub mod patch;
+mod protobuf;
 pub mod registry;
 pub mod selectors;
 pub mod status;
 pub mod store;
 pub mod templates;
+mod views;
 pub mod watch;
+mod write;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -238,13 +247,12 @@ fn seed(state: &SimState, templates: &[NodeTemplate]) -> anyhow::Result<()> {
     let namespaces = lookup("namespaces")?;
     for ns in INITIAL_NAMESPACES {
         let obj = json!({"metadata": {"name": ns}});
-        handlers::create_object(state, &namespaces, None, obj)
+        create::create_object(state, &namespaces, None, obj)
             .map_err(|e| anyhow::anyhow!(e.message))?;
     }
     let nodes = lookup("nodes")?;
     for node in templates::expand(templates) {
-        handlers::create_object(state, &nodes, None, node)
-            .map_err(|e| anyhow::anyhow!(e.message))?;
+        create::create_object(state, &nodes, None, node).map_err(|e| anyhow::anyhow!(e.message))?;
     }
     Ok(())
 }

@@ -25,6 +25,15 @@ pub struct ResourceDef {
     pub binding: bool,
     /// Registered by a CustomResourceDefinition (removed when it is deleted).
     pub from_crd: bool,
+    /// Served from another resource's storage (see `views`).
+    pub view: Option<View>,
+}
+
+/// Storage shared with another resource, converted by `views`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// `events.k8s.io/v1` events stored as core `v1` events.
+    CoreEvents,
 }
 
 impl ResourceDef {
@@ -38,9 +47,20 @@ impl ResourceDef {
     }
 
     /// The storage key: each group/version/plural is stored separately (no
-    /// conversion between versions).
+    /// conversion between versions), except views of another resource.
     pub fn key(&self) -> Arc<str> {
-        Arc::from(format!("{}/{}/{}", self.group, self.version, self.plural))
+        match self.view {
+            Some(View::CoreEvents) => Arc::from("/v1/events"),
+            None => Arc::from(format!("{}/{}/{}", self.group, self.version, self.plural)),
+        }
+    }
+
+    /// The apiVersion objects have in storage.
+    pub fn stored_api_version(&self) -> String {
+        match self.view {
+            Some(View::CoreEvents) => "v1".into(),
+            None => self.api_version(),
+        }
     }
 
     /// Is this the resource a CRD named `<plural>.<group>` would define?
@@ -81,6 +101,7 @@ impl Entry<'_> {
             status: self.status,
             binding: self.plural == "pods" && self.gv == "v1",
             from_crd: false,
+            view: (self.gv == "events.k8s.io/v1").then_some(View::CoreEvents),
         }
     }
 }
@@ -299,6 +320,7 @@ pub fn defs_from_crd(crd: &Value) -> Result<Vec<ResourceDef>, String> {
             status: v.pointer("/subresources/status").is_some(),
             binding: false,
             from_crd: true,
+            view: None,
         });
     }
     if defs.is_empty() {

@@ -23,6 +23,7 @@ use super::registry::ResourceDef;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::store::{Event, EventType, Store, Stored};
+use super::views;
 
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,11 +61,11 @@ impl WatchRequest {
     /// The event this watcher sees for a store event, if any: a change that
     /// makes an object start or stop matching is an ADDED or DELETED.
     fn translate(&self, event: &Event) -> Option<EventType> {
-        if !self
+        let other_namespace = self
             .namespace
             .as_deref()
-            .is_none_or(|ns| event.obj.namespace == ns)
-        {
+            .is_some_and(|ns| event.obj.namespace != ns);
+        if event.resource != self.resource || other_namespace {
             return None;
         }
         let now = self.matches(&event.obj);
@@ -105,14 +106,14 @@ struct Sink {
 }
 
 impl Sink {
-    async fn event(&mut self, kind: EventType, obj: &Stored) -> Result<(), ()> {
+    async fn event(&mut self, def: &ResourceDef, kind: EventType, obj: &Stored) -> Result<(), ()> {
         let prefix: &'static [u8] = match kind {
             EventType::Added => b"{\"type\":\"ADDED\",\"object\":",
             EventType::Modified => b"{\"type\":\"MODIFIED\",\"object\":",
             EventType::Deleted => b"{\"type\":\"DELETED\",\"object\":",
         };
         self.send(Bytes::from_static(prefix)).await?;
-        self.send(obj.bytes.clone()).await?;
+        self.send(views::render(def, obj)).await?;
         self.send(Bytes::from_static(b"}\n")).await
     }
 
@@ -175,8 +176,8 @@ async fn run(
                         continue;
                     }
                     last_rv = event.obj.rv;
-                    match (&*event.resource == &*req.resource).then(|| req.translate(&event)).flatten() {
-                        Some(kind) => out.event(kind, &event.obj).await,
+                    match req.translate(&event) {
+                        Some(kind) => out.event(&req.def, kind, &event.obj).await,
                         None => Ok(()),
                     }
                 }
@@ -208,7 +209,7 @@ async fn replay(
             Ok(start) => {
                 for event in &start.backlog {
                     if let Some(kind) = req.translate(event) {
-                        out.event(kind, &event.obj).await.ok()?;
+                        out.event(&req.def, kind, &event.obj).await.ok()?;
                     }
                 }
                 Some((start.live, start.rv))
@@ -223,7 +224,7 @@ async fn replay(
             let (objs, live, rv) =
                 store.snapshot_and_subscribe(&req.resource, req.namespace.as_deref());
             for obj in objs.iter().filter(|o| req.matches(o)) {
-                out.event(EventType::Added, obj).await.ok()?;
+                out.event(&req.def, EventType::Added, obj).await.ok()?;
             }
             if end_bookmark {
                 out.bookmark(&req.def, rv, true).await.ok()?;

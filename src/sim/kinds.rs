@@ -1,0 +1,174 @@
+//! Per-kind behaviour a real server (or its controllers) has: pod defaults
+//! and priority resolution, node status from the fake kubelet, namespace
+//! phase and cascading deletion, CRD acceptance and (un)registration.
+
+use serde_json::{Value, json};
+
+use super::SimState;
+use super::lifecycle::{Bound, fill_node_status};
+use super::objects::{as_map, child_mut, condition, set_condition, str_at};
+use super::registry::{ResourceDef, defs_from_crd};
+use super::status::{ApiError, ApiResult};
+use super::store::Stored;
+
+/// Per-kind defaults at creation. Returns the node a pod was created on.
+pub(super) fn on_create(
+    state: &SimState,
+    def: &ResourceDef,
+    obj: &mut Value,
+) -> ApiResult<Option<String>> {
+    // Status is written through /status only, except where a kubelet-like
+    // creator sets it (nodes).
+    let is_node = def.group.is_empty() && def.plural == "nodes";
+    if def.status && !is_node {
+        as_map(obj).remove("status");
+    }
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "pods") => return default_pod(state, obj),
+        ("", "nodes") => fill_node_status(obj, &state.lifecycle.addresses.next_node_ip()),
+        ("", "namespaces") => {
+            child_mut(as_map(obj), "status").insert("phase".into(), json!("Active"));
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => accept_crd(obj)?,
+        _ => {}
+    }
+    Ok(None)
+}
+
+fn default_pod(state: &SimState, pod: &mut Value) -> ApiResult<Option<String>> {
+    let name = str_at(pod, "/metadata/name")
+        .unwrap_or_default()
+        .to_string();
+    let spec = child_mut(as_map(pod), "spec");
+    spec.entry("schedulerName")
+        .or_insert_with(|| json!("default-scheduler"));
+    spec.entry("restartPolicy")
+        .or_insert_with(|| json!("Always"));
+    spec.entry("terminationGracePeriodSeconds")
+        .or_insert_with(|| json!(30));
+    spec.entry("dnsPolicy")
+        .or_insert_with(|| json!("ClusterFirst"));
+    // Priority admission: resolve priorityClassName into spec.priority.
+    if let Some(class) = spec
+        .get("priorityClassName")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+    {
+        let value = state
+            .store
+            .get("scheduling.k8s.io/v1/priorityclasses", "", class)
+            .and_then(|pc| pc.value().get("value").and_then(Value::as_i64))
+            .or(match class {
+                "system-node-critical" => Some(2_000_001_000),
+                "system-cluster-critical" => Some(2_000_000_000),
+                _ => None,
+            })
+            .ok_or_else(|| ApiError {
+                code: 403,
+                reason: "Forbidden",
+                message: format!(
+                    "pods \"{name}\" is forbidden: no PriorityClass with name {class} was found"
+                ),
+                details: None,
+            })?;
+        spec.insert("priority".into(), json!(value));
+    } else {
+        spec.entry("priority").or_insert_with(|| json!(0));
+    }
+    let node = spec
+        .get("nodeName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string);
+    let status = child_mut(as_map(pod), "status");
+    status.insert("phase".into(), json!("Pending"));
+    status.insert("qosClass".into(), json!("BestEffort"));
+    if node.is_some() {
+        set_condition(status, condition("PodScheduled", true, None));
+    }
+    Ok(node)
+}
+
+fn accept_crd(crd: &mut Value) -> ApiResult<()> {
+    let name = str_at(crd, "/metadata/name")
+        .unwrap_or_default()
+        .to_string();
+    let defs = defs_from_crd(crd).map_err(|e| {
+        ApiError::invalid(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            &name,
+            &e,
+        )
+    })?;
+    let expected = format!("{}.{}", defs[0].plural, defs[0].group);
+    if name != expected {
+        return Err(ApiError::invalid(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            &name,
+            &format!(
+                "metadata.name: Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group ({expected})"
+            ),
+        ));
+    }
+    let names = crd.pointer("/spec/names").cloned().unwrap_or_default();
+    let versions: Vec<Value> = defs.iter().map(|d| json!(d.version)).collect();
+    let status = child_mut(as_map(crd), "status");
+    status.insert("acceptedNames".into(), names);
+    status.insert("storedVersions".into(), json!(versions));
+    let ok = |kind: &str, reason: &str| {
+        let mut c = condition(kind, true, Some(reason));
+        if let Some(m) = c.as_object_mut() {
+            m.remove("lastProbeTime");
+        }
+        c
+    };
+    set_condition(status, ok("NamesAccepted", "NoConflicts"));
+    set_condition(status, ok("Established", "InitialNamesAccepted"));
+    Ok(())
+}
+
+pub(super) fn after_create(
+    state: &SimState,
+    def: &ResourceDef,
+    obj: &Stored,
+    bound: Option<String>,
+) {
+    if bound.is_some() {
+        state.lifecycle.pod_bound(Bound {
+            namespace: obj.namespace.clone(),
+            name: obj.name.clone(),
+            uid: obj.uid.clone(),
+        });
+    }
+    if def.group == "apiextensions.k8s.io"
+        && def.plural == "customresourcedefinitions"
+        && let Ok(defs) = defs_from_crd(&obj.value())
+    {
+        for added in state.registry.register_crd(defs) {
+            tracing::info!(group = %added.group, version = %added.version, plural = %added.plural, "CRD resource registered");
+        }
+    }
+}
+
+/// Cascades a real server performs asynchronously, done at once here.
+pub(super) fn after_delete(state: &SimState, def: &ResourceDef, obj: &Stored) {
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "namespaces") => state.store.drop_namespace(&obj.name),
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            let crd = obj.value();
+            let (Some(group), Some(plural)) = (
+                str_at(&crd, "/spec/group"),
+                str_at(&crd, "/spec/names/plural"),
+            ) else {
+                return;
+            };
+            for gone in state.registry.unregister_crd(group, plural) {
+                tracing::info!(group = %gone.group, version = %gone.version, plural = %gone.plural, "CRD resource unregistered");
+                state.store.drop_resource(&gone.key());
+            }
+        }
+        _ => {}
+    }
+}

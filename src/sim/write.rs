@@ -1,0 +1,289 @@
+//! Writes to existing objects: update, patch (every type), delete with
+//! finalizers and preconditions, deletecollection. Each decodes outside the
+//! store lock and commits with a compare-and-swap on the resourceVersion.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::SimState;
+use super::create::{check_type, create_object, resolve_namespace};
+use super::handlers::{
+    RETRIES, commit_error, list_body, name_of, ns_key, object_response, parse_rv, selectors,
+};
+use super::http::ResourceRequest;
+use super::kinds::after_delete;
+use super::objects::{as_map, meta_mut, now, str_at};
+use super::patch::{self, PatchType};
+use super::registry::ResourceDef;
+use super::status::{ApiError, ApiResult};
+use super::store::{CommitError, Stored};
+use super::views;
+
+/// The object a write produces from the stored one and the client's
+/// version: system metadata is kept, and status vs. the rest is split the
+/// way the main resource and `/status` split it on a real server.
+fn merge_update(def: &ResourceDef, sub: Option<&str>, old: &Value, mut new: Value) -> Value {
+    if sub == Some("status") {
+        let mut out = old.clone();
+        match new.get_mut("status").map(Value::take) {
+            Some(status) => as_map(&mut out).insert("status".into(), status),
+            None => as_map(&mut out).remove("status"),
+        };
+        return out;
+    }
+    let old_meta = old.get("metadata").cloned().unwrap_or_default();
+    let meta = meta_mut(&mut new);
+    for key in [
+        "name",
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
+        match old_meta.get(key) {
+            Some(v) => meta.insert(key.into(), v.clone()),
+            None => meta.remove(key),
+        };
+    }
+    let map = as_map(&mut new);
+    map.insert("apiVersion".into(), json!(def.stored_api_version()));
+    map.insert("kind".into(), json!(def.kind));
+    if def.status {
+        match old.get("status") {
+            Some(s) => map.insert("status".into(), s.clone()),
+            None => map.remove("status"),
+        };
+    }
+    if old.get("spec") != new.get("spec") {
+        let generation = old_meta
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            + 1;
+        meta_mut(&mut new).insert("generation".into(), json!(generation));
+    }
+    new
+}
+
+pub(super) fn update(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
+    let name = name_of(req)?;
+    let def = &req.def;
+    let mut body = req.json_body()?;
+    if !body.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    check_type(def, &mut body)?;
+    let mut body = views::to_storage(def, body);
+    let meta = meta_mut(&mut body);
+    if let Some(n) = meta.get("name").and_then(Value::as_str)
+        && n != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
+    resolve_namespace(def, req.namespace.as_deref(), meta)?;
+    let expected = match meta.get("resourceVersion").and_then(Value::as_str) {
+        Some(rv) if !rv.is_empty() => Some(parse_rv(rv)?),
+        _ => None,
+    };
+    // Without a resourceVersion the update is unconditional: retry races.
+    for _ in 0..RETRIES {
+        let current = state
+            .store
+            .get(&def.key(), ns_key(req), name)
+            .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+        let merged = merge_update(def, req.sub.as_deref(), &current.value(), body.clone());
+        match state
+            .store
+            .replace(&def.key(), Some(expected.unwrap_or(current.rv)), merged)
+        {
+            Ok(stored) => return Ok(object_response(StatusCode::OK, def, &stored)),
+            Err(CommitError::Conflict) if expected.is_none() => continue,
+            Err(e) => return Err(commit_error(def, name, e)),
+        }
+    }
+    Err(commit_error(def, name, CommitError::Conflict))
+}
+
+pub(super) fn patch(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
+    let name = name_of(req)?;
+    let def = &req.def;
+    let kind = PatchType::from_content_type(req.content_type())
+        .ok_or_else(|| ApiError::unsupported_media_type(req.content_type()))?;
+    let body: Value = if kind == PatchType::Apply {
+        serde_norway::from_slice(&req.body)
+            .map_err(|e| ApiError::bad_request(format!("invalid apply patch: {e}")))?
+    } else {
+        serde_json::from_slice(&req.body)
+            .map_err(|e| ApiError::bad_request(format!("invalid patch body: {e}")))?
+    };
+    for _ in 0..RETRIES {
+        let Some(current) = state.store.get(&def.key(), ns_key(req), name) else {
+            if kind == PatchType::Apply && req.sub.is_none() {
+                let mut obj = body;
+                meta_mut(&mut obj).insert("name".into(), json!(name));
+                let stored = create_object(state, def, req.namespace.as_deref(), obj)?;
+                return Ok(object_response(StatusCode::CREATED, def, &stored));
+            }
+            return Err(ApiError::not_found(&def.group, &def.plural, name));
+        };
+        let old = current.value();
+        let mut new = views::to_view(def, old.clone());
+        patch::apply(kind, &mut new, body.clone())
+            .map_err(|e| ApiError::invalid(&def.group, &def.kind, name, &e))?;
+        let new = views::to_storage(def, new);
+        if let Some(rv) = str_at(&new, "/metadata/resourceVersion")
+            && rv != current.rv.to_string()
+        {
+            parse_rv(rv)?;
+            return Err(commit_error(def, name, CommitError::Conflict));
+        }
+        let merged = merge_update(def, req.sub.as_deref(), &old, new);
+        match state.store.replace(&def.key(), Some(current.rv), merged) {
+            Ok(stored) => return Ok(object_response(StatusCode::OK, def, &stored)),
+            Err(CommitError::Conflict) => continue,
+            Err(e) => return Err(commit_error(def, name, e)),
+        }
+    }
+    Err(commit_error(def, name, CommitError::Conflict))
+}
+
+/// Preconditions from an optional DeleteOptions body.
+fn delete_preconditions(req: &ResourceRequest) -> ApiResult<(Option<u64>, Option<String>)> {
+    if req.body.is_empty() {
+        return Ok((None, None));
+    }
+    let opts = req.json_body()?;
+    let rv = match str_at(&opts, "/preconditions/resourceVersion") {
+        Some(rv) => Some(parse_rv(rv)?),
+        None => None,
+    };
+    Ok((rv, str_at(&opts, "/preconditions/uid").map(str::to_string)))
+}
+
+pub(super) fn delete(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
+    let name = name_of(req)?;
+    let (rv, uid) = delete_preconditions(req)?;
+    let stored = delete_one(state, &req.def, ns_key(req), name, rv, uid.as_deref())?;
+    Ok(object_response(StatusCode::OK, &req.def, &stored))
+}
+
+/// Deletes one object: marks it with `deletionTimestamp` while finalizers
+/// remain, removes it otherwise. Grace periods are not simulated.
+fn delete_one(
+    state: &SimState,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    precondition_rv: Option<u64>,
+    precondition_uid: Option<&str>,
+) -> ApiResult<Arc<Stored>> {
+    let res = def.key();
+    for _ in 0..RETRIES {
+        let current = state
+            .store
+            .get(&res, ns, name)
+            .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+        if precondition_uid.is_some_and(|u| u != current.uid)
+            || precondition_rv.is_some_and(|rv| rv != current.rv)
+        {
+            return Err(ApiError::conflict(
+                &def.group,
+                &def.plural,
+                name,
+                "the precondition on the object's uid or resourceVersion does not hold",
+            ));
+        }
+        let mut obj = current.value();
+        let has_finalizers = obj
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        let result = if has_finalizers {
+            if obj.pointer("/metadata/deletionTimestamp").is_some() {
+                return Ok(current);
+            }
+            let meta = meta_mut(&mut obj);
+            meta.insert("deletionTimestamp".into(), json!(now()));
+            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            state.store.replace(&res, Some(current.rv), obj)
+        } else {
+            state.store.remove(&res, ns, name, Some(current.rv))
+        };
+        match result {
+            Ok(stored) => {
+                if !has_finalizers {
+                    after_delete(state, def, &stored);
+                }
+                return Ok(stored);
+            }
+            Err(CommitError::Conflict) => continue,
+            Err(e) => return Err(commit_error(def, name, e)),
+        }
+    }
+    Err(commit_error(def, name, CommitError::Conflict))
+}
+
+pub(super) fn delete_collection(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
+    let (labels, fields) = selectors(req)?;
+    let def = &req.def;
+    let (victims, _, rv) =
+        state
+            .store
+            .list(&def.key(), req.namespace.as_deref(), None, None, |o| {
+                labels.matches(|k| o.label(k)) && fields.matches(|p| o.field(p))
+            });
+    let mut deleted = Vec::with_capacity(victims.len());
+    for v in victims {
+        match delete_one(state, def, &v.namespace, &v.name, None, None) {
+            Ok(d) => deleted.push(d),
+            // Deleted concurrently: nothing left to do for it.
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let head = json!({ "kind": format!("{}List", def.kind), "apiVersion": def.api_version(),
+        "metadata": { "resourceVersion": rv.to_string() } });
+    Ok(list_body(head, def, &deleted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn main_resource_update_keeps_status_and_bumps_generation() {
+        let def = ResourceDef {
+            group: String::new(),
+            version: "v1".into(),
+            plural: "pods".into(),
+            singular: "pod".into(),
+            kind: "Pod".into(),
+            namespaced: true,
+            short_names: vec![],
+            categories: vec![],
+            status: true,
+            binding: true,
+            from_crd: false,
+            view: None,
+        };
+        let old = json!({"metadata": {"name": "p", "uid": "u", "generation": 1}, "spec": {"a": 1}, "status": {"phase": "Running"}});
+        let new = json!({"metadata": {"name": "p", "uid": "x"}, "spec": {"a": 2}, "status": {"phase": "Failed"}});
+        let out = merge_update(&def, None, &old, new.clone());
+        assert_eq!(out["status"]["phase"], "Running");
+        assert_eq!(out["metadata"]["uid"], "u");
+        assert_eq!(out["metadata"]["generation"], 2);
+        let out = merge_update(&def, Some("status"), &old, new);
+        assert_eq!(out["status"]["phase"], "Failed");
+        assert_eq!(out["spec"]["a"], 1);
+    }
+}
