@@ -25,3 +25,330 @@ async fn gang_that_fits_is_bound_together_and_condition_turns_true() {
     assert_eq!(cond["reason"], "Scheduled");
     daemon.shutdown().await.expect("clean shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gang_that_cannot_fit_binds_nobody_until_a_node_is_added() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let daemon = daemon(&env, test_config("")).await;
+    create_podgroup(&env, "default", "big", 3, Some(5)).await;
+    create_pods(
+        &env,
+        "default",
+        (0..3)
+            .map(|i| pod(&format!("big-{i}"), "3", "muster", Some("big")))
+            .collect(),
+    )
+    .await;
+
+    // Every member is told why, and the group condition says so too.
+    for i in 0..3 {
+        let name = format!("big-{i}");
+        let e = wait_event(&env, "default", |e| {
+            e.involved_object.name.as_deref() == Some(&name)
+                && e.reason.as_deref() == Some("FailedScheduling")
+        })
+        .await;
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+    }
+    let cond = wait_podgroup_condition(&env, "default", "big", |c| c["status"] == "False").await;
+    assert_eq!(cond["reason"], "Unschedulable");
+    assert!(cond["message"].as_str().is_some_and(|m| !m.is_empty()));
+    assert!(
+        names_bound(&list_pods(&env, "default").await, "big-").is_empty(),
+        "no member of an unfit gang is bound"
+    );
+
+    add_node(&env, "extra", "4").await;
+    let pods = wait_pods(&env, "default", |p| names_bound(p, "big-").len() == 3).await;
+    assert_eq!(names_bound(&pods, "big-").len(), 3);
+    wait_podgroup_condition(&env, "default", "big", |c| c["status"] == "True").await;
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gang_timeout_rejects_every_waiting_member() {
+    let env = cluster(vec![nodes(3, "4")]).await;
+    let daemon = daemon(&env, test_config("")).await;
+    create_podgroup(&env, "default", "slow", 3, Some(1)).await;
+    let mut members: Vec<_> = (0..2)
+        .map(|i| pod(&format!("slow-{i}"), "1", "muster", Some("slow")))
+        .collect();
+    // The third member exists (so the gate opens) but is held by a scheduling
+    // gate: the two others reserve and wait at permit until the timeout.
+    members.push(gated(pod("slow-2", "1", "muster", Some("slow"))));
+    create_pods(&env, "default", members).await;
+
+    for name in ["slow-0", "slow-1"] {
+        let e = wait_event(&env, "default", |e| {
+            e.involved_object.name.as_deref() == Some(name)
+                && e.type_.as_deref() == Some("Warning")
+                && e.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("timed out"))
+        })
+        .await;
+        assert_eq!(e.reason.as_deref(), Some("FailedScheduling"), "{e:?}");
+    }
+    let cond = wait_podgroup_condition(&env, "default", "slow", |c| c["status"] == "False").await;
+    assert!(
+        cond["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("timed out")),
+        "{cond}"
+    );
+    assert!(names_bound(&list_pods(&env, "default").await, "slow-").is_empty());
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gangs_each_needing_sixty_percent_never_deadlock_or_split() {
+    let env = cluster(vec![nodes(5, "4")]).await;
+    let daemon = daemon(&env, test_config("")).await;
+    for g in ["a", "b"] {
+        create_podgroup(&env, "default", g, 3, Some(30)).await;
+    }
+    let mut pods: Vec<_> = Vec::new();
+    for i in 0..3 {
+        // Interleaved creation: the worst case for a naive scheduler.
+        pods.push(pod(&format!("a-{i}"), "4", "muster", Some("a")));
+        pods.push(pod(&format!("b-{i}"), "4", "muster", Some("b")));
+    }
+    create_pods(&env, "default", pods).await;
+
+    let pods = wait_pods(&env, "default", |p| {
+        names_bound(p, "a-").len() == 3 || names_bound(p, "b-").len() == 3
+    })
+    .await;
+    let (winner, loser) = if names_bound(&pods, "a-").len() == 3 {
+        ("a", "b")
+    } else {
+        ("b", "a")
+    };
+    // The loser is reported unschedulable, and still has no member bound.
+    let loser_member = format!("{loser}-0");
+    wait_event(&env, "default", |e| {
+        e.involved_object.name.as_deref() == Some(loser_member.as_str())
+            && e.reason.as_deref() == Some("FailedScheduling")
+    })
+    .await;
+    let now = list_pods(&env, "default").await;
+    assert_eq!(names_bound(&now, &format!("{winner}-")).len(), 3);
+    assert!(
+        names_bound(&now, &format!("{loser}-")).is_empty(),
+        "partial gang: {:?}",
+        names_bound(&now, &format!("{loser}-"))
+    );
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_pods_beside_gangs_schedule_like_kube_scheduler() {
+    let env = cluster(vec![nodes(3, "4")]).await;
+    let daemon = daemon(&env, test_config("")).await;
+    create_podgroup(&env, "default", "g", 2, None).await;
+    let mut pods: Vec<_> = (0..2)
+        .map(|i| pod(&format!("g-{i}"), "2", "muster", Some("g")))
+        .collect();
+    pods.extend((0..4).map(|i| pod(&format!("plain-{i}"), "1", "muster", None)));
+    pods.push(pod("too-big", "5", "muster", None));
+    create_pods(&env, "default", pods).await;
+
+    let pods = wait_pods(&env, "default", |p| {
+        names_bound(p, "g-").len() == 2
+            && names_bound(p, "plain-").len() == 4
+            && p.get("too-big").and_then(pod_condition_message).is_some()
+    })
+    .await;
+    // kube-scheduler's exact wording for a pod that fits nowhere.
+    assert_eq!(
+        pod_condition_message(&pods["too-big"]).as_deref(),
+        Some("0/3 nodes are available: 3 Insufficient cpu.")
+    );
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_bound_by_another_scheduler_are_accounted() {
+    let env = cluster(vec![nodes(1, "4")]).await;
+    // Bound directly (as another scheduler or a DaemonSet would), before Muster starts.
+    let mut other = pod("other", "3", "default-scheduler", None);
+    other.spec.as_mut().expect("spec").node_name = Some("sim-node-0".into());
+    create_pods(&env, "default", vec![other]).await;
+    let daemon = daemon(&env, test_config("")).await;
+    create_pods(&env, "default", vec![pod("mine", "2", "muster", None)]).await;
+
+    let pods = wait_pods(&env, "default", |p| {
+        p.get("mine").and_then(pod_condition_message).is_some()
+    })
+    .await;
+    assert_eq!(
+        pod_condition_message(&pods["mine"]).as_deref(),
+        Some("0/1 nodes are available: 1 Insufficient cpu.")
+    );
+    assert!(!bound(&pods["mine"]), "node would be overcommitted");
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_while_members_wait_at_permit_leaves_no_partial_gang() {
+    let env = cluster(vec![nodes(3, "4")]).await;
+    let first = daemon(&env, test_config("")).await;
+    create_podgroup(&env, "default", "r", 3, Some(600)).await;
+    let mut members: Vec<_> = (0..2)
+        .map(|i| pod(&format!("r-{i}"), "1", "muster", Some("r")))
+        .collect();
+    members.push(gated(pod("r-2", "1", "muster", Some("r"))));
+    create_pods(&env, "default", members).await;
+    // Both ungated members reserved and waiting at permit.
+    for name in ["r-0", "r-1"] {
+        wait_event(&env, "default", |e| {
+            e.involved_object.name.as_deref() == Some(name)
+                && e.reason.as_deref() == Some("GangWaiting")
+        })
+        .await;
+    }
+    first.kill().await;
+    assert!(
+        names_bound(&list_pods(&env, "default").await, "r-").is_empty(),
+        "reservations are in memory only"
+    );
+
+    let second = daemon(&env, test_config("")).await;
+    wait_ready(&second).await;
+    // The new scheduler re-reserves the two members (its own GangWaiting events bump the counts).
+    for name in ["r-0", "r-1"] {
+        wait_event(&env, "default", |e| {
+            e.involved_object.name.as_deref() == Some(name)
+                && e.reason.as_deref() == Some("GangWaiting")
+                && e.count.unwrap_or(0) >= 2
+        })
+        .await;
+    }
+    assert!(names_bound(&list_pods(&env, "default").await, "r-").is_empty());
+    ungate(&env, "default", "r-2").await;
+    let pods = wait_pods(&env, "default", |p| names_bound(p, "r-").len() == 3).await;
+    assert_eq!(names_bound(&pods, "r-").len(), 3);
+    second.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_one_leader_and_takeover_after_a_crash() {
+    let env = cluster(vec![nodes(4, "4")]).await;
+    let election = "leaderElection: {leaderElect: true, leaseDuration: 2s, renewDeadline: 1500ms, retryPeriod: 250ms, resourceNamespace: default}\n";
+    let cfg = |extra: &str| {
+        muster::config::SchedulerConfig::from_yaml(&format!(
+            "podInitialBackoffSeconds: 1\npodMaxBackoffSeconds: 2\n{election}{extra}"
+        ))
+        .expect("config")
+    };
+    let a = daemon(&env, cfg("")).await;
+    let b = daemon(&env, cfg("")).await;
+    create_podgroup(&env, "default", "one", 2, None).await;
+    create_pods(
+        &env,
+        "default",
+        (0..2)
+            .map(|i| pod(&format!("one-{i}"), "1", "muster", Some("one")))
+            .collect(),
+    )
+    .await;
+    wait_pods(&env, "default", |p| names_bound(p, "one-").len() == 2).await;
+
+    let leaders = [&a, &b]
+        .iter()
+        .filter(|d| d.health.leading.load(std::sync::atomic::Ordering::Relaxed))
+        .count();
+    assert_eq!(leaders, 1, "exactly one replica leads");
+    let (leader, standby) = if a.health.leading.load(std::sync::atomic::Ordering::Relaxed) {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    leader.kill().await;
+
+    create_podgroup(&env, "default", "two", 2, None).await;
+    create_pods(
+        &env,
+        "default",
+        (0..2)
+            .map(|i| pod(&format!("two-{i}"), "1", "muster", Some("two")))
+            .collect(),
+    )
+    .await;
+    let pods = wait_pods(&env, "default", |p| names_bound(p, "two-").len() == 2).await;
+    assert!(
+        standby
+            .health
+            .leading
+            .load(std::sync::atomic::Ordering::Relaxed),
+        "the standby took over"
+    );
+    assert_eq!(
+        names_bound(&pods, "one-").len() + names_bound(&pods, "two-").len(),
+        4
+    );
+    // No pod was bound twice: each has exactly one Scheduled event, counted once.
+    for name in ["one-0", "one-1", "two-0", "two-1"] {
+        let e = wait_event(&env, "default", |e| {
+            e.involved_object.name.as_deref() == Some(name)
+                && e.reason.as_deref() == Some("Scheduled")
+        })
+        .await;
+        assert_eq!(e.count, Some(1), "{name} scheduled more than once");
+    }
+    standby.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_expose_the_gang_facts_of_the_scenario() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let daemon = daemon(&env, test_config("")).await;
+    create_podgroup(&env, "default", "fits", 2, None).await;
+    create_podgroup(&env, "default", "never", 2, Some(1)).await;
+    create_pods(
+        &env,
+        "default",
+        (0..2)
+            .map(|i| pod(&format!("fits-{i}"), "1", "muster", Some("fits")))
+            .collect(),
+    )
+    .await;
+    create_pods(
+        &env,
+        "default",
+        vec![
+            pod("never-0", "1", "muster", Some("never")),
+            gated(pod("never-1", "1", "muster", Some("never"))),
+        ],
+    )
+    .await;
+    wait_pods(&env, "default", |p| names_bound(p, "fits-").len() == 2).await;
+    wait_podgroup_condition(&env, "default", "never", |c| c["status"] == "False").await;
+
+    let (code, text) = http_get(daemon.http_addr, "/metrics").await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        metric(&text, "muster_gang_scheduled_total"),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(metric(&text, "muster_gang_timeouts_total").is_some());
+    assert!(
+        metric(
+            &text,
+            "scheduler_schedule_attempts_total{profile=\"all\",result=\"scheduled\"}"
+        )
+        .unwrap_or(0.0)
+            >= 3.0,
+        "{text}"
+    );
+    assert!(
+        metric(&text, "muster_gang_permit_wait_seconds_count").unwrap_or(0.0) >= 1.0,
+        "{text}"
+    );
+    assert!(
+        text.contains("muster_api_writes_total{operation=\"bind\",result=\"success\"} 2"),
+        "{text}"
+    );
+    daemon.shutdown().await.expect("clean shutdown");
+}

@@ -85,6 +85,7 @@ pub struct RunningDaemon {
     pub metrics: Arc<Metrics>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<Result<()>>,
+    elector: tokio::task::AbortHandle,
 }
 
 impl RunningDaemon {
@@ -92,6 +93,15 @@ impl RunningDaemon {
     pub async fn shutdown(self) -> Result<()> {
         self.shutdown.send_replace(true);
         self.task.await.context("daemon task panicked")?
+    }
+
+    /// Stops the daemon the way a crash would for the rest of the cluster: the
+    /// lease is not released (a standby must wait out `leaseDuration`) and no
+    /// further writes are started. For fault-injection tests.
+    pub async fn kill(self) {
+        self.elector.abort();
+        self.shutdown.send_replace(true);
+        let _ = self.task.await;
     }
 
     /// Waits until the daemon stops on its own (lost leadership, informers
@@ -183,6 +193,7 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
             let _ = release.wait_for(|r| *r).await;
         })
     };
+    let elector_abort = elector.abort_handle();
     let leader_name = config.leader_election.resource_name.clone();
     spawn_leader_gauge(
         leading_rx.clone(),
@@ -252,6 +263,7 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
         metrics,
         shutdown: shutdown_tx,
         task,
+        elector: elector_abort,
     })
 }
 

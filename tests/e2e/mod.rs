@@ -243,3 +243,95 @@ where
         .await
         .expect("condition reached before the hang guard")
 }
+
+/// GET a path on the daemon's HTTP endpoint; returns (status, body).
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect to daemon");
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: muster\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .expect("send request");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read response");
+    let code = out
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// The value of one sample line (`name{labels} value`) in Prometheus text.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)
+            .and_then(|rest| rest.trim().parse().ok())
+    })
+}
+
+/// Waits until the daemon reports ready (caches synced, leading).
+pub async fn wait_ready(d: &RunningDaemon) {
+    let addr = d.http_addr;
+    let wait = async {
+        loop {
+            if http_get(addr, "/readyz").await.0 == 200 {
+                return;
+            }
+            // Readiness has no event stream of its own; poll the endpoint a
+            // few times a second (bounded by the hang guard).
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(HANG_GUARD, wait)
+        .await
+        .expect("daemon became ready");
+}
+
+/// Pods of `ns` by name, once.
+pub async fn list_pods(env: &Env, ns: &str) -> BTreeMap<String, Pod> {
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), ns);
+    api.list(&Default::default())
+        .await
+        .expect("list pods")
+        .items
+        .into_iter()
+        .map(|p| (p.metadata.name.clone().unwrap_or_default(), p))
+        .collect()
+}
+
+pub fn pod_condition_message(p: &Pod) -> Option<String> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .and_then(|c| c.message.clone())
+}
+
+/// Adds a scheduling gate: the pod exists (and counts for a gang's quorum
+/// gate) but is not scheduled until the gate is removed.
+pub fn gated(mut p: Pod) -> Pod {
+    if let Some(spec) = p.spec.as_mut() {
+        spec.scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+            name: "example.com/hold".into(),
+        }]);
+    }
+    p
+}
+
+/// Removes a pod's scheduling gates (the one spec change the API allows).
+pub async fn ungate(env: &Env, ns: &str, name: &str) {
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), ns);
+    let patch = kube::api::Patch::Merge(json!({"spec": {"schedulingGates": null}}));
+    api.patch(name, &kube::api::PatchParams::default(), &patch)
+        .await
+        .expect("remove scheduling gates");
+}
