@@ -319,6 +319,22 @@ async fn kubectl_v1_37_works_against_the_simulator() {
         "--timeout=20s",
     ])
     .await;
+    // Human-readable output uses server-side tables, as on a real cluster.
+    let table = k.ok(&[ns[0], ns[1], "get", "pods", "-o", "wide"]).await;
+    assert!(table.contains("READY") && table.contains("NODE"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("smoke-worker-0") && l.contains("1/1") && l.contains("Running")),
+        "{table}"
+    );
+    let nodes = k.ok(&["get", "nodes"]).await;
+    assert!(
+        nodes
+            .lines()
+            .any(|l| l.starts_with("sim-node-0") && l.contains("Ready")),
+        "{nodes}"
+    );
     let cm = dir.path().join("cm.yaml");
     std::fs::write(&cm, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: created, namespace: sim-smoke}\ndata: {k: v}\n").unwrap();
     k.ok(&["create", "-f", cm.to_str().unwrap()]).await;

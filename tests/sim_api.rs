@@ -883,3 +883,30 @@ async fn raw_requests_get_precise_errors() {
     );
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn pod_priority_comes_from_its_priority_class() {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    let (cluster, client) = start(fast()).await;
+    let classes: Api<PriorityClass> = Api::all(client.clone());
+    let high: PriorityClass =
+        serde_json::from_value(json!({"metadata": {"name": "high"}, "value": 1000})).unwrap();
+    classes.create(&PostParams::default(), &high).await.unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    let mut p = pod("urgent");
+    p.spec.as_mut().unwrap().priority_class_name = Some("high".into());
+    let created = pods.create(&PostParams::default(), &p).await.unwrap();
+    assert_eq!(created.spec.unwrap().priority, Some(1000));
+    let plain = pods
+        .create(&PostParams::default(), &pod("plain"))
+        .await
+        .unwrap();
+    assert_eq!(plain.spec.unwrap().priority, Some(0));
+    let mut p = pod("lost");
+    p.spec.as_mut().unwrap().priority_class_name = Some("nope".into());
+    assert_eq!(
+        code(pods.create(&PostParams::default(), &p).await),
+        (403, "Forbidden".into())
+    );
+    cluster.shutdown().await.unwrap();
+}

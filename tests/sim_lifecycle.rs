@@ -228,14 +228,12 @@ async fn cluster_command_serves_until_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args([
-            "cluster",
-            "--listen",
-            "127.0.0.1:0",
-            "--nodes",
-            "3",
-            "--kubeconfig-out",
-        ])
+        .args(["cluster", "--listen", "127.0.0.1:0", "--node-template"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/config/sim-nodes.yaml"
+        ))
+        .arg("--kubeconfig-out")
         .arg(&kubeconfig)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -253,15 +251,14 @@ async fn cluster_command_serves_until_sigterm() {
         .unwrap();
     let client = kube::Client::try_from(config).unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
-    assert_eq!(
-        nodes
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        3
-    );
+    // config/sim-nodes.yaml: 32 GPU nodes and 64 CPU nodes.
+    let all = nodes.list(&ListParams::default()).await.unwrap();
+    assert_eq!(all.items.len(), 96);
+    let gpu = nodes
+        .list(&ListParams::default().labels("pool=gpu"))
+        .await
+        .unwrap();
+    assert_eq!(gpu.items.len(), 32);
     // An open watch must not keep the server from stopping.
     let mut watch = nodes
         .watch(&WatchParams::default(), "0")

@@ -17,6 +17,7 @@ use super::registry::ResourceDef;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult};
 use super::store::{CommitError, Stored};
+use super::table::{self, Include};
 use super::views;
 use super::watch::{self, Start, WatchRequest};
 use super::write::{delete, delete_collection, patch, update};
@@ -90,7 +91,26 @@ fn get(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
         .store
         .get(&req.def.key(), ns_key(req), name)
         .ok_or_else(|| ApiError::not_found(&req.def.group, &req.def.plural, name))?;
+    if let Some(include) = req.table() {
+        let metadata = json!({ "resourceVersion": obj.rv.to_string() });
+        return Ok(table_response(&req.def, metadata, &[obj], include));
+    }
     Ok(object_response(StatusCode::OK, &req.def, &obj))
+}
+
+/// A Table of the objects for kubectl's human-readable output.
+fn table_response(
+    def: &ResourceDef,
+    metadata: Value,
+    objs: &[Arc<Stored>],
+    include: Include,
+) -> Response {
+    let rows: Vec<Value> = objs
+        .iter()
+        .map(|o| views::to_view(def, o.value()))
+        .collect();
+    let body = table::table(def, metadata, &rows, include, true).to_string();
+    ([("content-type", table::CONTENT_TYPE)], body).into_response()
 }
 
 /// Selectors from the query string; a malformed one is a 400.
@@ -167,6 +187,9 @@ fn list(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
     if let Some((ns, name)) = next {
         metadata["continue"] = json!(encode_continue(rv, &ns, &name));
     }
+    if let Some(include) = req.table() {
+        return Ok(table_response(&req.def, metadata, &items, include));
+    }
     let head = json!({ "kind": format!("{}List", req.def.kind), "apiVersion": req.def.api_version(), "metadata": metadata });
     Ok(list_body(head, &req.def, &items))
 }
@@ -219,6 +242,7 @@ fn watch(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
         start,
         bookmarks: req.param("allowWatchBookmarks") == Some("true"),
         close_after,
+        table: req.table(),
     };
     let body = watch::serve(
         state.store.clone(),

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::SimState;
 use super::registry::{ResourceDef, verbs};
 use super::status::{ApiError, ApiResult};
+use super::table::{self, Include};
 use super::{binding, handlers, openapi, protobuf};
 
 pub fn router(state: Arc<SimState>) -> Router {
@@ -46,6 +47,18 @@ impl ResourceRequest {
             .get("content-type")
             .and_then(|v| v.to_str().ok())
             .unwrap_or("application/json")
+    }
+
+    pub fn accept(&self) -> &str {
+        self.headers
+            .get("accept")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    /// The table printing asked for, if any (`kubectl get` without `-o`).
+    pub fn table(&self) -> Option<Include> {
+        table::wanted(self.accept()).then(|| Include::from_param(self.param("includeObject")))
     }
 
     /// The body as JSON (or YAML when the content type says so).

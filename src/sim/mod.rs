@@ -31,6 +31,7 @@ pub mod registry;
 pub mod selectors;
 pub mod status;
 pub mod store;
+mod table;
 pub mod templates;
 mod views;
 pub mod watch;

@@ -23,6 +23,7 @@ use super::registry::ResourceDef;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::store::{Event, EventType, Store, Stored};
+use super::table::{self, Include};
 use super::views;
 
 /// Where a watch starts.
@@ -47,6 +48,8 @@ pub struct WatchRequest {
     pub bookmarks: bool,
     /// Close the stream after this long (`timeoutSeconds`, forced closes).
     pub close_after: Option<Duration>,
+    /// Send each object as a one-row Table (kubectl's human-readable watch).
+    pub table: Option<Include>,
 }
 
 impl WatchRequest {
@@ -94,7 +97,11 @@ pub fn serve(
 ) -> Body {
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     tokio::spawn(async move {
-        let mut out = Sink { tx };
+        let mut out = Sink {
+            tx,
+            table: req.table,
+            headers_sent: false,
+        };
         run(&store, &req, bookmark_every, &shutdown, &mut out).await;
     });
     Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>))
@@ -103,6 +110,9 @@ pub fn serve(
 /// The writing half; every send fails once the client is gone.
 struct Sink {
     tx: mpsc::Sender<Bytes>,
+    table: Option<Include>,
+    /// Table column definitions go with the first event only.
+    headers_sent: bool,
 }
 
 impl Sink {
@@ -113,6 +123,14 @@ impl Sink {
             EventType::Deleted => b"{\"type\":\"DELETED\",\"object\":",
         };
         self.send(Bytes::from_static(prefix)).await?;
+        if let Some(include) = self.table {
+            // Rendered per watcher, but only kubectl watches ask for tables.
+            let row = views::to_view(def, obj.value());
+            let t = table::table(def, json!({}), &[row], include, !self.headers_sent);
+            self.headers_sent = true;
+            self.send(Bytes::from(t.to_string())).await?;
+            return self.send(Bytes::from_static(b"}\n")).await;
+        }
         self.send(views::render(def, obj)).await?;
         self.send(Bytes::from_static(b"}\n")).await
     }
