@@ -285,13 +285,23 @@ impl SchedulerLoop {
         }
         let now = Instant::now();
         for action in actions {
-            if let crate::engine::Action::Bind { pod, .. } = &action
-                && let Some(first) = st.first_seen.remove(pod)
-            {
+            if let crate::engine::Action::Bind { pod, .. } = &action {
+                // Attempts are counted per pop, so this includes the successful one.
+                let attempts = self.engine.queue().attempts(pod).max(1);
                 self.metrics
-                    .pod_scheduling_sli_duration
-                    .with_label_values(&["all"])
-                    .observe((now - first).as_secs_f64());
+                    .pod_scheduling_attempts
+                    .observe(f64::from(attempts));
+                if let Some(first) = st.first_seen.remove(pod) {
+                    let label = if attempts >= 16 {
+                        "16+".to_string()
+                    } else {
+                        attempts.to_string()
+                    };
+                    self.metrics
+                        .pod_scheduling_sli_duration
+                        .with_label_values(&[label.as_str()])
+                        .observe((now - first).as_secs_f64());
+                }
             }
             match st.directory.to_write(action) {
                 Some(w) => {
