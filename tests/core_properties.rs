@@ -652,3 +652,71 @@ proptest! {
         prop_assert!(h.engine.waiting().is_empty() || h.engine.gang().next_deadline().is_some());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    /// No deadlock, no lost work: gangs (each at most the cluster's size, with
+    /// random creation times and arrival times) and plain pods contend for a
+    /// cluster too small for all of them at once; every pod runs 5 s once bound.
+    /// All of them eventually run, and no gang is ever partially bound.
+    #[test]
+    fn contending_gangs_all_complete(
+        node_count in 2..=4usize,
+        gangs in prop::collection::vec((1..=16usize, 0..1000i64, 0..40u64), 1..7),
+        plain in prop::collection::vec(0..40u64, 0..8),
+    ) {
+        let slots = node_count * 4; // nodes of 4 CPU, pods of 1 CPU
+        let mut h = cluster(node_count, 4000);
+        // (arrival in quarter seconds, what arrives)
+        let mut arrivals: Vec<(u64, Result<GroupDef, muster::model::PodInfo>)> = Vec::new();
+        let mut pods = Vec::new();
+        for (i, (size, created, at)) in gangs.iter().enumerate() {
+            let size = (*size).min(slots);
+            let name = format!("g{i}");
+            let g = group_key(&name);
+            arrivals.push((*at, Ok(gang_def(&name, size as u32, *created))));
+            for m in 0..size {
+                let p = member(&format!("{name}-{m}"), &g, 1000, 1);
+                pods.push(p.key.clone());
+                arrivals.push((*at + m as u64, Err(p)));
+            }
+        }
+        for (i, at) in plain.iter().enumerate() {
+            let mut p = pod(&format!("plain-{i}"), 1000, 1);
+            p.created_ms = i as i64 * 100;
+            pods.push(p.key.clone());
+            arrivals.push((*at, Err(p)));
+        }
+        arrivals.sort_by_key(|(at, _)| *at);
+        let mut arrivals = arrivals.into_iter().peekable();
+        let mut finished = std::collections::HashSet::new();
+        for tick in 0..4800u64 {
+            while let Some((_, what)) = arrivals.next_if(|(at, _)| *at <= tick) {
+                match what {
+                    Ok(def) => h.put_def(def),
+                    Err(p) => h.put_pod(p),
+                }
+            }
+            h.advance(Duration::from_millis(250));
+            if let Err(e) = h.check_invariants() {
+                return Err(TestCaseError::fail(format!("at {:?}: {e}", h.elapsed())));
+            }
+            let now = h.elapsed();
+            let done: Vec<PodKey> = h
+                .binds
+                .iter()
+                .filter(|b| now >= b.at + Duration::from_secs(5) && !finished.contains(&b.pod))
+                .map(|b| b.pod.clone())
+                .collect();
+            for k in done {
+                h.finish_pod(&k, PodPhase::Succeeded);
+                finished.insert(k);
+            }
+            if finished.len() == pods.len() {
+                break;
+            }
+        }
+        prop_assert_eq!(finished.len(), pods.len(), "not all ran within 20 minutes at {:?}", h.elapsed());
+    }
+}
