@@ -177,7 +177,10 @@ fn edge_waiting_member_deleted_leaves_the_barrier() {
     h.advance(Duration::from_secs(60));
     checked(&h);
     assert!(h.engine.waiting().is_empty());
-    assert_eq!(h.events("GangTimeout"), 1);
+    assert_eq!(
+        h.events_with("FailedScheduling", "timed out waiting at permit"),
+        1
+    );
 }
 
 #[test]

@@ -129,7 +129,11 @@ fn barrier_times_out_and_releases_every_reservation() {
     assert_eq!(h.engine.waiting().len(), 2);
     h.advance(Duration::from_secs(1));
     checked(&h);
-    assert_eq!(h.events("GangTimeout"), 2, "one Warning per waiting pod");
+    assert_eq!(
+        h.events_with("FailedScheduling", "timed out waiting at permit"),
+        2,
+        "one Warning per waiting pod"
+    );
     assert_eq!(h.engine.stats(h.now()).gang_timeouts, 1);
     assert!(h.binds.is_empty());
     // Right after the timeout the reservations are gone (members are backing off).
@@ -180,7 +184,7 @@ fn unschedulable_member_releases_all_waiting_members_at_once() {
     h.put_pod(picky);
     h.settle();
     checked(&h);
-    assert_eq!(h.events("GangRejected"), 3);
+    assert_eq!(h.events_with("FailedScheduling", "released early"), 3);
     assert_eq!(h.engine.stats(h.now()).gang_early_releases, 1);
     assert!(h.engine.waiting().is_empty());
     assert!(

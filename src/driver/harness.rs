@@ -184,6 +184,14 @@ impl Harness {
     }
 
     /// Number of events with this reason.
+    /// Events with `reason` whose message contains `needle`.
+    pub fn events_with(&self, reason: &str, needle: &str) -> usize {
+        self.actions_where(|a| {
+            matches!(a, Action::Event { reason: r, message, .. } if *r == reason && message.contains(needle))
+        })
+        .len()
+    }
+
     pub fn events(&self, reason: &str) -> usize {
         self.actions_where(|a| matches!(a, Action::Event { reason: r, .. } if *r == reason))
             .len()

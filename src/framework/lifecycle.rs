@@ -20,7 +20,8 @@ use crate::queue::{Gate, OrderKey};
 /// `PodScheduled=False` condition and a Warning event with `reason`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    /// Event reason (`FailedScheduling`, `GangTimeout`, `GangRejected`, ...).
+    /// Event reason: `FailedScheduling` for every refusal, as kube-scheduler
+    /// records it; the message says what happened (timeout, early release, ...).
     pub reason: &'static str,
     pub message: String,
 }

@@ -80,7 +80,7 @@ impl PostFilterPlugin for GangScheduling {
             "{group} released early: member {} is unschedulable: {}",
             pod.key, refusal.message
         );
-        let rejected = self.reject_all(group, waiting, "GangRejected", &message);
+        let rejected = self.reject_all(group, waiting, "FailedScheduling", &message);
         let denied_until = now + self.args_for(pod).group_backoff;
         self.denied.insert(group.clone(), denied_until);
         self.notices.push(GangNotice::EarlyReleased {
@@ -121,7 +121,7 @@ impl GangScheduling {
             let message = format!(
                 "{group} timed out waiting at permit: {have}/{min} members assumed or bound"
             );
-            let rejected = self.reject_all(&group, waiting, "GangTimeout", &message);
+            let rejected = self.reject_all(&group, waiting, "FailedScheduling", &message);
             self.notices.push(GangNotice::TimedOut {
                 group,
                 rejected,
@@ -145,7 +145,7 @@ impl GangScheduling {
         match self.policy(group) {
             Err(msg) => {
                 let msg = format!("rejected while waiting at permit: {msg}");
-                self.reject_all(group, waiting, "GangRejected", &msg);
+                self.reject_all(group, waiting, "FailedScheduling", &msg);
             }
             Ok(GroupPolicy::Basic) => {
                 self.allow_all(group, waiting);

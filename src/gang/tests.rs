@@ -148,7 +148,7 @@ fn timeout_rejects_every_waiting_member() {
     assert!(
         decided
             .iter()
-            .all(|(_, v)| matches!(v, Verdict::Rejected(r) if r.reason == "GangTimeout"))
+            .all(|(_, v)| matches!(v, Verdict::Rejected(r) if r.reason == "FailedScheduling" && r.message.contains("timed out")))
     );
     assert_eq!(f.gang.next_deadline(), None);
 }
