@@ -2,17 +2,18 @@
 //! benchmark's 5,000-node cluster in a loop, so `perf stat -e task-clock` (CPU
 //! time, robust on a shared machine) or `perf record` can be run on it.
 //!
-//! `cargo build --release --example placement_profile`
-//! `perf stat -e task-clock target/release/examples/placement_profile PCT PAR_MIN ITERS [NODES]`
+//! `perf stat -e task-clock cargo bench --bench placement_profile -- PCT PAR_MIN ITERS [NODES]`
 //! PCT 0 = adaptive sampling; PAR_MIN = `Framework::parallel_min_nodes`
 //! (a huge value forces the sequential path). Subtract a run with ITERS 0
 //! (cluster construction) to get the per-pod cost.
 
-#[path = "../benches/common/mod.rs"]
 mod common;
 
+/// The i-th positional argument (cargo bench adds flags such as `--bench`;
+/// they are skipped).
 fn arg<T: std::str::FromStr>(i: usize, default: T) -> T {
     std::env::args()
+        .filter(|a| !a.starts_with("--"))
         .nth(i)
         .and_then(|a| a.parse().ok())
         .unwrap_or(default)
