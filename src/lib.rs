@@ -20,3 +20,4 @@ pub mod queue;
 pub mod scenario;
 pub mod server;
 pub mod sim;
+pub mod simulate;
