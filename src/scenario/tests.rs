@@ -9,7 +9,7 @@ nodes:
   - {namePrefix: cpu, count: 2, capacity: {cpu: 4, memory: 8Gi, pods: 10}}
   - namePrefix: gpu
     count: 1
-    capacity: {cpu: "16", nvidia.com/gpu: 8}
+    capacity: {cpu: "16", nvidia.com/gpu: 8, pods: 110}
     taints: [{key: nvidia.com/gpu, effect: NoSchedule}]
 namespaces: [ml]
 workloads:

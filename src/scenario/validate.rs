@@ -40,8 +40,19 @@ fn nodes(s: &Scenario) -> Result<(), Problem> {
         if t.topology.hosts_per_rack == 0 || t.topology.racks_per_block == 0 {
             return Err((at("topology"), "sizes must be positive".into()));
         }
-        for (key, value) in t.capacity.iter().chain(&t.allocatable) {
+        for (key, value) in &t.capacity {
             quantity(&at(&format!("capacity.{key}")), value)?;
+        }
+        for (key, value) in &t.allocatable {
+            quantity(&at(&format!("allocatable.{key}")), value)?;
+        }
+        // `capacity` replaces the default map as a whole; a node without pod
+        // slots silently accepts nothing.
+        if !t.capacity.contains_key("pods") {
+            return Err((
+                at("capacity.pods"),
+                "missing: a capacity map replaces the defaults as a whole, so without `pods` the nodes accept no pods".into(),
+            ));
         }
     }
     Ok(())
