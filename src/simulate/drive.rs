@@ -18,8 +18,8 @@ use crate::scenario::Scenario;
 
 /// How long the watchers may take to list before the run gives up.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
-/// A progress line is printed at least this often while something is pending.
-const HEARTBEAT: Duration = Duration::from_secs(5);
+/// Quiet seconds after which the progress line is repeated anyway.
+const HEARTBEAT_TICKS: u32 = 5;
 
 /// How a run reports and judges time.
 pub struct DriveOptions<'a> {
@@ -93,22 +93,33 @@ async fn wait_synced(rx: &mut mpsc::UnboundedReceiver<Watched>, watchers: usize)
         .context("the scenario watches did not list within 30s")?
 }
 
-/// Prints a progress line when something changed, or as a heartbeat.
-#[derive(Default)]
+/// The progress line: printed on a tick when something changed since the
+/// last one, on every fifth quiet tick as a heartbeat, and once at the end.
 struct Printer {
     changed: bool,
-    last: Option<Duration>,
+    /// Ticks since the last line.
+    quiet: u32,
+}
+
+impl Default for Printer {
+    fn default() -> Self {
+        // The first tick prints the starting line.
+        Printer {
+            changed: false,
+            quiet: HEARTBEAT_TICKS,
+        }
+    }
 }
 
 impl Printer {
     /// Best effort: a closed stderr must not stop the run.
     fn maybe_print(&mut self, out: &mut (dyn Write + Send), tracker: &Tracker, at: Duration) {
-        let heartbeat_due = self.last.is_none_or(|last| at >= last + HEARTBEAT);
-        if !self.changed && !heartbeat_due {
+        self.quiet += 1;
+        if !self.changed && self.quiet < HEARTBEAT_TICKS {
             return;
         }
         let _ = writeln!(out, "{}", progress_line(at, &tracker.counts(at)));
         self.changed = false;
-        self.last = Some(at);
+        self.quiet = 0;
     }
 }
