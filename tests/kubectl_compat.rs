@@ -73,8 +73,9 @@ impl Kubectl {
 }
 
 /// Every YAML file under deploy/ and config/ with at least one document
-/// that has apiVersion and kind (templated files that do not parse are
-/// skipped); files defining CRDs come first.
+/// that has apiVersion and kind (templated files that do not parse, and
+/// component configuration files such as config/muster.yaml, are skipped);
+/// files defining CRDs come first.
 fn example_manifests() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -100,8 +101,17 @@ fn example_manifests() -> Vec<PathBuf> {
                 .split("\n---")
                 .filter_map(|doc| serde_norway::from_str(doc).ok())
                 .collect();
-            let is_manifest =
-                |d: &serde_json::Value| d.get("apiVersion").is_some() && d.get("kind").is_some();
+            // Component configuration (kubescheduler.config.k8s.io, …) has
+            // apiVersion and kind but is read from files, never served.
+            let is_manifest = |d: &serde_json::Value| {
+                d.get("kind").is_some()
+                    && d["apiVersion"].as_str().is_some_and(|v| {
+                        !v.split('/')
+                            .next()
+                            .unwrap_or("")
+                            .ends_with(".config.k8s.io")
+                    })
+            };
             if !docs.iter().any(is_manifest) {
                 return None;
             }
