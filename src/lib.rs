@@ -17,5 +17,7 @@ pub mod metrics;
 pub mod model;
 pub mod plugins;
 pub mod queue;
+pub mod scenario;
 pub mod server;
 pub mod sim;
+pub mod simulate;

@@ -1,5 +1,5 @@
 //! The `muster` command line: `run` (the scheduler daemon), `cluster` (the
-//! simulated API server) and, later, `simulate` and `load`.
+//! simulated API server), `simulate` (both, running a scenario) and, later, `load`.
 
 use std::process::ExitCode;
 
@@ -18,20 +18,30 @@ enum Command {
     Run(muster::daemon::RunArgs),
     /// Serve a simulated Kubernetes API server with kwok-style nodes.
     Cluster(muster::sim::cli::ClusterArgs),
+    /// Run a scenario on the embedded simulated cluster with the scheduler.
+    Simulate(muster::simulate::SimulateArgs),
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // `simulate` talks to the user through its progress and summary; logs
+    // only when something is wrong (RUST_LOG overrides).
+    let default_level = match cli.command {
+        Command::Simulate(_) => "warn",
+        _ => "info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let result = match Cli::parse().command {
+    let result = match cli.command {
         Command::Run(args) => muster::daemon::run(args).await,
         Command::Cluster(args) => muster::sim::cli::run(args).await,
+        Command::Simulate(args) => muster::simulate::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

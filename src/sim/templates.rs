@@ -32,9 +32,9 @@ pub struct NodeTemplate {
     pub name_prefix: String,
     #[serde(default = "one")]
     pub count: usize,
-    #[serde(default = "default_capacity")]
+    #[serde(default = "default_capacity", deserialize_with = "quantity_map")]
     pub capacity: BTreeMap<String, String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "quantity_map")]
     pub allocatable: BTreeMap<String, String>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
@@ -101,6 +101,33 @@ impl Default for NodeTemplate {
             topology: Topology::default(),
         }
     }
+}
+
+/// A map of resource quantities, accepting YAML numbers (`cpu: 8`) as well
+/// as strings (`memory: 32Gi`); values stay strings, as on the wire.
+pub fn quantity_map<'de, D>(de: D) -> Result<BTreeMap<String, String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Scalar {
+        Text(String),
+        Int(i64),
+        Float(f64),
+    }
+    let raw = BTreeMap::<String, Scalar>::deserialize(de)?;
+    Ok(raw
+        .into_iter()
+        .map(|(k, v)| {
+            let v = match v {
+                Scalar::Text(s) => s,
+                Scalar::Int(i) => i.to_string(),
+                Scalar::Float(f) => f.to_string(),
+            };
+            (k, v)
+        })
+        .collect())
 }
 
 /// Reads a template file.
@@ -221,6 +248,9 @@ mod tests {
     #[test]
     fn single_mapping_and_errors() {
         assert_eq!(parse("count: 3").unwrap()[0].count, 3);
+        let numeric = parse("capacity: {cpu: 8, memory: 1.5}").unwrap();
+        assert_eq!(numeric[0].capacity["cpu"], "8");
+        assert_eq!(numeric[0].capacity["memory"], "1.5");
         let err = parse("count: 3\ncolour: red").unwrap_err();
         assert!(err.contains("colour"), "{err}");
     }

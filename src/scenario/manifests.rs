@@ -1,0 +1,289 @@
+//! The Kubernetes objects a scenario creates, as JSON manifests in creation
+//! order: first the setup (namespaces, priority classes, nodes), then each
+//! workload (a gang's PodGroup before its pods). Every object carries the
+//! label `muster.dev/scenario: <name>` so watchers can select exactly it.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::spec::{GangWorkload, Outcome, PodShape, PodsWorkload, Scenario, Workload};
+use crate::dialects::SCHEDULE_TIMEOUT_ANNOTATION;
+use crate::sim::lifecycle::RUN_SECONDS_ANNOTATION;
+use crate::sim::templates;
+
+/// Label on every object a scenario creates; its value is the scenario name.
+pub const SCENARIO_LABEL: &str = "muster.dev/scenario";
+/// Label on pods and PodGroups: the workload's name prefix.
+pub const WORKLOAD_LABEL: &str = "muster.dev/workload";
+/// Prefix of the PriorityClasses created for `priority` values.
+pub const PRIORITY_CLASS_PREFIX: &str = "muster-scenario-priority-";
+
+/// The object kinds a scenario creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Namespace,
+    PriorityClass,
+    Node,
+    PodGroup,
+    Pod,
+}
+
+impl Kind {
+    /// `(group, version, kind, plural)`.
+    pub fn gvk(self) -> (&'static str, &'static str, &'static str, &'static str) {
+        match self {
+            Kind::Namespace => ("", "v1", "Namespace", "namespaces"),
+            Kind::PriorityClass => (
+                "scheduling.k8s.io",
+                "v1",
+                "PriorityClass",
+                "priorityclasses",
+            ),
+            Kind::Node => ("", "v1", "Node", "nodes"),
+            Kind::PodGroup => ("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"),
+            Kind::Pod => ("", "v1", "Pod", "pods"),
+        }
+    }
+}
+
+/// One object to create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    pub kind: Kind,
+    /// `None` for cluster-scoped kinds.
+    pub namespace: Option<String>,
+    pub name: String,
+    pub object: Value,
+}
+
+/// Everything a scenario creates, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Namespaces, priority classes and nodes; may already exist.
+    pub setup: Vec<Manifest>,
+    pub workloads: Vec<WorkloadPlan>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkloadPlan {
+    Gang(GangPlan),
+    Pods(PodsPlan),
+}
+
+/// One gang: its PodGroup and member pods.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GangPlan {
+    pub namespace: String,
+    /// The PodGroup's name.
+    pub name: String,
+    pub min_count: u32,
+    /// From the scenario; `None` means the scheduler's default.
+    pub timeout: Option<Duration>,
+    pub expect: Option<Outcome>,
+    pub group: Manifest,
+    pub pods: Vec<Manifest>,
+}
+
+/// The plain pods of one workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodsPlan {
+    pub namespace: String,
+    pub name_prefix: String,
+    pub expect: Option<Outcome>,
+    pub pods: Vec<Manifest>,
+}
+
+impl WorkloadPlan {
+    pub fn pods(&self) -> &[Manifest] {
+        match self {
+            WorkloadPlan::Gang(g) => &g.pods,
+            WorkloadPlan::Pods(p) => &p.pods,
+        }
+    }
+}
+
+impl Scenario {
+    /// The objects this scenario creates.
+    pub fn plan(&self) -> Plan {
+        let mut setup: Vec<Manifest> = self
+            .namespaces
+            .iter()
+            .map(|ns| self.namespace(ns))
+            .collect();
+        let priorities: BTreeSet<i32> = self
+            .workloads
+            .iter()
+            .filter_map(|w| w.shape().priority)
+            .collect();
+        setup.extend(priorities.into_iter().map(|p| self.priority_class(p)));
+        setup.extend(
+            templates::expand(&self.nodes)
+                .into_iter()
+                .map(|n| self.node(n)),
+        );
+        let workloads = self
+            .workloads
+            .iter()
+            .flat_map(|w| match w {
+                Workload::Gang(g) => (0..g.count)
+                    .map(|i| WorkloadPlan::Gang(self.gang(g, i)))
+                    .collect::<Vec<_>>(),
+                Workload::Pods(p) => vec![WorkloadPlan::Pods(self.plain_pods(p))],
+            })
+            .collect();
+        Plan { setup, workloads }
+    }
+
+    fn labels(&self) -> Map<String, Value> {
+        let mut labels = Map::new();
+        labels.insert(SCENARIO_LABEL.into(), json!(self.name));
+        labels
+    }
+
+    fn namespace(&self, name: &str) -> Manifest {
+        Manifest {
+            kind: Kind::Namespace,
+            namespace: None,
+            name: name.into(),
+            object: json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": name, "labels": self.labels()},
+            }),
+        }
+    }
+
+    fn priority_class(&self, value: i32) -> Manifest {
+        let name = priority_class_name(value);
+        Manifest {
+            kind: Kind::PriorityClass,
+            namespace: None,
+            name: name.clone(),
+            object: json!({
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name, "labels": self.labels()},
+                "value": value,
+                "description": format!("created by muster scenario {}", self.name),
+            }),
+        }
+    }
+
+    /// A node from the template expansion, labelled as the scenario's.
+    fn node(&self, mut object: Value) -> Manifest {
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        object["metadata"]["labels"][SCENARIO_LABEL] = json!(self.name);
+        Manifest {
+            kind: Kind::Node,
+            namespace: None,
+            name,
+            object,
+        }
+    }
+
+    fn gang(&self, g: &GangWorkload, index: u32) -> GangPlan {
+        let name = format!("{}-{index}", g.name_prefix);
+        let mut labels = self.labels();
+        labels.insert(WORKLOAD_LABEL.into(), json!(g.name_prefix));
+        let mut annotations = Map::new();
+        if let Some(t) = g.timeout_seconds {
+            annotations.insert(SCHEDULE_TIMEOUT_ANNOTATION.into(), json!(t.to_string()));
+        }
+        let mut spec = json!({"schedulingPolicy": {"gang": {"minCount": g.min_count()}}});
+        if let Some(p) = g.priority {
+            spec["priorityClassName"] = json!(priority_class_name(p));
+        }
+        let group = Manifest {
+            kind: Kind::PodGroup,
+            namespace: Some(g.namespace.clone()),
+            name: name.clone(),
+            object: json!({
+                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": g.namespace,
+                             "labels": labels, "annotations": annotations},
+                "spec": spec,
+            }),
+        };
+        let pods = (0..g.size)
+            .map(|j| {
+                let pod_name = format!("{name}-{j}");
+                let mut pod = self.pod(&g.namespace, &pod_name, &g.name_prefix, g.shape());
+                pod.object["spec"]["schedulingGroup"] = json!({"podGroupName": name});
+                pod
+            })
+            .collect();
+        GangPlan {
+            namespace: g.namespace.clone(),
+            name,
+            min_count: g.min_count(),
+            timeout: g.timeout_seconds.map(Duration::from_secs),
+            expect: g.expect.map(|e| e.outcome),
+            group,
+            pods,
+        }
+    }
+
+    fn plain_pods(&self, p: &PodsWorkload) -> PodsPlan {
+        let pods = (0..p.count)
+            .map(|i| {
+                let name = format!("{}-{i}", p.name_prefix);
+                self.pod(&p.namespace, &name, &p.name_prefix, p.shape())
+            })
+            .collect();
+        PodsPlan {
+            namespace: p.namespace.clone(),
+            name_prefix: p.name_prefix.clone(),
+            expect: p.expect.map(|e| e.outcome),
+            pods,
+        }
+    }
+
+    fn pod(&self, namespace: &str, name: &str, workload: &str, shape: PodShape<'_>) -> Manifest {
+        let mut labels = self.labels();
+        labels.insert(WORKLOAD_LABEL.into(), json!(workload));
+        let mut annotations = Map::new();
+        if let Some(s) = shape.sim_run_seconds {
+            annotations.insert(RUN_SECONDS_ANNOTATION.into(), json!(s.to_string()));
+        }
+        let mut spec = json!({
+            "schedulerName": self.scheduler_name,
+            "containers": [{
+                "name": "main",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": shape.requests},
+            }],
+        });
+        if let Some(p) = shape.priority {
+            spec["priorityClassName"] = json!(priority_class_name(p));
+        }
+        if !shape.node_selector.is_empty() {
+            spec["nodeSelector"] = json!(shape.node_selector);
+        }
+        if !shape.tolerations.is_empty() {
+            spec["tolerations"] = json!(shape.tolerations);
+        }
+        Manifest {
+            kind: Kind::Pod,
+            namespace: Some(namespace.into()),
+            name: name.into(),
+            object: json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace,
+                             "labels": labels, "annotations": annotations},
+                "spec": spec,
+            }),
+        }
+    }
+}
+
+/// The PriorityClass a scenario creates for a `priority` value.
+pub fn priority_class_name(value: i32) -> String {
+    if value < 0 {
+        format!("{PRIORITY_CLASS_PREFIX}minus-{}", value.unsigned_abs())
+    } else {
+        format!("{PRIORITY_CLASS_PREFIX}{value}")
+    }
+}

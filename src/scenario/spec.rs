@@ -1,0 +1,255 @@
+//! The scenario file's shape: plain serde types, every struct denying unknown
+//! fields so a typo is an error naming it. Meaning of each field:
+//! `docs/simulate.md`.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::sim::templates::{NodeTemplate, quantity_map};
+
+/// A whole scenario: the cluster to build and the workloads to submit.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scenario {
+    /// Label value put on every object the scenario creates.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// The run ends after this long even if some workloads never settle.
+    #[serde(default = "default_run_timeout")]
+    pub timeout_seconds: u64,
+    /// Pods created per second (all workloads together); absent = as fast as
+    /// the API accepts them.
+    #[serde(default)]
+    pub creation_rate: Option<f64>,
+    /// `spec.schedulerName` of every pod.
+    #[serde(default = "default_scheduler")]
+    pub scheduler_name: String,
+    /// Node groups, in the simulator's node-template format.
+    #[serde(default)]
+    pub nodes: Vec<NodeTemplate>,
+    /// Namespaces to create besides `default`.
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    /// Created in order.
+    #[serde(default)]
+    pub workloads: Vec<Workload>,
+}
+
+/// One entry of `workloads`: `- gang: {...}` or `- pods: {...}`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(try_from = "WorkloadEntry")]
+pub enum Workload {
+    Gang(GangWorkload),
+    Pods(PodsWorkload),
+}
+
+/// The wire form of [`Workload`]: a mapping with exactly one key (YAML
+/// without `!tags`, so JSON and kubectl-style files read the same).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WorkloadEntry {
+    gang: Option<GangWorkload>,
+    pods: Option<PodsWorkload>,
+}
+
+impl TryFrom<WorkloadEntry> for Workload {
+    type Error = &'static str;
+
+    fn try_from(entry: WorkloadEntry) -> Result<Self, Self::Error> {
+        match (entry.gang, entry.pods) {
+            (Some(g), None) => Ok(Workload::Gang(g)),
+            (None, Some(p)) => Ok(Workload::Pods(p)),
+            _ => Err("a workload has exactly one of `gang` or `pods`"),
+        }
+    }
+}
+
+/// `count` gangs, each a `PodGroup` and `size` member pods.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GangWorkload {
+    /// Gang `i` is the PodGroup `<namePrefix>-<i>`; its pods are `<namePrefix>-<i>-<j>`.
+    pub name_prefix: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    #[serde(default = "one")]
+    pub count: u32,
+    pub size: u32,
+    /// Defaults to `size`.
+    #[serde(default)]
+    pub min_count: Option<u32>,
+    /// Container requests, e.g. `{cpu: 2, memory: 4Gi, nvidia.com/gpu: 1}`.
+    #[serde(default, deserialize_with = "quantity_map")]
+    pub requests: BTreeMap<String, String>,
+    /// Pod priority; the scenario creates a PriorityClass with this value.
+    #[serde(default)]
+    pub priority: Option<i32>,
+    /// The simulated kubelet marks the pod Succeeded this long after it starts.
+    #[serde(default)]
+    pub sim_run_seconds: Option<u64>,
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// Pod tolerations, as in a pod spec.
+    #[serde(default)]
+    pub tolerations: Vec<Value>,
+    /// Annotation `muster.dev/schedule-timeout-seconds` on the PodGroup;
+    /// absent = the scheduler's default.
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+    #[serde(default)]
+    pub expect: Option<Expectation>,
+}
+
+/// `count` pods that belong to no group.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodsWorkload {
+    /// Pod `i` is `<namePrefix>-<i>`.
+    pub name_prefix: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Container requests, e.g. `{cpu: 2, memory: 4Gi, nvidia.com/gpu: 1}`.
+    #[serde(default, deserialize_with = "quantity_map")]
+    pub requests: BTreeMap<String, String>,
+    /// Pod priority; the scenario creates a PriorityClass with this value.
+    #[serde(default)]
+    pub priority: Option<i32>,
+    /// The simulated kubelet marks the pod Succeeded this long after it starts.
+    #[serde(default)]
+    pub sim_run_seconds: Option<u64>,
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// Pod tolerations, as in a pod spec.
+    #[serde(default)]
+    pub tolerations: Vec<Value>,
+    #[serde(default)]
+    pub expect: Option<Expectation>,
+}
+
+/// What every pod of a workload looks like (the fields gangs and plain pods
+/// share), borrowed from either.
+#[derive(Debug, Clone, Copy)]
+pub struct PodShape<'a> {
+    pub requests: &'a BTreeMap<String, String>,
+    pub priority: Option<i32>,
+    pub sim_run_seconds: Option<u64>,
+    pub node_selector: &'a BTreeMap<String, String>,
+    pub tolerations: &'a [Value],
+}
+
+macro_rules! pod_shape {
+    ($t:ty) => {
+        impl $t {
+            pub fn shape(&self) -> PodShape<'_> {
+                PodShape {
+                    requests: &self.requests,
+                    priority: self.priority,
+                    sim_run_seconds: self.sim_run_seconds,
+                    node_selector: &self.node_selector,
+                    tolerations: &self.tolerations,
+                }
+            }
+        }
+    };
+}
+pod_shape!(GangWorkload);
+pod_shape!(PodsWorkload);
+
+/// What must be true at the end of the run for every gang (or for the pods)
+/// of a workload.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Expectation {
+    pub outcome: Outcome,
+}
+
+/// How a gang or a set of plain pods ended.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    /// Every member (every pod) bound to a node.
+    Bound,
+    /// Not all bound within the gang's timeout, counted from quorum (gangs only).
+    TimedOut,
+    /// Neither, when the run ended.
+    Waiting,
+}
+
+impl Outcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Bound => "all bound",
+            Outcome::TimedOut => "timed out",
+            Outcome::Waiting => "waiting",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+fn default_run_timeout() -> u64 {
+    60
+}
+fn default_scheduler() -> String {
+    "muster".into()
+}
+fn default_namespace() -> String {
+    "default".into()
+}
+fn one() -> u32 {
+    1
+}
+
+impl Workload {
+    pub fn name_prefix(&self) -> &str {
+        match self {
+            Workload::Gang(g) => &g.name_prefix,
+            Workload::Pods(p) => &p.name_prefix,
+        }
+    }
+
+    pub fn namespace(&self) -> &str {
+        match self {
+            Workload::Gang(g) => &g.namespace,
+            Workload::Pods(p) => &p.namespace,
+        }
+    }
+
+    pub fn expect(&self) -> Option<Expectation> {
+        match self {
+            Workload::Gang(g) => g.expect,
+            Workload::Pods(p) => p.expect,
+        }
+    }
+
+    pub fn shape(&self) -> PodShape<'_> {
+        match self {
+            Workload::Gang(g) => g.shape(),
+            Workload::Pods(p) => p.shape(),
+        }
+    }
+
+    /// Pods this workload creates.
+    pub fn pod_count(&self) -> u64 {
+        match self {
+            Workload::Gang(g) => u64::from(g.count) * u64::from(g.size),
+            Workload::Pods(p) => u64::from(p.count),
+        }
+    }
+}
+
+impl GangWorkload {
+    /// `minCount`, defaulting to the gang size.
+    pub fn min_count(&self) -> u32 {
+        self.min_count.unwrap_or(self.size)
+    }
+}

@@ -1,0 +1,227 @@
+use std::path::Path;
+
+use super::manifests::{SCENARIO_LABEL, priority_class_name};
+use super::*;
+
+const SMALL: &str = r#"
+name: small
+nodes:
+  - {namePrefix: cpu, count: 2, capacity: {cpu: 4, memory: 8Gi, pods: 10}}
+  - namePrefix: gpu
+    count: 1
+    capacity: {cpu: "16", nvidia.com/gpu: 8, pods: 110}
+    taints: [{key: nvidia.com/gpu, effect: NoSchedule}]
+namespaces: [ml]
+workloads:
+  - gang:
+      namePrefix: train
+      namespace: ml
+      count: 2
+      size: 3
+      minCount: 2
+      requests: {cpu: 1, nvidia.com/gpu: 2}
+      priority: 50
+      simRunSeconds: 30
+      timeoutSeconds: 7
+      tolerations: [{key: nvidia.com/gpu, operator: Exists}]
+      nodeSelector: {pool: gpu}
+      expect: {outcome: bound}
+  - pods: {namePrefix: web, count: 3, requests: {cpu: 100m}}
+"#;
+
+fn err(text: &str) -> ScenarioError {
+    Scenario::parse(text, "t.yaml").unwrap_err()
+}
+
+#[test]
+fn parses_every_field() {
+    let s = Scenario::parse(SMALL, "small.yaml").unwrap();
+    assert_eq!(s.name, "small");
+    assert_eq!(s.timeout_seconds, 60);
+    assert_eq!(s.scheduler_name, "muster");
+    assert_eq!(s.node_count(), 3);
+    assert_eq!(s.pod_count(), 9);
+    assert_eq!(s.gang_count(), 2);
+    assert_eq!(s.nodes[1].capacity["nvidia.com/gpu"], "8");
+    let Workload::Gang(g) = &s.workloads[0] else {
+        panic!("first workload is a gang")
+    };
+    assert_eq!((g.size, g.min_count(), g.count), (3, 2, 2));
+    assert_eq!(g.requests["cpu"], "1");
+    assert_eq!(g.expect.map(|e| e.outcome), Some(Outcome::Bound));
+    let Workload::Pods(p) = &s.workloads[1] else {
+        panic!("second workload is plain pods")
+    };
+    assert_eq!((p.count, p.namespace.as_str()), (3, "default"));
+}
+
+#[test]
+fn plan_creates_setup_then_groups_and_members() {
+    let plan = Scenario::parse(SMALL, "small.yaml").unwrap().plan();
+    let kinds: Vec<Kind> = plan.setup.iter().map(|m| m.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            Kind::Namespace,
+            Kind::PriorityClass,
+            Kind::Node,
+            Kind::Node,
+            Kind::Node
+        ]
+    );
+    assert_eq!(plan.setup[1].name, priority_class_name(50));
+    assert_eq!(
+        plan.setup[4].object["spec"]["taints"][0]["key"],
+        "nvidia.com/gpu"
+    );
+    assert_eq!(plan.workloads.len(), 3, "two gangs, one batch of pods");
+    let WorkloadPlan::Gang(g) = &plan.workloads[1] else {
+        panic!("gang plan")
+    };
+    assert_eq!(g.name, "train-1");
+    assert_eq!(g.min_count, 2);
+    assert_eq!(g.timeout, Some(std::time::Duration::from_secs(7)));
+    assert_eq!(
+        g.group.object["spec"]["schedulingPolicy"]["gang"]["minCount"],
+        2
+    );
+    assert_eq!(
+        g.group.object["metadata"]["annotations"]["muster.dev/schedule-timeout-seconds"],
+        "7"
+    );
+    let names: Vec<&str> = g.pods.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["train-1-0", "train-1-1", "train-1-2"]);
+    let pod = &g.pods[0].object;
+    assert_eq!(pod["metadata"]["namespace"], "ml");
+    assert_eq!(pod["metadata"]["labels"][SCENARIO_LABEL], "small");
+    assert_eq!(
+        pod["metadata"]["annotations"]["muster.dev/sim-run-seconds"],
+        "30"
+    );
+    assert_eq!(pod["spec"]["schedulerName"], "muster");
+    assert_eq!(pod["spec"]["schedulingGroup"]["podGroupName"], "train-1");
+    assert_eq!(pod["spec"]["priorityClassName"], priority_class_name(50));
+    assert_eq!(pod["spec"]["nodeSelector"]["pool"], "gpu");
+    assert_eq!(
+        pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"],
+        "2"
+    );
+    let WorkloadPlan::Pods(p) = &plan.workloads[2] else {
+        panic!("pods plan")
+    };
+    assert_eq!(p.pods.len(), 3);
+    assert!(p.pods[0].object["spec"].get("schedulingGroup").is_none());
+}
+
+#[test]
+fn the_demo_is_what_the_task_promises() {
+    let s = Scenario::demo().unwrap();
+    assert_eq!(s.node_count(), 8);
+    let gangs: Vec<(u32, Option<Outcome>)> = s
+        .plan()
+        .workloads
+        .iter()
+        .filter_map(|w| match w {
+            WorkloadPlan::Gang(g) => Some((g.pods.len() as u32, g.expect)),
+            WorkloadPlan::Pods(_) => None,
+        })
+        .collect();
+    assert_eq!(
+        gangs,
+        [
+            (4, Some(Outcome::Bound)),
+            (4, Some(Outcome::Bound)),
+            (8, Some(Outcome::Bound)),
+            (4, Some(Outcome::TimedOut)),
+        ]
+    );
+    assert!(s.timeout_seconds < 30 + 1);
+}
+
+#[test]
+fn every_shipped_scenario_parses() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scenarios");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            seen += 1;
+        }
+    }
+    assert!(seen >= 1, "no scenarios in {}", dir.display());
+}
+
+#[test]
+fn unknown_field_names_its_path() {
+    let e = err(
+        "name: x\nworkloads:\n  - pods: {namePrefix: a}\n  - gang: {namePrefix: b, size: 2, minCuont: 1}\n",
+    );
+    assert_eq!(e.path, "workloads[1].gang.minCuont");
+    assert!(e.message.contains("minCuont"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("t.yaml: workloads[1].gang.minCuont: unknown field"),
+        "{e}"
+    );
+
+    let e = err("name: x\nnodes: [{count: 1, colour: red}]\n");
+    assert_eq!(e.path, "nodes[0].colour");
+    assert!(e.message.contains("colour"), "{e}");
+
+    let e = err("name: x\nworkloads: [{job: {}}]\n");
+    assert_eq!(e.path, "workloads[0].job");
+    assert!(e.message.contains("expected `gang` or `pods`"), "{e}");
+
+    let e = err("name: x\nworkloads: [{}]\n");
+    assert_eq!(e.path, "workloads[0]");
+    assert!(e.message.contains("exactly one of"), "{e}");
+}
+
+#[test]
+fn bad_values_name_their_path() {
+    let cases = [
+        (
+            "name: x\nworkloads: [{gang: {namePrefix: g, size: 0}}]",
+            "workloads[0].gang.size",
+        ),
+        (
+            "name: x\nworkloads: [{gang: {namePrefix: g, size: 2, count: 0}}]",
+            "workloads[0].gang.count",
+        ),
+        (
+            "name: x\nworkloads: [{pods: {namePrefix: p, requests: {cpu: lots}}}]",
+            "workloads[0].pods.requests.cpu",
+        ),
+        (
+            "name: x\nworkloads: [{pods: {namePrefix: p, expect: {outcome: timedOut}}}]",
+            "workloads[0].pods.expect.outcome",
+        ),
+        (
+            "name: x\nworkloads: [{pods: {namePrefix: p, namespace: ml}}]",
+            "workloads[0].pods.namespace",
+        ),
+        (
+            "name: x\nworkloads: [{pods: {namePrefix: Web}}]",
+            "workloads[0].pods.namePrefix",
+        ),
+        (
+            "name: x\nworkloads: [{pods: {namePrefix: p}}, {pods: {namePrefix: p}}]",
+            "workloads[1].pods.namePrefix",
+        ),
+        (
+            "name: x\nnodes: [{capacity: {cpu: many}}]",
+            "nodes[0].capacity.cpu",
+        ),
+        ("name: x\ncreationRate: 0", "creationRate"),
+        ("name: 'bad name'", "name"),
+        (
+            "name: x\nworkloads: [{gang: {namePrefix: g, size: 2, expect: {outcome: done}}}]",
+            "workloads[0].gang.expect.outcome",
+        ),
+    ];
+    for (text, path) in cases {
+        assert_eq!(err(text).path, path, "{text}");
+    }
+    assert_eq!(err("workloads: []").path, "<document>");
+}

@@ -1,0 +1,172 @@
+//! Checks a parsed scenario for what serde cannot express: positive counts
+//! (a `minCount` above `size` is allowed: such a gang waits), valid quantities and names, outcomes that make sense
+//! for the workload kind, unique names. Each error names its field path.
+
+use std::collections::BTreeSet;
+
+use super::spec::{Outcome, Scenario, Workload};
+use crate::model::Quantity;
+
+/// A field path and what is wrong there.
+pub type Problem = (String, String);
+
+pub fn check(s: &Scenario) -> Result<(), Problem> {
+    label_value("name", &s.name)?;
+    positive("timeoutSeconds", s.timeout_seconds)?;
+    if let Some(rate) = s.creation_rate
+        && !(rate.is_finite() && rate > 0.0)
+    {
+        return Err(("creationRate".into(), "must be a positive number".into()));
+    }
+    non_empty("schedulerName", &s.scheduler_name)?;
+    nodes(s)?;
+    for (i, ns) in s.namespaces.iter().enumerate() {
+        dns_label(&format!("namespaces[{i}]"), ns)?;
+    }
+    workloads(s)
+}
+
+fn nodes(s: &Scenario) -> Result<(), Problem> {
+    let mut prefixes = BTreeSet::new();
+    for (i, t) in s.nodes.iter().enumerate() {
+        let at = |field: &str| format!("nodes[{i}].{field}");
+        dns_label(&at("namePrefix"), &t.name_prefix)?;
+        if !prefixes.insert(t.name_prefix.as_str()) {
+            return Err((
+                at("namePrefix"),
+                format!("{:?} is used twice", t.name_prefix),
+            ));
+        }
+        if t.topology.hosts_per_rack == 0 || t.topology.racks_per_block == 0 {
+            return Err((at("topology"), "sizes must be positive".into()));
+        }
+        for (key, value) in &t.capacity {
+            quantity(&at(&format!("capacity.{key}")), value)?;
+        }
+        for (key, value) in &t.allocatable {
+            quantity(&at(&format!("allocatable.{key}")), value)?;
+        }
+        // `capacity` replaces the default map as a whole; a node without pod
+        // slots silently accepts nothing.
+        if !t.capacity.contains_key("pods") {
+            return Err((
+                at("capacity.pods"),
+                "missing: a capacity map replaces the defaults as a whole, so without `pods` the nodes accept no pods".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn workloads(s: &Scenario) -> Result<(), Problem> {
+    let mut names = BTreeSet::new();
+    for (i, w) in s.workloads.iter().enumerate() {
+        let kind = match w {
+            Workload::Gang(_) => "gang",
+            Workload::Pods(_) => "pods",
+        };
+        let at = |field: &str| format!("workloads[{i}].{kind}.{field}");
+        dns_label(&at("namePrefix"), w.name_prefix())?;
+        dns_label(&at("namespace"), w.namespace())?;
+        if w.namespace() != "default" && !s.namespaces.iter().any(|n| n == w.namespace()) {
+            return Err((
+                at("namespace"),
+                format!("{:?} is not listed in namespaces", w.namespace()),
+            ));
+        }
+        if !names.insert((w.namespace(), w.name_prefix())) {
+            return Err((
+                at("namePrefix"),
+                format!(
+                    "{:?} is used twice in namespace {}",
+                    w.name_prefix(),
+                    w.namespace()
+                ),
+            ));
+        }
+        for (key, value) in w.shape().requests {
+            quantity(&at(&format!("requests.{key}")), value)?;
+        }
+        match w {
+            Workload::Gang(g) => {
+                positive(&at("count"), u64::from(g.count))?;
+                positive(&at("size"), u64::from(g.size))?;
+                positive(&at("minCount"), u64::from(g.min_count()))?;
+                if let Some(t) = g.timeout_seconds {
+                    positive(&at("timeoutSeconds"), t)?;
+                }
+            }
+            Workload::Pods(p) => {
+                positive(&at("count"), u64::from(p.count))?;
+                if p.expect.is_some_and(|e| e.outcome == Outcome::TimedOut) {
+                    return Err((
+                        at("expect.outcome"),
+                        "timedOut applies to gangs only; plain pods are bound or waiting".into(),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn positive(path: &str, n: u64) -> Result<(), Problem> {
+    if n == 0 {
+        return Err((path.into(), "must be positive".into()));
+    }
+    Ok(())
+}
+
+fn non_empty(path: &str, s: &str) -> Result<(), Problem> {
+    if s.is_empty() {
+        return Err((path.into(), "must not be empty".into()));
+    }
+    Ok(())
+}
+
+fn quantity(path: &str, value: &str) -> Result<(), Problem> {
+    match Quantity::parse(value) {
+        Ok(q) if q.milli_value() < 0 => Err((path.into(), "must not be negative".into())),
+        Ok(_) => Ok(()),
+        Err(e) => Err((path.into(), e.to_string())),
+    }
+}
+
+/// A DNS-1123 label (names, prefixes, namespaces), leaving room for the
+/// `-<i>-<j>` suffixes the scenario appends.
+fn dns_label(path: &str, s: &str) -> Result<(), Problem> {
+    let ok = !s.is_empty()
+        && s.len() <= 50
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if !ok {
+        return Err((
+            path.into(),
+            format!(
+                "{s:?} must be 1-50 lowercase letters, digits or '-', not starting or ending with '-'"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A label value (the scenario name labels every object).
+fn label_value(path: &str, s: &str) -> Result<(), Problem> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && s.as_bytes()[0].is_ascii_alphanumeric()
+        && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric();
+    if !ok {
+        return Err((
+            path.into(),
+            format!(
+                "{s:?} must be a label value: 1-63 letters, digits, '-', '_' or '.', alphanumeric at both ends"
+            ),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,135 @@
+//! Watches the scenario's pods and PodGroups (selected by the scenario
+//! label) and turns watch events into tracker observations. Each watcher
+//! reports `Synced` after its first full list, so the run can start creating
+//! objects knowing it will see every one of them appear.
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::tracker::{GroupCondition, Observation};
+use crate::daemon::POD_GROUP_CONDITION;
+use crate::scenario::Kind;
+use crate::scenario::manifests::SCENARIO_LABEL;
+
+/// What the watchers send.
+#[derive(Debug)]
+pub enum Watched {
+    Change(Observation),
+    /// A watcher finished its initial list.
+    Synced,
+}
+
+/// Watchers started by [`spawn`]; they stop when this is dropped.
+pub struct Watchers {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Watchers {
+    /// How many `Synced` messages to wait for.
+    pub fn count(&self) -> usize {
+        self.tasks.len()
+    }
+}
+
+impl Drop for Watchers {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Starts a pod watcher and a PodGroup watcher for scenario `name`.
+pub fn spawn(client: &kube::Client, name: &str, tx: mpsc::UnboundedSender<Watched>) -> Watchers {
+    let config = watcher::Config::default().labels(&format!("{SCENARIO_LABEL}={name}"));
+    let pods: Api<Pod> = Api::all(client.clone());
+    let (group, version, kind, plural) = Kind::PodGroup.gvk();
+    let resource =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    let groups: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let pod_stream = watcher::watcher(pods, config.clone()).default_backoff();
+    let group_stream = watcher::watcher(groups, config).default_backoff();
+    Watchers {
+        tasks: vec![
+            tokio::spawn(forward(pod_stream, tx.clone(), pod_observation)),
+            tokio::spawn(forward(group_stream, tx, group_observation)),
+        ],
+    }
+}
+
+/// Sends one observation per applied or deleted object until the receiver
+/// goes away. Watch errors are retried by the stream's backoff.
+async fn forward<K, S>(
+    stream: S,
+    tx: mpsc::UnboundedSender<Watched>,
+    observe: fn(&K, bool) -> Observation,
+) where
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+{
+    let mut stream = std::pin::pin!(stream);
+    let mut synced = false;
+    while let Some(event) = stream.next().await {
+        let message = match event {
+            Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                Watched::Change(observe(&obj, false))
+            }
+            Ok(watcher::Event::Delete(obj)) => Watched::Change(observe(&obj, true)),
+            Ok(watcher::Event::InitDone) if !synced => {
+                synced = true;
+                Watched::Synced
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => continue,
+            Err(e) => {
+                tracing::debug!(error = %e, "scenario watch failed; retrying");
+                continue;
+            }
+        };
+        if tx.send(message).is_err() {
+            return;
+        }
+    }
+}
+
+fn pod_observation(pod: &Pod, deleted: bool) -> Observation {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    if deleted {
+        return Observation::PodGone { namespace, name };
+    }
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    Observation::Pod {
+        namespace,
+        name,
+        bound,
+    }
+}
+
+fn group_observation(group: &DynamicObject, _deleted: bool) -> Observation {
+    let condition = group.data["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == POD_GROUP_CONDITION))
+        .map(|c| GroupCondition {
+            status: c["status"] == "True",
+            reason: text(&c["reason"]),
+            message: text(&c["message"]),
+        });
+    Observation::Group {
+        namespace: group.metadata.namespace.clone().unwrap_or_default(),
+        name: group.metadata.name.clone().unwrap_or_default(),
+        condition,
+    }
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}

@@ -1,0 +1,254 @@
+//! The end of a run in words: the summary table printed on stdout, the
+//! progress line printed on stderr while it runs, and the list of scenario
+//! expectations that do not hold.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use super::tracker::{Counts, Summary};
+use crate::scenario::Outcome;
+
+/// One compact progress line, e.g.
+/// `[  2.0s] pods 30/30 created, 26 bound, 4 pending | gangs 3 bound, 1 waiting, 0 timed out`.
+pub fn progress_line(at: Duration, c: &Counts) -> String {
+    format!(
+        "[{:>5.1}s] pods {}/{} created, {} bound, {} pending | gangs {} bound, {} waiting, {} timed out",
+        at.as_secs_f64(),
+        c.pods_created,
+        c.pods_planned,
+        c.pods_bound,
+        c.pods_pending(),
+        c.gangs_bound,
+        c.gangs_waiting,
+        c.gangs_timed_out,
+    )
+}
+
+/// The expectations that do not hold, and broken guarantees; empty = pass.
+pub fn failures(s: &Summary) -> Vec<String> {
+    let gangs = s.gangs.iter().filter_map(|g| {
+        let expected = g.expect?;
+        (expected != g.outcome).then(|| {
+            format!(
+                "gang {}/{}: expected {}, got {}",
+                g.namespace, g.name, expected, g.outcome
+            )
+        })
+    });
+    let pods = s.pods.iter().filter_map(|p| {
+        let expected = p.expect?;
+        (expected != p.outcome).then(|| {
+            format!(
+                "pods {}/{}-*: expected {}, got {} ({}/{} bound)",
+                p.namespace, p.name_prefix, expected, p.outcome, p.bound, p.count
+            )
+        })
+    });
+    s.violations
+        .iter()
+        .cloned()
+        .chain(gangs)
+        .chain(pods)
+        .collect()
+}
+
+/// The summary table: gangs, plain pods, totals, scheduler messages for
+/// gangs that did not bind, and the verdict on the expectations.
+pub fn render(s: &Summary) -> String {
+    let mut rows = vec![row([
+        "GANG",
+        "NAMESPACE",
+        "MEMBERS",
+        "BOUND",
+        "MIN",
+        "OUTCOME",
+        "QUORUM-TO-BOUND",
+        "CHECK",
+    ])];
+    rows.extend(s.gangs.iter().map(|g| {
+        row([
+            g.name.as_str(),
+            &g.namespace,
+            &g.members.to_string(),
+            &g.bound.to_string(),
+            &g.min_count.to_string(),
+            g.outcome.label(),
+            &g.quorum_to_bound.map(millis).unwrap_or_else(|| "-".into()),
+            &verdict(g.expect, g.outcome),
+        ])
+    }));
+    let mut out = table(&rows);
+    if !s.pods.is_empty() {
+        let mut rows = vec![row([
+            "PODS",
+            "NAMESPACE",
+            "COUNT",
+            "BOUND",
+            "OUTCOME",
+            "CHECK",
+        ])];
+        rows.extend(s.pods.iter().map(|p| {
+            row([
+                format!("{}-*", p.name_prefix).as_str(),
+                &p.namespace,
+                &p.count.to_string(),
+                &p.bound.to_string(),
+                p.outcome.label(),
+                &verdict(p.expect, p.outcome),
+            ])
+        }));
+        out.push('\n');
+        out.push_str(&table(&rows));
+    }
+    let t = &s.totals;
+    let _ = writeln!(
+        out,
+        "\nTOTAL  {} pods created, {} bound, {} pending; {} gangs: {} bound, {} timed out, {} waiting; {:.1}s",
+        t.pods_created,
+        t.pods_bound,
+        t.pods_pending(),
+        s.gangs.len(),
+        t.gangs_bound,
+        t.gangs_timed_out,
+        t.gangs_waiting,
+        s.elapsed.as_secs_f64(),
+    );
+    for g in s.gangs.iter().filter(|g| g.outcome != Outcome::Bound) {
+        if let Some(c) = &g.condition {
+            let _ = writeln!(
+                out,
+                "  {}/{}: {}: {}",
+                g.namespace, g.name, c.reason, c.message
+            );
+        }
+    }
+    let failures = failures(s);
+    if failures.is_empty() {
+        let _ = writeln!(out, "\nscenario {}: every expectation holds", s.scenario);
+    } else {
+        let _ = writeln!(
+            out,
+            "\nscenario {}: {} expectation(s) failed",
+            s.scenario,
+            failures.len()
+        );
+        for f in &failures {
+            let _ = writeln!(out, "  - {f}");
+        }
+    }
+    out
+}
+
+fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
+    cells.iter().map(|c| c.to_string()).collect()
+}
+
+fn verdict(expect: Option<Outcome>, outcome: Outcome) -> String {
+    match expect {
+        None => "-".into(),
+        Some(e) if e == outcome => "ok".into(),
+        Some(e) => format!("FAIL: expected {e}"),
+    }
+}
+
+fn millis(d: Duration) -> String {
+    if d < Duration::from_secs(10) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// Left-aligned columns two spaces apart, sized by character count.
+fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (cell, width) in r.iter().zip(&widths) {
+            let pad = width.saturating_sub(cell.chars().count());
+            let _ = write!(line, "{cell}{}  ", " ".repeat(pad));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulate::tracker::{GangReport, PodsReport};
+
+    fn summary() -> Summary {
+        Summary {
+            scenario: "t".into(),
+            elapsed: Duration::from_millis(10_500),
+            gangs: vec![GangReport {
+                namespace: "ml".into(),
+                name: "huge-0".into(),
+                members: 4,
+                created: 4,
+                bound: 0,
+                min_count: 4,
+                outcome: Outcome::TimedOut,
+                quorum_to_bound: None,
+                expect: Some(Outcome::Bound),
+                condition: None,
+            }],
+            pods: vec![PodsReport {
+                namespace: "default".into(),
+                name_prefix: "web".into(),
+                count: 2,
+                created: 2,
+                bound: 2,
+                outcome: Outcome::Bound,
+                expect: Some(Outcome::Bound),
+            }],
+            totals: Counts {
+                pods_planned: 6,
+                pods_created: 6,
+                pods_bound: 2,
+                gangs_timed_out: 1,
+                ..Counts::default()
+            },
+            violations: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn failed_expectations_are_listed() {
+        let s = summary();
+        assert_eq!(
+            failures(&s),
+            ["gang ml/huge-0: expected all bound, got timed out"]
+        );
+        let text = render(&s);
+        assert!(text.contains("huge-0  ml"), "{text}");
+        assert!(text.contains("web-*"), "{text}");
+        assert!(
+            text.contains("TOTAL  6 pods created, 2 bound, 4 pending"),
+            "{text}"
+        );
+        assert!(text.contains("1 expectation(s) failed"), "{text}");
+        assert!(text.contains("FAIL: expected all bound"), "{text}");
+    }
+
+    #[test]
+    fn progress_line_is_compact() {
+        let line = progress_line(Duration::from_secs(2), &summary().totals);
+        assert_eq!(
+            line,
+            "[  2.0s] pods 6/6 created, 2 bound, 4 pending | gangs 0 bound, 0 waiting, 1 timed out"
+        );
+    }
+}
