@@ -97,7 +97,10 @@ impl Write {
                 namespace,
                 name,
                 ..
-            } => format!("{}/{namespace}/{name}", resource.api_version),
+            } => format!(
+                "{}/{}/{namespace}/{name}",
+                resource.api_version, resource.plural
+            ),
         }
     }
 
