@@ -177,7 +177,10 @@ impl SchedulerLoop {
                 ClusterEvent::PodDeleted(key)
             }
             Observed::GroupDefUpserted(def) => ClusterEvent::GroupDefUpserted(def),
-            Observed::GroupDefDeleted(key) => ClusterEvent::GroupDefDeleted(key),
+            Observed::GroupDefDeleted(key) => {
+                st.directory.forget_group_status(&key);
+                ClusterEvent::GroupDefDeleted(key)
+            }
             Observed::GroupDefInvalid { object, error } => {
                 warn!(%object, %error, "ignoring unreadable group definition");
                 return;

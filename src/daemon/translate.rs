@@ -74,6 +74,12 @@ impl Directory {
         }
     }
 
+    /// A group definition was deleted: a new one of the same name gets its
+    /// `scheduleStartTime` afresh.
+    pub fn forget_group_status(&mut self, key: &crate::model::DefinitionKey) {
+        self.status_written.retain(|g| g.definition != *key);
+    }
+
     /// The Write for one engine action, or `None` when it has no API form here
     /// (e.g. status for a dialect without a status we write).
     pub fn to_write(&mut self, action: Action) -> Option<Write> {
