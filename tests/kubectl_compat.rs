@@ -396,16 +396,10 @@ async fn kubectl_v1_37_works_against_the_simulator() {
         .fails(&[ns[0], ns[1], "get", "pod", "smoke-worker-1"])
         .await;
     assert!(err.contains("NotFound"), "{err}");
-    k.ok(&[
-        "delete",
-        "-f",
-        root()
-            .join("deploy/examples/sim-smoke.yaml")
-            .to_str()
-            .unwrap(),
-        "--ignore-not-found",
-    ])
-    .await;
+    for m in &manifests {
+        k.ok(&["delete", "-f", m.to_str().unwrap(), "--ignore-not-found"])
+            .await;
+    }
     let left = k.ok(&["get", "pods", "-A", "-o", "name"]).await;
     assert!(left.trim().is_empty(), "{left}");
 

@@ -171,6 +171,11 @@ impl Cache {
         self.groups_by_def.get(def).into_iter().flatten()
     }
 
+    /// Every definition some observed pod refers to.
+    pub fn referenced_definitions(&self) -> impl Iterator<Item = &DefinitionKey> {
+        self.groups_by_def.keys()
+    }
+
     pub fn is_served(&self, scheduler_name: &str) -> bool {
         self.served.contains(scheduler_name)
     }

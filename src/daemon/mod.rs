@@ -58,6 +58,9 @@ pub struct DaemonOptions {
     pub http_addr: SocketAddr,
     pub identity: String,
     pub writer: WriterConfig,
+    /// How often a group-definition API that is not installed is looked for
+    /// again (30 s; tests shorten it).
+    pub absent_api_recheck: Duration,
 }
 
 impl DaemonOptions {
@@ -74,6 +77,7 @@ impl DaemonOptions {
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             identity: default_identity(),
             writer,
+            absent_api_recheck: informers::ABSENT_API_RECHECK,
         }
     }
 }
@@ -203,7 +207,7 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
     );
 
     let (obs_tx, obs_rx) = mpsc::channel(16 * 1024);
-    let informer_tasks = informers::start(client.clone(), obs_tx);
+    let informer_tasks = informers::start(client.clone(), obs_tx, opts.absent_api_recheck);
     let (bind_tx, bind_rx) = mpsc::unbounded_channel();
     let (writer, writer_task) =
         Writer::start(client, opts.writer.clone(), metrics.clone(), bind_tx);

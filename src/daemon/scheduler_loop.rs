@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 use super::translate::Directory;
+use crate::dialects::{KueueGroups, Synthesized};
 use crate::engine::{ClusterEvent, Engine, Sample, Stats};
 use crate::kube::informers::{Observed, informer_names};
 use crate::kube::writer::{BindOutcome, EventTarget, Write, Writer};
@@ -48,6 +49,8 @@ pub struct SchedulerLoop {
 #[derive(Default)]
 struct LoopState {
     directory: Directory,
+    /// Kueue group definitions, synthesized from their member pods.
+    kueue: KueueGroups,
     pending_sync: HashSet<&'static str>,
     /// When each pending pod of ours was first seen (for the SLI histogram).
     first_seen: HashMap<PodKey, Instant>,
@@ -131,6 +134,9 @@ impl SchedulerLoop {
 
     fn observe(&mut self, st: &mut LoopState, o: Observed) {
         let now = Instant::now();
+        // Definitions synthesized from pods (Kueue) are applied before the pod
+        // event, so a member never waits for a definition it brings itself.
+        let mut synthesized = Vec::new();
         let event = match o {
             Observed::NodeUpserted(n) => ClusterEvent::NodeUpserted(n),
             Observed::NodeDeleted(name) => ClusterEvent::NodeDeleted(Arc::from(name.as_str())),
@@ -149,9 +155,11 @@ impl SchedulerLoop {
                     st.first_seen.remove(&p.key);
                     st.directory.pod_uids.remove(&p.key);
                 }
+                synthesized = st.kueue.observe(&p);
                 ClusterEvent::PodUpserted(p)
             }
             Observed::PodDeleted(key) => {
+                synthesized = st.kueue.forget(&key);
                 st.first_seen.remove(&key);
                 st.directory.pod_uids.remove(&key);
                 st.reported_invalid.remove(&key);
@@ -163,12 +171,16 @@ impl SchedulerLoop {
                 scheduler_name,
                 error,
             } => {
+                synthesized = st.kueue.forget(&key);
                 self.report_invalid_pod(st, key.clone(), uid, scheduler_name, error);
                 // Whatever it was before, it can no longer be scheduled as it stands.
                 ClusterEvent::PodDeleted(key)
             }
             Observed::GroupDefUpserted(def) => ClusterEvent::GroupDefUpserted(def),
-            Observed::GroupDefDeleted(key) => ClusterEvent::GroupDefDeleted(key),
+            Observed::GroupDefDeleted(key) => {
+                st.directory.forget_group_status(&key);
+                ClusterEvent::GroupDefDeleted(key)
+            }
             Observed::GroupDefInvalid { object, error } => {
                 warn!(%object, %error, "ignoring unreadable group definition");
                 return;
@@ -185,10 +197,10 @@ impl SchedulerLoop {
                 st.directory.remove_priority_class(&name);
                 return;
             }
-            Observed::DefinitionServed { plural, version } => {
+            Observed::DefinitionServed { informer, version } => {
                 match version {
-                    Some(v) => st.directory.served_versions.insert(plural, v),
-                    None => st.directory.served_versions.remove(plural),
+                    Some(v) => st.directory.served_versions.insert(informer, v),
+                    None => st.directory.served_versions.remove(informer),
                 };
                 return;
             }
@@ -200,6 +212,13 @@ impl SchedulerLoop {
                 return;
             }
         };
+        for change in synthesized {
+            let def_event = match change {
+                Synthesized::Upserted(def) => ClusterEvent::GroupDefUpserted(def),
+                Synthesized::Deleted(key) => ClusterEvent::GroupDefDeleted(key),
+            };
+            self.engine.on_event(def_event, now);
+        }
         self.engine.on_event(event, now);
     }
 

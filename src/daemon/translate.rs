@@ -1,11 +1,12 @@
 //! Turns the engine's `Action`s into API `Write`s, and fills in pod facts the
 //! API server normally supplies (priority from the PriorityClass).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use kube::api::{ApiResource, GroupVersionKind};
 
+use crate::dialects::{GangStatus, definition_source, status_patch};
 use crate::engine::{Action, EventType, ObjectRef};
 use crate::kube::writer::{EventTarget, Write};
 use crate::model::{GroupKey, GroupSource, PodInfo, PodKey};
@@ -19,8 +20,10 @@ pub const POD_GROUP_CONDITION: &str = "PodGroupInitiallyScheduled";
 #[derive(Default)]
 pub struct Directory {
     pub pod_uids: HashMap<PodKey, Arc<str>>,
-    /// Definition plural → served version.
+    /// Definition informer name (`DefinitionSource::name`) → served version.
     pub served_versions: HashMap<&'static str, &'static str>,
+    /// Groups whose dialect status has been written since Muster started.
+    status_written: HashSet<GroupKey>,
     priority_classes: HashMap<String, i32>,
     global_default_priority: Option<(String, i32)>,
 }
@@ -71,9 +74,15 @@ impl Directory {
         }
     }
 
+    /// A group definition was deleted: a new one of the same name gets its
+    /// `scheduleStartTime` afresh.
+    pub fn forget_group_status(&mut self, key: &crate::model::DefinitionKey) {
+        self.status_written.retain(|g| g.definition != *key);
+    }
+
     /// The Write for one engine action, or `None` when it has no API form here
     /// (e.g. status for a dialect without a status we write).
-    pub fn to_write(&self, action: Action) -> Option<Write> {
+    pub fn to_write(&mut self, action: Action) -> Option<Write> {
         match action {
             Action::Bind { pod, uid, node } => Some(Write::Bind {
                 pod,
@@ -106,8 +115,30 @@ impl Directory {
                 reason,
                 message,
                 initially_scheduled,
+                scheduled,
             } => {
                 let resource = self.definition_resource(&group)?;
+                if group.definition.source != GroupSource::PodGroup {
+                    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                    let status = status_patch(
+                        group.definition.source,
+                        &GangStatus {
+                            scheduled: initially_scheduled,
+                            reason,
+                            message: &message,
+                            scheduled_count: scheduled,
+                            now: &now,
+                            first: !self.status_written.contains(&group),
+                        },
+                    )?;
+                    self.status_written.insert(group.clone());
+                    return Some(Write::GroupStatus {
+                        resource,
+                        namespace: group.namespace().to_string(),
+                        name: group.definition.name.to_string(),
+                        status,
+                    });
+                }
                 Some(Write::GroupCondition {
                     resource,
                     namespace: group.namespace().to_string(),
@@ -148,16 +179,17 @@ impl Directory {
     }
 
     /// The API resource of a group's definition, in the version the cluster serves.
+    /// `None` for dialects without a definition object (Kueue) and for the
+    /// v1alpha1 Workload, whose entries are not objects of their own.
     fn definition_resource(&self, group: &GroupKey) -> Option<ApiResource> {
-        let (api_group, kind, plural) = match group.definition.source {
-            GroupSource::PodGroup => ("scheduling.k8s.io", "PodGroup", "podgroups"),
-            // Other dialects have no status written here.
-            _ => return None,
-        };
-        let version = self.served_versions.get(plural)?;
+        if group.definition.container().is_some() {
+            return None;
+        }
+        let source = definition_source(group.definition.source)?;
+        let version = self.served_versions.get(source.name)?;
         Some(ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(api_group, version, kind),
-            plural,
+            &GroupVersionKind::gvk(source.group, version, source.kind),
+            source.plural,
         ))
     }
 }
@@ -201,9 +233,11 @@ mod tests {
             reason: "Scheduled",
             message: "ok".into(),
             initially_scheduled: true,
+            scheduled: 2,
         };
         assert!(d.to_write(action.clone()).is_none());
-        d.served_versions.insert("podgroups", "v1beta1");
+        d.served_versions
+            .insert("podgroups.scheduling.k8s.io", "v1beta1");
         match d.to_write(action) {
             Some(Write::GroupCondition {
                 resource,
@@ -216,6 +250,58 @@ mod tests {
                 assert_eq!(type_, POD_GROUP_CONDITION);
             }
             other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn dialect_status_patches() {
+        let mut d = Directory::default();
+        d.served_versions
+            .insert("podgroups.scheduling.x-k8s.io", "v1alpha1");
+        let group = GroupKey::new(DefinitionKey::new(
+            "default",
+            GroupSource::Coscheduling,
+            "nginx",
+        ));
+        let action = |scheduled: bool| Action::GroupStatus {
+            group: group.clone(),
+            reason: if scheduled {
+                "Scheduled"
+            } else {
+                "Unschedulable"
+            },
+            message: "m".into(),
+            initially_scheduled: scheduled,
+            scheduled: if scheduled { 3 } else { 0 },
+        };
+        match d.to_write(action(false)) {
+            Some(Write::GroupStatus {
+                resource, status, ..
+            }) => {
+                assert_eq!(resource.api_version, "scheduling.x-k8s.io/v1alpha1");
+                assert_eq!(status["phase"], "Scheduling");
+                assert!(status["scheduleStartTime"].is_string());
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        match d.to_write(action(true)) {
+            Some(Write::GroupStatus { status, .. }) => {
+                assert_eq!(status["phase"], "Scheduled");
+                assert_eq!(status["scheduled"], 3);
+                assert!(status.get("scheduleStartTime").is_none(), "set once");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        for source in [GroupSource::Kueue, GroupSource::Workload] {
+            let group = GroupKey::new(DefinitionKey::new("ml", source, "w/workers"));
+            let action = Action::GroupStatus {
+                group,
+                reason: "Scheduled",
+                message: "m".into(),
+                initially_scheduled: true,
+                scheduled: 1,
+            };
+            assert!(d.to_write(action).is_none(), "{source:?} has no status");
         }
     }
 }

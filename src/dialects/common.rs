@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::model::parse_timestamp_ms;
+use crate::model::{Resources, parse_timestamp_ms};
 
 /// Annotation on a group definition that sets its gang timeout when the dialect
 /// has no field of its own (gang-semantics.md, "Timeout resolution").
@@ -65,4 +65,42 @@ pub fn positive_count(value: &Value, field: &str) -> Result<u32, String> {
             None => Err(format!("{field} must be an integer, got {v}")),
         },
     }
+}
+
+/// Reads an optional `minResources` map (`{cpu: "3", memory: 4Gi}`) into the
+/// total a gang needs; quantities may be strings or plain numbers.
+pub fn min_resources(value: &Value, field: &str) -> Result<Option<Resources>, String> {
+    let map = match value {
+        Value::Null => return Ok(None),
+        Value::Object(map) => map,
+        other => return Err(format!("{field} must be a map of quantities, got {other}")),
+    };
+    let mut items: Vec<(&str, String)> = Vec::with_capacity(map.len());
+    for (name, q) in map {
+        let q = match q {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            other => return Err(format!("{field}.{name} must be a quantity, got {other}")),
+        };
+        items.push((name, q));
+    }
+    Resources::from_quantities(items.iter().map(|(n, q)| (*n, q.as_str())))
+        .map(|r| (!r.is_zero()).then_some(r))
+        .map_err(|e| format!("{field}: {e}"))
+}
+
+/// What a dialect's own status says about a gang, as the engine reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GangStatus<'a> {
+    /// The quorum was released to binding (terminal).
+    pub scheduled: bool,
+    pub reason: &'a str,
+    pub message: &'a str,
+    /// Members assumed or bound when the status was reported.
+    pub scheduled_count: u32,
+    /// The current time, RFC 3339.
+    pub now: &'a str,
+    /// First status written for this group since Muster started: the moment
+    /// scheduling began (`scheduleStartTime`).
+    pub first: bool,
 }

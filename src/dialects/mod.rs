@@ -7,16 +7,26 @@
 //! `DefinitionKey`.
 
 mod common;
+pub mod coscheduling;
+pub mod kueue;
+pub mod volcano;
 pub mod workload_api;
+pub mod workload_v1alpha1;
 
-pub use common::SCHEDULE_TIMEOUT_ANNOTATION;
+pub use common::{GangStatus, SCHEDULE_TIMEOUT_ANNOTATION};
+pub use kueue::{KueueGroups, Synthesized};
 pub use workload_api::pod_group_definition;
+pub use workload_v1alpha1::workload_definitions;
 
 use crate::model::wire::PodWire;
-use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupSource};
+use crate::model::{GroupDef, GroupMembership, GroupSource};
 
 /// A kind of object that defines groups, and how to translate one.
 pub struct DefinitionSource {
+    /// The informer's name (`<plural>.<group>`), unique among sources.
+    pub name: &'static str,
+    /// The dialect whose definitions this kind declares.
+    pub source: GroupSource,
     pub group: &'static str,
     /// Served versions in order of preference: the informer watches the first
     /// one the cluster serves (one object served in two versions is one group).
@@ -28,19 +38,69 @@ pub struct DefinitionSource {
     pub translate: fn(&serde_json::Value) -> Result<Vec<GroupDef>, String>,
 }
 
-/// Every group-definition kind Muster watches.
-pub const DEFINITION_SOURCES: &[DefinitionSource] = &[DefinitionSource {
-    group: "scheduling.k8s.io",
-    versions: &["v1beta1", "v1alpha2"],
-    kind: "PodGroup",
-    plural: "podgroups",
-    translate: |obj| pod_group_definition(obj).map(|d| vec![d]),
-}];
+/// Every group-definition kind Muster watches. (Kueue groups have no
+/// definition object: see [`KueueGroups`].)
+pub const DEFINITION_SOURCES: &[DefinitionSource] = &[
+    DefinitionSource {
+        name: "podgroups.scheduling.k8s.io",
+        source: GroupSource::PodGroup,
+        group: "scheduling.k8s.io",
+        versions: &["v1beta1", "v1alpha2"],
+        kind: "PodGroup",
+        plural: "podgroups",
+        translate: |obj| pod_group_definition(obj).map(|d| vec![d]),
+    },
+    DefinitionSource {
+        name: "workloads.scheduling.k8s.io",
+        source: GroupSource::Workload,
+        group: "scheduling.k8s.io",
+        // Only the 1.35 Workload declares groups; later ones are templates.
+        versions: &["v1alpha1"],
+        kind: "Workload",
+        plural: "workloads",
+        translate: workload_definitions,
+    },
+    DefinitionSource {
+        name: "podgroups.scheduling.x-k8s.io",
+        source: GroupSource::Coscheduling,
+        group: "scheduling.x-k8s.io",
+        versions: &["v1alpha1"],
+        kind: "PodGroup",
+        plural: "podgroups",
+        translate: |obj| coscheduling::definition(obj).map(|d| vec![d]),
+    },
+    DefinitionSource {
+        name: "podgroups.scheduling.volcano.sh",
+        source: GroupSource::Volcano,
+        group: "scheduling.volcano.sh",
+        versions: &["v1beta1"],
+        kind: "PodGroup",
+        plural: "podgroups",
+        translate: |obj| volcano::definition(obj).map(|d| vec![d]),
+    },
+];
+
+/// The definition kind of a dialect, if it has one.
+pub fn definition_source(source: GroupSource) -> Option<&'static DefinitionSource> {
+    DEFINITION_SOURCES.iter().find(|d| d.source == source)
+}
+
+/// The `status` merge patch a dialect writes for a gang report, or `None` when
+/// the dialect has no such status (`PodGroup` uses a condition, written by the
+/// daemon; Workload v1alpha1 and Kueue get events only).
+pub fn status_patch(source: GroupSource, status: &GangStatus<'_>) -> Option<serde_json::Value> {
+    match source {
+        GroupSource::Coscheduling => Some(coscheduling::status(status)),
+        GroupSource::Volcano => Some(volcano::status(status)),
+        GroupSource::PodGroup | GroupSource::Workload | GroupSource::Kueue => None,
+    }
+}
 
 /// Annotation that makes a pod an ordinary pod whatever groups it references.
 pub const IGNORE_GROUPS_ANNOTATION: &str = "muster.dev/ignore-groups";
 
-/// Resolves which group (if any) a pod belongs to.
+/// Resolves which group (if any) a pod belongs to: the first dialect, in
+/// precedence order, that the pod references decides.
 pub fn resolve_membership(pod: &PodWire) -> GroupMembership {
     if pod
         .metadata
@@ -57,42 +117,17 @@ pub fn resolve_membership(pod: &PodWire) -> GroupMembership {
         .as_deref()
         .filter(|n| !n.is_empty())
         .unwrap_or("default");
-    if let Some(sg) = &pod.spec.scheduling_group {
-        return match sg.pod_group_name.as_deref() {
-            Some(name) if !name.is_empty() => GroupMembership::Member(GroupKey::new(
-                DefinitionKey::new(namespace, GroupSource::PodGroup, name),
-            )),
-            _ => GroupMembership::Invalid("spec.schedulingGroup.podGroupName is empty".into()),
-        };
-    }
-    if let Some(wr) = &pod.spec.workload_ref {
-        let workload = wr.name.as_deref().unwrap_or("");
-        let pod_group = wr.pod_group.as_deref().unwrap_or("");
-        if workload.is_empty() {
-            return GroupMembership::Invalid("spec.workloadRef.name is empty".into());
-        }
-        if pod_group.is_empty() {
-            return GroupMembership::Invalid(format!(
-                "spec.workloadRef.podGroup is empty (Workload {namespace}/{workload})"
-            ));
-        }
-        let def = DefinitionKey::new(
-            namespace,
-            GroupSource::Workload,
-            &format!("{workload}/{pod_group}"),
-        );
-        return GroupMembership::Member(
-            match wr
-                .pod_group_replica_key
-                .as_deref()
-                .filter(|k| !k.is_empty())
-            {
-                Some(replica) => GroupKey::with_replica(def, replica),
-                None => GroupKey::new(def),
-            },
-        );
-    }
-    GroupMembership::None
+    let dialects: [fn(&PodWire, &str) -> Option<GroupMembership>; 5] = [
+        workload_api::membership,
+        workload_v1alpha1::membership,
+        coscheduling::membership,
+        volcano::membership,
+        kueue::membership,
+    ];
+    dialects
+        .iter()
+        .find_map(|membership| membership(pod, namespace))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -143,5 +178,69 @@ mod tests {
             "spec": {"schedulingGroup": {"podGroupName": "pg"}}}),
         );
         assert_eq!(resolve_membership(&opted_out), GroupMembership::None);
+    }
+
+    #[test]
+    fn precedence_across_dialects() {
+        let all = json!({"metadata": {"name": "p", "namespace": "ns",
+            "labels": {"scheduling.x-k8s.io/pod-group": "cos", "kueue.x-k8s.io/pod-group-name": "kq"},
+            "annotations": {"scheduling.k8s.io/group-name": "vol", "kueue.x-k8s.io/pod-group-total-count": "2"}},
+            "spec": {"schedulingGroup": {"podGroupName": "pg"},
+                     "workloadRef": {"name": "w", "podGroup": "workers"}}});
+        let expected = [
+            "PodGroup ns/pg",
+            "Workload ns/w podGroup \"workers\"",
+            "PodGroup.scheduling.x-k8s.io ns/cos",
+            "PodGroup.scheduling.volcano.sh ns/vol",
+            "Kueue pod group ns/kq",
+        ];
+        let mut pod = all;
+        let removals: [(&str, &str); 4] = [
+            ("spec", "schedulingGroup"),
+            ("spec", "workloadRef"),
+            ("labels", "scheduling.x-k8s.io/pod-group"),
+            ("annotations", "scheduling.k8s.io/group-name"),
+        ];
+        for (i, want) in expected.iter().enumerate() {
+            let key = resolve_membership(&wire(pod.clone()))
+                .key()
+                .cloned()
+                .unwrap();
+            assert_eq!(&key.to_string(), want, "step {i}");
+            if let Some((section, field)) = removals.get(i) {
+                let obj = match *section {
+                    "spec" => &mut pod["spec"],
+                    other => &mut pod["metadata"][other],
+                };
+                obj.as_object_mut().unwrap().remove(*field);
+            }
+        }
+    }
+
+    #[test]
+    fn a_malformed_higher_dialect_wins() {
+        let p = wire(
+            json!({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": ""},
+            "annotations": {"scheduling.k8s.io/group-name": "vol"}}}),
+        );
+        assert_eq!(
+            resolve_membership(&p),
+            GroupMembership::Invalid("label scheduling.x-k8s.io/pod-group is empty".into())
+        );
+    }
+
+    #[test]
+    fn every_dialect_with_a_definition_is_watched() {
+        for source in [
+            GroupSource::PodGroup,
+            GroupSource::Workload,
+            GroupSource::Coscheduling,
+            GroupSource::Volcano,
+        ] {
+            assert!(definition_source(source).is_some(), "{source:?}");
+        }
+        let mut names: Vec<_> = DEFINITION_SOURCES.iter().map(|d| d.name).collect();
+        names.dedup();
+        assert_eq!(names.len(), DEFINITION_SOURCES.len());
     }
 }

@@ -1,10 +1,24 @@
 //! Kubernetes Workload API `PodGroup` (`scheduling.k8s.io` v1alpha2 and v1beta1):
 //! the scheduling unit pods reference with `spec.schedulingGroup.podGroupName`.
+//! Both versions share the policy shape; v1alpha2's `podGroupTemplateRef` and
+//! v1beta1's `workloadRef` are informational and not read.
 
 use serde_json::Value;
 
 use super::common::{Meta, positive_count};
-use crate::model::{DefinitionKey, GroupDef, GroupPolicy, GroupSource};
+use crate::model::wire::PodWire;
+use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource};
+
+/// `spec.schedulingGroup.podGroupName` → the pod's membership, if it sets one.
+pub fn membership(pod: &PodWire, namespace: &str) -> Option<GroupMembership> {
+    let sg = pod.spec.scheduling_group.as_ref()?;
+    Some(match sg.pod_group_name.as_deref() {
+        Some(name) if !name.is_empty() => GroupMembership::Member(GroupKey::new(
+            DefinitionKey::new(namespace, GroupSource::PodGroup, name),
+        )),
+        _ => GroupMembership::Invalid("spec.schedulingGroup.podGroupName is empty".into()),
+    })
+}
 
 /// Translates a `PodGroup` object (v1alpha2 or v1beta1; the policy shape is the
 /// same) into a group definition. A malformed policy becomes `policy: Err` with
@@ -12,7 +26,7 @@ use crate::model::{DefinitionKey, GroupDef, GroupPolicy, GroupSource};
 pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
     let meta = Meta::read(obj)?;
     let spec = &obj["spec"];
-    let policy = scheduling_policy(&spec["schedulingPolicy"], &meta);
+    let policy = scheduling_policy(&spec["schedulingPolicy"], "schedulingPolicy", &meta);
     let required_topology = spec["schedulingConstraints"]["topology"]
         .as_array()
         .and_then(|levels| levels.first())
@@ -28,24 +42,29 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
     })
 }
 
-/// `schedulingPolicy`: exactly one of `gang: {minCount}` or `basic: {}`.
-pub(crate) fn scheduling_policy(policy: &Value, meta: &Meta<'_>) -> Result<GroupPolicy, String> {
+/// A policy object (`schedulingPolicy`, or `policy` in v1alpha1): exactly one of
+/// `gang: {minCount}` or `basic: {}`. `field` names it in messages.
+pub(crate) fn scheduling_policy(
+    policy: &Value,
+    field: &str,
+    meta: &Meta<'_>,
+) -> Result<GroupPolicy, String> {
     let gang = policy.get("gang").filter(|v| !v.is_null());
     let basic = policy.get("basic").filter(|v| !v.is_null());
     match (gang, basic) {
         (Some(g), None) => Ok(GroupPolicy::Gang {
-            min_count: positive_count(&g["minCount"], "schedulingPolicy.gang.minCount")?,
+            min_count: positive_count(&g["minCount"], &format!("{field}.gang.minCount"))?,
             schedule_timeout: meta.timeout_annotation()?,
         }),
         (None, Some(_)) => Ok(GroupPolicy::Basic),
-        (Some(_), Some(_)) => {
-            Err("schedulingPolicy sets both gang and basic; exactly one is allowed".into())
-        }
+        (Some(_), Some(_)) => Err(format!(
+            "{field} sets both gang and basic; exactly one is allowed"
+        )),
         (None, None) => match policy.as_object().and_then(|o| o.keys().next()) {
             Some(other) => Err(format!(
-                "schedulingPolicy has unknown policy {other:?} (expected gang or basic)"
+                "{field} has unknown policy {other:?} (expected gang or basic)"
             )),
-            None => Err("schedulingPolicy is missing (expected gang or basic)".into()),
+            None => Err(format!("{field} is missing (expected gang or basic)")),
         },
     }
 }
@@ -86,6 +105,30 @@ mod tests {
             Some("topology.kubernetes.io/rack")
         );
         assert!(d.created_ms > 0);
+    }
+
+    #[test]
+    fn v1alpha2_shape_with_template_ref() {
+        let d = pod_group_definition(&json!({
+            "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+            "metadata": {"name": "train-0", "namespace": "ml"},
+            "spec": {"podGroupTemplateRef": {"workload": {"workloadName": "train", "podGroupTemplateName": "workers"}},
+                     "schedulingPolicy": {"gang": {"minCount": 2}}}
+        }))
+        .unwrap();
+        assert_eq!(d.key.to_string(), "PodGroup ml/train-0");
+        assert_eq!(
+            d.policy,
+            Ok(GroupPolicy::Gang {
+                min_count: 2,
+                schedule_timeout: None
+            })
+        );
+    }
+
+    #[test]
+    fn unreadable_object() {
+        assert!(pod_group_definition(&json!({"metadata": {}})).is_err());
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub enum Action {
         reason: &'static str,
         message: String,
         initially_scheduled: bool,
+        /// Members assumed or bound when the status was decided.
+        scheduled: u32,
     },
 }
 
@@ -119,7 +121,7 @@ impl Outbox {
         self.pod_conditions.remove(pod);
     }
 
-    pub fn group_scheduled(&mut self, group: &GroupKey, message: String) -> bool {
+    pub fn group_scheduled(&mut self, group: &GroupKey, message: String, scheduled: u32) -> bool {
         if !self.scheduled_groups.insert(group.clone()) {
             return false;
         }
@@ -129,11 +131,12 @@ impl Outbox {
             reason: "Scheduled",
             message,
             initially_scheduled: true,
+            scheduled,
         });
         true
     }
 
-    pub fn group_unschedulable(&mut self, group: &GroupKey, message: String) {
+    pub fn group_unschedulable(&mut self, group: &GroupKey, message: String, scheduled: u32) {
         if self.scheduled_groups.contains(group)
             || self.group_conditions.get(group) == Some(&message)
         {
@@ -145,6 +148,7 @@ impl Outbox {
             reason: "Unschedulable",
             message,
             initially_scheduled: false,
+            scheduled,
         });
     }
 

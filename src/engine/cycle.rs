@@ -15,7 +15,7 @@ use crate::framework::lifecycle::{
     QueueSortPlugin, Refusal, ReservePlugin, Verdict, WaitingPod,
 };
 use crate::gang::GangNotice;
-use crate::model::{PodInfo, PodKey};
+use crate::model::{GroupKey, PodInfo, PodKey};
 use crate::queue::Requeue;
 
 impl Engine {
@@ -206,7 +206,8 @@ impl Engine {
                     "quorum of {quorum} reached; {} members released to bind",
                     allowed.len()
                 );
-                if self.outbox.group_scheduled(&group, message) {
+                let scheduled = self.scheduled_members(&group);
+                if self.outbox.group_scheduled(&group, message, scheduled) {
                     self.sample(Sample::GangReleased);
                     self.released.insert(
                         group,
@@ -219,13 +220,22 @@ impl Engine {
             }
             GangNotice::TimedOut { group, message, .. } => {
                 self.stats.gang_timeouts += 1;
-                self.outbox.group_unschedulable(&group, message);
+                let scheduled = self.scheduled_members(&group);
+                self.outbox.group_unschedulable(&group, message, scheduled);
             }
             GangNotice::EarlyReleased { group, message, .. } => {
                 self.stats.gang_early_releases += 1;
-                self.outbox.group_unschedulable(&group, message);
+                let scheduled = self.scheduled_members(&group);
+                self.outbox.group_unschedulable(&group, message, scheduled);
             }
         }
+    }
+
+    /// Members of a group assumed or bound (for the dialects' status counts).
+    fn scheduled_members(&self, group: &GroupKey) -> u32 {
+        self.cache.group(group).map_or(0, |m| {
+            u32::try_from(m.assumed_or_bound()).unwrap_or(u32::MAX)
+        })
     }
 
     /// A released member was confirmed bound.

@@ -90,10 +90,14 @@ impl Engine {
 
     pub(super) fn on_def_upserted(&mut self, def: GroupDef, now: Instant) {
         let key = def.key.clone();
-        if self.gang.upsert_def(def) == DefChange::Unchanged {
+        let change = self.gang.upsert_def(def);
+        if change == DefChange::Unchanged {
             return;
         }
         self.definition_changed(&key);
+        if change == DefChange::Added {
+            self.siblings_changed(&key);
+        }
         self.flush_unschedulable(now);
     }
 
@@ -106,6 +110,28 @@ impl Engine {
             self.outbox.forget_group(group);
         }
         self.definition_changed(key);
+        self.siblings_changed(key);
+    }
+
+    /// A definition inside a containing object appeared or left: members of
+    /// its unobserved siblings get a new reason for waiting.
+    fn siblings_changed(&mut self, key: &DefinitionKey) {
+        let Some((container, _)) = key.container() else {
+            return;
+        };
+        let siblings: Vec<DefinitionKey> = self
+            .cache
+            .referenced_definitions()
+            .filter(|d| {
+                *d != key
+                    && self.gang.def(d).is_none()
+                    && d.container().is_some_and(|(c, _)| c == container)
+            })
+            .cloned()
+            .collect();
+        for sibling in &siblings {
+            self.definition_changed(sibling);
+        }
     }
 
     pub(super) fn on_bind_finished(

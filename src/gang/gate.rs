@@ -30,7 +30,7 @@ pub fn group_gate(gang: &GangScheduling, group: &GroupKey, cache: &Cache) -> Gat
     if gang.def(&group.definition).is_none() {
         return Err(Gated::waiting(
             "Unschedulable",
-            format!("waiting for {} to be created", group.definition),
+            gang.absent_message(&group.definition),
         ));
     }
     match gang.policy(group) {

@@ -80,6 +80,8 @@ pub struct GangScheduling {
     default_args: GangArgs,
     args: HashMap<Arc<str>, GangArgs>,
     defs: HashMap<DefinitionKey, GroupDef>,
+    /// Containing object (see `DefinitionKey::container`) → definitions observed in it.
+    containers: HashMap<DefinitionKey, usize>,
     /// Group → when its barrier times out (first member started waiting + timeout).
     deadlines: HashMap<GroupKey, Instant>,
     timers: BTreeSet<(Instant, GroupKey)>,
@@ -95,6 +97,7 @@ impl GangScheduling {
             default_args,
             args,
             defs: HashMap::new(),
+            containers: HashMap::new(),
             deadlines: HashMap::new(),
             timers: BTreeSet::new(),
             denied: HashMap::new(),
@@ -112,15 +115,41 @@ impl GangScheduling {
     // ---- definitions ---------------------------------------------------------
 
     pub fn upsert_def(&mut self, def: GroupDef) -> DefChange {
+        let container = def.key.container().map(|(c, _)| c);
         match self.defs.insert(def.key.clone(), def.clone()) {
-            None => DefChange::Added,
+            None => {
+                if let Some(c) = container {
+                    *self.containers.entry(c).or_default() += 1;
+                }
+                DefChange::Added
+            }
             Some(old) if old == def => DefChange::Unchanged,
             Some(_) => DefChange::Changed,
         }
     }
 
     pub fn remove_def(&mut self, key: &DefinitionKey) -> bool {
-        self.defs.remove(key).is_some()
+        if self.defs.remove(key).is_none() {
+            return false;
+        }
+        if let Some((c, _)) = key.container()
+            && let Some(n) = self.containers.get_mut(&c)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.containers.remove(&c);
+            }
+        }
+        true
+    }
+
+    /// Why members of an unobserved definition wait: the definition is not
+    /// created yet, or its containing object exists without it.
+    pub fn absent_message(&self, key: &DefinitionKey) -> String {
+        let container_observed = key
+            .container()
+            .is_some_and(|(c, _)| self.containers.contains_key(&c));
+        key.absent_message(container_observed)
     }
 
     pub fn def(&self, key: &DefinitionKey) -> Option<&GroupDef> {

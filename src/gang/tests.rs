@@ -227,3 +227,31 @@ fn reevaluate_releases_on_lower_min_and_rejects_on_deleted_definition() {
         [(_, Verdict::Rejected(_))]
     ));
 }
+
+#[test]
+fn absent_workload_entry_names_the_workload_once_it_is_observed() {
+    use crate::model::{DefinitionKey, GroupDef, GroupSource};
+    let mut gang = GangScheduling::new(GangArgs::default(), HashMap::new());
+    let workers = DefinitionKey::new("ml", GroupSource::Workload, "training/workers");
+    let driver = DefinitionKey::new("ml", GroupSource::Workload, "training/driver");
+    assert_eq!(
+        gang.absent_message(&workers),
+        "waiting for Workload ml/training podGroup \"workers\" to be created"
+    );
+    gang.upsert_def(GroupDef::gang(driver.clone(), 1, 0));
+    assert_eq!(
+        gang.absent_message(&workers),
+        "Workload ml/training has no podGroup \"workers\""
+    );
+    assert!(gang.remove_def(&driver));
+    assert_eq!(
+        gang.absent_message(&workers),
+        "waiting for Workload ml/training podGroup \"workers\" to be created",
+        "the Workload is gone with its last entry"
+    );
+    let plain = DefinitionKey::new("default", GroupSource::Volcano, "job");
+    assert_eq!(
+        gang.absent_message(&plain),
+        "waiting for PodGroup.scheduling.volcano.sh default/job to be created"
+    );
+}

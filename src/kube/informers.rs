@@ -54,9 +54,10 @@ pub enum Observed {
     PriorityClassDeleted(String),
     /// The named informer finished its initial list.
     Synced(&'static str),
-    /// A definition kind (by plural) is served in this version, or no longer served.
+    /// A definition kind (by informer name, `DefinitionSource::name`) is served
+    /// in this version, or no longer served.
     DefinitionServed {
-        plural: &'static str,
+        informer: &'static str,
         version: Option<&'static str>,
     },
 }
@@ -64,11 +65,17 @@ pub enum Observed {
 /// Informers that must list before the scheduler is ready.
 pub const REQUIRED_INFORMERS: &[&str] = &["nodes", "pods", "priorityclasses"];
 
-/// How often an absent group-definition API is looked for again.
+/// How often an absent group-definition API is looked for again, by default
+/// (`DaemonOptions::absent_api_recheck` overrides it, e.g. in tests).
 pub const ABSENT_API_RECHECK: Duration = Duration::from_secs(30);
 
-/// Starts every informer; they run until the receiver is dropped.
-pub fn start(client: kube::Client, tx: mpsc::Sender<Observed>) -> Vec<tokio::task::JoinHandle<()>> {
+/// Starts every informer; they run until the receiver is dropped. Absent
+/// definition APIs are looked for again every `recheck`.
+pub fn start(
+    client: kube::Client,
+    tx: mpsc::Sender<Observed>,
+    recheck: Duration,
+) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = vec![
         tokio::spawn(run_nodes(Api::all(client.clone()), tx.clone())),
         tokio::spawn(run_pods(Api::all(client.clone()), tx.clone())),
@@ -79,6 +86,7 @@ pub fn start(client: kube::Client, tx: mpsc::Sender<Observed>) -> Vec<tokio::tas
             client.clone(),
             source,
             tx.clone(),
+            recheck,
         )));
     }
     tasks
@@ -295,8 +303,9 @@ async fn run_definitions(
     client: kube::Client,
     source: &'static DefinitionSource,
     tx: mpsc::Sender<Observed>,
+    recheck: Duration,
 ) {
-    let informer = source.plural;
+    let informer = source.name;
     let mut announced_absent = false;
     let mut synced_sent = false;
     loop {
@@ -305,8 +314,8 @@ async fn run_definitions(
                 info!(
                     group = source.group,
                     kind = source.kind,
-                    "API not installed; will look again every {}s",
-                    ABSENT_API_RECHECK.as_secs()
+                    "API not installed; will look again every {:?}",
+                    recheck
                 );
                 announced_absent = true;
             }
@@ -320,7 +329,7 @@ async fn run_definitions(
             if tx.is_closed() {
                 return;
             }
-            tokio::time::sleep(ABSENT_API_RECHECK).await;
+            tokio::time::sleep(recheck).await;
             continue;
         };
         announced_absent = false;
@@ -331,7 +340,7 @@ async fn run_definitions(
             "watching group definitions"
         );
         let served = Observed::DefinitionServed {
-            plural: source.plural,
+            informer,
             version: Some(version),
         };
         if tx.send(served).await.is_err() {
@@ -372,13 +381,13 @@ async fn run_definitions(
             "definition API disappeared; looking for it again"
         );
         let gone = Observed::DefinitionServed {
-            plural: source.plural,
+            informer,
             version: None,
         };
         if tx.send(gone).await.is_err() {
             return;
         }
-        tokio::time::sleep(ABSENT_API_RECHECK).await;
+        tokio::time::sleep(recheck).await;
     }
 }
 
@@ -457,7 +466,7 @@ fn definition_event(
 /// Shared-nothing sanity: the required informers are a subset of those started.
 pub fn informer_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = REQUIRED_INFORMERS.to_vec();
-    names.extend(DEFINITION_SOURCES.iter().map(|s| s.plural));
+    names.extend(DEFINITION_SOURCES.iter().map(|s| s.name));
     names
 }
 
@@ -482,6 +491,7 @@ mod tests {
     #[test]
     fn informer_names_cover_definitions() {
         let names = informer_names();
-        assert!(names.contains(&"pods") && names.contains(&"podgroups"));
+        assert!(names.contains(&"pods") && names.contains(&"podgroups.scheduling.k8s.io"));
+        assert!(names.contains(&"podgroups.scheduling.x-k8s.io"));
     }
 }

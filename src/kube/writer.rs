@@ -68,6 +68,14 @@ pub enum Write {
         reason: String,
         message: String,
     },
+    /// Merge-patch a group definition's `status` (dialects with a status of
+    /// their own: Coscheduling, Volcano).
+    GroupStatus {
+        resource: ApiResource,
+        namespace: String,
+        name: String,
+        status: serde_json::Value,
+    },
 }
 
 impl Write {
@@ -83,7 +91,16 @@ impl Write {
                 namespace,
                 name,
                 ..
-            } => format!("{}/{namespace}/{name}", resource.plural),
+            }
+            | Write::GroupStatus {
+                resource,
+                namespace,
+                name,
+                ..
+            } => format!(
+                "{}/{}/{namespace}/{name}",
+                resource.api_version, resource.plural
+            ),
         }
     }
 
@@ -92,7 +109,7 @@ impl Write {
             Write::Bind { .. } => "bind",
             Write::PodCondition { .. } => "pod_status",
             Write::Event { .. } => "event",
-            Write::GroupCondition { .. } => "group_status",
+            Write::GroupCondition { .. } | Write::GroupStatus { .. } => "group_status",
         }
     }
 }
@@ -362,6 +379,19 @@ impl Ctx {
                 }]}});
                 // Custom resources do not support strategic merge; conditions are
                 // replaced as a whole list, which is what we own anyway.
+                api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .map(|_| ())
+            }
+            Write::GroupStatus {
+                resource,
+                namespace,
+                name,
+                status,
+            } => {
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(self.client.clone(), namespace, resource);
+                let patch = json!({ "status": status });
                 api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
                     .await
                     .map(|_| ())

@@ -58,6 +58,36 @@ impl DefinitionKey {
     }
 }
 
+impl DefinitionKey {
+    /// For a definition that is one entry of a larger object (a v1alpha1
+    /// `Workload` pod group, named `"<workload>/<podGroup>"`): the key of the
+    /// containing object and the entry's name.
+    pub fn container(&self) -> Option<(DefinitionKey, &str)> {
+        match (self.source, self.name.split_once('/')) {
+            (GroupSource::Workload, Some((object, entry))) => Some((
+                DefinitionKey::new(&self.namespace, self.source, object),
+                entry,
+            )),
+            _ => None,
+        }
+    }
+
+    /// Why a pod of this definition waits while the definition is not observed:
+    /// `container_observed` says whether the containing object exists (then the
+    /// entry is missing from it), see [`DefinitionKey::container`].
+    pub fn absent_message(&self, container_observed: bool) -> String {
+        match self.container() {
+            Some((container, entry)) if container_observed => format!(
+                "{} {}/{} has no podGroup {entry:?}",
+                self.source.kind_name(),
+                container.namespace,
+                container.name
+            ),
+            _ => format!("waiting for {self} to be created"),
+        }
+    }
+}
+
 impl fmt::Display for DefinitionKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.source, self.name.split_once('/')) {

@@ -1,0 +1,185 @@
+//! scheduler-plugins Coscheduling: `scheduling.x-k8s.io/v1alpha1` `PodGroup`.
+//! Members carry the label `scheduling.x-k8s.io/pod-group: <name>`. Read:
+//! `spec.minMember`, `spec.scheduleTimeoutSeconds` (wins over Muster's timeout
+//! annotation), `spec.minResources`. Written: `status.phase`, `status.scheduled`
+//! and `status.scheduleStartTime`.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::common::{GangStatus, Meta, min_resources, positive_count};
+use crate::model::wire::PodWire;
+use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource};
+
+/// The label naming a pod's Coscheduling `PodGroup`.
+pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+
+/// The label → the pod's membership, if it carries the label.
+pub fn membership(pod: &PodWire, namespace: &str) -> Option<GroupMembership> {
+    let name = pod.metadata.labels.get(POD_GROUP_LABEL)?;
+    Some(if name.is_empty() {
+        GroupMembership::Invalid(format!("label {POD_GROUP_LABEL} is empty"))
+    } else {
+        GroupMembership::Member(GroupKey::new(DefinitionKey::new(
+            namespace,
+            GroupSource::Coscheduling,
+            name,
+        )))
+    })
+}
+
+/// Translates a Coscheduling `PodGroup`; a malformed spec becomes `policy: Err`.
+pub fn definition(obj: &Value) -> Result<GroupDef, String> {
+    let meta = Meta::read(obj)?;
+    let key = DefinitionKey::new(meta.namespace, GroupSource::Coscheduling, meta.name);
+    let spec = &obj["spec"];
+    let read = || -> Result<(GroupPolicy, _), String> {
+        let min_count = positive_count(&spec["minMember"], "spec.minMember")?;
+        let schedule_timeout = match &spec["scheduleTimeoutSeconds"] {
+            Value::Null => meta.timeout_annotation()?,
+            v => Some(Duration::from_secs(u64::from(positive_count(
+                v,
+                "spec.scheduleTimeoutSeconds",
+            )?))),
+        };
+        let resources = min_resources(&spec["minResources"], "spec.minResources")?;
+        Ok((
+            GroupPolicy::Gang {
+                min_count,
+                schedule_timeout,
+            },
+            resources,
+        ))
+    };
+    let (policy, resources) = match read() {
+        Ok((p, r)) => (Ok(p), r),
+        Err(e) => (Err(format!("{key}: {e}")), None),
+    };
+    Ok(GroupDef {
+        key,
+        policy,
+        created_ms: meta.created_ms,
+        min_resources: resources,
+        required_topology: None,
+    })
+}
+
+/// The `status` merge patch for a gang report.
+pub fn status(s: &GangStatus<'_>) -> Value {
+    let mut status = json!({
+        "phase": if s.scheduled { "Scheduled" } else { "Scheduling" },
+        "scheduled": s.scheduled_count,
+    });
+    if s.first {
+        status["scheduleStartTime"] = s.now.into();
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::CPU;
+
+    fn def(spec: Value) -> GroupDef {
+        definition(&json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "nginx", "namespace": "default",
+                "annotations": {"muster.dev/schedule-timeout-seconds": "99"}},
+            "spec": spec
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn reads_min_member_timeout_and_resources() {
+        let d = def(
+            json!({"minMember": 3, "scheduleTimeoutSeconds": 10, "minResources": {"cpu": "3"}}),
+        );
+        assert_eq!(
+            d.key.to_string(),
+            "PodGroup.scheduling.x-k8s.io default/nginx"
+        );
+        assert_eq!(
+            d.policy,
+            Ok(GroupPolicy::Gang {
+                min_count: 3,
+                schedule_timeout: Some(Duration::from_secs(10))
+            }),
+            "the dialect's own timeout wins over the annotation"
+        );
+        assert_eq!(d.min_resources.map(|r| r.get(CPU)), Some(3000));
+        let d = def(json!({"minMember": 2}));
+        assert_eq!(
+            d.policy,
+            Ok(GroupPolicy::Gang {
+                min_count: 2,
+                schedule_timeout: Some(Duration::from_secs(99))
+            })
+        );
+        assert_eq!(d.min_resources, None);
+    }
+
+    #[test]
+    fn malformed_specs() {
+        for (spec, needle) in [
+            (json!({}), "spec.minMember is missing"),
+            (
+                json!({"minMember": 0}),
+                "spec.minMember must be positive, got 0",
+            ),
+            (
+                json!({"minMember": -3}),
+                "spec.minMember must be positive, got -3",
+            ),
+            (
+                json!({"minMember": 2, "scheduleTimeoutSeconds": 0}),
+                "spec.scheduleTimeoutSeconds must be positive, got 0",
+            ),
+            (
+                json!({"minMember": 2, "minResources": {"cpu": "lots"}}),
+                "spec.minResources",
+            ),
+        ] {
+            let err = def(spec.clone()).policy.unwrap_err();
+            assert!(
+                err.starts_with("PodGroup.scheduling.x-k8s.io default/nginx: ")
+                    && err.contains(needle),
+                "{spec}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn label_membership() {
+        let pod: PodWire = serde_json::from_value(
+            json!({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": ""}}}),
+        )
+        .unwrap();
+        assert!(matches!(
+            membership(&pod, "default"),
+            Some(GroupMembership::Invalid(m)) if m == "label scheduling.x-k8s.io/pod-group is empty"
+        ));
+    }
+
+    #[test]
+    fn status_patch() {
+        let mut s = GangStatus {
+            scheduled: false,
+            reason: "Unschedulable",
+            message: "m",
+            scheduled_count: 0,
+            now: "2026-01-01T00:00:00Z",
+            first: true,
+        };
+        assert_eq!(
+            status(&s),
+            json!({"phase": "Scheduling", "scheduled": 0, "scheduleStartTime": "2026-01-01T00:00:00Z"})
+        );
+        s.scheduled = true;
+        s.scheduled_count = 3;
+        s.first = false;
+        assert_eq!(status(&s), json!({"phase": "Scheduled", "scheduled": 3}));
+    }
+}

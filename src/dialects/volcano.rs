@@ -1,0 +1,159 @@
+//! Volcano: `scheduling.volcano.sh/v1beta1` `PodGroup`. Members carry the
+//! annotation `scheduling.k8s.io/group-name: <name>`. Read: `spec.minMember`,
+//! `spec.minResources` (and Muster's timeout annotation). Not read:
+//! `minTaskMember`, `queue`, `priorityClassName`. Written: `status.phase`,
+//! `status.running` (members bound or binding) and one condition.
+
+use serde_json::{Value, json};
+
+use super::common::{GangStatus, Meta, min_resources, positive_count};
+use crate::model::wire::PodWire;
+use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource};
+
+/// The annotation naming a pod's Volcano `PodGroup`.
+pub const GROUP_NAME_ANNOTATION: &str = "scheduling.k8s.io/group-name";
+
+/// The annotation → the pod's membership, if it carries the annotation.
+pub fn membership(pod: &PodWire, namespace: &str) -> Option<GroupMembership> {
+    let name = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)?;
+    Some(if name.is_empty() {
+        GroupMembership::Invalid(format!("annotation {GROUP_NAME_ANNOTATION} is empty"))
+    } else {
+        GroupMembership::Member(GroupKey::new(DefinitionKey::new(
+            namespace,
+            GroupSource::Volcano,
+            name,
+        )))
+    })
+}
+
+/// Translates a Volcano `PodGroup`; a malformed spec becomes `policy: Err`.
+pub fn definition(obj: &Value) -> Result<GroupDef, String> {
+    let meta = Meta::read(obj)?;
+    let key = DefinitionKey::new(meta.namespace, GroupSource::Volcano, meta.name);
+    let spec = &obj["spec"];
+    let read = || -> Result<(GroupPolicy, _), String> {
+        let policy = GroupPolicy::Gang {
+            min_count: positive_count(&spec["minMember"], "spec.minMember")?,
+            schedule_timeout: meta.timeout_annotation()?,
+        };
+        Ok((
+            policy,
+            min_resources(&spec["minResources"], "spec.minResources")?,
+        ))
+    };
+    let (policy, resources) = match read() {
+        Ok((p, r)) => (Ok(p), r),
+        Err(e) => (Err(format!("{key}: {e}")), None),
+    };
+    Ok(GroupDef {
+        key,
+        policy,
+        created_ms: meta.created_ms,
+        min_resources: resources,
+        required_topology: None,
+    })
+}
+
+/// The `status` merge patch for a gang report: phase `Running` once the quorum
+/// is released (`Pending` before), with a `Scheduled` or `Unschedulable`
+/// condition carrying Muster's message.
+pub fn status(s: &GangStatus<'_>) -> Value {
+    let (phase, type_) = if s.scheduled {
+        ("Running", "Scheduled")
+    } else {
+        ("Pending", "Unschedulable")
+    };
+    json!({
+        "phase": phase,
+        "running": s.scheduled_count,
+        "conditions": [{
+            "type": type_,
+            "status": "True",
+            "reason": s.reason,
+            "message": s.message,
+            "lastTransitionTime": s.now,
+        }],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::CPU;
+
+    fn def(spec: Value) -> GroupDef {
+        definition(&json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "job", "namespace": "batch"},
+            "spec": spec
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn reads_min_member_and_resources() {
+        let d = def(
+            json!({"minMember": 2, "minTaskMember": {"w": 2}, "queue": "default",
+                           "minResources": {"cpu": 4, "memory": "1Gi"}}),
+        );
+        assert_eq!(
+            d.key.to_string(),
+            "PodGroup.scheduling.volcano.sh batch/job"
+        );
+        assert_eq!(
+            d.policy,
+            Ok(GroupPolicy::Gang {
+                min_count: 2,
+                schedule_timeout: None
+            })
+        );
+        assert_eq!(d.min_resources.map(|r| r.get(CPU)), Some(4000));
+    }
+
+    #[test]
+    fn malformed_specs() {
+        for (spec, needle) in [
+            (json!({}), "spec.minMember is missing"),
+            (
+                json!({"minMember": 0}),
+                "spec.minMember must be positive, got 0",
+            ),
+            (
+                json!({"minMember": -1}),
+                "spec.minMember must be positive, got -1",
+            ),
+            (
+                json!({"minMember": "two"}),
+                "spec.minMember must be an integer",
+            ),
+            (
+                json!({"minMember": 1, "minResources": "x"}),
+                "spec.minResources must be a map",
+            ),
+        ] {
+            let err = def(spec.clone()).policy.unwrap_err();
+            assert!(
+                err.starts_with("PodGroup.scheduling.volcano.sh batch/job: ")
+                    && err.contains(needle),
+                "{spec}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn status_patch() {
+        let s = GangStatus {
+            scheduled: true,
+            reason: "Scheduled",
+            message: "quorum of 2 reached",
+            scheduled_count: 2,
+            now: "2026-01-01T00:00:00Z",
+            first: true,
+        };
+        let v = status(&s);
+        assert_eq!(v["phase"], "Running");
+        assert_eq!(v["running"], 2);
+        assert_eq!(v["conditions"][0]["type"], "Scheduled");
+    }
+}

@@ -1,0 +1,541 @@
+//! End-to-end: every gang dialect against the simulated cluster and an
+//! in-process daemon — fits, cannot fit, replica keys, precedence, opt-out,
+//! late definitions, a CRD installed after start, malformed input.
+
+mod e2e;
+
+use std::time::Duration;
+
+use e2e::*;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::watcher;
+use muster::daemon::{DaemonOptions, RunningDaemon};
+use muster::sim::{SimCluster, SimConfig};
+use serde_json::{Value, json};
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+fn coscheduling() -> ApiResource {
+    resource("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups")
+}
+
+fn volcano() -> ApiResource {
+    resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")
+}
+
+fn workload_v1alpha1() -> ApiResource {
+    resource("scheduling.k8s.io", "v1alpha1", "Workload", "workloads")
+}
+
+async fn cluster_with(config: SimConfig) -> Env {
+    let cluster = SimCluster::start(
+        config
+            .pod_start_delay(Duration::from_millis(10))
+            .bookmark_interval(Duration::from_millis(500)),
+    )
+    .await
+    .expect("simulated cluster starts");
+    let client = cluster.client().expect("client");
+    Env { cluster, client }
+}
+
+async fn start_daemon(env: &Env) -> RunningDaemon {
+    let mut opts = DaemonOptions::new(test_config(""));
+    opts.absent_api_recheck = Duration::from_millis(200);
+    muster::daemon::start(env.client.clone(), opts)
+        .await
+        .expect("daemon starts")
+}
+
+async fn create(env: &Env, ar: &ApiResource, ns: Option<&str>, obj: Value) {
+    let obj: DynamicObject = serde_json::from_value(obj).expect("object json");
+    let api: Api<DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(env.client.clone(), ns, ar),
+        None => Api::all_with(env.client.clone(), ar),
+    };
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create object");
+}
+
+/// A pod of `cpu` for scheduler muster, with extra metadata and spec fields.
+async fn create_pod(env: &Env, ns: &str, name: &str, cpu: &str, metadata: Value, spec: Value) {
+    let mut obj = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"schedulerName": "muster", "containers": [{"name": "main", "image": "busybox",
+            "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}]}});
+    for (section, extra) in [("metadata", metadata), ("spec", spec)] {
+        if let Value::Object(fields) = extra {
+            for (k, v) in fields {
+                obj[section][k] = v;
+            }
+        }
+    }
+    create(env, &resource("", "v1", "Pod", "pods"), Some(ns), obj).await;
+}
+
+async fn create_namespace(env: &Env, name: &str) {
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    create(
+        env,
+        &resource("", "v1", "Namespace", "namespaces"),
+        None,
+        ns,
+    )
+    .await;
+}
+
+/// Waits until the named object satisfies `pred`; returns it.
+async fn wait_object<F>(env: &Env, ar: &ApiResource, ns: &str, name: &str, mut pred: F) -> Value
+where
+    F: FnMut(&Value) -> bool,
+{
+    let api: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), ns, ar);
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = Box::pin(watcher::watcher(api, cfg));
+    let wait = async {
+        while let Some(ev) = stream.next().await {
+            if let watcher::Event::Apply(o) | watcher::Event::InitApply(o) = ev.expect("watch") {
+                let v = serde_json::to_value(&o).expect("object json");
+                if pred(&v) {
+                    return v;
+                }
+            }
+        }
+        panic!("watch ended");
+    };
+    tokio::time::timeout(HANG_GUARD, wait)
+        .await
+        .expect("object reached the state before the hang guard")
+}
+
+/// Waits until every named pod has a `PodScheduled=False` message containing `needle`.
+async fn wait_messages(env: &Env, ns: &str, names: &[&str], needle: &str) {
+    wait_pods(env, ns, |pods| {
+        names.iter().all(|n| {
+            pods.get(*n)
+                .and_then(pod_condition_message)
+                .is_some_and(|m| m.contains(needle))
+        })
+    })
+    .await;
+}
+
+async fn wait_failed_scheduling(env: &Env, ns: &str, pod: &str, needle: &str) {
+    wait_event(env, ns, |e| {
+        e.involved_object.name.as_deref() == Some(pod)
+            && e.reason.as_deref() == Some("FailedScheduling")
+            && e.message.as_deref().is_some_and(|m| m.contains(needle))
+    })
+    .await;
+}
+
+fn bound_count(pods: &std::collections::BTreeMap<String, Pod>, prefix: &str) -> usize {
+    names_bound(pods, prefix).len()
+}
+
+fn cos_label(group: &str) -> Value {
+    json!({"labels": {"scheduling.x-k8s.io/pod-group": group}})
+}
+
+fn volcano_annotation(group: &str) -> Value {
+    json!({"annotations": {"scheduling.k8s.io/group-name": group}})
+}
+
+fn kueue_meta(group: &str, total: &str) -> Value {
+    json!({"labels": {"kueue.x-k8s.io/pod-group-name": group},
+           "annotations": {"kueue.x-k8s.io/pod-group-total-count": total}})
+}
+
+async fn create_coscheduling(env: &Env, name: &str, spec: Value) {
+    let obj = json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"}, "spec": spec});
+    create(env, &coscheduling(), Some("default"), obj).await;
+}
+
+async fn create_volcano(env: &Env, name: &str, spec: Value) {
+    let obj = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"}, "spec": spec});
+    create(env, &volcano(), Some("default"), obj).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workload_v1alpha1_replicas_are_separate_gangs() {
+    let env = cluster(vec![nodes(4, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    create_namespace(&env, "ml").await;
+    let workload = json!({"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
+        "metadata": {"name": "training", "namespace": "ml"},
+        "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": 2}}},
+                               {"name": "driver", "policy": {"basic": {}}}]}});
+    create(&env, &workload_v1alpha1(), Some("ml"), workload).await;
+    let reference = |replica: &str| json!({"workloadRef": {"name": "training", "podGroup": "workers", "podGroupReplicaKey": replica}});
+    for name in ["r0-a", "r0-b"] {
+        create_pod(&env, "ml", name, "1", json!({}), reference("0")).await;
+    }
+    create_pod(&env, "ml", "r1-a", "1", json!({}), reference("1")).await;
+    let pods = wait_pods(&env, "ml", |p| bound_count(p, "r0-") == 2).await;
+    assert_eq!(bound_count(&pods, "r1-"), 0, "replica 1 is its own gang");
+    wait_messages(&env, "ml", &["r1-a"], "waiting for 1/2 pods").await;
+
+    create_pod(&env, "ml", "r1-b", "1", json!({}), reference("1")).await;
+    wait_pods(&env, "ml", |p| bound_count(p, "r1-") == 2).await;
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workload_without_the_referenced_pod_group_holds_the_pod_and_says_why() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    create_namespace(&env, "ml").await;
+    let reference = json!({"workloadRef": {"name": "training", "podGroup": "workers"}});
+    create_pod(&env, "ml", "w-0", "1", json!({}), reference).await;
+    wait_messages(
+        &env,
+        "ml",
+        &["w-0"],
+        "waiting for Workload ml/training podGroup \"workers\" to be created",
+    )
+    .await;
+    let workload = json!({"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
+        "metadata": {"name": "training", "namespace": "ml"},
+        "spec": {"podGroups": [{"name": "driver", "policy": {"basic": {}}}]}});
+    create(&env, &workload_v1alpha1(), Some("ml"), workload).await;
+    wait_messages(
+        &env,
+        "ml",
+        &["w-0"],
+        "Workload ml/training has no podGroup \"workers\"",
+    )
+    .await;
+    assert_eq!(bound_count(&list_pods(&env, "ml").await, "w-"), 0);
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+/// Registers a `PodGroup` CRD of one version in `group`.
+async fn install_crd(env: &Env, group: &str, version: &str) {
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("podgroups.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup"},
+            "versions": [{"name": version, "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    let crds = resource(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    );
+    create(env, &crds, None, crd).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coscheduling_fits_and_cannot_fit_with_status_phase() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    create_coscheduling(
+        &env,
+        "fits",
+        json!({"minMember": 3, "minResources": {"cpu": "3"}}),
+    )
+    .await;
+    for i in 0..3 {
+        create_pod(
+            &env,
+            "default",
+            &format!("fits-{i}"),
+            "1",
+            cos_label("fits"),
+            json!({}),
+        )
+        .await;
+    }
+    wait_pods(&env, "default", |p| bound_count(p, "fits-") == 3).await;
+    let pg = wait_object(&env, &coscheduling(), "default", "fits", |o| {
+        o["status"]["phase"] == "Scheduled"
+    })
+    .await;
+    assert_eq!(pg["status"]["scheduled"], 3);
+    assert!(pg["status"]["scheduleStartTime"].is_string());
+
+    // 5 cpu left in total: 3 members of 2 cpu never fit; nobody is bound.
+    create_coscheduling(
+        &env,
+        "big",
+        json!({"minMember": 3, "scheduleTimeoutSeconds": 2}),
+    )
+    .await;
+    for i in 0..3 {
+        create_pod(
+            &env,
+            "default",
+            &format!("big-{i}"),
+            "2",
+            cos_label("big"),
+            json!({}),
+        )
+        .await;
+    }
+    wait_failed_scheduling(&env, "default", "big-0", "").await;
+    wait_object(&env, &coscheduling(), "default", "big", |o| {
+        o["status"]["phase"] == "Scheduling"
+    })
+    .await;
+    assert_eq!(bound_count(&list_pods(&env, "default").await, "big-"), 0);
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volcano_fits_and_cannot_fit_with_status_phase() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    create_volcano(&env, "job", json!({"minMember": 2, "queue": "default"})).await;
+    for i in 0..2 {
+        create_pod(
+            &env,
+            "default",
+            &format!("job-{i}"),
+            "1",
+            volcano_annotation("job"),
+            json!({}),
+        )
+        .await;
+    }
+    wait_pods(&env, "default", |p| bound_count(p, "job-") == 2).await;
+    let pg = wait_object(&env, &volcano(), "default", "job", |o| {
+        o["status"]["phase"] == "Running"
+    })
+    .await;
+    assert_eq!(pg["status"]["running"], 2);
+
+    // minResources beyond the whole cluster: never tried, reported on the pods.
+    create_volcano(
+        &env,
+        "huge",
+        json!({"minMember": 2, "minResources": {"cpu": "100"}}),
+    )
+    .await;
+    for i in 0..2 {
+        create_pod(
+            &env,
+            "default",
+            &format!("huge-{i}"),
+            "1",
+            volcano_annotation("huge"),
+            json!({}),
+        )
+        .await;
+    }
+    wait_failed_scheduling(&env, "default", "huge-0", "minResources").await;
+    assert_eq!(bound_count(&list_pods(&env, "default").await, "huge-"), 0);
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_groups_are_synthesized_and_disagreement_is_reported() {
+    let env = cluster(vec![nodes(3, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    create_pod(
+        &env,
+        "default",
+        "kq-0",
+        "1",
+        kueue_meta("kq", "3"),
+        json!({}),
+    )
+    .await;
+    create_pod(
+        &env,
+        "default",
+        "kq-1",
+        "1",
+        kueue_meta("kq", "3"),
+        json!({}),
+    )
+    .await;
+    wait_messages(&env, "default", &["kq-0", "kq-1"], "waiting for 2/3 pods").await;
+    create_pod(
+        &env,
+        "default",
+        "kq-2",
+        "1",
+        kueue_meta("kq", "3"),
+        json!({}),
+    )
+    .await;
+    wait_pods(&env, "default", |p| bound_count(p, "kq-") == 3).await;
+
+    // Cannot fit: every node has 3 of its 4 cpu left.
+    for i in 0..3 {
+        create_pod(
+            &env,
+            "default",
+            &format!("kbig-{i}"),
+            "4",
+            kueue_meta("kbig", "3"),
+            json!({}),
+        )
+        .await;
+    }
+    wait_failed_scheduling(&env, "default", "kbig-0", "").await;
+    assert_eq!(bound_count(&list_pods(&env, "default").await, "kbig-"), 0);
+
+    create_pod(
+        &env,
+        "default",
+        "kd-0",
+        "1",
+        kueue_meta("kd", "3"),
+        json!({}),
+    )
+    .await;
+    create_pod(
+        &env,
+        "default",
+        "kd-1",
+        "1",
+        kueue_meta("kd", "4"),
+        json!({}),
+    )
+    .await;
+    let message =
+        "pods of group default/kd disagree on kueue.x-k8s.io/pod-group-total-count: 3 vs 4";
+    wait_messages(&env, "default", &["kd-0", "kd-1"], message).await;
+    wait_failed_scheduling(&env, "default", "kd-1", message).await;
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn precedence_and_opt_out() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    // Coscheduling (needs 2) beats Volcano (needs 5) on the same pods.
+    create_coscheduling(&env, "both", json!({"minMember": 2})).await;
+    create_volcano(&env, "both", json!({"minMember": 5})).await;
+    for i in 0..2 {
+        let meta = json!({"labels": {"scheduling.x-k8s.io/pod-group": "both"},
+            "annotations": {"scheduling.k8s.io/group-name": "both"}});
+        create_pod(&env, "default", &format!("both-{i}"), "1", meta, json!({})).await;
+    }
+    wait_pods(&env, "default", |p| bound_count(p, "both-") == 2).await;
+
+    // Opted out: its (missing) group is ignored and it schedules alone.
+    let meta = json!({"labels": {"scheduling.x-k8s.io/pod-group": "missing"},
+        "annotations": {"muster.dev/ignore-groups": "true"}});
+    create_pod(&env, "default", "solo", "1", meta, json!({})).await;
+    wait_pods(&env, "default", |p| bound_count(p, "solo") == 1).await;
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn definition_created_after_its_pods() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    for i in 0..2 {
+        create_pod(
+            &env,
+            "default",
+            &format!("late-{i}"),
+            "1",
+            cos_label("late"),
+            json!({}),
+        )
+        .await;
+    }
+    wait_messages(
+        &env,
+        "default",
+        &["late-0", "late-1"],
+        "waiting for PodGroup.scheduling.x-k8s.io default/late to be created",
+    )
+    .await;
+    create_coscheduling(&env, "late", json!({"minMember": 2})).await;
+    wait_pods(&env, "default", |p| bound_count(p, "late-") == 2).await;
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crd_installed_after_muster_started() {
+    let env = cluster_with(
+        SimConfig::default()
+            .with_templates(vec![nodes(2, "4")])
+            .without_groups(["scheduling.x-k8s.io"]),
+    )
+    .await;
+    let daemon = start_daemon(&env).await;
+    wait_ready(&daemon).await;
+    install_crd(&env, "scheduling.x-k8s.io", "v1alpha1").await;
+    create_coscheduling(&env, "new", json!({"minMember": 2})).await;
+    for i in 0..2 {
+        create_pod(
+            &env,
+            "default",
+            &format!("new-{i}"),
+            "1",
+            cos_label("new"),
+            json!({}),
+        )
+        .await;
+    }
+    wait_pods(&env, "default", |p| bound_count(p, "new-") == 2).await;
+    wait_object(&env, &coscheduling(), "default", "new", |o| {
+        o["status"]["phase"] == "Scheduled"
+    })
+    .await;
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_references_and_definitions_are_reported_on_the_pod() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    create_coscheduling(&env, "zero", json!({"minMember": 0})).await;
+    create_pod(&env, "default", "zero-0", "1", cos_label("zero"), json!({})).await;
+    create_volcano(&env, "nomin", json!({})).await;
+    create_pod(
+        &env,
+        "default",
+        "nomin-0",
+        "1",
+        volcano_annotation("nomin"),
+        json!({}),
+    )
+    .await;
+    create_pod(
+        &env,
+        "default",
+        "empty-0",
+        "1",
+        volcano_annotation(""),
+        json!({}),
+    )
+    .await;
+    let cases = [
+        (
+            "zero-0",
+            "PodGroup.scheduling.x-k8s.io default/zero: spec.minMember must be positive, got 0",
+        ),
+        (
+            "nomin-0",
+            "PodGroup.scheduling.volcano.sh default/nomin: spec.minMember is missing",
+        ),
+        (
+            "empty-0",
+            "annotation scheduling.k8s.io/group-name is empty",
+        ),
+    ];
+    for (pod, message) in cases {
+        wait_messages(&env, "default", &[pod], message).await;
+        wait_failed_scheduling(&env, "default", pod, message).await;
+    }
+    assert!(names_bound(&list_pods(&env, "default").await, "").is_empty());
+    daemon.shutdown().await.expect("clean shutdown");
+}
