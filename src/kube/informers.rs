@@ -174,114 +174,120 @@ where
     true
 }
 
-async fn run_nodes(api: Api<LeanNode>, tx: mpsc::Sender<Observed>) {
+/// What an added or changed object means.
+enum Upsert {
+    Live(Observed),
+    /// Report it, but treat the object as gone (e.g. a node the scheduler cannot read).
+    Gone(Observed),
+}
+
+/// Drives one watcher for a kind whose objects map one-to-one onto
+/// `Observed` events.
+async fn run_keyed<K, Key>(
+    name: &'static str,
+    api: Api<K>,
+    tx: mpsc::Sender<Observed>,
+    key: fn(&K) -> Key,
+    upsert: fn(K) -> Upsert,
+    deleted: fn(Key) -> Observed,
+) where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+    Key: Eq + Hash + Clone,
+{
     let mut relist = Relist::new();
     let stream = watcher::watcher(api, watch_config()).default_backoff();
-    drive("nodes", stream, &tx, |ev| match ev {
+    drive(name, stream, &tx, |ev| match ev {
         Event::Init => {
             relist.begin();
             Vec::new()
         }
-        Event::InitApply(n) | Event::Apply(n) => {
-            let name = n.metadata.name.clone().unwrap_or_default();
-            match NodeInfo::from_wire(&n.into_wire()) {
-                Ok(info) => {
-                    relist.seen(name);
-                    vec![Observed::NodeUpserted(Arc::new(info))]
+        Event::InitApply(o) | Event::Apply(o) => {
+            let k = key(&o);
+            match upsert(o) {
+                Upsert::Live(observed) => {
+                    relist.seen(k);
+                    vec![observed]
                 }
-                Err(e) => {
-                    // A node the scheduler cannot read is not a candidate.
-                    warn!(node = %name, error = %e, "ignoring unreadable node");
-                    relist.gone(&name);
-                    vec![Observed::NodeDeleted(name)]
+                Upsert::Gone(observed) => {
+                    relist.gone(&k);
+                    vec![observed]
                 }
             }
         }
-        Event::Delete(n) => {
-            let name = n.metadata.name.unwrap_or_default();
-            relist.gone(&name);
-            vec![Observed::NodeDeleted(name)]
+        Event::Delete(o) => {
+            let k = key(&o);
+            relist.gone(&k);
+            vec![deleted(k)]
         }
-        Event::InitDone => relist
-            .finish()
-            .into_iter()
-            .map(Observed::NodeDeleted)
-            .collect(),
+        Event::InitDone => relist.finish().into_iter().map(deleted).collect(),
     })
     .await;
+}
+
+async fn run_nodes(api: Api<LeanNode>, tx: mpsc::Sender<Observed>) {
+    let key = |n: &LeanNode| n.metadata.name.clone().unwrap_or_default();
+    let upsert = |n: LeanNode| {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        match NodeInfo::from_wire(&n.into_wire()) {
+            Ok(info) => Upsert::Live(Observed::NodeUpserted(Arc::new(info))),
+            Err(e) => {
+                // A node the scheduler cannot read is not a candidate.
+                warn!(node = %name, error = %e, "ignoring unreadable node");
+                Upsert::Gone(Observed::NodeDeleted(name))
+            }
+        }
+    };
+    run_keyed("nodes", api, tx, key, upsert, Observed::NodeDeleted).await;
+}
+
+fn pod_key(p: &LeanPod) -> PodKey {
+    PodKey::new(
+        p.metadata.namespace.as_deref().unwrap_or("default"),
+        p.metadata.name.as_deref().unwrap_or(""),
+    )
 }
 
 async fn run_pods(api: Api<LeanPod>, tx: mpsc::Sender<Observed>) {
-    let mut relist = Relist::new();
-    let stream = watcher::watcher(api, watch_config()).default_backoff();
-    drive("pods", stream, &tx, |ev| match ev {
-        Event::Init => {
-            relist.begin();
-            Vec::new()
-        }
-        Event::InitApply(p) | Event::Apply(p) => {
-            let key = PodKey::new(
-                p.metadata.namespace.as_deref().unwrap_or("default"),
-                p.metadata.name.as_deref().unwrap_or(""),
-            );
-            relist.seen(key.clone());
-            let uid = p.metadata.uid.clone().unwrap_or_default();
-            let scheduler_name = p.spec.scheduler_name.clone();
-            match PodInfo::from_wire(&p.into_wire()) {
-                Ok(info) => vec![Observed::PodUpserted(Arc::new(info))],
-                Err(e) => vec![Observed::PodInvalid {
-                    key,
-                    uid,
-                    scheduler_name,
-                    error: e.to_string(),
-                }],
-            }
-        }
-        Event::Delete(p) => {
-            let key = PodKey::new(
-                p.metadata.namespace.as_deref().unwrap_or("default"),
-                p.metadata.name.as_deref().unwrap_or(""),
-            );
-            relist.gone(&key);
-            vec![Observed::PodDeleted(key)]
-        }
-        Event::InitDone => relist
-            .finish()
-            .into_iter()
-            .map(Observed::PodDeleted)
-            .collect(),
-    })
-    .await;
+    let upsert = |p: LeanPod| {
+        let key = pod_key(&p);
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        let scheduler_name = p.spec.scheduler_name.clone();
+        // An unreadable pod stays live: the loop reports it on the pod.
+        Upsert::Live(match PodInfo::from_wire(&p.into_wire()) {
+            Ok(info) => Observed::PodUpserted(Arc::new(info)),
+            Err(e) => Observed::PodInvalid {
+                key,
+                uid,
+                scheduler_name,
+                error: e.to_string(),
+            },
+        })
+    };
+    run_keyed("pods", api, tx, pod_key, upsert, Observed::PodDeleted).await;
 }
 
 async fn run_priority_classes(api: Api<PriorityClass>, tx: mpsc::Sender<Observed>) {
-    let mut relist = Relist::new();
-    let stream = watcher::watcher(api, watch_config()).default_backoff();
-    drive("priorityclasses", stream, &tx, |ev| match ev {
-        Event::Init => {
-            relist.begin();
-            Vec::new()
-        }
-        Event::InitApply(pc) | Event::Apply(pc) => {
-            let name = pc.metadata.name.clone().unwrap_or_default();
-            relist.seen(name.clone());
-            vec![Observed::PriorityClassUpserted {
-                name,
-                value: pc.value.unwrap_or(0),
-                global_default: pc.global_default.unwrap_or(false),
-            }]
-        }
-        Event::Delete(pc) => {
-            let name = pc.metadata.name.unwrap_or_default();
-            relist.gone(&name);
-            vec![Observed::PriorityClassDeleted(name)]
-        }
-        Event::InitDone => relist
-            .finish()
-            .into_iter()
-            .map(Observed::PriorityClassDeleted)
-            .collect(),
-    })
+    let key = |pc: &PriorityClass| pc.metadata.name.clone().unwrap_or_default();
+    let upsert = |pc: PriorityClass| {
+        Upsert::Live(Observed::PriorityClassUpserted {
+            name: pc.metadata.name.clone().unwrap_or_default(),
+            value: pc.value.unwrap_or(0),
+            global_default: pc.global_default.unwrap_or(false),
+        })
+    };
+    run_keyed(
+        "priorityclasses",
+        api,
+        tx,
+        key,
+        upsert,
+        Observed::PriorityClassDeleted,
+    )
     .await;
 }
 
