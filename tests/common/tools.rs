@@ -48,3 +48,17 @@ pub fn run(bin: &std::path::Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Runs a tool expecting failure; returns its stderr.
+pub fn fails(bin: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(bin)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{} runs: {e}", bin.display()));
+    assert!(
+        !out.status.success(),
+        "{} {args:?} unexpectedly succeeded",
+        bin.display()
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
