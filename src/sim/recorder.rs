@@ -71,3 +71,28 @@ impl Recorder {
         self.calls.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_each_call_shape_once_with_its_user_agent() {
+        let r = Recorder::default();
+        let mut headers = HeaderMap::new();
+        headers.insert("user-agent", "muster".parse().unwrap());
+        for _ in 0..3 {
+            r.record(&headers, "create", "", "pods", Some("binding"), Some("a"));
+        }
+        r.record(&HeaderMap::new(), "list", "", "pods", None, None);
+        let calls: Vec<_> = r.calls().into_iter().collect();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].user_agent, "");
+        assert_eq!(calls[0].namespace, "");
+        assert_eq!(
+            (calls[1].verb.as_str(), calls[1].subresource.as_str()),
+            ("create", "binding")
+        );
+        assert_eq!(calls[1].user_agent, "muster");
+    }
+}
