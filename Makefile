@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools
 export MUSTER_KUBECTL ?= $(TOOLS)/kubectl
 export MUSTER_HELM ?= $(TOOLS)/helm
 
-.PHONY: all build run test tools fmt lint unit bench sim-scale clean
+.PHONY: all build run test tools fmt lint unit bench sim-scale image clean
 
 all: build
 
@@ -44,6 +44,20 @@ bench:
 ## a no-op client; prints bindings/s, server peak memory and watcher list time.
 sim-scale:
 	$(CARGO) bench --bench sim_scale
+
+## Container image from deploy/Dockerfile (not part of `make test`). Needs a
+## working docker or podman; fails with a message when there is none.
+IMAGE ?= muster:dev
+CONTAINER_ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
+
+image:
+	@if [ -z "$(CONTAINER_ENGINE)" ]; then \
+	  echo "make image: no container engine found (install docker or podman, or set CONTAINER_ENGINE)" >&2; exit 1; \
+	fi; \
+	if ! $(CONTAINER_ENGINE) info >/dev/null 2>&1; then \
+	  echo "make image: $(CONTAINER_ENGINE) is installed but its engine is not reachable (is the daemon running?)" >&2; exit 1; \
+	fi
+	DOCKER_BUILDKIT=1 $(CONTAINER_ENGINE) build -f deploy/Dockerfile -t $(IMAGE) .
 
 clean:
 	$(CARGO) clean

@@ -17,27 +17,7 @@ use muster::sim::SimCluster;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn kubectl_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("MUSTER_KUBECTL")
-        .map(PathBuf::from)
-        .filter(|p| p.exists())
-    {
-        return p;
-    }
-    let local = root().join(".tools/kubectl");
-    if !local.exists() {
-        let status = std::process::Command::new("bash")
-            .arg(root().join("tests/support/fetch-tools.sh"))
-            .status()
-            .expect("bash runs fetch-tools.sh");
-        assert!(status.success(), "fetching kubectl failed");
-    }
-    local
-}
+use common::tools::{kubectl_binary, root};
 
 struct Kubectl {
     bin: PathBuf,
@@ -76,12 +56,16 @@ impl Kubectl {
 /// Every YAML file under deploy/ and config/ with at least one document
 /// that has apiVersion and kind (templated files that do not parse, and
 /// component configuration files such as config/muster.yaml, are skipped);
-/// files defining CRDs come first.
+/// files defining CRDs come first. Kustomize bases and Helm charts are
+/// skipped too: they are rendered and applied as a whole by tests/deploy.rs.
 fn example_manifests() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
+        if dir.join("kustomization.yaml").exists() || dir.join("Chart.yaml").exists() {
+            return;
+        }
         for entry in entries.flatten() {
             let path = entry.path();
             if path.is_dir() {

@@ -177,6 +177,9 @@ async fn resource(
             headers,
             body,
         };
+        if let Some(r) = &state.recorder {
+            r.record(&req.headers, "create", "", "bindings", None, Some(ns));
+        }
         state.faults.before("create", "", "bindings").await?;
         return binding::bind(state, &req).await;
     }
@@ -224,6 +227,16 @@ async fn resource(
         Some(s) => format!("{plural}/{s}"),
         None => plural.to_string(),
     };
+    if let Some(r) = &state.recorder {
+        r.record(
+            &req.headers,
+            verb,
+            group,
+            plural,
+            req.sub.as_deref(),
+            req.namespace.as_deref(),
+        );
+    }
     state.faults.before(verb, group, &fault_target).await?;
     handlers::handle(state, verb, &req).await
 }

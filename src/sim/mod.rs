@@ -11,6 +11,7 @@
 //! - [`patch`], [`selectors`], [`status`], [`objects`], `protobuf`: request mechanics.
 //! - [`lifecycle`], [`templates`]: the fake kubelet and node templates.
 //! - [`fault`]: injected errors, latency and watch closes.
+//! - [`recorder`]: which API calls clients made (opt-in, for RBAC tests).
 //! - `views`: resources stored as another (events.k8s.io/v1 as core events).
 //! - [`kubeconfig`], [`cli`]: how clients and users reach it.
 
@@ -27,6 +28,7 @@ pub mod objects;
 mod openapi;
 pub mod patch;
 mod protobuf;
+pub mod recorder;
 pub mod registry;
 pub mod selectors;
 pub mod status;
@@ -49,6 +51,7 @@ use tokio_util::sync::CancellationToken;
 
 use fault::{FaultRule, Faults};
 use lifecycle::{Lifecycle, LifecycleConfig};
+use recorder::{ApiCall, Recorder};
 use registry::Registry;
 use store::Store;
 use templates::NodeTemplate;
@@ -72,6 +75,8 @@ pub struct SimConfig {
     /// Events buffered per watcher before it is dropped as too slow.
     pub watch_buffer: usize,
     pub bookmark_interval: Duration,
+    /// Record the shape of every resource request (see [`SimCluster::requests`]).
+    pub record_requests: bool,
 }
 
 impl Default for SimConfig {
@@ -86,6 +91,7 @@ impl Default for SimConfig {
             history: 100_000,
             watch_buffer: 1 << 16,
             bookmark_interval: Duration::from_secs(5),
+            record_requests: false,
         }
     }
 }
@@ -134,6 +140,12 @@ impl SimConfig {
         self.bookmark_interval = d;
         self
     }
+
+    /// Records the distinct API calls clients make ([`SimCluster::requests`]).
+    pub fn record_requests(mut self, on: bool) -> Self {
+        self.record_requests = on;
+        self
+    }
 }
 
 /// Shared by every request handler.
@@ -145,6 +157,8 @@ pub(crate) struct SimState {
     pub shutdown: CancellationToken,
     pub bookmark_every: Duration,
     pub addr: SocketAddr,
+    /// Present when [`SimConfig::record_requests`] is on.
+    pub recorder: Option<Recorder>,
 }
 
 /// A running simulated cluster. Dropping it without [`SimCluster::shutdown`]
@@ -182,6 +196,7 @@ impl SimCluster {
             shutdown: shutdown.clone(),
             bookmark_every: config.bookmark_interval,
             addr,
+            recorder: config.record_requests.then(Recorder::default),
         });
         seed(&state, &config.node_templates)?;
         let app = http::router(state.clone());
@@ -215,6 +230,17 @@ impl SimCluster {
     /// A kube-rs client for this cluster (default namespace `default`).
     pub fn client(&self) -> anyhow::Result<kube::Client> {
         Ok(kube::Client::try_from(kubeconfig::config(self.addr))?)
+    }
+
+    /// The distinct resource requests made so far, in RBAC's terms (verb,
+    /// group, resource, subresource, namespace) with the client's user agent.
+    /// Empty unless the cluster was started with [`SimConfig::record_requests`].
+    pub fn requests(&self) -> BTreeSet<ApiCall> {
+        self.state
+            .recorder
+            .as_ref()
+            .map(Recorder::calls)
+            .unwrap_or_default()
     }
 
     /// Stops accepting requests, ends every watch, and waits for the server.

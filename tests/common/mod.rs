@@ -1,6 +1,8 @@
 //! Helpers shared by the simulated-cluster integration tests.
 #![allow(dead_code)]
 
+pub mod tools;
+
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
