@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::model::{Resources, parse_timestamp_ms};
+use crate::model::{
+    DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource, Resources,
+    parse_timestamp_ms,
+};
 
 /// Annotation on a group definition that sets its gang timeout when the dialect
 /// has no field of its own (gang-semantics.md, "Timeout resolution").
@@ -103,4 +106,66 @@ pub struct GangStatus<'a> {
     /// First status written for this group since Muster started: the moment
     /// scheduling began (`scheduleStartTime`).
     pub first: bool,
+}
+
+/// Membership named by one label or annotation (`what` describes it for the
+/// message): none without it, invalid when it is empty.
+pub fn named_member(
+    name: Option<&String>,
+    what: &str,
+    namespace: &str,
+    source: GroupSource,
+) -> Option<GroupMembership> {
+    let name = name?;
+    Some(if name.is_empty() {
+        GroupMembership::Invalid(format!("{what} is empty"))
+    } else {
+        GroupMembership::Member(GroupKey::new(DefinitionKey::new(namespace, source, name)))
+    })
+}
+
+/// A `minMember` gang definition (Coscheduling and Volcano share the shape):
+/// `spec.minMember`, `spec.minResources`, and a timeout from `timeout_field`
+/// when the dialect has one, else Muster's annotation. A malformed spec
+/// becomes `policy: Err` naming the object.
+pub fn min_member_definition(
+    obj: &Value,
+    source: GroupSource,
+    timeout_field: Option<&str>,
+) -> Result<GroupDef, String> {
+    let meta = Meta::read(obj)?;
+    let key = DefinitionKey::new(meta.namespace, source, meta.name);
+    let spec = &obj["spec"];
+    let read = || -> Result<(GroupPolicy, Option<Resources>), String> {
+        let min_count = positive_count(&spec["minMember"], "spec.minMember")?;
+        let own_timeout = timeout_field
+            .map(|f| (f, &spec[f]))
+            .filter(|(_, v)| !v.is_null());
+        let schedule_timeout = match own_timeout {
+            Some((field, v)) => Some(Duration::from_secs(u64::from(positive_count(
+                v,
+                &format!("spec.{field}"),
+            )?))),
+            None => meta.timeout_annotation()?,
+        };
+        let resources = min_resources(&spec["minResources"], "spec.minResources")?;
+        Ok((
+            GroupPolicy::Gang {
+                min_count,
+                schedule_timeout,
+            },
+            resources,
+        ))
+    };
+    let (policy, min_resources) = match read() {
+        Ok((p, r)) => (Ok(p), r),
+        Err(e) => (Err(format!("{key}: {e}")), None),
+    };
+    Ok(GroupDef {
+        key,
+        policy,
+        created_ms: meta.created_ms,
+        min_resources,
+        required_topology: None,
+    })
 }

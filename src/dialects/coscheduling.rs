@@ -4,65 +4,33 @@
 //! annotation), `spec.minResources`. Written: `status.phase`, `status.scheduled`
 //! and `status.scheduleStartTime`.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
-use super::common::{GangStatus, Meta, min_resources, positive_count};
+use super::common::{GangStatus, min_member_definition, named_member};
 use crate::model::wire::PodWire;
-use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource};
+use crate::model::{GroupDef, GroupMembership, GroupSource};
 
 /// The label naming a pod's Coscheduling `PodGroup`.
 pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
 
 /// The label → the pod's membership, if it carries the label.
 pub fn membership(pod: &PodWire, namespace: &str) -> Option<GroupMembership> {
-    let name = pod.metadata.labels.get(POD_GROUP_LABEL)?;
-    Some(if name.is_empty() {
-        GroupMembership::Invalid(format!("label {POD_GROUP_LABEL} is empty"))
-    } else {
-        GroupMembership::Member(GroupKey::new(DefinitionKey::new(
-            namespace,
-            GroupSource::Coscheduling,
-            name,
-        )))
-    })
+    let label = pod.metadata.labels.get(POD_GROUP_LABEL);
+    named_member(
+        label,
+        &format!("label {POD_GROUP_LABEL}"),
+        namespace,
+        GroupSource::Coscheduling,
+    )
 }
 
 /// Translates a Coscheduling `PodGroup`; a malformed spec becomes `policy: Err`.
 pub fn definition(obj: &Value) -> Result<GroupDef, String> {
-    let meta = Meta::read(obj)?;
-    let key = DefinitionKey::new(meta.namespace, GroupSource::Coscheduling, meta.name);
-    let spec = &obj["spec"];
-    let read = || -> Result<(GroupPolicy, _), String> {
-        let min_count = positive_count(&spec["minMember"], "spec.minMember")?;
-        let schedule_timeout = match &spec["scheduleTimeoutSeconds"] {
-            Value::Null => meta.timeout_annotation()?,
-            v => Some(Duration::from_secs(u64::from(positive_count(
-                v,
-                "spec.scheduleTimeoutSeconds",
-            )?))),
-        };
-        let resources = min_resources(&spec["minResources"], "spec.minResources")?;
-        Ok((
-            GroupPolicy::Gang {
-                min_count,
-                schedule_timeout,
-            },
-            resources,
-        ))
-    };
-    let (policy, resources) = match read() {
-        Ok((p, r)) => (Ok(p), r),
-        Err(e) => (Err(format!("{key}: {e}")), None),
-    };
-    Ok(GroupDef {
-        key,
-        policy,
-        created_ms: meta.created_ms,
-        min_resources: resources,
-        required_topology: None,
-    })
+    min_member_definition(
+        obj,
+        GroupSource::Coscheduling,
+        Some("scheduleTimeoutSeconds"),
+    )
 }
 
 /// The `status` merge patch for a gang report.
@@ -80,7 +48,8 @@ pub fn status(s: &GangStatus<'_>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::CPU;
+    use crate::model::{CPU, GroupPolicy};
+    use std::time::Duration;
 
     fn def(spec: Value) -> GroupDef {
         definition(&json!({

@@ -6,53 +6,27 @@
 
 use serde_json::{Value, json};
 
-use super::common::{GangStatus, Meta, min_resources, positive_count};
+use super::common::{GangStatus, min_member_definition, named_member};
 use crate::model::wire::PodWire;
-use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource};
+use crate::model::{GroupDef, GroupMembership, GroupSource};
 
 /// The annotation naming a pod's Volcano `PodGroup`.
 pub const GROUP_NAME_ANNOTATION: &str = "scheduling.k8s.io/group-name";
 
 /// The annotation → the pod's membership, if it carries the annotation.
 pub fn membership(pod: &PodWire, namespace: &str) -> Option<GroupMembership> {
-    let name = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)?;
-    Some(if name.is_empty() {
-        GroupMembership::Invalid(format!("annotation {GROUP_NAME_ANNOTATION} is empty"))
-    } else {
-        GroupMembership::Member(GroupKey::new(DefinitionKey::new(
-            namespace,
-            GroupSource::Volcano,
-            name,
-        )))
-    })
+    let annotation = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION);
+    named_member(
+        annotation,
+        &format!("annotation {GROUP_NAME_ANNOTATION}"),
+        namespace,
+        GroupSource::Volcano,
+    )
 }
 
 /// Translates a Volcano `PodGroup`; a malformed spec becomes `policy: Err`.
 pub fn definition(obj: &Value) -> Result<GroupDef, String> {
-    let meta = Meta::read(obj)?;
-    let key = DefinitionKey::new(meta.namespace, GroupSource::Volcano, meta.name);
-    let spec = &obj["spec"];
-    let read = || -> Result<(GroupPolicy, _), String> {
-        let policy = GroupPolicy::Gang {
-            min_count: positive_count(&spec["minMember"], "spec.minMember")?,
-            schedule_timeout: meta.timeout_annotation()?,
-        };
-        Ok((
-            policy,
-            min_resources(&spec["minResources"], "spec.minResources")?,
-        ))
-    };
-    let (policy, resources) = match read() {
-        Ok((p, r)) => (Ok(p), r),
-        Err(e) => (Err(format!("{key}: {e}")), None),
-    };
-    Ok(GroupDef {
-        key,
-        policy,
-        created_ms: meta.created_ms,
-        min_resources: resources,
-        required_topology: None,
-    })
+    min_member_definition(obj, GroupSource::Volcano, None)
 }
 
 /// The `status` merge patch for a gang report: phase `Running` once the quorum
@@ -80,7 +54,7 @@ pub fn status(s: &GangStatus<'_>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::CPU;
+    use crate::model::{CPU, GroupPolicy};
 
     fn def(spec: Value) -> GroupDef {
         definition(&json!({
