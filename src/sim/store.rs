@@ -146,6 +146,28 @@ struct Inner {
     compacted_rv: u64,
 }
 
+impl Inner {
+    /// The stored object a conditional write applies to: `NotFound` when
+    /// absent, `Conflict` when its version is not the expected one.
+    fn current(
+        &self,
+        res: &Arc<str>,
+        key: &ObjKey,
+        expected_rv: Option<u64>,
+    ) -> Result<Arc<Stored>, CommitError> {
+        let current = self
+            .tables
+            .get(res)
+            .and_then(|t| t.get(key))
+            .cloned()
+            .ok_or(CommitError::NotFound)?;
+        if expected_rv.is_some_and(|rv| rv != current.rv) {
+            return Err(CommitError::Conflict);
+        }
+        Ok(current)
+    }
+}
+
 pub struct Store {
     inner: Mutex<Inner>,
     tx: broadcast::Sender<Arc<Event>>,
@@ -212,15 +234,7 @@ impl Store {
     ) -> Result<Arc<Stored>, CommitError> {
         let key = key_of(&value);
         let mut inner = self.lock();
-        let current = inner
-            .tables
-            .get(res)
-            .and_then(|t| t.get(&key))
-            .cloned()
-            .ok_or(CommitError::NotFound)?;
-        if expected_rv.is_some_and(|rv| rv != current.rv) {
-            return Err(CommitError::Conflict);
-        }
+        let current = inner.current(res, &key, expected_rv)?;
         let rv = inner.rv + 1;
         let finished = is_finished(&value);
         let stored = stamp(&mut value, rv)?;
@@ -247,15 +261,7 @@ impl Store {
     ) -> Result<Arc<Stored>, CommitError> {
         let key = (ns.to_string(), name.to_string());
         let mut inner = self.lock();
-        let current = inner
-            .tables
-            .get(res)
-            .and_then(|t| t.get(&key))
-            .cloned()
-            .ok_or(CommitError::NotFound)?;
-        if expected_rv.is_some_and(|rv| rv != current.rv) {
-            return Err(CommitError::Conflict);
-        }
+        let current = inner.current(res, &key, expected_rv)?;
         let rv = inner.rv + 1;
         let mut value = current.value();
         let stored = stamp(&mut value, rv)?;
