@@ -23,6 +23,13 @@ async fn gang_that_fits_is_bound_together_and_condition_turns_true() {
     assert_eq!(names_bound(&pods, "train-").len(), 4);
     let cond = wait_podgroup_condition(&env, "default", "train", |c| c["status"] == "True").await;
     assert_eq!(cond["reason"], "Scheduled");
+    // Events name the pod's UID, which `kubectl describe` selects them by.
+    let e = wait_event(&env, "default", |e| {
+        e.involved_object.name.as_deref() == Some("train-0")
+            && e.reason.as_deref() == Some("Scheduled")
+    })
+    .await;
+    assert_eq!(e.involved_object.uid, pods["train-0"].metadata.uid);
     daemon.shutdown().await.expect("clean shutdown");
 }
 

@@ -152,10 +152,8 @@ impl SchedulerLoop {
                 }
                 if p.node_name.is_none() && self.served.contains(&*p.scheduler_name) {
                     st.first_seen.entry(p.key.clone()).or_insert(now);
-                    st.directory.pod_uids.insert(p.key.clone(), p.uid.clone());
                 } else {
                     st.first_seen.remove(&p.key);
-                    st.directory.pod_uids.remove(&p.key);
                 }
                 synthesized = st.kueue.observe(&p);
                 ClusterEvent::PodUpserted(p)
@@ -163,7 +161,6 @@ impl SchedulerLoop {
             Observed::PodDeleted(key) => {
                 synthesized = st.kueue.forget(&key);
                 st.first_seen.remove(&key);
-                st.directory.pod_uids.remove(&key);
                 st.reported_invalid.remove(&key);
                 ClusterEvent::PodDeleted(key)
             }
@@ -334,7 +331,9 @@ impl SchedulerLoop {
                         .observe((now - first).as_secs_f64());
                 }
             }
-            match st.directory.to_write(action) {
+            let cache = self.engine.cache();
+            let pod_uid = |key: &PodKey| cache.pod(key).map(|p| p.info.uid.clone());
+            match st.directory.to_write(action, &pod_uid) {
                 Some(w) => {
                     if !self.writer.submit(w) {
                         warn!("API writer has stopped; dropping write");

@@ -19,7 +19,6 @@ pub const POD_GROUP_CONDITION: &str = "PodGroupInitiallyScheduled";
 /// definition kind the cluster serves.
 #[derive(Default)]
 pub struct Directory {
-    pub pod_uids: HashMap<PodKey, Arc<str>>,
     /// Definition informer name (`DefinitionSource::name`) → served version.
     pub served_versions: HashMap<&'static str, &'static str>,
     /// Groups whose dialect status has been written since Muster started.
@@ -82,7 +81,13 @@ impl Directory {
 
     /// The Write for one engine action, or `None` when it has no API form here
     /// (e.g. status for a dialect without a status we write).
-    pub fn to_write(&mut self, action: Action) -> Option<Write> {
+    /// `pod_uid` looks a pod's UID up (the engine's cache holds it): events
+    /// must name it for `kubectl describe` to find them.
+    pub fn to_write(
+        &mut self,
+        action: Action,
+        pod_uid: &dyn Fn(&PodKey) -> Option<Arc<str>>,
+    ) -> Option<Write> {
         match action {
             Action::Bind { pod, uid, node } => Some(Write::Bind {
                 pod,
@@ -105,7 +110,7 @@ impl Directory {
                 reason,
                 message,
             } => Some(Write::Event {
-                target: self.event_target(&object)?,
+                target: self.event_target(&object, pod_uid)?,
                 warning: type_ == EventType::Warning,
                 reason: reason.to_string(),
                 message,
@@ -152,16 +157,18 @@ impl Directory {
         }
     }
 
-    fn event_target(&self, object: &ObjectRef) -> Option<EventTarget> {
+    fn event_target(
+        &self,
+        object: &ObjectRef,
+        pod_uid: &dyn Fn(&PodKey) -> Option<Arc<str>>,
+    ) -> Option<EventTarget> {
         match object {
             ObjectRef::Pod(key) => Some(EventTarget {
                 api_version: "v1".into(),
                 kind: "Pod".into(),
                 namespace: key.namespace.to_string(),
                 name: key.name.to_string(),
-                uid: self
-                    .pod_uids
-                    .get(key)
+                uid: pod_uid(key)
                     .map(|u| u.to_string())
                     .filter(|u| !u.is_empty()),
             }),
@@ -235,10 +242,10 @@ mod tests {
             initially_scheduled: true,
             scheduled: 2,
         };
-        assert!(d.to_write(action.clone()).is_none());
+        assert!(d.to_write(action.clone(), &|_| None).is_none());
         d.served_versions
             .insert("podgroups.scheduling.k8s.io", "v1beta1");
-        match d.to_write(action) {
+        match d.to_write(action, &|_| None) {
             Some(Write::GroupCondition {
                 resource,
                 status,
@@ -274,7 +281,7 @@ mod tests {
             initially_scheduled: scheduled,
             scheduled: if scheduled { 3 } else { 0 },
         };
-        match d.to_write(action(false)) {
+        match d.to_write(action(false), &|_| None) {
             Some(Write::GroupStatus {
                 resource, status, ..
             }) => {
@@ -284,7 +291,7 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
-        match d.to_write(action(true)) {
+        match d.to_write(action(true), &|_| None) {
             Some(Write::GroupStatus { status, .. }) => {
                 assert_eq!(status["phase"], "Scheduled");
                 assert_eq!(status["scheduled"], 3);
@@ -301,7 +308,10 @@ mod tests {
                 initially_scheduled: true,
                 scheduled: 1,
             };
-            assert!(d.to_write(action).is_none(), "{source:?} has no status");
+            assert!(
+                d.to_write(action, &|_| None).is_none(),
+                "{source:?} has no status"
+            );
         }
     }
 }
