@@ -342,13 +342,7 @@ impl Ctx {
                 message,
             } => {
                 let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-                let patch = json!({"status": {"conditions": [{
-                    "type": "PodScheduled",
-                    "status": if *status { "True" } else { "False" },
-                    "reason": reason,
-                    "message": message,
-                    "lastTransitionTime": Time(k8s_openapi::jiff::Timestamp::now()),
-                }]}});
+                let patch = condition_patch("PodScheduled", *status, reason, message);
                 api.patch_status(&pod.name, &PatchParams::default(), &Patch::Strategic(patch))
                     .await
                     .map(|_| ())
@@ -370,13 +364,7 @@ impl Ctx {
             } => {
                 let api: Api<DynamicObject> =
                     Api::namespaced_with(self.client.clone(), namespace, resource);
-                let patch = json!({"status": {"conditions": [{
-                    "type": type_,
-                    "status": if *status { "True" } else { "False" },
-                    "reason": reason,
-                    "message": message,
-                    "lastTransitionTime": Time(k8s_openapi::jiff::Timestamp::now()),
-                }]}});
+                let patch = condition_patch(type_, *status, reason, message);
                 // Custom resources do not support strategic merge; conditions are
                 // replaced as a whole list, which is what we own anyway.
                 api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
@@ -472,6 +460,17 @@ impl Ctx {
             tokio::time::sleep(wait).await;
         }
     }
+}
+
+/// A `status.conditions` patch setting one condition.
+fn condition_patch(type_: &str, status: bool, reason: &str, message: &str) -> serde_json::Value {
+    json!({"status": {"conditions": [{
+        "type": type_,
+        "status": if status { "True" } else { "False" },
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": Time(k8s_openapi::jiff::Timestamp::now()),
+    }]}})
 }
 
 /// A classic token bucket: `burst` tokens, refilled at `qps` per second.
