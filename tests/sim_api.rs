@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{code, dynamic, fast, next, resource, start};
+use common::{bind, code, dynamic, fast, next, resource, start};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
 use kube::api::{
@@ -486,31 +486,7 @@ async fn binding_sets_the_node_once() {
     pods.create(&PostParams::default(), &pod("a"))
         .await
         .unwrap();
-    let bind = |pod: &str, node: &str| {
-        let pods = pods.clone();
-        let b = Binding {
-            metadata: ObjectMeta {
-                name: Some(pod.into()),
-                ..Default::default()
-            },
-            target: ObjectReference {
-                kind: Some("Node".into()),
-                name: Some(node.into()),
-                ..Default::default()
-            },
-        };
-        let pod = pod.to_string();
-        async move {
-            pods.create_subresource::<_, serde_json::Value>(
-                "binding",
-                &pod,
-                &PostParams::default(),
-                &b,
-            )
-            .await
-        }
-    };
-    let ok = bind("a", "sim-node-0").await.unwrap();
+    let ok = bind(&pods, "a", "sim-node-0").await.unwrap();
     assert_eq!(ok["status"], "Success");
     let bound = pods.get("a").await.unwrap();
     assert_eq!(bound.spec.unwrap().node_name.as_deref(), Some("sim-node-0"));
@@ -522,14 +498,14 @@ async fn binding_sets_the_node_once() {
     );
 
     assert_eq!(
-        code(bind("a", "sim-node-1").await),
+        code(bind(&pods, "a", "sim-node-1").await),
         (409, "Conflict".into())
     );
-    assert_eq!(code(bind("ghost", "sim-node-0").await).0, 404);
+    assert_eq!(code(bind(&pods, "ghost", "sim-node-0").await).0, 404);
     pods.create(&PostParams::default(), &pod("b"))
         .await
         .unwrap();
-    assert_eq!(code(bind("b", "no-such-node").await).0, 404);
+    assert_eq!(code(bind(&pods, "b", "no-such-node").await).0, 404);
 
     // The namespaced `bindings` collection works too.
     let req = http::Request::post("/api/v1/namespaces/default/bindings")

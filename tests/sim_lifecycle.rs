@@ -7,11 +7,10 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{code, fast, next, start, until};
+use common::{bind, code, fast, next, start, until};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
-use kube::core::ObjectMeta;
 use muster::sim::fault::FaultRule;
 use muster::sim::templates;
 use serde_json::json;
@@ -21,22 +20,6 @@ fn phase(p: &Pod) -> &str {
         .as_ref()
         .and_then(|s| s.phase.as_deref())
         .unwrap_or("")
-}
-
-async fn bind(pods: &Api<Pod>, pod: &str, node: &str) -> kube::Result<serde_json::Value> {
-    let b = Binding {
-        metadata: ObjectMeta {
-            name: Some(pod.into()),
-            ..Default::default()
-        },
-        target: ObjectReference {
-            kind: Some("Node".into()),
-            name: Some(node.into()),
-            ..Default::default()
-        },
-    };
-    pods.create_subresource("binding", pod, &PostParams::default(), &b)
-        .await
 }
 
 #[tokio::test]

@@ -64,3 +64,24 @@ where
         }
     }
 }
+
+/// POSTs a Binding of `pod` to `node`, as a scheduler does.
+pub async fn bind(
+    pods: &Api<k8s_openapi::api::core::v1::Pod>,
+    pod: &str,
+    node: &str,
+) -> kube::Result<serde_json::Value> {
+    let b = k8s_openapi::api::core::v1::Binding {
+        metadata: kube::api::ObjectMeta {
+            name: Some(pod.into()),
+            ..Default::default()
+        },
+        target: k8s_openapi::api::core::v1::ObjectReference {
+            kind: Some("Node".into()),
+            name: Some(node.into()),
+            ..Default::default()
+        },
+    };
+    pods.create_subresource("binding", pod, &kube::api::PostParams::default(), &b)
+        .await
+}
