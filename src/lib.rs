@@ -13,6 +13,7 @@ pub mod engine;
 pub mod framework;
 pub mod gang;
 pub mod kube;
+pub mod load;
 pub mod metrics;
 pub mod model;
 pub mod plugins;

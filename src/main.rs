@@ -20,6 +20,9 @@ enum Command {
     Cluster(muster::sim::cli::ClusterArgs),
     /// Run a scenario on the embedded simulated cluster with the scheduler.
     Simulate(muster::simulate::SimulateArgs),
+    /// Generate load from a scenario against a cluster and report what the
+    /// scheduler achieved (or, with --bind-directly, the harness ceiling).
+    Load(muster::load::LoadArgs),
 }
 
 #[tokio::main]
@@ -28,7 +31,7 @@ async fn main() -> ExitCode {
     // `simulate` talks to the user through its progress and summary; logs
     // only when something is wrong (RUST_LOG overrides).
     let default_level = match cli.command {
-        Command::Simulate(_) => "warn",
+        Command::Simulate(_) | Command::Load(_) => "warn",
         _ => "info",
     };
     tracing_subscriber::fmt()
@@ -42,6 +45,7 @@ async fn main() -> ExitCode {
         Command::Run(args) => muster::daemon::run(args).await,
         Command::Cluster(args) => muster::sim::cli::run(args).await,
         Command::Simulate(args) => muster::simulate::run(args).await,
+        Command::Load(args) => muster::load::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::spec::{GangWorkload, Outcome, PodShape, PodsWorkload, Scenario, Workload};
-use crate::dialects::SCHEDULE_TIMEOUT_ANNOTATION;
+use super::spec::{Dialect, GangWorkload, Outcome, PodShape, PodsWorkload, Scenario, Workload};
+use crate::dialects::{SCHEDULE_TIMEOUT_ANNOTATION, coscheduling, kueue, volcano};
 use crate::sim::lifecycle::RUN_SECONDS_ANNOTATION;
 use crate::sim::templates;
 
@@ -26,7 +26,14 @@ pub enum Kind {
     Namespace,
     PriorityClass,
     Node,
+    /// `scheduling.k8s.io/v1beta1`.
     PodGroup,
+    /// `scheduling.k8s.io/v1alpha2`.
+    PodGroupV1alpha2,
+    /// `scheduling.k8s.io/v1alpha1`.
+    Workload,
+    CoschedulingPodGroup,
+    VolcanoPodGroup,
     Pod,
 }
 
@@ -43,10 +50,40 @@ impl Kind {
             ),
             Kind::Node => ("", "v1", "Node", "nodes"),
             Kind::PodGroup => ("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"),
+            Kind::PodGroupV1alpha2 => ("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups"),
+            Kind::Workload => ("scheduling.k8s.io", "v1alpha1", "Workload", "workloads"),
+            Kind::CoschedulingPodGroup => {
+                ("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups")
+            }
+            Kind::VolcanoPodGroup => ("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
             Kind::Pod => ("", "v1", "Pod", "pods"),
         }
     }
+
+    /// `apiVersion` as written in manifests.
+    pub fn api_version(self) -> String {
+        match self.gvk() {
+            ("", version, _, _) => version.to_string(),
+            (group, version, _, _) => format!("{group}/{version}"),
+        }
+    }
+
+    /// The kind of object that defines a gang in `dialect` (`None`: Kueue,
+    /// whose groups live in pod labels only).
+    pub fn group_kind(dialect: Dialect) -> Option<Kind> {
+        match dialect {
+            Dialect::PodGroup => Some(Kind::PodGroup),
+            Dialect::PodGroupV1alpha2 => Some(Kind::PodGroupV1alpha2),
+            Dialect::Workload => Some(Kind::Workload),
+            Dialect::Coscheduling => Some(Kind::CoschedulingPodGroup),
+            Dialect::Volcano => Some(Kind::VolcanoPodGroup),
+            Dialect::Kueue => None,
+        }
+    }
 }
+
+/// The podGroup every Workload-dialect gang declares, and its pods reference.
+pub const WORKLOAD_POD_GROUP: &str = "workers";
 
 /// One object to create.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,17 +109,18 @@ pub enum WorkloadPlan {
     Pods(PodsPlan),
 }
 
-/// One gang: its PodGroup and member pods.
+/// One gang: its group object and member pods.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GangPlan {
     pub namespace: String,
-    /// The PodGroup's name.
+    /// The gang's name: its group object's, or the Kueue group name.
     pub name: String,
     pub min_count: u32,
     /// From the scenario; `None` means the scheduler's default.
     pub timeout: Option<Duration>,
     pub expect: Option<Outcome>,
-    pub group: Manifest,
+    /// `None` for Kueue gangs.
+    pub group: Option<Manifest>,
     pub pods: Vec<Manifest>,
 }
 
@@ -186,32 +224,17 @@ impl Scenario {
 
     fn gang(&self, g: &GangWorkload, index: u32) -> GangPlan {
         let name = format!("{}-{index}", g.name_prefix);
-        let mut labels = self.labels();
-        labels.insert(WORKLOAD_LABEL.into(), json!(g.name_prefix));
-        let mut annotations = Map::new();
-        if let Some(t) = g.timeout_seconds {
-            annotations.insert(SCHEDULE_TIMEOUT_ANNOTATION.into(), json!(t.to_string()));
-        }
-        let mut spec = json!({"schedulingPolicy": {"gang": {"minCount": g.min_count()}}});
-        if let Some(p) = g.priority {
-            spec["priorityClassName"] = json!(priority_class_name(p));
-        }
-        let group = Manifest {
-            kind: Kind::PodGroup,
-            namespace: Some(g.namespace.clone()),
-            name: name.clone(),
-            object: json!({
-                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": g.namespace,
-                             "labels": labels, "annotations": annotations},
-                "spec": spec,
-            }),
-        };
+        let dialect = self.gang_dialect(g);
+        let group = self.group_object(g, dialect, &name);
         let pods = (0..g.size)
             .map(|j| {
-                let pod_name = format!("{name}-{j}");
-                let mut pod = self.pod(&g.namespace, &pod_name, &g.name_prefix, g.shape());
-                pod.object["spec"]["schedulingGroup"] = json!({"podGroupName": name});
+                let mut pod = self.pod(
+                    &g.namespace,
+                    &format!("{name}-{j}"),
+                    &g.name_prefix,
+                    g.shape(),
+                );
+                join_gang(&mut pod.object, dialect, g, &name);
                 pod
             })
             .collect();
@@ -224,6 +247,70 @@ impl Scenario {
             group,
             pods,
         }
+    }
+
+    /// The dialect a gang workload is written in.
+    pub fn gang_dialect(&self, g: &GangWorkload) -> Dialect {
+        g.dialect.unwrap_or(self.dialect)
+    }
+
+    /// The object that defines gang `name` in `dialect` (none for Kueue).
+    fn group_object(&self, g: &GangWorkload, dialect: Dialect, name: &str) -> Option<Manifest> {
+        let kind = Kind::group_kind(dialect)?;
+        let mut labels = self.labels();
+        labels.insert(WORKLOAD_LABEL.into(), json!(g.name_prefix));
+        let mut annotations = Map::new();
+        // Coscheduling carries the timeout in its spec; the rest read
+        // Muster's annotation.
+        if let Some(t) = g.timeout_seconds
+            && dialect != Dialect::Coscheduling
+        {
+            annotations.insert(SCHEDULE_TIMEOUT_ANNOTATION.into(), json!(t.to_string()));
+        }
+        let priority_class = g.priority.map(priority_class_name);
+        let spec = match dialect {
+            Dialect::PodGroup | Dialect::PodGroupV1alpha2 => {
+                let mut spec = json!({"schedulingPolicy": {"gang": {"minCount": g.min_count()}}});
+                if let Some(key) = &g.required_topology {
+                    spec["schedulingConstraints"] = json!({"topology": [{"key": key}]});
+                }
+                if let Some(pc) = priority_class {
+                    spec["priorityClassName"] = json!(pc);
+                }
+                spec
+            }
+            Dialect::Workload => json!({"podGroups": [{
+                "name": WORKLOAD_POD_GROUP,
+                "policy": {"gang": {"minCount": g.min_count()}},
+            }]}),
+            Dialect::Coscheduling => {
+                let mut spec = json!({"minMember": g.min_count()});
+                if let Some(t) = g.timeout_seconds {
+                    spec["scheduleTimeoutSeconds"] = json!(t);
+                }
+                spec
+            }
+            Dialect::Volcano => {
+                let mut spec = json!({"minMember": g.min_count()});
+                if let Some(pc) = priority_class {
+                    spec["priorityClassName"] = json!(pc);
+                }
+                spec
+            }
+            Dialect::Kueue => return None,
+        };
+        let (_, _, kind_name, _) = kind.gvk();
+        Some(Manifest {
+            kind,
+            namespace: Some(g.namespace.clone()),
+            name: name.into(),
+            object: json!({
+                "apiVersion": kind.api_version(), "kind": kind_name,
+                "metadata": {"name": name, "namespace": g.namespace,
+                             "labels": labels, "annotations": annotations},
+                "spec": spec,
+            }),
+        })
     }
 
     fn plain_pods(&self, p: &PodsWorkload) -> PodsPlan {
@@ -275,6 +362,32 @@ impl Scenario {
                              "labels": labels, "annotations": annotations},
                 "spec": spec,
             }),
+        }
+    }
+}
+
+/// Makes `pod` a member of gang `name` the way `dialect` says.
+fn join_gang(pod: &mut Value, dialect: Dialect, g: &GangWorkload, name: &str) {
+    match dialect {
+        Dialect::PodGroup | Dialect::PodGroupV1alpha2 => {
+            pod["spec"]["schedulingGroup"] = json!({"podGroupName": name});
+        }
+        Dialect::Workload => {
+            pod["spec"]["workloadRef"] = json!({"name": name, "podGroup": WORKLOAD_POD_GROUP});
+        }
+        Dialect::Coscheduling => {
+            pod["metadata"]["labels"][coscheduling::POD_GROUP_LABEL] = json!(name);
+        }
+        Dialect::Volcano => {
+            pod["metadata"]["annotations"][volcano::GROUP_NAME_ANNOTATION] = json!(name);
+        }
+        Dialect::Kueue => {
+            let meta = &mut pod["metadata"];
+            meta["labels"][kueue::GROUP_NAME_LABEL] = json!(name);
+            meta["annotations"][kueue::TOTAL_COUNT_ANNOTATION] = json!(g.size.to_string());
+            if let Some(key) = &g.required_topology {
+                meta["annotations"][kueue::REQUIRED_TOPOLOGY_ANNOTATION] = json!(key);
+            }
         }
     }
 }

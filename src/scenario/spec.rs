@@ -27,6 +27,9 @@ pub struct Scenario {
     /// `spec.schedulerName` of every pod.
     #[serde(default = "default_scheduler")]
     pub scheduler_name: String,
+    /// How gangs declare their group, unless a gang says otherwise.
+    #[serde(default)]
+    pub dialect: Dialect,
     /// Node groups, in the simulator's node-template format.
     #[serde(default)]
     pub nodes: Vec<NodeTemplate>,
@@ -95,12 +98,59 @@ pub struct GangWorkload {
     /// Pod tolerations, as in a pod spec.
     #[serde(default)]
     pub tolerations: Vec<Value>,
-    /// Annotation `muster.dev/schedule-timeout-seconds` on the PodGroup;
-    /// absent = the scheduler's default.
+    /// Annotation `muster.dev/schedule-timeout-seconds` on the PodGroup
+    /// (Coscheduling: `spec.scheduleTimeoutSeconds`); absent = the
+    /// scheduler's default.
     #[serde(default)]
     pub timeout_seconds: Option<u64>,
+    /// Overrides the scenario's `dialect` for these gangs.
+    #[serde(default)]
+    pub dialect: Option<Dialect>,
+    /// Node label whose value every member must share (PodGroup
+    /// `schedulingConstraints.topology`, Kueue `podset-required-topology`).
+    #[serde(default)]
+    pub required_topology: Option<String>,
     #[serde(default)]
     pub expect: Option<Expectation>,
+}
+
+/// How a gang declares its group: one of the dialects Muster reads
+/// (`docs/dialects.md`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// `scheduling.k8s.io/v1beta1` PodGroup (Kubernetes 1.37).
+    #[default]
+    #[serde(rename = "podGroup")]
+    PodGroup,
+    /// `scheduling.k8s.io/v1alpha2` PodGroup (Kubernetes 1.36).
+    #[serde(rename = "podGroupV1alpha2")]
+    PodGroupV1alpha2,
+    /// `scheduling.k8s.io/v1alpha1` Workload with one gang podGroup (1.35).
+    #[serde(rename = "workload")]
+    Workload,
+    /// scheduler-plugins `scheduling.x-k8s.io/v1alpha1` PodGroup.
+    #[serde(rename = "coscheduling")]
+    Coscheduling,
+    /// `scheduling.volcano.sh/v1beta1` PodGroup.
+    #[serde(rename = "volcano")]
+    Volcano,
+    /// Kueue plain-pod group labels; no group object.
+    #[serde(rename = "kueue")]
+    Kueue,
+}
+
+impl Dialect {
+    /// The name used in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::PodGroup => "podGroup",
+            Dialect::PodGroupV1alpha2 => "podGroupV1alpha2",
+            Dialect::Workload => "workload",
+            Dialect::Coscheduling => "coscheduling",
+            Dialect::Volcano => "volcano",
+            Dialect::Kueue => "kueue",
+        }
+    }
 }
 
 /// `count` pods that belong to no group.

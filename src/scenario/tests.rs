@@ -82,11 +82,11 @@ fn plan_creates_setup_then_groups_and_members() {
     assert_eq!(g.min_count, 2);
     assert_eq!(g.timeout, Some(std::time::Duration::from_secs(7)));
     assert_eq!(
-        g.group.object["spec"]["schedulingPolicy"]["gang"]["minCount"],
+        g.group.as_ref().unwrap().object["spec"]["schedulingPolicy"]["gang"]["minCount"],
         2
     );
     assert_eq!(
-        g.group.object["metadata"]["annotations"]["muster.dev/schedule-timeout-seconds"],
+        g.group.as_ref().unwrap().object["metadata"]["annotations"]["muster.dev/schedule-timeout-seconds"],
         "7"
     );
     let names: Vec<&str> = g.pods.iter().map(|m| m.name.as_str()).collect();
@@ -224,4 +224,84 @@ fn bad_values_name_their_path() {
         assert_eq!(err(text).path, path, "{text}");
     }
     assert_eq!(err("workloads: []").path, "<document>");
+}
+
+/// Every dialect's manifests read back, through Muster's own dialect
+/// translators, as one gang with the scenario's minCount.
+#[test]
+fn every_dialect_round_trips_through_the_translators() {
+    use crate::dialects::{DEFINITION_SOURCES, KueueGroups, Synthesized, resolve_membership};
+    use crate::model::{GroupPolicy, PodInfo};
+    for dialect in [
+        "podGroup",
+        "podGroupV1alpha2",
+        "workload",
+        "coscheduling",
+        "volcano",
+        "kueue",
+    ] {
+        let min = if dialect == "kueue" { 3 } else { 2 };
+        let text = format!(
+            "name: d\ndialect: {dialect}\nworkloads:\n  - gang: {{namePrefix: g, size: 3, minCount: {min}}}\n"
+        );
+        let plan = Scenario::parse(&text, "d.yaml").unwrap().plan();
+        let WorkloadPlan::Gang(g) = &plan.workloads[0] else {
+            panic!("a gang")
+        };
+        let pods: Vec<PodInfo> = g
+            .pods
+            .iter()
+            .map(|p| PodInfo::from_json(&serde_json::to_vec(&p.object).unwrap()).unwrap())
+            .collect();
+        let wire: crate::model::wire::PodWire =
+            serde_json::from_value(g.pods[0].object.clone()).unwrap();
+        let key = resolve_membership(&wire)
+            .key()
+            .cloned()
+            .unwrap_or_else(|| panic!("{dialect}: the pod is a member"));
+        let def = match &g.group {
+            Some(m) => {
+                let (group, version, kind, _) = m.kind.gvk();
+                let source = DEFINITION_SOURCES
+                    .iter()
+                    .find(|s| s.group == group && s.kind == kind && s.versions.contains(&version))
+                    .unwrap_or_else(|| panic!("{dialect}: {group}/{version} {kind} is watched"));
+                (source.translate)(&m.object).unwrap().remove(0)
+            }
+            None => {
+                let mut groups = KueueGroups::default();
+                let out: Vec<_> = pods.iter().flat_map(|p| groups.observe(p)).collect();
+                match out.last() {
+                    Some(Synthesized::Upserted(d)) => d.clone(),
+                    other => panic!("{dialect}: expected a synthesized group, got {other:?}"),
+                }
+            }
+        };
+        assert_eq!(def.key, key.definition, "{dialect}");
+        match def.policy {
+            Ok(GroupPolicy::Gang { min_count, .. }) => assert_eq!(min_count, min, "{dialect}"),
+            other => panic!("{dialect}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn required_topology_is_written_where_the_dialect_has_it() {
+    let text = "name: t\nworkloads:\n  - gang: {namePrefix: g, size: 2, requiredTopology: topology.kubernetes.io/rack}\n";
+    let plan = Scenario::parse(text, "t.yaml").unwrap().plan();
+    let WorkloadPlan::Gang(g) = &plan.workloads[0] else {
+        panic!("a gang")
+    };
+    assert_eq!(
+        g.group.as_ref().unwrap().object["spec"]["schedulingConstraints"]["topology"][0]["key"],
+        "topology.kubernetes.io/rack"
+    );
+    let e = err("name: t\ndialect: volcano\nworkloads:\n  - gang: {namePrefix: g, size: 2, requiredTopology: rack}\n");
+    assert_eq!(e.path, "workloads[0].gang.requiredTopology");
+    assert!(e.message.contains("volcano dialect has no required topology"), "{e}");
+    let e = err("name: t\nworkloads:\n  - gang: {namePrefix: g, size: 2, minCount: 1, dialect: kueue}\n");
+    assert_eq!(e.path, "workloads[0].gang.minCount");
+    let e = err("name: t\ndialect: slurm\n");
+    assert_eq!(e.path, "dialect");
+    assert!(e.message.contains("unknown variant"), "{e}");
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use super::spec::{Outcome, Scenario, Workload};
+use super::spec::{Dialect, GangWorkload, Outcome, Scenario, Workload};
 use crate::model::Quantity;
 
 /// A field path and what is wrong there.
@@ -95,6 +95,7 @@ fn workloads(s: &Scenario) -> Result<(), Problem> {
                 if let Some(t) = g.timeout_seconds {
                     positive(&at("timeoutSeconds"), t)?;
                 }
+                dialect_fields(g, s.gang_dialect(g), &at)?;
             }
             Workload::Pods(p) => {
                 positive(&at("count"), u64::from(p.count))?;
@@ -105,6 +106,44 @@ fn workloads(s: &Scenario) -> Result<(), Problem> {
                     ));
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// Fields a gang's dialect cannot express.
+fn dialect_fields(
+    g: &GangWorkload,
+    dialect: Dialect,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(), Problem> {
+    if let Some(key) = &g.required_topology {
+        non_empty(&at("requiredTopology"), key)?;
+        if !matches!(
+            dialect,
+            Dialect::PodGroup | Dialect::PodGroupV1alpha2 | Dialect::Kueue
+        ) {
+            return Err((
+                at("requiredTopology"),
+                format!(
+                    "the {} dialect has no required topology (use podGroup, podGroupV1alpha2 or kueue)",
+                    dialect.name()
+                ),
+            ));
+        }
+    }
+    if dialect == Dialect::Kueue {
+        if g.min_count() != g.size {
+            return Err((
+                at("minCount"),
+                "the kueue dialect has no minCount: a Kueue group needs all of its pod-group-total-count pods".into(),
+            ));
+        }
+        if g.timeout_seconds.is_some() {
+            return Err((
+                at("timeoutSeconds"),
+                "the kueue dialect has no group object to carry a timeout; the scheduler's permitWaitingTimeSeconds applies".into(),
+            ));
         }
     }
     Ok(())

@@ -1,34 +1,84 @@
 //! Creates a scenario's objects through the API, in plan order: setup
-//! objects (which may already exist), then each gang's PodGroup and pods and
-//! each batch of plain pods, pods paced at the scenario's creation rate.
+//! objects (which may already exist), then each gang's group object and pods
+//! and each batch of plain pods, pods paced at the scenario's creation rate.
+//!
+//! Up to `concurrency` units are in flight at once (1 = strictly in order):
+//! a unit is one plain pod, or one gang (its group object, then its member
+//! pods one after another, as a controller creates them). Setup finishes
+//! before any workload starts.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use futures::{StreamExt, TryStreamExt, stream};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use tokio::sync::Mutex;
 use tokio::time::{Interval, MissedTickBehavior};
 
 use crate::scenario::{Manifest, Plan, WorkloadPlan};
 
-/// Creates everything in `plan`; `rate` is pods per second (`None`: unpaced).
-pub async fn apply(client: &kube::Client, plan: &Plan, rate: Option<f64>) -> Result<()> {
-    for manifest in &plan.setup {
-        create(client, manifest, IfExists::Keep).await?;
-    }
-    let mut pace = rate.map(pacer);
-    for workload in &plan.workloads {
-        if let WorkloadPlan::Gang(g) = workload {
-            create(client, &g.group, IfExists::Fail).await?;
-        }
-        for pod in workload.pods() {
-            if let Some(p) = pace.as_mut() {
-                p.tick().await;
+/// How fast and how wide to create.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    /// Pods per second (`None`: as fast as the API accepts them).
+    pub rate: Option<f64>,
+    /// Creations in flight at once (at least 1).
+    pub concurrency: usize,
+}
+
+/// Creates everything in `plan` at `pace`.
+pub async fn apply(client: &kube::Client, plan: &Plan, pace: Pace) -> Result<()> {
+    let width = pace.concurrency.max(1);
+    stream::iter(&plan.setup)
+        .map(|m| create(client, m, IfExists::Keep))
+        .buffer_unordered(width)
+        .try_collect::<()>()
+        .await?;
+    let pacer = pace.rate.map(|r| Mutex::new(pacer(r)));
+    let pacer = pacer.as_ref();
+    // A gang is one unit (its group object, then its pods); a plain pod is a
+    // unit of its own. Units start in plan order, `width` in flight.
+    let units = plan.workloads.iter().flat_map(|w| match w {
+        WorkloadPlan::Gang(g) => vec![Unit::Gang(g.group.as_ref(), &g.pods)],
+        WorkloadPlan::Pods(p) => p.pods.iter().map(Unit::Pod).collect(),
+    });
+    stream::iter(units)
+        .map(|unit| async move {
+            match unit {
+                Unit::Pod(pod) => create_pod(client, pod, pacer).await,
+                Unit::Gang(group, pods) => {
+                    if let Some(group) = group {
+                        create(client, group, IfExists::Fail).await?;
+                    }
+                    for pod in pods {
+                        create_pod(client, pod, pacer).await?;
+                    }
+                    Ok(())
+                }
             }
-            create(client, pod, IfExists::Fail).await?;
-        }
+        })
+        .buffer_unordered(width)
+        .try_collect::<()>()
+        .await
+}
+
+/// What one in-flight slot creates.
+enum Unit<'a> {
+    Gang(Option<&'a Manifest>, &'a [Manifest]),
+    Pod(&'a Manifest),
+}
+
+/// Creates a pod once the pacer (if any) gives it a turn.
+async fn create_pod(
+    client: &kube::Client,
+    pod: &Manifest,
+    pacer: Option<&Mutex<Interval>>,
+) -> Result<()> {
+    if let Some(p) = pacer {
+        p.lock().await.tick().await;
     }
-    Ok(())
+    create(client, pod, IfExists::Fail).await
 }
 
 fn pacer(rate: f64) -> Interval {

@@ -10,24 +10,44 @@ use anyhow::{Context, Result};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::apply::apply;
+use super::apply::{Pace, apply};
 use super::observe::{self, Watched};
 use super::report::progress_line;
-use super::tracker::{Summary, Tracker};
-use crate::scenario::Scenario;
+use super::tracker::{Counts, PodTimes, Summary, Tracker};
+use crate::scenario::{Kind, Scenario, WorkloadPlan};
 
 /// How long the watchers may take to list before the run gives up.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
-/// Quiet seconds after which the progress line is repeated anyway.
-const HEARTBEAT_TICKS: u32 = 5;
+/// How often progress is reported.
+const TICK: Duration = Duration::from_millis(250);
+/// At most one progress line this often.
+const LINE_INTERVAL: Duration = Duration::from_secs(1);
+/// A quiet run repeats its progress line this often anyway.
+const HEARTBEAT: Duration = Duration::from_secs(5);
 
-/// How a run reports and judges time.
+/// How a run creates objects, reports progress and judges time.
 pub struct DriveOptions<'a> {
     /// Gang timeout for gangs whose scenario entry sets none (the
     /// scheduler's `permitWaitingTimeSeconds`).
     pub default_gang_timeout: Duration,
-    /// Where progress lines go (stderr for the CLI, a sink in tests).
-    pub progress: &'a mut (dyn Write + Send),
+    /// Object creations in flight at once.
+    pub concurrency: usize,
+    /// Told the counts every tick and once at the end.
+    pub progress: &'a mut (dyn Progress + Send),
+}
+
+/// Where a run reports how far it is.
+pub trait Progress {
+    /// `done` is true once, for the final counts.
+    fn update(&mut self, at: Duration, counts: &Counts, done: bool);
+}
+
+/// What a run reached: the summary, and each pod's timings (for load
+/// statistics).
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub summary: Summary,
+    pub pods: Vec<PodTimes>,
 }
 
 /// Applies `scenario` through `client` and tracks it to the end.
@@ -35,20 +55,23 @@ pub async fn drive(
     client: &kube::Client,
     scenario: &Scenario,
     opts: DriveOptions<'_>,
-) -> Result<Summary> {
+) -> Result<Finished> {
     let plan = scenario.plan();
     let mut tracker = Tracker::new(&scenario.name, &plan, opts.default_gang_timeout);
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let watchers = observe::spawn(client, &scenario.name, tx);
+    let watchers = observe::spawn(client, &scenario.name, &group_kinds(&plan.workloads), tx);
     wait_synced(&mut rx, watchers.count()).await?;
 
     let start = Instant::now();
     let deadline = start + Duration::from_secs(scenario.timeout_seconds);
-    let mut applying = std::pin::pin!(apply(client, &plan, scenario.creation_rate));
+    let pace = Pace {
+        rate: scenario.creation_rate,
+        concurrency: opts.concurrency,
+    };
+    let mut applying = std::pin::pin!(apply(client, &plan, pace));
     let mut applied = false;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
-    let mut printer = Printer::default();
     loop {
         let next_timeout = tracker
             .next_timeout(start.elapsed())
@@ -59,20 +82,41 @@ pub async fn drive(
                 applied = true;
             }
             message = rx.recv() => match message {
-                Some(Watched::Change(o)) => printer.changed |= tracker.observe(o, start.elapsed()),
+                Some(Watched::Change(o)) => {
+                    tracker.observe(o, start.elapsed());
+                }
                 Some(Watched::Synced) => {}
                 None => anyhow::bail!("the scenario watches ended unexpectedly"),
             },
-            _ = tick.tick() => printer.maybe_print(opts.progress, &tracker, start.elapsed()),
+            _ = tick.tick() => {
+                let at = start.elapsed();
+                opts.progress.update(at, &tracker.counts(at), false);
+            }
             _ = tokio::time::sleep_until(next_timeout) => {}
         }
         let now = start.elapsed();
         if (applied && tracker.settled(now)) || Instant::now() >= deadline {
-            printer.changed = true;
-            printer.maybe_print(opts.progress, &tracker, now);
-            return Ok(tracker.summary(now));
+            opts.progress.update(now, &tracker.counts(now), true);
+            return Ok(Finished {
+                summary: tracker.summary(now),
+                pods: tracker.pod_times(),
+            });
         }
     }
+}
+
+/// The group kinds a plan creates, each once.
+fn group_kinds(workloads: &[WorkloadPlan]) -> Vec<Kind> {
+    let mut kinds = Vec::new();
+    for w in workloads {
+        if let WorkloadPlan::Gang(g) = w
+            && let Some(m) = &g.group
+            && !kinds.contains(&m.kind)
+        {
+            kinds.push(m.kind);
+        }
+    }
+    kinds
 }
 
 /// Waits until every watcher has listed once.
@@ -93,33 +137,33 @@ async fn wait_synced(rx: &mut mpsc::UnboundedReceiver<Watched>, watchers: usize)
         .context("the scenario watches did not list within 30s")?
 }
 
-/// The progress line: printed on a tick when something changed since the
-/// last one, on every fifth quiet tick as a heartbeat, and once at the end.
-struct Printer {
-    changed: bool,
-    /// Ticks since the last line.
-    quiet: u32,
+/// Progress as lines of text (`progress_line`): printed when the counts
+/// changed since the last line (at most one a second), every fifth quiet
+/// second as a heartbeat, and once at the end.
+pub struct Lines<'a> {
+    out: &'a mut (dyn Write + Send),
+    last: Option<(Duration, Counts)>,
 }
 
-impl Default for Printer {
-    fn default() -> Self {
-        // The first tick prints the starting line.
-        Printer {
-            changed: false,
-            quiet: HEARTBEAT_TICKS,
-        }
+impl<'a> Lines<'a> {
+    pub fn new(out: &'a mut (dyn Write + Send)) -> Self {
+        Lines { out, last: None }
     }
 }
 
-impl Printer {
+impl Progress for Lines<'_> {
     /// Best effort: a closed stderr must not stop the run.
-    fn maybe_print(&mut self, out: &mut (dyn Write + Send), tracker: &Tracker, at: Duration) {
-        self.quiet += 1;
-        if !self.changed && self.quiet < HEARTBEAT_TICKS {
-            return;
+    fn update(&mut self, at: Duration, counts: &Counts, done: bool) {
+        let print = match self.last {
+            None => true,
+            Some((printed, before)) => {
+                let quiet = at.saturating_sub(printed);
+                done || (before != *counts && quiet >= LINE_INTERVAL) || quiet >= HEARTBEAT
+            }
+        };
+        if print {
+            let _ = writeln!(self.out, "{}", progress_line(at, counts));
+            self.last = Some((at, *counts));
         }
-        let _ = writeln!(out, "{}", progress_line(at, &tracker.counts(at)));
-        self.changed = false;
-        self.quiet = 0;
     }
 }

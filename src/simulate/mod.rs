@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-pub use drive::{DriveOptions, drive};
-pub use tracker::{Counts, GangReport, GroupCondition, PodsReport, Summary};
+pub use apply::Pace;
+pub use drive::{DriveOptions, Finished, Lines, Progress, drive};
+pub use tracker::{Counts, GangReport, GroupCondition, PodTimes, PodsReport, Summary};
 
 use crate::config::SchedulerConfig;
 use crate::daemon::{self, DaemonOptions, RunningDaemon};
@@ -86,9 +87,10 @@ impl Simulation {
             })?;
         let opts = DriveOptions {
             default_gang_timeout: profile.gang.unwrap_or_default().permit_waiting_time,
-            progress,
+            concurrency: 1,
+            progress: &mut Lines::new(progress),
         };
-        drive(&self.cluster.client()?, scenario, opts).await
+        Ok(drive(&self.cluster.client()?, scenario, opts).await?.summary)
     }
 
     /// Stops the daemon, then the cluster.

@@ -45,22 +45,33 @@ impl Drop for Watchers {
     }
 }
 
-/// Starts a pod watcher and a PodGroup watcher for scenario `name`.
-pub fn spawn(client: &kube::Client, name: &str, tx: mpsc::UnboundedSender<Watched>) -> Watchers {
+/// Starts a pod watcher, and one watcher per kind in `group_kinds`, for
+/// scenario `name`.
+pub fn spawn(
+    client: &kube::Client,
+    name: &str,
+    group_kinds: &[Kind],
+    tx: mpsc::UnboundedSender<Watched>,
+) -> Watchers {
     let config = watcher::Config::default().labels(&format!("{SCENARIO_LABEL}={name}"));
     let pods: Api<Pod> = Api::all(client.clone());
-    let (group, version, kind, plural) = Kind::PodGroup.gvk();
-    let resource =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-    let groups: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let pod_stream = watcher::watcher(pods, config.clone()).default_backoff();
-    let group_stream = watcher::watcher(groups, config).default_backoff();
-    Watchers {
-        tasks: vec![
-            tokio::spawn(forward(pod_stream, tx.clone(), pod_observation)),
-            tokio::spawn(forward(group_stream, tx, group_observation)),
-        ],
+    let mut tasks = vec![tokio::spawn(forward(
+        pod_stream,
+        tx.clone(),
+        pod_observation,
+    ))];
+    for kind in group_kinds {
+        let (group, version, kind_name, plural) = kind.gvk();
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, version, kind_name),
+            plural,
+        );
+        let groups: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let stream = watcher::watcher(groups, config.clone()).default_backoff();
+        tasks.push(tokio::spawn(forward(stream, tx.clone(), group_observation)));
     }
+    Watchers { tasks }
 }
 
 /// Sends one observation per applied or deleted object until the receiver
@@ -114,14 +125,26 @@ fn pod_observation(pod: &Pod, deleted: bool) -> Observation {
     }
 }
 
+/// A group object's scheduling status: the PodGroup condition, or for
+/// Coscheduling and Volcano their `status.phase` (released once it is
+/// `Scheduled` or `Running`).
 fn group_observation(group: &DynamicObject, _deleted: bool) -> Observation {
-    let condition = group.data["status"]["conditions"]
+    let status = &group.data["status"];
+    let condition = status["conditions"]
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["type"] == POD_GROUP_CONDITION))
         .map(|c| GroupCondition {
             status: c["status"] == "True",
             reason: text(&c["reason"]),
             message: text(&c["message"]),
+        })
+        .or_else(|| {
+            let phase = status["phase"].as_str()?;
+            Some(GroupCondition {
+                status: matches!(phase, "Scheduled" | "Running"),
+                reason: phase.to_string(),
+                message: String::new(),
+            })
         });
     Observation::Group {
         namespace: group.metadata.namespace.clone().unwrap_or_default(),

@@ -202,6 +202,7 @@ mod tests {
                 min_count: 4,
                 outcome: Outcome::TimedOut,
                 quorum_to_bound: None,
+                created_to_bound: None,
                 expect: Some(Outcome::Bound),
                 condition: None,
             }],

@@ -44,6 +44,17 @@ struct Member {
     bound: Option<Duration>,
 }
 
+/// One planned pod's timings, since the start of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodTimes {
+    /// First seen through the API (`None`: never created or deleted).
+    pub created: Option<Duration>,
+    /// First seen bound.
+    pub bound: Option<Duration>,
+    /// A gang member (else a plain pod).
+    pub in_gang: bool,
+}
+
 #[derive(Debug, Clone)]
 struct Gang {
     namespace: String,
@@ -101,6 +112,8 @@ pub struct GangReport {
     /// From quorum observed (the last of the first `min_count` members
     /// existed) to the last member bound.
     pub quorum_to_bound: Option<Duration>,
+    /// From the last member created to the last member bound.
+    pub created_to_bound: Option<Duration>,
     pub expect: Option<Outcome>,
     pub condition: Option<GroupCondition>,
 }
@@ -272,6 +285,26 @@ impl Tracker {
         counts
     }
 
+    /// Every planned pod's timings, gang members first.
+    pub fn pod_times(&self) -> Vec<PodTimes> {
+        let times = |in_gang| {
+            move |m: &Member| PodTimes {
+                created: m.seen,
+                bound: m.bound,
+                in_gang,
+            }
+        };
+        self.gangs
+            .iter()
+            .flat_map(|g| g.members.iter().map(times(true)))
+            .chain(
+                self.batches
+                    .iter()
+                    .flat_map(|b| b.members.iter().map(times(false))),
+            )
+            .collect()
+    }
+
     pub fn summary(&self, at: Duration) -> Summary {
         let gangs: Vec<GangReport> = self.gangs.iter().map(|g| g.report(at)).collect();
         let violations = gangs
@@ -325,8 +358,14 @@ impl Gang {
     }
 
     fn report(&self, at: Duration) -> GangReport {
-        let quorum_to_bound = match (self.quorum(), self.all_bound_at()) {
+        let all_bound = self.all_bound_at();
+        let quorum_to_bound = match (self.quorum(), all_bound) {
             (Some(q), Some(b)) => Some(b.saturating_sub(q)),
+            _ => None,
+        };
+        let last_created = self.members.iter().filter_map(|m| m.seen).max();
+        let created_to_bound = match (last_created, all_bound) {
+            (Some(c), Some(b)) => Some(b.saturating_sub(c)),
             _ => None,
         };
         GangReport {
@@ -338,6 +377,7 @@ impl Gang {
             min_count: self.min_count,
             outcome: self.outcome(at),
             quorum_to_bound,
+            created_to_bound,
             expect: self.expect,
             condition: self.condition.clone(),
         }
@@ -404,6 +444,18 @@ mod tests {
         let r = &t.summary(secs(4.0)).gangs[0];
         assert_eq!(r.outcome, Outcome::Bound);
         assert_eq!(r.quorum_to_bound, Some(secs(1.25)));
+        assert_eq!(r.created_to_bound, Some(secs(0.25)));
+        let times = t.pod_times();
+        assert_eq!(times.len(), 5);
+        assert_eq!(
+            times[2],
+            PodTimes {
+                created: Some(secs(3.0)),
+                bound: Some(secs(3.25)),
+                in_gang: true
+            }
+        );
+        assert!(!times[4].in_gang);
         assert_eq!((r.created, r.bound, r.members), (3, 3, 3));
     }
 

@@ -1,0 +1,216 @@
+//! What a process cost during a run: peak resident memory and CPU seconds,
+//! read from `/proc/<pid>` when the process is on this machine, or from the
+//! process's Prometheus `/metrics` otherwise (RSS sampled, so the peak is a
+//! lower bound there). The scheduler's `/metrics` also gives its scheduling
+//! attempts.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde::Serialize;
+
+/// Linux reports CPU time in clock ticks of 1/100 s (USER_HZ) on every
+/// architecture Muster builds for.
+const TICKS_PER_SECOND: f64 = 100.0;
+/// How long a scrape may take.
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One reading of a process.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Reading {
+    /// Peak RSS so far (`VmHWM`) from /proc, or current RSS from /metrics.
+    pub rss_bytes: u64,
+    pub cpu_seconds: f64,
+    /// `scheduler_schedule_attempts_total`, summed over results (metrics only).
+    pub attempts: Option<f64>,
+}
+
+/// Where readings come from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    Proc(u32),
+    Metrics(hyper::Uri),
+}
+
+/// What a process cost between two readings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Usage {
+    pub peak_rss_bytes: u64,
+    pub cpu_seconds: f64,
+    /// `proc` or `metrics`.
+    pub source: &'static str,
+}
+
+impl Source {
+    /// `--scheduler-metrics` value: an http URL.
+    pub fn metrics(url: &str) -> Result<Source> {
+        let uri: hyper::Uri = url
+            .parse()
+            .with_context(|| format!("--scheduler-metrics {url:?} is not a URL"))?;
+        if uri.scheme_str() != Some("http") {
+            bail!("--scheduler-metrics {url:?}: only http:// URLs are supported");
+        }
+        Ok(Source::Metrics(uri))
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Source::Proc(_) => "proc",
+            Source::Metrics(_) => "metrics",
+        }
+    }
+
+    pub async fn read(&self) -> Result<Reading> {
+        match self {
+            Source::Proc(pid) => read_proc(*pid),
+            Source::Metrics(uri) => Ok(parse_metrics(&scrape(uri).await?)),
+        }
+    }
+}
+
+/// Usage between `first` and the highest of `samples` (taken after it).
+pub fn usage(source: &Source, first: Reading, samples: &[Reading]) -> Usage {
+    let last = samples.last().copied().unwrap_or(first);
+    Usage {
+        peak_rss_bytes: samples
+            .iter()
+            .map(|r| r.rss_bytes)
+            .chain([first.rss_bytes])
+            .max()
+            .unwrap_or(0),
+        cpu_seconds: (last.cpu_seconds - first.cpu_seconds).max(0.0),
+        source: source.name(),
+    }
+}
+
+/// Peak RSS (`VmHWM`) and user+system CPU of a local process.
+pub fn read_proc(pid: u32) -> Result<Reading> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status (is process {pid} running?)"))?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    Ok(Reading {
+        rss_bytes: vm_hwm_bytes(&status)
+            .with_context(|| format!("/proc/{pid}/status has no VmHWM line"))?,
+        cpu_seconds: cpu_seconds(&stat)
+            .with_context(|| format!("/proc/{pid}/stat is not in the expected format"))?,
+        attempts: None,
+    })
+}
+
+fn vm_hwm_bytes(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// utime + stime from `/proc/<pid>/stat` (fields 14 and 15; the command
+/// name in field 2 may contain spaces, so count from its closing paren).
+fn cpu_seconds(stat: &str) -> Option<f64> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // after_name starts at field 3 (state).
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / TICKS_PER_SECOND)
+}
+
+async fn scrape(uri: &hyper::Uri) -> Result<String> {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let fetch = async {
+        let response = client
+            .get(uri.clone())
+            .await
+            .with_context(|| format!("scraping {uri}"))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .with_context(|| format!("reading {uri}"))?
+            .to_bytes();
+        if !status.is_success() {
+            bail!("scraping {uri}: HTTP {status}");
+        }
+        String::from_utf8(body.to_vec()).with_context(|| format!("{uri} is not UTF-8 text"))
+    };
+    tokio::time::timeout(SCRAPE_TIMEOUT, fetch)
+        .await
+        .with_context(|| format!("scraping {uri}: no answer within 5s"))?
+}
+
+/// The process and scheduling figures in a Prometheus text exposition (a
+/// counter with no series yet counts as 0).
+pub fn parse_metrics(text: &str) -> Reading {
+    let mut reading = Reading {
+        attempts: Some(0.0),
+        ..Reading::default()
+    };
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(value) = value.parse::<f64>() else {
+            continue;
+        };
+        let name = series.split('{').next().unwrap_or(series);
+        match name {
+            "process_resident_memory_bytes" => reading.rss_bytes = value as u64,
+            "process_cpu_seconds_total" => reading.cpu_seconds = value,
+            "scheduler_schedule_attempts_total" => {
+                *reading.attempts.get_or_insert(0.0) += value;
+            }
+            _ => {}
+        }
+    }
+    reading
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_this_process_from_proc() {
+        let r = read_proc(std::process::id()).unwrap();
+        assert!(r.rss_bytes > 1 << 20, "{r:?}");
+        assert!(r.cpu_seconds >= 0.0);
+        let e = read_proc(u32::MAX).unwrap_err();
+        assert!(format!("{e:#}").contains("is process 4294967295 running?"), "{e:#}");
+    }
+
+    #[test]
+    fn stat_fields_count_from_the_command_name() {
+        let stat = "42 (a b) c) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 1 2 3";
+        assert_eq!(cpu_seconds(stat), Some(3.0));
+    }
+
+    #[test]
+    fn parses_the_exposition() {
+        let text = "# HELP x\nprocess_resident_memory_bytes 1.5e8\nprocess_cpu_seconds_total 12.5\n\
+            scheduler_schedule_attempts_total{profile=\"all\",result=\"scheduled\"} 90\n\
+            scheduler_schedule_attempts_total{profile=\"all\",result=\"unschedulable\"} 10\nbogus\n";
+        let r = parse_metrics(text);
+        assert_eq!(r.rss_bytes, 150_000_000);
+        assert_eq!(r.cpu_seconds, 12.5);
+        assert_eq!(r.attempts, Some(100.0));
+        assert_eq!(parse_metrics("").attempts, Some(0.0));
+    }
+
+    #[test]
+    fn usage_takes_the_peak_and_the_cpu_difference() {
+        let at = |rss, cpu| Reading {
+            rss_bytes: rss,
+            cpu_seconds: cpu,
+            attempts: None,
+        };
+        let u = usage(&Source::Proc(1), at(10, 1.0), &[at(30, 2.0), at(20, 4.5)]);
+        assert_eq!((u.peak_rss_bytes, u.cpu_seconds, u.source), (30, 3.5, "proc"));
+        assert!(Source::metrics("https://x/metrics").is_err());
+        assert!(Source::metrics("http://127.0.0.1:1/metrics").is_ok());
+    }
+}
