@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools
 export MUSTER_KUBECTL ?= $(TOOLS)/kubectl
 export MUSTER_HELM ?= $(TOOLS)/helm
 
-.PHONY: all build run test tools fmt lint unit bench sim-scale image clean
+.PHONY: all build run test tools fmt lint unit bench bench-load sim-scale image clean
 
 all: build
 
@@ -36,9 +36,17 @@ unit:
 ## Everything CI checks: formatting, lints, unit, property and end-to-end tests.
 test: tools lint unit
 
-## Criterion benchmarks of the scheduling hot paths.
+## Criterion benchmarks of the scheduling hot paths, then the end-to-end
+## load benchmark; prints the headline figures (docs/performance.md).
 bench:
-	$(CARGO) bench
+	$(CARGO) bench --bench placement --bench gang --bench queue
+	$(MAKE) bench-load
+
+## The 5,000-node scenarios against `muster cluster` with `muster run` as a
+## separate process, each beside a null-scheduler ceiling run; reports in
+## target/load-reports/. LOAD_SCENARIOS=a,b picks scenarios from config/scenarios/.
+bench-load:
+	$(CARGO) bench --bench load
 
 ## Scale check of the simulated cluster: 5,000 nodes, 50,000 pods bound with
 ## a no-op client; prints bindings/s, server peak memory and watcher list time.

@@ -130,7 +130,9 @@ async fn the_report_matches_the_cluster_and_compares_with_the_ceiling() {
     let env = cluster(Vec::new()).await;
     let d = daemon(&env, test_config("")).await;
     let kubeconfig = dir.path().join("kubeconfig");
-    env.cluster.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    env.cluster
+        .write_kubeconfig(&kubeconfig)
+        .expect("kubeconfig");
     let metrics = format!("http://{}/metrics", d.http_addr);
     let pid = std::process::id().to_string();
     let report_dir = dir.path().join("report");
@@ -153,7 +155,10 @@ async fn the_report_matches_the_cluster_and_compares_with_the_ceiling() {
     .await;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    assert!(stdout.contains("load-small (scheduler): 50/52 pods bound"), "{stdout}");
+    assert!(
+        stdout.contains("load-small (scheduler): 50/52 pods bound"),
+        "{stdout}"
+    );
     let report = read_report(&report_dir);
     check_against_cluster(&report, &scenario_pods(&env, "load-small").await);
     assert_eq!(report["pods_planned"], 52);
@@ -164,16 +169,32 @@ async fn the_report_matches_the_cluster_and_compares_with_the_ceiling() {
         .as_array()
         .and_then(|g| g.iter().find(|g| g["name"] == "huge-0"))
         .expect("the unfit gang is reported");
-    assert_eq!((huge["bound"].as_u64(), huge["outcome"].as_str()), (Some(0), Some("timedOut")));
+    assert_eq!(
+        (huge["bound"].as_u64(), huge["outcome"].as_str()),
+        (Some(0), Some("timedOut"))
+    );
     for key in ["average", "p50", "p90", "p99"] {
-        assert!(report["throughput_pods_per_sec"][key].as_f64() > Some(0.0), "{key}");
+        assert!(
+            report["throughput_pods_per_sec"][key].as_f64() > Some(0.0),
+            "{key}"
+        );
     }
     for key in ["p50", "p90", "p99"] {
-        assert!(report["latency_seconds"][key].as_f64() >= Some(0.0), "{key}");
+        assert!(
+            report["latency_seconds"][key].as_f64() >= Some(0.0),
+            "{key}"
+        );
     }
     assert!(report["ceiling_ratio"].as_f64() > Some(0.0));
-    assert_eq!(report["ceiling"]["average"], ceiling["throughput_pods_per_sec"]["average"]);
-    assert!(report["attempts_per_pod"].as_f64() >= Some(1.0), "{}", report["attempts_per_pod"]);
+    assert_eq!(
+        report["ceiling"]["average"],
+        ceiling["throughput_pods_per_sec"]["average"]
+    );
+    assert!(
+        report["attempts_per_pod"].as_f64() >= Some(1.0),
+        "{}",
+        report["attempts_per_pod"]
+    );
     assert_eq!(report["scheduler"]["source"], "proc");
     assert!(report["scheduler"]["peak_rss_bytes"].as_u64() > Some(0));
     let md = std::fs::read_to_string(report_dir.join("report.md")).expect("report.md");
@@ -199,7 +220,10 @@ async fn bad_input_fails_with_a_precise_message() {
     let out = muster_load(&["--scenario", &scenario.display().to_string()]).await;
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    assert!(err.contains("workloads[0].gang.minCuont: unknown field `minCuont`"), "{err}");
+    assert!(
+        err.contains("workloads[0].gang.minCuont: unknown field `minCuont`"),
+        "{err}"
+    );
 
     // A server that is not there: named, not a hang or a panic.
     let kubeconfig = dir.path().join("kubeconfig");
@@ -232,5 +256,9 @@ async fn bad_input_fails_with_a_precise_message() {
     ])
     .await;
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("not a load report"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("not a load report"),
+        "{}",
+        text(&out.stderr)
+    );
 }

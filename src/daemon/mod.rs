@@ -2,6 +2,7 @@
 //! informers, the scheduling loop, the API writer, leader election and the
 //! HTTP endpoints together, and takes them down in order on shutdown.
 
+mod deferred;
 mod scheduler_loop;
 mod translate;
 
@@ -26,10 +27,13 @@ use crate::kube::leader::LeaderElector;
 use crate::kube::writer::{Writer, WriterConfig};
 use crate::metrics::Metrics;
 use crate::server::{self, Health, ServerState};
+use deferred::Deferred;
 use scheduler_loop::SchedulerLoop;
 
 /// How long shutdown waits for in-flight API writes.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// Default [`DaemonOptions::status_grace`].
+pub const STATUS_GRACE: Duration = Duration::from_secs(1);
 
 /// `muster run` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -61,6 +65,9 @@ pub struct DaemonOptions {
     /// How often a group-definition API that is not installed is looked for
     /// again (30 s; tests shorten it).
     pub absent_api_recheck: Duration,
+    /// How long a pod's waiting messages (conditions, events) are held back
+    /// in case it is bound meanwhile (`deferred.rs`; zero writes at once).
+    pub status_grace: Duration,
 }
 
 impl DaemonOptions {
@@ -78,6 +85,7 @@ impl DaemonOptions {
             identity: default_identity(),
             writer,
             absent_api_recheck: informers::ABSENT_API_RECHECK,
+            status_grace: STATUS_GRACE,
         }
     }
 }
@@ -235,6 +243,7 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
         shutdown: shutdown_rx,
         served,
         gang_disabled,
+        deferred: Deferred::new(opts.status_grace),
     };
     let health_for_task = health.clone();
     let shutdown_for_task = shutdown_tx.clone();

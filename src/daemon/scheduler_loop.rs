@@ -12,6 +12,7 @@ use anyhow::{Result, bail};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
+use super::deferred::Deferred;
 use super::translate::Directory;
 use crate::dialects::{KueueGroups, Synthesized};
 use crate::engine::{ClusterEvent, Engine, Sample, Stats};
@@ -43,6 +44,8 @@ pub struct SchedulerLoop {
     pub served: HashSet<String>,
     /// Profiles whose GangScheduling plugin is disabled: their pods are ordinary pods.
     pub gang_disabled: HashSet<String>,
+    /// Transient pod status writes waiting out their grace.
+    pub deferred: Deferred,
 }
 
 /// Per-loop bookkeeping that is not scheduling state.
@@ -77,6 +80,9 @@ impl SchedulerLoop {
             let deadline = self
                 .engine
                 .next_deadline()
+                .into_iter()
+                .chain(self.deferred.next_due())
+                .min()
                 .map(tokio::time::Instant::from_std);
             let sleep = async {
                 match deadline {
@@ -312,6 +318,7 @@ impl SchedulerLoop {
             return;
         }
         let now = Instant::now();
+        let due = self.deferred.take_due(now);
         for action in actions {
             if let crate::engine::Action::Bind { pod, .. } = &action {
                 // Attempts are counted per pop, so this includes the successful one.
@@ -335,12 +342,21 @@ impl SchedulerLoop {
             let pod_uid = |key: &PodKey| cache.pod(key).map(|p| p.info.uid.clone());
             match st.directory.to_write(action, &pod_uid) {
                 Some(w) => {
-                    if !self.writer.submit(w) {
-                        warn!("API writer has stopped; dropping write");
+                    if let Some(w) = self.deferred.offer(w, now) {
+                        self.submit(w);
                     }
                 }
                 None => debug!("action has no API form for this dialect"),
             }
+        }
+        for w in due {
+            self.submit(w);
+        }
+    }
+
+    fn submit(&self, w: Write) {
+        if !self.writer.submit(w) {
+            warn!("API writer has stopped; dropping write");
         }
     }
 

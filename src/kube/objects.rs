@@ -91,7 +91,33 @@ macro_rules! core_v1_resource {
     };
 }
 
+/// A pod as a client sees it that only asks where it runs (the watches of
+/// `muster load`): metadata and `spec.nodeName`, nothing else decoded.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default)]
+pub struct PodPlacement {
+    pub metadata: ObjectMeta,
+    pub spec: PlacementSpec,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PlacementSpec {
+    pub node_name: Option<String>,
+}
+
+impl PodPlacement {
+    /// Bound to a node.
+    pub fn is_bound(&self) -> bool {
+        self.spec
+            .node_name
+            .as_deref()
+            .is_some_and(|n| !n.is_empty())
+    }
+}
+
 core_v1_resource!(LeanPod, "Pod", "pods", NamespaceResourceScope);
+core_v1_resource!(PodPlacement, "Pod", "pods", NamespaceResourceScope);
 core_v1_resource!(LeanNode, "Node", "nodes", ClusterResourceScope);
 
 #[cfg(test)]

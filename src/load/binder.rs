@@ -11,13 +11,15 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams, PostParams};
+use kube::core::Request;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
+use crate::kube::objects::PodPlacement;
 use crate::scenario::manifests::SCENARIO_LABEL;
 
 /// `spec.schedulerName` of the pods the null scheduler binds; no real
@@ -58,7 +60,11 @@ pub async fn start(
             .list(&ListParams::default())
             .await
             .context("listing nodes for the null scheduler")?;
-        nodes = listed.items.into_iter().filter_map(|n| n.metadata.name).collect();
+        nodes = listed
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect();
         nodes.sort();
     }
     if nodes.is_empty() {
@@ -66,7 +72,8 @@ pub async fn start(
     }
     let (tx, rx) = mpsc::unbounded_channel();
     let config = watcher::Config::default().labels(&format!("{SCENARIO_LABEL}={name}"));
-    let stream = watcher::watcher(Api::<Pod>::all(client.clone()), config).default_backoff();
+    let stream =
+        watcher::watcher(Api::<PodPlacement>::all(client.clone()), config).default_backoff();
     let failed = Arc::new(AtomicU64::new(0));
     let watch = tokio::spawn(forward_unbound(stream, tx));
     let bind = tokio::spawn(bind_all(
@@ -85,7 +92,7 @@ pub async fn start(
 /// Sends each unbound pod once.
 async fn forward_unbound<S>(stream: S, tx: mpsc::UnboundedSender<(String, String)>)
 where
-    S: futures::Stream<Item = Result<watcher::Event<Pod>, watcher::Error>>,
+    S: futures::Stream<Item = Result<watcher::Event<PodPlacement>, watcher::Error>>,
 {
     let mut stream = std::pin::pin!(stream);
     let mut sent = HashSet::new();
@@ -98,11 +105,7 @@ where
                 continue;
             }
         };
-        let bound = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty());
+        let bound = pod.is_bound();
         let key = (
             pod.metadata.namespace.unwrap_or_default(),
             pod.metadata.name.unwrap_or_default(),
@@ -125,8 +128,8 @@ async fn bind_all(
         .map(|(namespace, name)| {
             let node = nodes[next % nodes.len()].clone();
             next += 1;
-            let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-            async move { (bind(&pods, &name, &node).await, namespace, name) }
+            let client = client.clone();
+            async move { (bind(&client, &namespace, &name, &node).await, namespace, name) }
         })
         .buffer_unordered(concurrency)
         .for_each(|(result, namespace, name)| {
@@ -139,30 +142,30 @@ async fn bind_all(
         .await;
 }
 
-/// Binds with a few retries; a 409 means it is bound already.
-async fn bind(pods: &Api<Pod>, name: &str, node: &str) -> Result<(), kube::Error> {
-    let binding = Binding {
-        metadata: ObjectMeta {
-            name: Some(name.to_string()),
-            ..ObjectMeta::default()
-        },
-        target: ObjectReference {
-            kind: Some("Node".into()),
-            name: Some(node.to_string()),
-            ..ObjectReference::default()
-        },
-    };
+/// Binds with a few retries; a 409 means it is bound already. The answer
+/// is not decoded (see `simulate::apply`).
+async fn bind(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    node: &str,
+) -> Result<(), kube::Error> {
+    let body = serde_json::json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name, "namespace": namespace},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    });
     let mut attempt = 1;
     loop {
-        let result = pods
-            .create_subresource::<_, serde_json::Value>(
+        let request = Request::new(format!("/api/v1/namespaces/{namespace}/pods"))
+            .create_subresource(
                 "binding",
                 name,
                 &PostParams::default(),
-                &binding,
+                body.to_string().into_bytes(),
             )
-            .await;
-        match result {
+            .map_err(kube::Error::BuildRequest)?;
+        match client.request_text(request).await {
             Ok(_) => return Ok(()),
             Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
             Err(e) if attempt >= ATTEMPTS => return Err(e),

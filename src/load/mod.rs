@@ -131,11 +131,7 @@ pub async fn run(args: LoadArgs) -> Result<()> {
         _ => None,
     };
     report.ceiling = ceiling;
-    write_report(
-        &args.report_dir,
-        &report,
-        &stats::latencies(&finished.pods),
-    )?;
+    write_report(&args.report_dir, &report, &stats::latencies(&finished.pods))?;
     print!("{}", report::headline(&report));
     println!("report: {}", args.report_dir.join("report.md").display());
     if !report.failures.is_empty() {
@@ -203,8 +199,7 @@ pub fn build_report(
         pods_planned: summary.totals.pods_planned,
         pods_created: summary.totals.pods_created,
         pods_bound: summary.totals.pods_bound,
-        measured_seconds: stats::measured_span(pods)
-            .map_or(0.0, |(a, b)| (b - a).as_secs_f64()),
+        measured_seconds: stats::measured_span(pods).map_or(0.0, |(a, b)| (b - a).as_secs_f64()),
         elapsed_seconds: summary.elapsed.as_secs_f64(),
         throughput_pods_per_sec: stats::throughput(pods),
         latency_seconds: stats::percentiles(&latencies),
@@ -297,7 +292,12 @@ impl Probes {
             None => None,
         };
         let attempts = match &self.metrics {
-            Some(s) => s.read().await.context("reading the scheduler's metrics")?.attempts,
+            Some(s) => {
+                s.read()
+                    .await
+                    .context("reading the scheduler's metrics")?
+                    .attempts
+            }
             None => None,
         };
         Ok(Snapshot {
@@ -309,12 +309,7 @@ impl Probes {
 
     /// Samples the scheduler's /metrics RSS every second until told to
     /// stop (/proc needs no sampling: VmHWM is the peak).
-    fn sample_until_stopped(
-        &self,
-    ) -> (
-        watch::Sender<bool>,
-        tokio::task::JoinHandle<Vec<Reading>>,
-    ) {
+    fn sample_until_stopped(&self) -> (watch::Sender<bool>, tokio::task::JoinHandle<Vec<Reading>>) {
         let (tx, mut rx) = watch::channel(false);
         let source = self
             .usage

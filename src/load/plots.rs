@@ -10,7 +10,12 @@ const SIZE: (u32, u32) = (900, 500);
 /// Pods created and bound against seconds since the run started.
 pub fn pods_over_time(series: &[(f64, usize, usize)], title: &str) -> Result<String> {
     let x_max = series.last().map_or(1.0, |p| p.0).max(1.0);
-    let y_max = series.iter().map(|p| p.1.max(p.2)).max().unwrap_or(0).max(1) as f64;
+    let y_max = series
+        .iter()
+        .map(|p| p.1.max(p.2))
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
     let created: Vec<(f64, f64)> = series.iter().map(|p| (p.0, p.1 as f64)).collect();
     let bound: Vec<(f64, f64)> = series.iter().map(|p| (p.0, p.2 as f64)).collect();
     draw(
@@ -33,7 +38,7 @@ pub fn cdf(title: &str, x_desc: &str, samples: &[(&str, &[f64])]) -> Result<Stri
         .flat_map(|(_, c)| c.last().map(|p| p.0))
         .fold(0.0f64, f64::max);
     let colors = [RED, BLUE, GREEN];
-    let lines: Vec<(&str, &[(f64, f64)], RGBColor)> = curves
+    let lines: Vec<Line<'_>> = curves
         .iter()
         .zip(colors)
         .map(|((name, c), color)| (*name, c.as_slice(), color))
@@ -82,7 +87,10 @@ fn draw(title: &str, desc: (&str, &str), max: (f64, f64), lines: &[Line<'_>]) ->
         for (name, points, color) in lines {
             let color = *color;
             chart
-                .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
+                .draw_series(LineSeries::new(
+                    points.iter().copied(),
+                    color.stroke_width(2),
+                ))
                 .map_err(plot_error)?
                 .label(*name)
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
@@ -112,7 +120,12 @@ mod tests {
         let svg = pods_over_time(&[(0.0, 0, 0), (1.0, 10, 4), (2.0, 10, 10)], "demo").unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..40]);
         assert!(svg.contains("bound") && svg.contains("created") && svg.contains("demo"));
-        let svg = cdf("latency", "seconds", &[("pods", &[0.1, 0.2, 0.4]), ("gangs", &[])]).unwrap();
+        let svg = cdf(
+            "latency",
+            "seconds",
+            &[("pods", &[0.1, 0.2, 0.4]), ("gangs", &[])],
+        )
+        .unwrap();
         assert!(svg.contains("pods") && !svg.contains(">gangs<"));
         assert!(pods_over_time(&[], "empty").is_ok());
     }
@@ -120,6 +133,9 @@ mod tests {
     #[test]
     fn cdf_steps_to_one() {
         let p = cdf_points(&[2.0, 1.0]);
-        assert_eq!(p, vec![(0.0, 0.0), (1.0, 0.0), (1.0, 0.5), (2.0, 0.5), (2.0, 1.0)]);
+        assert_eq!(
+            p,
+            vec![(0.0, 0.0), (1.0, 0.0), (1.0, 0.5), (2.0, 0.5), (2.0, 1.0)]
+        );
     }
 }

@@ -180,7 +180,10 @@ mod tests {
         assert!(r.rss_bytes > 1 << 20, "{r:?}");
         assert!(r.cpu_seconds >= 0.0);
         let e = read_proc(u32::MAX).unwrap_err();
-        assert!(format!("{e:#}").contains("is process 4294967295 running?"), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("is process 4294967295 running?"),
+            "{e:#}"
+        );
     }
 
     #[test]
@@ -209,7 +212,10 @@ mod tests {
             attempts: None,
         };
         let u = usage(&Source::Proc(1), at(10, 1.0), &[at(30, 2.0), at(20, 4.5)]);
-        assert_eq!((u.peak_rss_bytes, u.cpu_seconds, u.source), (30, 3.5, "proc"));
+        assert_eq!(
+            (u.peak_rss_bytes, u.cpu_seconds, u.source),
+            (30, 3.5, "proc")
+        );
         assert!(Source::metrics("https://x/metrics").is_err());
         assert!(Source::metrics("http://127.0.0.1:1/metrics").is_ok());
     }

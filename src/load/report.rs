@@ -290,7 +290,10 @@ pub fn markdown(r: &LoadReport) -> String {
             .unwrap_or_default()
     );
     out.push_str("| process | peak RSS, MiB | CPU s | source |\n|---|---|---|---|\n");
-    for (name, usage) in [("scheduler", &r.scheduler), ("load generator", &r.load_generator)] {
+    for (name, usage) in [
+        ("scheduler", &r.scheduler),
+        ("load generator", &r.load_generator),
+    ] {
         if let Some(u) = usage {
             let _ = writeln!(
                 out,
@@ -313,7 +316,11 @@ pub fn markdown(r: &LoadReport) -> String {
             );
         }
         if unfinished.len() > 50 {
-            let _ = writeln!(out, "\n… and {} more (report.json has all).", unfinished.len() - 50);
+            let _ = writeln!(
+                out,
+                "\n… and {} more (report.json has all).",
+                unfinished.len() - 50
+            );
         }
         out.push('\n');
     }
@@ -345,11 +352,19 @@ mod tests {
         let ok = r#"{"mode":"bind-directly","throughput_pods_per_sec":{"average":4000.0,"p50":4100.0,"p90":4500.0,"p99":4600.0,"max":4700.0,"windows":[]}}"#;
         let c = Ceiling::from_report(ok, "c.json").unwrap();
         assert_eq!((c.average, c.p99), (4000.0, 4600.0));
-        let e = Ceiling::from_report(&ok.replace("bind-directly", "scheduler"), "c.json").unwrap_err();
+        let e =
+            Ceiling::from_report(&ok.replace("bind-directly", "scheduler"), "c.json").unwrap_err();
         assert!(e.contains("mode is \"scheduler\""), "{e}");
-        let e = Ceiling::from_report(r#"{"mode":"bind-directly","throughput_pods_per_sec":null}"#, "c.json")
-            .unwrap_err();
+        let e = Ceiling::from_report(
+            r#"{"mode":"bind-directly","throughput_pods_per_sec":null}"#,
+            "c.json",
+        )
+        .unwrap_err();
         assert!(e.contains("bound no pods"), "{e}");
-        assert!(Ceiling::from_report("{", "c.json").unwrap_err().starts_with("c.json: not a load report"));
+        assert!(
+            Ceiling::from_report("{", "c.json")
+                .unwrap_err()
+                .starts_with("c.json: not a load report")
+        );
     }
 }

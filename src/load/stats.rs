@@ -146,7 +146,10 @@ mod tests {
     fn percentiles_use_nearest_rank() {
         let v: Vec<f64> = (1..=100).map(f64::from).collect();
         let p = percentiles(&v).unwrap();
-        assert_eq!((p.p50, p.p90, p.p99, p.max, p.count), (50.0, 90.0, 99.0, 100.0, 100));
+        assert_eq!(
+            (p.p50, p.p90, p.p99, p.max, p.count),
+            (50.0, 90.0, 99.0, 100.0, 100)
+        );
         let one = percentiles(&[3.0]).unwrap();
         assert_eq!((one.p50, one.p99), (3.0, 3.0));
         assert!(percentiles(&[]).is_none());

@@ -296,10 +296,18 @@ fn required_topology_is_written_where_the_dialect_has_it() {
         g.group.as_ref().unwrap().object["spec"]["schedulingConstraints"]["topology"][0]["key"],
         "topology.kubernetes.io/rack"
     );
-    let e = err("name: t\ndialect: volcano\nworkloads:\n  - gang: {namePrefix: g, size: 2, requiredTopology: rack}\n");
+    let e = err(
+        "name: t\ndialect: volcano\nworkloads:\n  - gang: {namePrefix: g, size: 2, requiredTopology: rack}\n",
+    );
     assert_eq!(e.path, "workloads[0].gang.requiredTopology");
-    assert!(e.message.contains("volcano dialect has no required topology"), "{e}");
-    let e = err("name: t\nworkloads:\n  - gang: {namePrefix: g, size: 2, minCount: 1, dialect: kueue}\n");
+    assert!(
+        e.message
+            .contains("volcano dialect has no required topology"),
+        "{e}"
+    );
+    let e = err(
+        "name: t\nworkloads:\n  - gang: {namePrefix: g, size: 2, minCount: 1, dialect: kueue}\n",
+    );
     assert_eq!(e.path, "workloads[0].gang.minCount");
     let e = err("name: t\ndialect: slurm\n");
     assert_eq!(e.path, "dialect");

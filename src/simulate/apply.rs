@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use futures::{StreamExt, TryStreamExt, stream};
-use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::Resource;
+use kube::api::{DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind, Request};
 use tokio::sync::Mutex;
 use tokio::time::{Interval, MissedTickBehavior};
 
@@ -96,20 +97,22 @@ enum IfExists {
     Fail,
 }
 
+/// POSTs the manifest's JSON as is and reads only the status of the answer:
+/// a load generator must not spend its CPU decoding what it just sent.
 async fn create(client: &kube::Client, m: &Manifest, if_exists: IfExists) -> Result<()> {
     let (group, version, kind, plural) = m.kind.gvk();
     let resource =
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-    let api: Api<DynamicObject> = match &m.namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
     let what = || match &m.namespace {
         Some(ns) => format!("creating {kind} {ns}/{}", m.name),
         None => format!("creating {kind} {}", m.name),
     };
-    let object: DynamicObject = serde_json::from_value(m.object.clone()).with_context(what)?;
-    match api.create(&PostParams::default(), &object).await {
+    let url = DynamicObject::url_path(&resource, m.namespace.as_deref());
+    let body = serde_json::to_vec(&m.object).with_context(what)?;
+    let request = Request::new(url)
+        .create(&PostParams::default(), body)
+        .with_context(what)?;
+    match client.request_text(request).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 && if_exists == IfExists::Keep => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => Err(anyhow::anyhow!(

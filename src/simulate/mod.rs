@@ -90,7 +90,9 @@ impl Simulation {
             concurrency: 1,
             progress: &mut Lines::new(progress),
         };
-        Ok(drive(&self.cluster.client()?, scenario, opts).await?.summary)
+        Ok(drive(&self.cluster.client()?, scenario, opts)
+            .await?
+            .summary)
     }
 
     /// Stops the daemon, then the cluster.

@@ -4,7 +4,6 @@
 //! objects knowing it will see every one of them appear.
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -14,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use super::tracker::{GroupCondition, Observation};
 use crate::daemon::POD_GROUP_CONDITION;
+use crate::kube::objects::PodPlacement;
 use crate::scenario::Kind;
 use crate::scenario::manifests::SCENARIO_LABEL;
 
@@ -54,7 +54,7 @@ pub fn spawn(
     tx: mpsc::UnboundedSender<Watched>,
 ) -> Watchers {
     let config = watcher::Config::default().labels(&format!("{SCENARIO_LABEL}={name}"));
-    let pods: Api<Pod> = Api::all(client.clone());
+    let pods: Api<PodPlacement> = Api::all(client.clone());
     let pod_stream = watcher::watcher(pods, config.clone()).default_backoff();
     let mut tasks = vec![tokio::spawn(forward(
         pod_stream,
@@ -107,21 +107,16 @@ async fn forward<K, S>(
     }
 }
 
-fn pod_observation(pod: &Pod, deleted: bool) -> Observation {
+fn pod_observation(pod: &PodPlacement, deleted: bool) -> Observation {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
     if deleted {
         return Observation::PodGone { namespace, name };
     }
-    let bound = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .is_some_and(|n| !n.is_empty());
     Observation::Pod {
         namespace,
         name,
-        bound,
+        bound: pod.is_bound(),
     }
 }
 
