@@ -432,3 +432,113 @@ fn plain_pod_blocked_by_a_waiting_gang_runs_when_the_gang_times_out() {
     assert_eq!(h.node_of(&key("web")).as_deref(), Some("n0"));
     assert_eq!(h.binds[0].at, Duration::from_secs(60));
 }
+
+// ---- required topology -------------------------------------------------------
+
+const RACK: &str = "topology.kubernetes.io/rack";
+
+/// Adds `n` nodes of `cpu` millicores in rack `rack`, named `<rack>-<i>`.
+fn rack(h: &mut Harness, rack: &str, n: usize, cpu: i64) {
+    for i in 0..n {
+        let mut nd = node(&format!("{rack}-{i}"), cpu, 64);
+        nd.labels.insert(RACK.into(), rack.into());
+        h.add_node(nd);
+    }
+}
+
+/// A gang like `add_gang` whose definition requires one rack.
+fn add_rack_gang(h: &mut Harness, name: &str, min: u32, n: usize, cpu: i64) -> GroupKey {
+    let g = add_gang(h, name, min, n, cpu, 100);
+    let mut def = gang_def(name, min, 100);
+    def.required_topology = Some(RACK.into());
+    h.put_def(def);
+    g
+}
+
+/// The racks the group's bound members are on.
+fn racks_of(h: &Harness, g: &GroupKey) -> Vec<String> {
+    let mut racks: Vec<String> = h
+        .pods()
+        .filter(|p| p.group.key() == Some(g))
+        .filter_map(|p| h.node_of(&p.key))
+        .map(|n| n.split('-').next().unwrap_or_default().to_string())
+        .collect();
+    racks.sort();
+    racks.dedup();
+    racks
+}
+
+#[test]
+fn required_topology_keeps_the_gang_in_one_rack() {
+    let mut h = Harness::new();
+    // Four members fit across the racks in many ways; only rack b holds all of them.
+    rack(&mut h, "a", 3, 4000);
+    rack(&mut h, "b", 5, 4000);
+    rack(&mut h, "c", 8, 4000);
+    h.add_node(node("unlabelled", 64_000, 64));
+    let g = add_rack_gang(&mut h, "train", 4, 4, 3000);
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 4);
+    // b is the tightest rack that holds the gang (c would too, with room to spare).
+    assert_eq!(racks_of(&h, &g), vec!["b"]);
+}
+
+#[test]
+fn required_topology_with_no_rack_big_enough_binds_nothing() {
+    let mut h = Harness::new();
+    rack(&mut h, "a", 2, 4000);
+    rack(&mut h, "b", 3, 4000);
+    h.add_node(node("unlabelled", 64_000, 64));
+    let g = add_rack_gang(&mut h, "train", 4, 4, 3000);
+    h.advance(Duration::from_secs(120));
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 0);
+    assert!(
+        h.engine
+            .cache()
+            .nodes()
+            .iter()
+            .all(|n| n.requested.milli_cpu == 0)
+    );
+    let msg = "requires all members within one value of node label topology.kubernetes.io/rack, \
+               but no domain has room for its 4 remaining member(s)";
+    assert!(h.events_with("FailedScheduling", msg) > 0);
+    let statuses = h.actions_where(|a| {
+        matches!(a, Action::GroupStatus { initially_scheduled: false, message, .. } if message.contains(msg))
+    });
+    assert!(!statuses.is_empty(), "the group status says why");
+}
+
+#[test]
+fn a_rack_that_fails_late_is_released_and_another_is_tried() {
+    use muster::model::{Taint, TaintEffect};
+    let mut h = Harness::new();
+    // Rack a counts room for 4 but one of its nodes is tainted: the fourth
+    // member does not fit there. Rack b (5 nodes) holds the gang.
+    rack(&mut h, "a", 4, 4000);
+    rack(&mut h, "b", 5, 4000);
+    let mut tainted = node("a-3", 4000, 64);
+    tainted.labels.insert(RACK.into(), "a".into());
+    tainted.taints.push(Taint {
+        key: "maintenance".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    });
+    h.add_node(tainted);
+    let g = add_rack_gang(&mut h, "train", 4, 4, 3000);
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 0, "no partial gang in rack a");
+    assert_eq!(h.engine.stats(h.now()).gang_early_releases, 1);
+    assert!(
+        h.events_with(
+            "FailedScheduling",
+            "node(s) outside topology.kubernetes.io/rack=a"
+        ) > 0
+    );
+    h.advance(Duration::from_secs(30));
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 4);
+    assert_eq!(racks_of(&h, &g), vec!["b"]);
+}

@@ -539,3 +539,94 @@ async fn malformed_references_and_definitions_are_reported_on_the_pod() {
     assert!(names_bound(&list_pods(&env, "default").await, "").is_empty());
     daemon.shutdown().await.expect("clean shutdown");
 }
+
+// ---- required topology ----------------------------------------------------------
+
+const RACK: &str = "topology.kubernetes.io/rack";
+
+/// `n` nodes of `cpu` cores named `<prefix>-<i>`, forming one rack of their
+/// own (each template starts a new rack).
+fn one_rack(prefix: &str, n: usize, cpu: &str) -> muster::sim::templates::NodeTemplate {
+    let mut t = nodes(n, cpu);
+    t.name_prefix = prefix.into();
+    t.topology.hosts_per_rack = n;
+    t
+}
+
+fn node_names(pods: &std::collections::BTreeMap<String, Pod>, prefix: &str) -> Vec<String> {
+    pods.iter()
+        .filter(|(n, _)| n.starts_with(prefix))
+        .filter_map(|(_, p)| p.spec.as_ref().and_then(|s| s.node_name.clone()))
+        .collect()
+}
+
+async fn create_topology_podgroup(env: &Env, name: &str, min_count: u32) {
+    let pg = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default",
+                     "annotations": {"muster.dev/schedule-timeout-seconds": "2"}},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}},
+                 "schedulingConstraints": {"topology": [{"key": RACK}]}}});
+    create(env, &podgroup_resource(), Some("default"), pg).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn podgroup_required_topology_lands_in_one_rack() {
+    // Rack 0: 3 nodes; rack 1: 5 nodes. Four members of 3 cpu could spread
+    // over both racks; only rack 1 holds them all.
+    let env = cluster(vec![one_rack("small", 3, "4"), one_rack("big", 5, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    create_topology_podgroup(&env, "train", 4).await;
+    let pods = (0..4)
+        .map(|i| pod(&format!("train-{i}"), "3", "muster", Some("train")))
+        .collect();
+    create_pods(&env, "default", pods).await;
+    let pods = wait_pods(&env, "default", |p| bound_count(p, "train-") == 4).await;
+    let on = node_names(&pods, "train-");
+    assert!(on.iter().all(|n| n.starts_with("big-")), "{on:?}");
+    wait_podgroup_condition(&env, "default", "train", |c| c["status"] == "True").await;
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn podgroup_required_topology_without_a_big_enough_rack_binds_nothing() {
+    // Six nodes would hold the four members, but no rack of three does.
+    let env = cluster(vec![one_rack("a", 3, "4"), one_rack("b", 3, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    create_topology_podgroup(&env, "wide", 4).await;
+    let pods = (0..4)
+        .map(|i| pod(&format!("wide-{i}"), "3", "muster", Some("wide")))
+        .collect();
+    create_pods(&env, "default", pods).await;
+    let needle = "requires all members within one value of node label topology.kubernetes.io/rack";
+    wait_failed_scheduling(&env, "default", "wide-0", needle).await;
+    let c = wait_podgroup_condition(&env, "default", "wide", |c| {
+        c["status"] == "False" && c["message"].as_str().is_some_and(|m| m.contains(needle))
+    })
+    .await;
+    assert_eq!(c["reason"], "Unschedulable");
+    assert_eq!(bound_count(&list_pods(&env, "default").await, "wide-"), 0);
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_required_topology_lands_in_one_rack() {
+    let env = cluster(vec![one_rack("small", 3, "4"), one_rack("big", 5, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    let mut meta = kueue_meta("kt", "4");
+    meta["annotations"]["kueue.x-k8s.io/podset-required-topology"] = json!(RACK);
+    for i in 0..4 {
+        create_pod(
+            &env,
+            "default",
+            &format!("kt-{i}"),
+            "3",
+            meta.clone(),
+            json!({}),
+        )
+        .await;
+    }
+    let pods = wait_pods(&env, "default", |p| bound_count(p, "kt-") == 4).await;
+    let on = node_names(&pods, "kt-");
+    assert!(on.iter().all(|n| n.starts_with("big-")), "{on:?}");
+    daemon.shutdown().await.expect("clean shutdown");
+}

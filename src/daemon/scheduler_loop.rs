@@ -58,8 +58,6 @@ struct LoopState {
     reported_invalid: HashMap<PodKey, String>,
     last_stats: Stats,
     was_leading: bool,
-    /// Definitions already warned about for an unenforced topology constraint.
-    warned_topology: HashSet<crate::model::DefinitionKey>,
 }
 
 impl SchedulerLoop {
@@ -175,19 +173,9 @@ impl SchedulerLoop {
                 // Whatever it was before, it can no longer be scheduled as it stands.
                 ClusterEvent::PodDeleted(key)
             }
-            Observed::GroupDefUpserted(def) => {
-                // Placement does not yet confine a gang to one topology domain:
-                // say so once per definition rather than ignore it silently.
-                if let Some(key) = def.required_topology.as_deref()
-                    && st.warned_topology.insert(def.key.clone())
-                {
-                    warn!(group = %def.key, topology_key = key, "required topology constraint is not enforced by this version of Muster; members may span domains");
-                }
-                ClusterEvent::GroupDefUpserted(def)
-            }
+            Observed::GroupDefUpserted(def) => ClusterEvent::GroupDefUpserted(def),
             Observed::GroupDefDeleted(key) => {
                 st.directory.forget_group_status(&key);
-                st.warned_topology.remove(&key);
                 ClusterEvent::GroupDefDeleted(key)
             }
             Observed::GroupDefInvalid { object, error } => {

@@ -33,6 +33,7 @@ impl PermitPlugin for GangScheduling {
             }) => {
                 // The arriving pod is already assumed, so it is counted here.
                 if quorum_met(cache, group, min_count) {
+                    self.domain_succeeded(group);
                     let mut allowed = self.allow_all(group, waiting);
                     allowed.push(pod.key.clone());
                     self.notices.push(GangNotice::Released {
@@ -81,6 +82,7 @@ impl PostFilterPlugin for GangScheduling {
             pod.key, refusal.message
         );
         let rejected = self.reject_all(group, waiting, "FailedScheduling", &message);
+        self.avoid_current_domain(group);
         let denied_until = now + self.args_for(pod).group_backoff;
         self.denied.insert(group.clone(), denied_until);
         self.notices.push(GangNotice::EarlyReleased {
@@ -122,6 +124,7 @@ impl GangScheduling {
                 "{group} timed out waiting at permit: {have}/{min} members assumed or bound"
             );
             let rejected = self.reject_all(&group, waiting, "FailedScheduling", &message);
+            self.avoid_current_domain(&group);
             self.notices.push(GangNotice::TimedOut {
                 group,
                 rejected,
@@ -152,6 +155,7 @@ impl GangScheduling {
             }
             Ok(GroupPolicy::Gang { min_count, .. }) => {
                 if quorum_met(cache, group, min_count) {
+                    self.domain_succeeded(group);
                     let allowed = self.allow_all(group, waiting);
                     self.notices.push(GangNotice::Released {
                         group: group.clone(),
