@@ -630,3 +630,73 @@ async fn kueue_required_topology_lands_in_one_rack() {
     assert!(on.iter().all(|n| n.starts_with("big-")), "{on:?}");
     daemon.shutdown().await.expect("clean shutdown");
 }
+
+// ---- 1.36: v1alpha2 PodGroup ----------------------------------------------------
+
+fn podgroup_v1alpha2() -> ApiResource {
+    resource("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups")
+}
+
+/// The `PodGroupInitiallyScheduled` condition of an object, if any.
+fn initially_scheduled(o: &Value) -> Option<&Value> {
+    o["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "PodGroupInitiallyScheduled")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn podgroup_v1alpha2_on_a_cluster_without_v1beta1() {
+    let env = cluster_with(
+        SimConfig::default()
+            .with_templates(vec![nodes(2, "4")])
+            .without_groups(["scheduling.k8s.io/v1beta1"]),
+    )
+    .await;
+    let daemon = start_daemon(&env).await;
+    let podgroup = |name: &str, min: u32| {
+        json!({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default",
+                         "annotations": {"muster.dev/schedule-timeout-seconds": "2"}},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min}}}})
+    };
+    create(
+        &env,
+        &podgroup_v1alpha2(),
+        Some("default"),
+        podgroup("fits", 3),
+    )
+    .await;
+    let pods = (0..3)
+        .map(|i| pod(&format!("fits-{i}"), "1", "muster", Some("fits")))
+        .collect();
+    create_pods(&env, "default", pods).await;
+    wait_pods(&env, "default", |p| bound_count(p, "fits-") == 3).await;
+    wait_object(&env, &podgroup_v1alpha2(), "default", "fits", |o| {
+        initially_scheduled(o).is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+
+    // 5 cpu left, in 3 + 2: three members of 2 cpu never fit together.
+    create(
+        &env,
+        &podgroup_v1alpha2(),
+        Some("default"),
+        podgroup("big", 3),
+    )
+    .await;
+    let pods = (0..3)
+        .map(|i| pod(&format!("big-{i}"), "2", "muster", Some("big")))
+        .collect();
+    create_pods(&env, "default", pods).await;
+    let pg = wait_object(&env, &podgroup_v1alpha2(), "default", "big", |o| {
+        initially_scheduled(o).is_some_and(|c| c["status"] == "False")
+    })
+    .await;
+    assert_eq!(
+        initially_scheduled(&pg).map(|c| c["reason"].clone()),
+        Some(json!("Unschedulable"))
+    );
+    assert_eq!(bound_count(&list_pods(&env, "default").await, "big-"), 0);
+    daemon.shutdown().await.expect("clean shutdown");
+}

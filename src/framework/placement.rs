@@ -286,11 +286,7 @@ fn absent_nodes_reason(plugins: &[&'static str]) -> String {
 
 /// Builds the error for a pass that found no feasible node; `absent` are the
 /// nodes PreFilter left out, by reason.
-fn fit_error(
-    num_all_nodes: usize,
-    absent: Absent,
-    search: Search,
-) -> FitError {
+fn fit_error(num_all_nodes: usize, absent: Absent, search: Search) -> FitError {
     let mut diagnosis: Diagnosis = search.diagnosis;
     for (reason, n) in absent {
         diagnosis.count(reason, n);
