@@ -542,3 +542,26 @@ fn a_rack_that_fails_late_is_released_and_another_is_tried() {
     assert_eq!(h.bound_members(&g), 4);
     assert_eq!(racks_of(&h, &g), vec!["b"]);
 }
+
+#[test]
+fn definition_priority_class_orders_gangs_whose_members_carry_none() {
+    let mut h = Harness::new();
+    nodes(&mut h, 2, 4000);
+    // Older gang first by age, but the younger one's definition names a
+    // higher priority class: with room for only one gang, the younger wins.
+    let old = add_gang(&mut h, "old", 2, 2, 3000, 100);
+    let mut def = gang_def("young", 2, 200);
+    def.priority_class_name = Some("high".into());
+    def.priority = Some(1000);
+    h.put_def(def);
+    let young = group_key("young");
+    for i in 0..2 {
+        let mut p = member(&format!("young-{i}"), &young, 3000, 1);
+        p.created_ms = 200;
+        h.put_pod(p);
+    }
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&young), 2);
+    assert_eq!(h.bound_members(&old), 0);
+}

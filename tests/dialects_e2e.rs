@@ -700,3 +700,46 @@ async fn podgroup_v1alpha2_on_a_cluster_without_v1beta1() {
     assert_eq!(bound_count(&list_pods(&env, "default").await, "big-"), 0);
     daemon.shutdown().await.expect("clean shutdown");
 }
+
+// ---- Volcano minTaskMember ------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volcano_min_task_member_is_a_per_task_quorum() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    create_volcano(
+        &env,
+        "tf",
+        json!({"minMember": 2, "minTaskMember": {"ps": 1, "worker": 2},
+               "queue": "research", "priorityClassName": "high"}),
+    )
+    .await;
+    let task = |t: &str| json!({"annotations": {"scheduling.k8s.io/group-name": "tf", "volcano.sh/task-spec": t}});
+    for i in 0..2 {
+        create_pod(
+            &env,
+            "default",
+            &format!("tf-worker-{i}"),
+            "1",
+            task("worker"),
+            json!({}),
+        )
+        .await;
+    }
+    // minMember is met, the "ps" task is not: the workers wait and say why.
+    wait_messages(
+        &env,
+        "default",
+        &["tf-worker-0", "tf-worker-1"],
+        "task \"ps\": 0/1 observed (spec.minTaskMember)",
+    )
+    .await;
+    assert_eq!(bound_count(&list_pods(&env, "default").await, "tf-"), 0);
+    create_pod(&env, "default", "tf-ps-0", "1", task("ps"), json!({})).await;
+    wait_pods(&env, "default", |p| bound_count(p, "tf-") == 3).await;
+    wait_object(&env, &volcano(), "default", "tf", |o| {
+        o["status"]["phase"] == "Running"
+    })
+    .await;
+    daemon.shutdown().await.expect("clean shutdown");
+}

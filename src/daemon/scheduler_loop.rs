@@ -132,6 +132,14 @@ impl SchedulerLoop {
         }
     }
 
+    /// Definitions naming a PriorityClass that changed get its new value.
+    fn redefine_by_classes(&mut self, st: &mut LoopState, now: Instant) {
+        for def in st.directory.redefined_by_classes() {
+            self.engine
+                .on_event(ClusterEvent::GroupDefUpserted(def), now);
+        }
+    }
+
     fn observe(&mut self, st: &mut LoopState, o: Observed) {
         let now = Instant::now();
         // Definitions synthesized from pods (Kueue) are applied before the pod
@@ -173,7 +181,9 @@ impl SchedulerLoop {
                 // Whatever it was before, it can no longer be scheduled as it stands.
                 ClusterEvent::PodDeleted(key)
             }
-            Observed::GroupDefUpserted(def) => ClusterEvent::GroupDefUpserted(def),
+            Observed::GroupDefUpserted(def) => {
+                ClusterEvent::GroupDefUpserted(st.directory.resolve_def_priority(def))
+            }
             Observed::GroupDefDeleted(key) => {
                 st.directory.forget_group_status(&key);
                 ClusterEvent::GroupDefDeleted(key)
@@ -188,10 +198,12 @@ impl SchedulerLoop {
                 global_default,
             } => {
                 st.directory.set_priority_class(name, value, global_default);
+                self.redefine_by_classes(st, now);
                 return;
             }
             Observed::PriorityClassDeleted(name) => {
                 st.directory.remove_priority_class(&name);
+                self.redefine_by_classes(st, now);
                 return;
             }
             Observed::DefinitionServed { informer, version } => {
@@ -211,7 +223,7 @@ impl SchedulerLoop {
         };
         for change in synthesized {
             let def_event = match change {
-                Synthesized::Upserted(def) => ClusterEvent::GroupDefUpserted(def),
+                Synthesized::Upserted(def) => ClusterEvent::GroupDefUpserted(*def),
                 Synthesized::Deleted(key) => ClusterEvent::GroupDefDeleted(key),
             };
             self.engine.on_event(def_event, now);

@@ -162,10 +162,15 @@ pub fn min_member_definition(
         Err(e) => (Err(format!("{key}: {e}")), None),
     };
     Ok(GroupDef {
-        key,
-        policy,
-        created_ms: meta.created_ms,
         min_resources,
-        required_topology: None,
+        ..GroupDef::new(key, policy, meta.created_ms)
     })
+}
+
+/// `spec.priorityClassName`, when set and not empty.
+pub fn priority_class_name(spec: &Value) -> Option<String> {
+    spec["priorityClassName"]
+        .as_str()
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
 }

@@ -11,6 +11,7 @@
 
 mod barrier;
 mod gate;
+mod tasks;
 mod topology;
 
 pub use gate::group_gate;
@@ -224,11 +225,18 @@ impl QueueSortPlugin for GangScheduling {
     fn order_key(&self, pod: &PodInfo) -> OrderKey {
         match pod.group.key() {
             Some(group) => {
-                let created = self
-                    .defs
-                    .get(&group.definition)
-                    .map_or(pod.created_ms, |d| d.created_ms);
-                OrderKey::member(pod, group, created)
+                let def = self.defs.get(&group.definition);
+                let created = def.map_or(pod.created_ms, |d| d.created_ms);
+                let mut key = OrderKey::member(pod, group, created);
+                // The definition's priority class stands in for a member that
+                // carries no priority of its own (Volcano, PodGroup).
+                if pod.priority == 0
+                    && pod.priority_class_name.is_none()
+                    && let Some(p) = def.and_then(|d| d.priority)
+                {
+                    key.priority = p;
+                }
+                key
             }
             None => OrderKey::plain(pod),
         }
