@@ -384,7 +384,59 @@ fn group_status_true_is_terminal() {
     h.put_pod(member("t-2", &g, 8000, 1));
     h.advance(Duration::from_secs(20));
     let statuses = h.actions_where(|a| matches!(a, Action::GroupStatus { .. }));
-    assert_eq!(statuses.len(), 1);
+    // Waiting for members (t-0 alone), members observed, scheduled: nothing after.
+    assert_eq!(statuses.len(), 3);
+    assert!(matches!(
+        statuses.last(),
+        Some(Action::GroupStatus {
+            initially_scheduled: true,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn gating_status_is_written_on_change_not_per_member() {
+    use muster::model::GroupPhase;
+    let mut h = cluster(2, 4000);
+    let g = group_key("big");
+    h.put_def(gang_def("big", 300, 1));
+    for i in 0..299 {
+        h.put_pod(member(&format!("big-{i}"), &g, 1, 1));
+    }
+    let phases = |h: &Harness| -> Vec<(GroupPhase, String)> {
+        h.actions_where(|a| matches!(a, Action::GroupStatus { .. }))
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::GroupStatus { phase, message, .. } => Some((*phase, message.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    // 299 members arriving one by one: one write, on the first.
+    assert_eq!(
+        phases(&h),
+        vec![(
+            GroupPhase::WaitingForMembers,
+            "1 of 300 members observed".into()
+        )]
+    );
+    // Quorum lost again after it was reached: written again, once each way.
+    h.put_pod(member("big-299", &g, 1, 1));
+    h.delete_pod(&key("big-0"));
+    assert_eq!(
+        phases(&h)[1..],
+        [
+            (
+                GroupPhase::MembersObserved,
+                "300 of 300 members observed".into()
+            ),
+            (
+                GroupPhase::WaitingForMembers,
+                "299 of 300 members observed".into()
+            ),
+        ]
+    );
 }
 
 // ---- properties ---------------------------------------------------------------

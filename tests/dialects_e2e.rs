@@ -690,12 +690,12 @@ async fn podgroup_v1alpha2_on_a_cluster_without_v1beta1() {
         .collect();
     create_pods(&env, "default", pods).await;
     let pg = wait_object(&env, &podgroup_v1alpha2(), "default", "big", |o| {
-        initially_scheduled(o).is_some_and(|c| c["status"] == "False")
+        initially_scheduled(o).is_some_and(|c| c["reason"] == "Unschedulable")
     })
     .await;
     assert_eq!(
-        initially_scheduled(&pg).map(|c| c["reason"].clone()),
-        Some(json!("Unschedulable"))
+        initially_scheduled(&pg).map(|c| c["status"].clone()),
+        Some(json!("False"))
     );
     assert_eq!(bound_count(&list_pods(&env, "default").await, "big-"), 0);
     daemon.shutdown().await.expect("clean shutdown");
@@ -738,6 +738,84 @@ async fn volcano_min_task_member_is_a_per_task_quorum() {
     create_pod(&env, "default", "tf-ps-0", "1", task("ps"), json!({})).await;
     wait_pods(&env, "default", |p| bound_count(p, "tf-") == 3).await;
     wait_object(&env, &volcano(), "default", "tf", |o| {
+        o["status"]["phase"] == "Running"
+    })
+    .await;
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+// ---- group status while gated ------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gated_gangs_report_waiting_for_members_in_each_dialect() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    create_podgroup(&env, "default", "pg", 3, None).await;
+    create_coscheduling(&env, "cos", json!({"minMember": 2})).await;
+    create_volcano(&env, "vc", json!({"minMember": 2})).await;
+    create_pods(
+        &env,
+        "default",
+        vec![pod("pg-0", "1", "muster", Some("pg"))],
+    )
+    .await;
+    create_pod(&env, "default", "cos-0", "1", cos_label("cos"), json!({})).await;
+    create_pod(
+        &env,
+        "default",
+        "vc-0",
+        "1",
+        volcano_annotation("vc"),
+        json!({}),
+    )
+    .await;
+
+    let c = wait_podgroup_condition(&env, "default", "pg", |c| {
+        c["reason"] == "WaitingForMembers"
+    })
+    .await;
+    assert_eq!(c["status"], "False");
+    assert_eq!(c["message"], "1 of 3 members observed");
+    wait_object(&env, &coscheduling(), "default", "cos", |o| {
+        o["status"]["phase"] == "Pending"
+    })
+    .await;
+    let vc = wait_object(&env, &volcano(), "default", "vc", |o| {
+        o["status"]["phase"] == "Pending"
+    })
+    .await;
+    assert_eq!(vc["status"]["conditions"][0]["reason"], "WaitingForMembers");
+    assert_eq!(
+        vc["status"]["conditions"][0]["message"],
+        "1 of 2 members observed"
+    );
+
+    // The rest arrive: each gang is scheduled and says so.
+    create_pods(
+        &env,
+        "default",
+        vec![
+            pod("pg-1", "1", "muster", Some("pg")),
+            pod("pg-2", "1", "muster", Some("pg")),
+        ],
+    )
+    .await;
+    create_pod(&env, "default", "cos-1", "1", cos_label("cos"), json!({})).await;
+    create_pod(
+        &env,
+        "default",
+        "vc-1",
+        "1",
+        volcano_annotation("vc"),
+        json!({}),
+    )
+    .await;
+    wait_podgroup_condition(&env, "default", "pg", |c| c["status"] == "True").await;
+    wait_object(&env, &coscheduling(), "default", "cos", |o| {
+        o["status"]["phase"] == "Scheduled"
+    })
+    .await;
+    wait_object(&env, &volcano(), "default", "vc", |o| {
         o["status"]["phase"] == "Running"
     })
     .await;

@@ -160,6 +160,7 @@ impl Directory {
             }),
             Action::GroupStatus {
                 group,
+                phase,
                 reason,
                 message,
                 initially_scheduled,
@@ -171,7 +172,7 @@ impl Directory {
                     let status = status_patch(
                         group.definition.source,
                         &GangStatus {
-                            scheduled: initially_scheduled,
+                            phase,
                             reason,
                             message: &message,
                             scheduled_count: scheduled,
@@ -247,7 +248,7 @@ impl Directory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{DefinitionKey, PodInfo};
+    use crate::model::{DefinitionKey, GroupPhase, PodInfo};
 
     fn pod(priority: i32, class: Option<&str>) -> Arc<PodInfo> {
         let mut spec = serde_json::json!({"containers": [], "priority": priority});
@@ -305,6 +306,7 @@ mod tests {
         let group = GroupKey::new(DefinitionKey::new("ml", GroupSource::PodGroup, "train"));
         let action = Action::GroupStatus {
             group,
+            phase: GroupPhase::Scheduled,
             reason: "Scheduled",
             message: "ok".into(),
             initially_scheduled: true,
@@ -340,6 +342,11 @@ mod tests {
         ));
         let action = |scheduled: bool| Action::GroupStatus {
             group: group.clone(),
+            phase: if scheduled {
+                GroupPhase::Scheduled
+            } else {
+                GroupPhase::Unschedulable
+            },
             reason: if scheduled {
                 "Scheduled"
             } else {
@@ -371,6 +378,7 @@ mod tests {
             let group = GroupKey::new(DefinitionKey::new("ml", source, "w/workers"));
             let action = Action::GroupStatus {
                 group,
+                phase: GroupPhase::Scheduled,
                 reason: "Scheduled",
                 message: "m".into(),
                 initially_scheduled: true,

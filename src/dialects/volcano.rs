@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::common::{GangStatus, min_member_definition, named_member, priority_class_name};
 use crate::model::wire::PodWire;
-use crate::model::{GroupDef, GroupMembership, GroupSource};
+use crate::model::{GroupDef, GroupMembership, GroupPhase, GroupSource};
 
 /// The annotation naming a pod's Volcano `PodGroup`.
 pub const GROUP_NAME_ANNOTATION: &str = "scheduling.k8s.io/group-name";
@@ -78,26 +78,29 @@ fn min_task_members(value: &Value) -> Result<BTreeMap<String, u32>, String> {
     Ok(tasks)
 }
 
-/// The `status` merge patch for a gang report: phase `Running` once the quorum
-/// is released (`Pending` before), with a `Scheduled` or `Unschedulable`
-/// condition carrying Muster's message.
+/// The `status` merge patch for a gang report: phase `Pending` with an
+/// `Unschedulable` condition while members are missing or after a rejection,
+/// `Inqueue` once every member is observed (conditions left as they are),
+/// `Running` with a `Scheduled` condition once the quorum is released.
 pub fn status(s: &GangStatus<'_>) -> Value {
-    let (phase, type_) = if s.scheduled {
-        ("Running", "Scheduled")
-    } else {
-        ("Pending", "Unschedulable")
+    let (phase, type_) = match s.phase {
+        GroupPhase::WaitingForMembers | GroupPhase::Unschedulable => {
+            ("Pending", Some("Unschedulable"))
+        }
+        GroupPhase::MembersObserved => ("Inqueue", None),
+        GroupPhase::Scheduled => ("Running", Some("Scheduled")),
     };
-    json!({
-        "phase": phase,
-        "running": s.scheduled_count,
-        "conditions": [{
+    let mut status = json!({"phase": phase, "running": s.scheduled_count});
+    if let Some(type_) = type_ {
+        status["conditions"] = json!([{
             "type": type_,
             "status": "True",
             "reason": s.reason,
             "message": s.message,
             "lastTransitionTime": s.now,
-        }],
-    })
+        }]);
+    }
+    status
 }
 
 #[cfg(test)]
@@ -195,8 +198,8 @@ mod tests {
 
     #[test]
     fn status_patch() {
-        let s = GangStatus {
-            scheduled: true,
+        let mut s = GangStatus {
+            phase: GroupPhase::Scheduled,
             reason: "Scheduled",
             message: "quorum of 2 reached",
             scheduled_count: 2,
@@ -207,5 +210,14 @@ mod tests {
         assert_eq!(v["phase"], "Running");
         assert_eq!(v["running"], 2);
         assert_eq!(v["conditions"][0]["type"], "Scheduled");
+        s.phase = GroupPhase::WaitingForMembers;
+        s.reason = "WaitingForMembers";
+        let v = status(&s);
+        assert_eq!(v["phase"], "Pending");
+        assert_eq!(v["conditions"][0]["reason"], "WaitingForMembers");
+        s.phase = GroupPhase::MembersObserved;
+        let v = status(&s);
+        assert_eq!(v["phase"], "Inqueue");
+        assert!(v.get("conditions").is_none());
     }
 }

@@ -215,6 +215,32 @@ impl GroupDef {
     }
 }
 
+/// Where a gang stands, as its dialect's status reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GroupPhase {
+    /// Fewer than `min_count` members observed: its members are gated.
+    WaitingForMembers,
+    /// The quorum of members is observed (after having been short): the gang
+    /// is being placed.
+    MembersObserved,
+    /// Rejected (timeout, early release); it will be retried.
+    Unschedulable,
+    /// The quorum was released to binding. Terminal.
+    Scheduled,
+}
+
+impl GroupPhase {
+    /// The condition reason written with this phase.
+    pub fn reason(self) -> &'static str {
+        match self {
+            GroupPhase::WaitingForMembers => "WaitingForMembers",
+            GroupPhase::MembersObserved => "Scheduling",
+            GroupPhase::Unschedulable => "Unschedulable",
+            GroupPhase::Scheduled => "Scheduled",
+        }
+    }
+}
+
 /// What a pod says about group membership, resolved from its spec, labels and
 /// annotations by the dialect layer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

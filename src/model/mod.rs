@@ -13,7 +13,8 @@ mod taint;
 pub mod wire;
 
 pub use group::{
-    DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource, TASK_ANNOTATION,
+    DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPhase, GroupPolicy, GroupSource,
+    TASK_ANNOTATION,
 };
 pub use node::NodeInfo;
 pub use pod::{
