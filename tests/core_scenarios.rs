@@ -10,7 +10,7 @@ use muster::driver::fixtures::{SCHEDULER, gang_def, group_key, member, node, pod
 use muster::engine::{Action, EngineConfig, PodLocation, ProfileConfig};
 use muster::framework::placement::Framework;
 use muster::framework::{CycleState, Plugin, ScorePlugin};
-use muster::model::{GroupKey, PodInfo, PodKey, PodPhase};
+use muster::model::{GroupKey, GroupPhase, PodInfo, PodKey, PodPhase};
 
 fn key(name: &str) -> PodKey {
     PodKey::new("default", name)
@@ -47,6 +47,30 @@ fn nodes(h: &mut Harness, n: usize, cpu: i64) {
     }
 }
 
+/// No node has any CPU accounted (nothing bound, nothing reserved).
+fn assert_nothing_held(h: &Harness) {
+    let held: Vec<_> = h
+        .engine
+        .cache()
+        .nodes()
+        .iter()
+        .filter(|n| n.requested.milli_cpu != 0)
+        .map(|n| n.name().to_string())
+        .collect();
+    assert!(held.is_empty(), "resources held on {held:?}");
+}
+
+/// The phases of every group status written, in order.
+fn phases(h: &Harness) -> Vec<GroupPhase> {
+    h.actions
+        .iter()
+        .filter_map(|(_, a)| match a {
+            Action::GroupStatus { phase, .. } => Some(*phase),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Bound member counts per group must be 0 or at least `min` at all times.
 fn all_or_nothing(h: &Harness, g: &GroupKey, min: usize) {
     let b = h.bound_members(g);
@@ -67,15 +91,16 @@ fn gang_that_fits_is_released_together() {
     used.sort();
     used.dedup();
     assert_eq!(used.len(), 4);
-    let statuses = h.actions_where(|a| matches!(a, Action::GroupStatus { .. }));
-    assert_eq!(statuses.len(), 1);
-    assert!(matches!(
-        statuses[0],
-        Action::GroupStatus {
-            initially_scheduled: true,
-            ..
-        }
-    ));
+    // Members arrived one by one (drained each time): short of quorum, all
+    // observed, then scheduled — one write each.
+    assert_eq!(
+        phases(&h),
+        [
+            GroupPhase::WaitingForMembers,
+            GroupPhase::MembersObserved,
+            GroupPhase::Scheduled
+        ]
+    );
     let stats = h.engine.stats(h.now());
     assert_eq!(stats.quorum_to_all_bound.count, 1);
     assert_eq!(stats.permit_wait.count, 3);
@@ -142,23 +167,12 @@ fn barrier_times_out_and_releases_every_reservation() {
         h.engine.location(&key("slow-0")),
         Some(PodLocation::Backoff)
     );
-    assert!(
-        h.engine
-            .cache()
-            .nodes()
-            .iter()
-            .all(|n| n.requested.milli_cpu == 0)
-    );
-    let status = h.actions_where(|a| {
-        matches!(
-            a,
-            Action::GroupStatus {
-                initially_scheduled: false,
-                ..
-            }
-        )
-    });
-    assert_eq!(status.len(), 1);
+    assert_nothing_held(&h);
+    let rejected = phases(&h)
+        .into_iter()
+        .filter(|p| *p == GroupPhase::Unschedulable)
+        .count();
+    assert_eq!(rejected, 1);
     // The gate is lifted: the gang completes.
     held.scheduling_gated = false;
     h.put_pod(held);
@@ -187,13 +201,7 @@ fn unschedulable_member_releases_all_waiting_members_at_once() {
     assert_eq!(h.events_with("FailedScheduling", "released early"), 3);
     assert_eq!(h.engine.stats(h.now()).gang_early_releases, 1);
     assert!(h.engine.waiting().is_empty());
-    assert!(
-        h.engine
-            .cache()
-            .nodes()
-            .iter()
-            .all(|n| n.requested.milli_cpu == 0)
-    );
+    assert_nothing_held(&h);
     // The whole gang backs off for the group backoff (5 s): nobody is retried before.
     let attempts = h.engine.stats(h.now()).attempts_scheduled;
     h.advance(Duration::from_millis(4900));
@@ -468,6 +476,13 @@ fn racks_of(h: &Harness, g: &GroupKey) -> Vec<String> {
     racks
 }
 
+/// Invariants hold and all `n` members of `g` are bound, in `rack` alone.
+fn all_bound_in_rack(h: &Harness, g: &GroupKey, n: usize, rack: &str) {
+    checked(h);
+    assert_eq!(h.bound_members(g), n);
+    assert_eq!(racks_of(h, g), vec![rack]);
+}
+
 #[test]
 fn required_topology_keeps_the_gang_in_one_rack() {
     let mut h = Harness::new();
@@ -478,10 +493,8 @@ fn required_topology_keeps_the_gang_in_one_rack() {
     h.add_node(node("unlabelled", 64_000, 64));
     let g = add_rack_gang(&mut h, "train", 4, 4, 3000);
     h.settle();
-    checked(&h);
-    assert_eq!(h.bound_members(&g), 4);
     // b is the tightest rack that holds the gang (c would too, with room to spare).
-    assert_eq!(racks_of(&h, &g), vec!["b"]);
+    all_bound_in_rack(&h, &g, 4, "b");
 }
 
 #[test]
@@ -494,13 +507,7 @@ fn required_topology_with_no_rack_big_enough_binds_nothing() {
     h.advance(Duration::from_secs(120));
     checked(&h);
     assert_eq!(h.bound_members(&g), 0);
-    assert!(
-        h.engine
-            .cache()
-            .nodes()
-            .iter()
-            .all(|n| n.requested.milli_cpu == 0)
-    );
+    assert_nothing_held(&h);
     let msg = "requires all members within one value of node label topology.kubernetes.io/rack, \
                but no domain has room for its 4 remaining member(s)";
     assert!(h.events_with("FailedScheduling", msg) > 0);
@@ -538,9 +545,7 @@ fn a_rack_that_fails_late_is_released_and_another_is_tried() {
         ) > 0
     );
     h.advance(Duration::from_secs(30));
-    checked(&h);
-    assert_eq!(h.bound_members(&g), 4);
-    assert_eq!(racks_of(&h, &g), vec!["b"]);
+    all_bound_in_rack(&h, &g, 4, "b");
 }
 
 #[test]
