@@ -384,7 +384,59 @@ fn group_status_true_is_terminal() {
     h.put_pod(member("t-2", &g, 8000, 1));
     h.advance(Duration::from_secs(20));
     let statuses = h.actions_where(|a| matches!(a, Action::GroupStatus { .. }));
-    assert_eq!(statuses.len(), 1);
+    // Waiting for members (t-0 alone), members observed, scheduled: nothing after.
+    assert_eq!(statuses.len(), 3);
+    assert!(matches!(
+        statuses.last(),
+        Some(Action::GroupStatus {
+            initially_scheduled: true,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn gating_status_is_written_on_change_not_per_member() {
+    use muster::model::GroupPhase;
+    let mut h = cluster(2, 4000);
+    let g = group_key("big");
+    h.put_def(gang_def("big", 300, 1));
+    for i in 0..299 {
+        h.put_pod(member(&format!("big-{i}"), &g, 1, 1));
+    }
+    let phases = |h: &Harness| -> Vec<(GroupPhase, String)> {
+        h.actions_where(|a| matches!(a, Action::GroupStatus { .. }))
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::GroupStatus { phase, message, .. } => Some((*phase, message.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    // 299 members arriving one by one: one write, on the first.
+    assert_eq!(
+        phases(&h),
+        vec![(
+            GroupPhase::WaitingForMembers,
+            "1 of 300 members observed".into()
+        )]
+    );
+    // Quorum lost again after it was reached: written again, once each way.
+    h.put_pod(member("big-299", &g, 1, 1));
+    h.delete_pod(&key("big-0"));
+    assert_eq!(
+        phases(&h)[1..],
+        [
+            (
+                GroupPhase::MembersObserved,
+                "300 of 300 members observed".into()
+            ),
+            (
+                GroupPhase::WaitingForMembers,
+                "299 of 300 members observed".into()
+            ),
+        ]
+    );
 }
 
 // ---- properties ---------------------------------------------------------------
@@ -393,6 +445,8 @@ fn group_status_true_is_terminal() {
 enum Op {
     AddNode {
         cpu: i64,
+        /// `rack-0`, `rack-1`, or no rack label (2).
+        rack: u8,
     },
     DeleteNode(Index),
     AddPlain {
@@ -404,6 +458,8 @@ enum Op {
         cpu: i64,
         def_first: bool,
         timeout_s: Option<u64>,
+        /// Requires all members within one rack.
+        one_rack: bool,
     },
     AddMember {
         group: Index,
@@ -433,12 +489,12 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        2 => (1..=4i64).prop_map(|c| Op::AddNode { cpu: c * 1000 }),
+        2 => (1..=4i64, 0..=2u8).prop_map(|(c, rack)| Op::AddNode { cpu: c * 1000, rack }),
         1 => any::<Index>().prop_map(Op::DeleteNode),
         2 => (1..=6i64).prop_map(|c| Op::AddPlain { cpu: c * 250 }),
-        3 => (1..=4u32, 0..=5usize, 1..=6i64, any::<bool>(), prop::option::of(1..=30u64))
-            .prop_map(|(min, members, c, def_first, timeout_s)| Op::AddGang {
-                min, members, cpu: c * 250, def_first, timeout_s }),
+        3 => (1..=4u32, 0..=5usize, 1..=6i64, any::<bool>(), prop::option::of(1..=30u64), prop::bool::weighted(0.3))
+            .prop_map(|(min, members, c, def_first, timeout_s, one_rack)| Op::AddGang {
+                min, members, cpu: c * 250, def_first, timeout_s, one_rack }),
         2 => (any::<Index>(), 1..=6i64).prop_map(|(group, c)| Op::AddMember { group, cpu: c * 250 }),
         1 => any::<Index>().prop_map(Op::AddConflictingMember),
         1 => (any::<Index>(), 1..=4i64).prop_map(|(node, c)| Op::AddForeignBound { node, cpu: c * 250 }),
@@ -454,6 +510,29 @@ fn op() -> impl Strategy<Value = Op> {
         3 => Just(Op::Settle),
         4 => (0..=20_000u64).prop_map(Op::Advance),
     ]
+}
+
+const RACK: &str = "topology.kubernetes.io/rack";
+
+/// The running members of each group that requires one rack, on nodes that
+/// still exist, are all in one rack.
+fn one_rack_each(h: &Harness, w: &World) -> Result<(), String> {
+    for def in w.groups.iter().filter(|d| d.required_topology.is_some()) {
+        let g = muster::model::GroupKey::new(def.key.clone());
+        let mut racks: Vec<&str> = h
+            .pods()
+            .filter(|p| p.group.key() == Some(&g) && !p.phase.is_terminal())
+            .filter_map(|p| h.node_of(&p.key))
+            .filter_map(|n| h.engine.cache().node(&n))
+            .map(|n| n.info.labels.get(RACK).map_or("(none)", String::as_str))
+            .collect();
+        racks.sort_unstable();
+        racks.dedup();
+        if racks.len() > 1 {
+            return Err(format!("{g} requires one rack but runs in {racks:?}"));
+        }
+    }
+    Ok(())
 }
 
 /// What the test generated so far, to pick targets from.
@@ -474,9 +553,13 @@ impl World {
 
 fn apply(h: &mut Harness, w: &mut World, op: &Op) {
     match op {
-        Op::AddNode { cpu } => {
+        Op::AddNode { cpu, rack } => {
             let name = w.name("node-");
-            h.add_node(node(&name, *cpu, 64));
+            let mut n = node(&name, *cpu, 64);
+            if *rack < 2 {
+                n.labels.insert(RACK.into(), format!("rack-{rack}"));
+            }
+            h.add_node(n);
             w.nodes.push(name);
         }
         Op::DeleteNode(i) => {
@@ -498,9 +581,11 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
             cpu,
             def_first,
             timeout_s,
+            one_rack,
         } => {
             let name = w.name("gang-");
             let mut def = gang_def(&name, *min, w.next as i64);
+            def.required_topology = one_rack.then(|| RACK.to_string());
             def.policy = Ok(GroupPolicy::Gang {
                 min_count: *min,
                 schedule_timeout: timeout_s.map(Duration::from_secs),
@@ -637,12 +722,12 @@ proptest! {
     ) {
         let mut h = Harness::new();
         let mut w = World::default();
-        for _ in 0..start_nodes {
-            apply(&mut h, &mut w, &Op::AddNode { cpu: 2000 });
+        for i in 0..start_nodes {
+            apply(&mut h, &mut w, &Op::AddNode { cpu: 2000, rack: (i % 3) as u8 });
         }
         for (step, op) in ops.iter().enumerate() {
             apply(&mut h, &mut w, op);
-            if let Err(e) = h.check_invariants() {
+            if let Err(e) = h.check_invariants().and_then(|()| one_rack_each(&h, &w)) {
                 return Err(TestCaseError::fail(format!("after step {step} {op:?}: {e}")));
             }
         }

@@ -10,7 +10,7 @@ use muster::driver::fixtures::{SCHEDULER, gang_def, group_key, member, node, pod
 use muster::engine::{Action, EngineConfig, PodLocation, ProfileConfig};
 use muster::framework::placement::Framework;
 use muster::framework::{CycleState, Plugin, ScorePlugin};
-use muster::model::{GroupKey, PodInfo, PodKey, PodPhase};
+use muster::model::{GroupKey, GroupPhase, PodInfo, PodKey, PodPhase};
 
 fn key(name: &str) -> PodKey {
     PodKey::new("default", name)
@@ -47,6 +47,30 @@ fn nodes(h: &mut Harness, n: usize, cpu: i64) {
     }
 }
 
+/// No node has any CPU accounted (nothing bound, nothing reserved).
+fn assert_nothing_held(h: &Harness) {
+    let held: Vec<_> = h
+        .engine
+        .cache()
+        .nodes()
+        .iter()
+        .filter(|n| n.requested.milli_cpu != 0)
+        .map(|n| n.name().to_string())
+        .collect();
+    assert!(held.is_empty(), "resources held on {held:?}");
+}
+
+/// The phases of every group status written, in order.
+fn phases(h: &Harness) -> Vec<GroupPhase> {
+    h.actions
+        .iter()
+        .filter_map(|(_, a)| match a {
+            Action::GroupStatus { phase, .. } => Some(*phase),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Bound member counts per group must be 0 or at least `min` at all times.
 fn all_or_nothing(h: &Harness, g: &GroupKey, min: usize) {
     let b = h.bound_members(g);
@@ -67,15 +91,16 @@ fn gang_that_fits_is_released_together() {
     used.sort();
     used.dedup();
     assert_eq!(used.len(), 4);
-    let statuses = h.actions_where(|a| matches!(a, Action::GroupStatus { .. }));
-    assert_eq!(statuses.len(), 1);
-    assert!(matches!(
-        statuses[0],
-        Action::GroupStatus {
-            initially_scheduled: true,
-            ..
-        }
-    ));
+    // Members arrived one by one (drained each time): short of quorum, all
+    // observed, then scheduled — one write each.
+    assert_eq!(
+        phases(&h),
+        [
+            GroupPhase::WaitingForMembers,
+            GroupPhase::MembersObserved,
+            GroupPhase::Scheduled
+        ]
+    );
     let stats = h.engine.stats(h.now());
     assert_eq!(stats.quorum_to_all_bound.count, 1);
     assert_eq!(stats.permit_wait.count, 3);
@@ -142,23 +167,12 @@ fn barrier_times_out_and_releases_every_reservation() {
         h.engine.location(&key("slow-0")),
         Some(PodLocation::Backoff)
     );
-    assert!(
-        h.engine
-            .cache()
-            .nodes()
-            .iter()
-            .all(|n| n.requested.milli_cpu == 0)
-    );
-    let status = h.actions_where(|a| {
-        matches!(
-            a,
-            Action::GroupStatus {
-                initially_scheduled: false,
-                ..
-            }
-        )
-    });
-    assert_eq!(status.len(), 1);
+    assert_nothing_held(&h);
+    let rejected = phases(&h)
+        .into_iter()
+        .filter(|p| *p == GroupPhase::Unschedulable)
+        .count();
+    assert_eq!(rejected, 1);
     // The gate is lifted: the gang completes.
     held.scheduling_gated = false;
     h.put_pod(held);
@@ -187,13 +201,7 @@ fn unschedulable_member_releases_all_waiting_members_at_once() {
     assert_eq!(h.events_with("FailedScheduling", "released early"), 3);
     assert_eq!(h.engine.stats(h.now()).gang_early_releases, 1);
     assert!(h.engine.waiting().is_empty());
-    assert!(
-        h.engine
-            .cache()
-            .nodes()
-            .iter()
-            .all(|n| n.requested.milli_cpu == 0)
-    );
+    assert_nothing_held(&h);
     // The whole gang backs off for the group backoff (5 s): nobody is retried before.
     let attempts = h.engine.stats(h.now()).attempts_scheduled;
     h.advance(Duration::from_millis(4900));
@@ -431,4 +439,134 @@ fn plain_pod_blocked_by_a_waiting_gang_runs_when_the_gang_times_out() {
     // Freed by the timeout, not by the 5-minute periodic flush.
     assert_eq!(h.node_of(&key("web")).as_deref(), Some("n0"));
     assert_eq!(h.binds[0].at, Duration::from_secs(60));
+}
+
+// ---- required topology -------------------------------------------------------
+
+const RACK: &str = "topology.kubernetes.io/rack";
+
+/// Adds `n` nodes of `cpu` millicores in rack `rack`, named `<rack>-<i>`.
+fn rack(h: &mut Harness, rack: &str, n: usize, cpu: i64) {
+    for i in 0..n {
+        let mut nd = node(&format!("{rack}-{i}"), cpu, 64);
+        nd.labels.insert(RACK.into(), rack.into());
+        h.add_node(nd);
+    }
+}
+
+/// A gang like `add_gang` whose definition requires one rack.
+fn add_rack_gang(h: &mut Harness, name: &str, min: u32, n: usize, cpu: i64) -> GroupKey {
+    let g = add_gang(h, name, min, n, cpu, 100);
+    let mut def = gang_def(name, min, 100);
+    def.required_topology = Some(RACK.into());
+    h.put_def(def);
+    g
+}
+
+/// The racks the group's bound members are on.
+fn racks_of(h: &Harness, g: &GroupKey) -> Vec<String> {
+    let mut racks: Vec<String> = h
+        .pods()
+        .filter(|p| p.group.key() == Some(g))
+        .filter_map(|p| h.node_of(&p.key))
+        .map(|n| n.split('-').next().unwrap_or_default().to_string())
+        .collect();
+    racks.sort();
+    racks.dedup();
+    racks
+}
+
+/// Invariants hold and all `n` members of `g` are bound, in `rack` alone.
+fn all_bound_in_rack(h: &Harness, g: &GroupKey, n: usize, rack: &str) {
+    checked(h);
+    assert_eq!(h.bound_members(g), n);
+    assert_eq!(racks_of(h, g), vec![rack]);
+}
+
+#[test]
+fn required_topology_keeps_the_gang_in_one_rack() {
+    let mut h = Harness::new();
+    // Four members fit across the racks in many ways; only rack b holds all of them.
+    rack(&mut h, "a", 3, 4000);
+    rack(&mut h, "b", 5, 4000);
+    rack(&mut h, "c", 8, 4000);
+    h.add_node(node("unlabelled", 64_000, 64));
+    let g = add_rack_gang(&mut h, "train", 4, 4, 3000);
+    h.settle();
+    // b is the tightest rack that holds the gang (c would too, with room to spare).
+    all_bound_in_rack(&h, &g, 4, "b");
+}
+
+#[test]
+fn required_topology_with_no_rack_big_enough_binds_nothing() {
+    let mut h = Harness::new();
+    rack(&mut h, "a", 2, 4000);
+    rack(&mut h, "b", 3, 4000);
+    h.add_node(node("unlabelled", 64_000, 64));
+    let g = add_rack_gang(&mut h, "train", 4, 4, 3000);
+    h.advance(Duration::from_secs(120));
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 0);
+    assert_nothing_held(&h);
+    let msg = "requires all members within one value of node label topology.kubernetes.io/rack, \
+               but no domain has room for its 4 remaining member(s)";
+    assert!(h.events_with("FailedScheduling", msg) > 0);
+    let statuses = h.actions_where(|a| {
+        matches!(a, Action::GroupStatus { initially_scheduled: false, message, .. } if message.contains(msg))
+    });
+    assert!(!statuses.is_empty(), "the group status says why");
+}
+
+#[test]
+fn a_rack_that_fails_late_is_released_and_another_is_tried() {
+    use muster::model::{Taint, TaintEffect};
+    let mut h = Harness::new();
+    // Rack a counts room for 4 but one of its nodes is tainted: the fourth
+    // member does not fit there. Rack b (5 nodes) holds the gang.
+    rack(&mut h, "a", 4, 4000);
+    rack(&mut h, "b", 5, 4000);
+    let mut tainted = node("a-3", 4000, 64);
+    tainted.labels.insert(RACK.into(), "a".into());
+    tainted.taints.push(Taint {
+        key: "maintenance".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    });
+    h.add_node(tainted);
+    let g = add_rack_gang(&mut h, "train", 4, 4, 3000);
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 0, "no partial gang in rack a");
+    assert_eq!(h.engine.stats(h.now()).gang_early_releases, 1);
+    assert!(
+        h.events_with(
+            "FailedScheduling",
+            "node(s) outside topology.kubernetes.io/rack=a"
+        ) > 0
+    );
+    h.advance(Duration::from_secs(30));
+    all_bound_in_rack(&h, &g, 4, "b");
+}
+
+#[test]
+fn definition_priority_class_orders_gangs_whose_members_carry_none() {
+    let mut h = Harness::new();
+    nodes(&mut h, 2, 4000);
+    // Older gang first by age, but the younger one's definition names a
+    // higher priority class: with room for only one gang, the younger wins.
+    let old = add_gang(&mut h, "old", 2, 2, 3000, 100);
+    let mut def = gang_def("young", 2, 200);
+    def.priority_class_name = Some("high".into());
+    def.priority = Some(1000);
+    h.put_def(def);
+    let young = group_key("young");
+    for i in 0..2 {
+        let mut p = member(&format!("young-{i}"), &young, 3000, 1);
+        p.created_ms = 200;
+        h.put_pod(p);
+    }
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&young), 2);
+    assert_eq!(h.bound_members(&old), 0);
 }

@@ -57,7 +57,8 @@ async fn gang_that_cannot_fit_binds_nobody_until_a_node_is_added() {
         .await;
         assert_eq!(e.type_.as_deref(), Some("Warning"));
     }
-    let cond = wait_podgroup_condition(&env, "default", "big", |c| c["status"] == "False").await;
+    let cond =
+        wait_podgroup_condition(&env, "default", "big", |c| c["reason"] == "Unschedulable").await;
     assert_eq!(cond["reason"], "Unschedulable");
     assert!(cond["message"].as_str().is_some_and(|m| !m.is_empty()));
     assert!(
@@ -96,7 +97,8 @@ async fn gang_timeout_rejects_every_waiting_member() {
         .await;
         assert_eq!(e.reason.as_deref(), Some("FailedScheduling"), "{e:?}");
     }
-    let cond = wait_podgroup_condition(&env, "default", "slow", |c| c["status"] == "False").await;
+    let cond =
+        wait_podgroup_condition(&env, "default", "slow", |c| c["reason"] == "Unschedulable").await;
     assert!(
         cond["message"]
             .as_str()
@@ -330,7 +332,7 @@ async fn metrics_expose_the_gang_facts_of_the_scenario() {
     )
     .await;
     wait_pods(&env, "default", |p| names_bound(p, "fits-").len() == 2).await;
-    wait_podgroup_condition(&env, "default", "never", |c| c["status"] == "False").await;
+    wait_podgroup_condition(&env, "default", "never", |c| c["reason"] == "Unschedulable").await;
 
     let (code, text) = http_get(daemon.http_addr, "/metrics").await;
     assert_eq!(code, 200);

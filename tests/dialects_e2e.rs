@@ -539,3 +539,285 @@ async fn malformed_references_and_definitions_are_reported_on_the_pod() {
     assert!(names_bound(&list_pods(&env, "default").await, "").is_empty());
     daemon.shutdown().await.expect("clean shutdown");
 }
+
+// ---- required topology ----------------------------------------------------------
+
+const RACK: &str = "topology.kubernetes.io/rack";
+
+/// `n` nodes of `cpu` cores named `<prefix>-<i>`, forming one rack of their
+/// own (each template starts a new rack).
+fn one_rack(prefix: &str, n: usize, cpu: &str) -> muster::sim::templates::NodeTemplate {
+    let mut t = nodes(n, cpu);
+    t.name_prefix = prefix.into();
+    t.topology.hosts_per_rack = n;
+    t
+}
+
+fn node_names(pods: &std::collections::BTreeMap<String, Pod>, prefix: &str) -> Vec<String> {
+    pods.iter()
+        .filter(|(n, _)| n.starts_with(prefix))
+        .filter_map(|(_, p)| p.spec.as_ref().and_then(|s| s.node_name.clone()))
+        .collect()
+}
+
+async fn create_topology_podgroup(env: &Env, name: &str, min_count: u32) {
+    let pg = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default",
+                     "annotations": {"muster.dev/schedule-timeout-seconds": "2"}},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}},
+                 "schedulingConstraints": {"topology": [{"key": RACK}]}}});
+    create(env, &podgroup_resource(), Some("default"), pg).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn podgroup_required_topology_lands_in_one_rack() {
+    // Rack 0: 3 nodes; rack 1: 5 nodes. Four members of 3 cpu could spread
+    // over both racks; only rack 1 holds them all.
+    let env = cluster(vec![one_rack("small", 3, "4"), one_rack("big", 5, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    create_topology_podgroup(&env, "train", 4).await;
+    let pods = (0..4)
+        .map(|i| pod(&format!("train-{i}"), "3", "muster", Some("train")))
+        .collect();
+    create_pods(&env, "default", pods).await;
+    let pods = wait_pods(&env, "default", |p| bound_count(p, "train-") == 4).await;
+    let on = node_names(&pods, "train-");
+    assert!(on.iter().all(|n| n.starts_with("big-")), "{on:?}");
+    wait_podgroup_condition(&env, "default", "train", |c| c["status"] == "True").await;
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn podgroup_required_topology_without_a_big_enough_rack_binds_nothing() {
+    // Six nodes would hold the four members, but no rack of three does.
+    let env = cluster(vec![one_rack("a", 3, "4"), one_rack("b", 3, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    create_topology_podgroup(&env, "wide", 4).await;
+    let pods = (0..4)
+        .map(|i| pod(&format!("wide-{i}"), "3", "muster", Some("wide")))
+        .collect();
+    create_pods(&env, "default", pods).await;
+    let needle = "requires all members within one value of node label topology.kubernetes.io/rack";
+    wait_failed_scheduling(&env, "default", "wide-0", needle).await;
+    let c = wait_podgroup_condition(&env, "default", "wide", |c| {
+        c["status"] == "False" && c["message"].as_str().is_some_and(|m| m.contains(needle))
+    })
+    .await;
+    assert_eq!(c["reason"], "Unschedulable");
+    assert_eq!(bound_count(&list_pods(&env, "default").await, "wide-"), 0);
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_required_topology_lands_in_one_rack() {
+    let env = cluster(vec![one_rack("small", 3, "4"), one_rack("big", 5, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    let mut meta = kueue_meta("kt", "4");
+    meta["annotations"]["kueue.x-k8s.io/podset-required-topology"] = json!(RACK);
+    for i in 0..4 {
+        create_pod(
+            &env,
+            "default",
+            &format!("kt-{i}"),
+            "3",
+            meta.clone(),
+            json!({}),
+        )
+        .await;
+    }
+    let pods = wait_pods(&env, "default", |p| bound_count(p, "kt-") == 4).await;
+    let on = node_names(&pods, "kt-");
+    assert!(on.iter().all(|n| n.starts_with("big-")), "{on:?}");
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+// ---- 1.36: v1alpha2 PodGroup ----------------------------------------------------
+
+fn podgroup_v1alpha2() -> ApiResource {
+    resource("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups")
+}
+
+/// The `PodGroupInitiallyScheduled` condition of an object, if any.
+fn initially_scheduled(o: &Value) -> Option<&Value> {
+    o["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "PodGroupInitiallyScheduled")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn podgroup_v1alpha2_on_a_cluster_without_v1beta1() {
+    let env = cluster_with(
+        SimConfig::default()
+            .with_templates(vec![nodes(2, "4")])
+            .without_groups(["scheduling.k8s.io/v1beta1"]),
+    )
+    .await;
+    let daemon = start_daemon(&env).await;
+    let podgroup = |name: &str, min: u32| {
+        json!({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default",
+                         "annotations": {"muster.dev/schedule-timeout-seconds": "2"}},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min}}}})
+    };
+    create(
+        &env,
+        &podgroup_v1alpha2(),
+        Some("default"),
+        podgroup("fits", 3),
+    )
+    .await;
+    let pods = (0..3)
+        .map(|i| pod(&format!("fits-{i}"), "1", "muster", Some("fits")))
+        .collect();
+    create_pods(&env, "default", pods).await;
+    wait_pods(&env, "default", |p| bound_count(p, "fits-") == 3).await;
+    wait_object(&env, &podgroup_v1alpha2(), "default", "fits", |o| {
+        initially_scheduled(o).is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+
+    // 5 cpu left, in 3 + 2: three members of 2 cpu never fit together.
+    create(
+        &env,
+        &podgroup_v1alpha2(),
+        Some("default"),
+        podgroup("big", 3),
+    )
+    .await;
+    let pods = (0..3)
+        .map(|i| pod(&format!("big-{i}"), "2", "muster", Some("big")))
+        .collect();
+    create_pods(&env, "default", pods).await;
+    let pg = wait_object(&env, &podgroup_v1alpha2(), "default", "big", |o| {
+        initially_scheduled(o).is_some_and(|c| c["reason"] == "Unschedulable")
+    })
+    .await;
+    assert_eq!(
+        initially_scheduled(&pg).map(|c| c["status"].clone()),
+        Some(json!("False"))
+    );
+    assert_eq!(bound_count(&list_pods(&env, "default").await, "big-"), 0);
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+// ---- Volcano minTaskMember ------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volcano_min_task_member_is_a_per_task_quorum() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    create_volcano(
+        &env,
+        "tf",
+        json!({"minMember": 2, "minTaskMember": {"ps": 1, "worker": 2},
+               "queue": "research", "priorityClassName": "high"}),
+    )
+    .await;
+    let task = |t: &str| json!({"annotations": {"scheduling.k8s.io/group-name": "tf", "volcano.sh/task-spec": t}});
+    for i in 0..2 {
+        create_pod(
+            &env,
+            "default",
+            &format!("tf-worker-{i}"),
+            "1",
+            task("worker"),
+            json!({}),
+        )
+        .await;
+    }
+    // minMember is met, the "ps" task is not: the workers wait and say why.
+    wait_messages(
+        &env,
+        "default",
+        &["tf-worker-0", "tf-worker-1"],
+        "task \"ps\": 0/1 observed (spec.minTaskMember)",
+    )
+    .await;
+    assert_eq!(bound_count(&list_pods(&env, "default").await, "tf-"), 0);
+    create_pod(&env, "default", "tf-ps-0", "1", task("ps"), json!({})).await;
+    wait_pods(&env, "default", |p| bound_count(p, "tf-") == 3).await;
+    wait_object(&env, &volcano(), "default", "tf", |o| {
+        o["status"]["phase"] == "Running"
+    })
+    .await;
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+// ---- group status while gated ------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gated_gangs_report_waiting_for_members_in_each_dialect() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    create_podgroup(&env, "default", "pg", 3, None).await;
+    create_coscheduling(&env, "cos", json!({"minMember": 2})).await;
+    create_volcano(&env, "vc", json!({"minMember": 2})).await;
+    create_pods(
+        &env,
+        "default",
+        vec![pod("pg-0", "1", "muster", Some("pg"))],
+    )
+    .await;
+    create_pod(&env, "default", "cos-0", "1", cos_label("cos"), json!({})).await;
+    create_pod(
+        &env,
+        "default",
+        "vc-0",
+        "1",
+        volcano_annotation("vc"),
+        json!({}),
+    )
+    .await;
+
+    let c = wait_podgroup_condition(&env, "default", "pg", |c| {
+        c["reason"] == "WaitingForMembers"
+    })
+    .await;
+    assert_eq!(c["status"], "False");
+    assert_eq!(c["message"], "1 of 3 members observed");
+    wait_object(&env, &coscheduling(), "default", "cos", |o| {
+        o["status"]["phase"] == "Pending"
+    })
+    .await;
+    let vc = wait_object(&env, &volcano(), "default", "vc", |o| {
+        o["status"]["phase"] == "Pending"
+    })
+    .await;
+    assert_eq!(vc["status"]["conditions"][0]["reason"], "WaitingForMembers");
+    assert_eq!(
+        vc["status"]["conditions"][0]["message"],
+        "1 of 2 members observed"
+    );
+
+    // The rest arrive: each gang is scheduled and says so.
+    create_pods(
+        &env,
+        "default",
+        vec![
+            pod("pg-1", "1", "muster", Some("pg")),
+            pod("pg-2", "1", "muster", Some("pg")),
+        ],
+    )
+    .await;
+    create_pod(&env, "default", "cos-1", "1", cos_label("cos"), json!({})).await;
+    create_pod(
+        &env,
+        "default",
+        "vc-1",
+        "1",
+        volcano_annotation("vc"),
+        json!({}),
+    )
+    .await;
+    wait_podgroup_condition(&env, "default", "pg", |c| c["status"] == "True").await;
+    wait_object(&env, &coscheduling(), "default", "cos", |o| {
+        o["status"]["phase"] == "Scheduled"
+    })
+    .await;
+    wait_object(&env, &volcano(), "default", "vc", |o| {
+        o["status"]["phase"] == "Running"
+    })
+    .await;
+    daemon.shutdown().await.expect("clean shutdown");
+}

@@ -61,8 +61,6 @@ struct LoopState {
     reported_invalid: HashMap<PodKey, String>,
     last_stats: Stats,
     was_leading: bool,
-    /// Definitions already warned about for an unenforced topology constraint.
-    warned_topology: HashSet<crate::model::DefinitionKey>,
 }
 
 impl SchedulerLoop {
@@ -140,6 +138,14 @@ impl SchedulerLoop {
         }
     }
 
+    /// Definitions naming a PriorityClass that changed get its new value.
+    fn redefine_by_classes(&mut self, st: &mut LoopState, now: Instant) {
+        for def in st.directory.redefined_by_classes() {
+            self.engine
+                .on_event(ClusterEvent::GroupDefUpserted(def), now);
+        }
+    }
+
     fn observe(&mut self, st: &mut LoopState, o: Observed) {
         let now = Instant::now();
         // Definitions synthesized from pods (Kueue) are applied before the pod
@@ -182,18 +188,10 @@ impl SchedulerLoop {
                 ClusterEvent::PodDeleted(key)
             }
             Observed::GroupDefUpserted(def) => {
-                // Placement does not yet confine a gang to one topology domain:
-                // say so once per definition rather than ignore it silently.
-                if let Some(key) = def.required_topology.as_deref()
-                    && st.warned_topology.insert(def.key.clone())
-                {
-                    warn!(group = %def.key, topology_key = key, "required topology constraint is not enforced by this version of Muster; members may span domains");
-                }
-                ClusterEvent::GroupDefUpserted(def)
+                ClusterEvent::GroupDefUpserted(st.directory.resolve_def_priority(def))
             }
             Observed::GroupDefDeleted(key) => {
                 st.directory.forget_group_status(&key);
-                st.warned_topology.remove(&key);
                 ClusterEvent::GroupDefDeleted(key)
             }
             Observed::GroupDefInvalid { object, error } => {
@@ -206,10 +204,12 @@ impl SchedulerLoop {
                 global_default,
             } => {
                 st.directory.set_priority_class(name, value, global_default);
+                self.redefine_by_classes(st, now);
                 return;
             }
             Observed::PriorityClassDeleted(name) => {
                 st.directory.remove_priority_class(&name);
+                self.redefine_by_classes(st, now);
                 return;
             }
             Observed::DefinitionServed { informer, version } => {
@@ -229,7 +229,7 @@ impl SchedulerLoop {
         };
         for change in synthesized {
             let def_event = match change {
-                Synthesized::Upserted(def) => ClusterEvent::GroupDefUpserted(def),
+                Synthesized::Upserted(def) => ClusterEvent::GroupDefUpserted(*def),
                 Synthesized::Deleted(key) => ClusterEvent::GroupDefDeleted(key),
             };
             self.engine.on_event(def_event, now);

@@ -9,7 +9,7 @@ use kube::api::{ApiResource, GroupVersionKind};
 use crate::dialects::{GangStatus, definition_source, status_patch};
 use crate::engine::{Action, EventType, ObjectRef};
 use crate::kube::writer::{EventTarget, Write};
-use crate::model::{GroupKey, GroupSource, PodInfo, PodKey};
+use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupSource, PodInfo, PodKey};
 
 /// The condition the Workload API reserves for the scheduler.
 pub const POD_GROUP_CONDITION: &str = "PodGroupInitiallyScheduled";
@@ -25,6 +25,8 @@ pub struct Directory {
     status_written: HashSet<GroupKey>,
     priority_classes: HashMap<String, i32>,
     global_default_priority: Option<(String, i32)>,
+    /// Definitions naming a priority class, as last handed to the engine.
+    class_defs: HashMap<DefinitionKey, GroupDef>,
 }
 
 impl Directory {
@@ -74,9 +76,50 @@ impl Directory {
     }
 
     /// A group definition was deleted: a new one of the same name gets its
-    /// `scheduleStartTime` afresh.
-    pub fn forget_group_status(&mut self, key: &crate::model::DefinitionKey) {
+    /// `scheduleStartTime` afresh, and its priority class is no longer tracked.
+    pub fn forget_group_status(&mut self, key: &DefinitionKey) {
         self.status_written.retain(|g| g.definition != *key);
+        self.class_defs.remove(key);
+    }
+
+    /// Fills in the value of the definition's `priorityClassName` (none while
+    /// the class is not observed) and remembers the definition, so that a
+    /// class created or changed later reaches it (see
+    /// [`Directory::redefined_by_classes`]).
+    pub fn resolve_def_priority(&mut self, mut def: GroupDef) -> GroupDef {
+        def.priority = self.class_value(&def);
+        if def.priority_class_name.is_some() {
+            self.class_defs.insert(def.key.clone(), def.clone());
+        } else {
+            self.class_defs.remove(&def.key);
+        }
+        def
+    }
+
+    /// Definitions whose class value changed since they were last resolved
+    /// (after a PriorityClass event), already updated.
+    pub fn redefined_by_classes(&mut self) -> Vec<GroupDef> {
+        let values: Vec<(DefinitionKey, Option<i32>)> = self
+            .class_defs
+            .values()
+            .map(|d| (d.key.clone(), self.class_value(d)))
+            .collect();
+        let mut changed = Vec::new();
+        for (key, value) in values {
+            if let Some(def) = self.class_defs.get_mut(&key)
+                && def.priority != value
+            {
+                def.priority = value;
+                changed.push(def.clone());
+            }
+        }
+        changed.sort_by(|a, b| a.key.cmp(&b.key));
+        changed
+    }
+
+    fn class_value(&self, def: &GroupDef) -> Option<i32> {
+        let class = def.priority_class_name.as_deref()?;
+        self.priority_classes.get(class).copied()
     }
 
     /// The Write for one engine action, or `None` when it has no API form here
@@ -117,6 +160,7 @@ impl Directory {
             }),
             Action::GroupStatus {
                 group,
+                phase,
                 reason,
                 message,
                 initially_scheduled,
@@ -128,7 +172,7 @@ impl Directory {
                     let status = status_patch(
                         group.definition.source,
                         &GangStatus {
-                            scheduled: initially_scheduled,
+                            phase,
                             reason,
                             message: &message,
                             scheduled_count: scheduled,
@@ -204,7 +248,7 @@ impl Directory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{DefinitionKey, PodInfo};
+    use crate::model::{DefinitionKey, GroupPhase, PodInfo};
 
     fn pod(priority: i32, class: Option<&str>) -> Arc<PodInfo> {
         let mut spec = serde_json::json!({"containers": [], "priority": priority});
@@ -213,6 +257,31 @@ mod tests {
         }
         let v = serde_json::json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec});
         Arc::new(PodInfo::from_json(&serde_json::to_vec(&v).unwrap()).unwrap())
+    }
+
+    #[test]
+    fn definition_priority_follows_its_class() {
+        let mut d = Directory::default();
+        let mut def = GroupDef::gang(
+            DefinitionKey::new("default", GroupSource::Volcano, "job"),
+            2,
+            1,
+        );
+        def.priority_class_name = Some("high".into());
+        assert_eq!(d.resolve_def_priority(def.clone()).priority, None);
+        d.set_priority_class("high".into(), 1000, false);
+        let changed = d.redefined_by_classes();
+        assert_eq!(changed.len(), 1);
+        assert_eq!(changed[0].priority, Some(1000));
+        assert!(d.redefined_by_classes().is_empty(), "only on change");
+        d.remove_priority_class("high");
+        assert_eq!(d.redefined_by_classes()[0].priority, None);
+        d.forget_group_status(&def.key);
+        d.set_priority_class("high".into(), 5, false);
+        assert!(
+            d.redefined_by_classes().is_empty(),
+            "deleted definitions are forgotten"
+        );
     }
 
     #[test]
@@ -237,6 +306,7 @@ mod tests {
         let group = GroupKey::new(DefinitionKey::new("ml", GroupSource::PodGroup, "train"));
         let action = Action::GroupStatus {
             group,
+            phase: GroupPhase::Scheduled,
             reason: "Scheduled",
             message: "ok".into(),
             initially_scheduled: true,
@@ -272,6 +342,11 @@ mod tests {
         ));
         let action = |scheduled: bool| Action::GroupStatus {
             group: group.clone(),
+            phase: if scheduled {
+                GroupPhase::Scheduled
+            } else {
+                GroupPhase::Unschedulable
+            },
             reason: if scheduled {
                 "Scheduled"
             } else {
@@ -303,6 +378,7 @@ mod tests {
             let group = GroupKey::new(DefinitionKey::new("ml", source, "w/workers"));
             let action = Action::GroupStatus {
                 group,
+                phase: GroupPhase::Scheduled,
                 reason: "Scheduled",
                 message: "m".into(),
                 initially_scheduled: true,

@@ -6,8 +6,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::model::{
-    DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource, Resources,
-    parse_timestamp_ms,
+    DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPhase, GroupPolicy, GroupSource,
+    Resources, parse_timestamp_ms,
 };
 
 /// Annotation on a group definition that sets its gang timeout when the dialect
@@ -95,8 +95,8 @@ pub fn min_resources(value: &Value, field: &str) -> Result<Option<Resources>, St
 /// What a dialect's own status says about a gang, as the engine reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GangStatus<'a> {
-    /// The quorum was released to binding (terminal).
-    pub scheduled: bool,
+    /// Where the gang stands (`Scheduled` is terminal).
+    pub phase: GroupPhase,
     pub reason: &'a str,
     pub message: &'a str,
     /// Members assumed or bound when the status was reported.
@@ -162,10 +162,15 @@ pub fn min_member_definition(
         Err(e) => (Err(format!("{key}: {e}")), None),
     };
     Ok(GroupDef {
-        key,
-        policy,
-        created_ms: meta.created_ms,
         min_resources,
-        required_topology: None,
+        ..GroupDef::new(key, policy, meta.created_ms)
     })
+}
+
+/// `spec.priorityClassName`, when set and not empty.
+pub fn priority_class_name(spec: &Value) -> Option<String> {
+    spec["priorityClassName"]
+        .as_str()
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
 }

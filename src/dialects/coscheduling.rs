@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::common::{GangStatus, min_member_definition, named_member};
 use crate::model::wire::PodWire;
-use crate::model::{GroupDef, GroupMembership, GroupSource};
+use crate::model::{GroupDef, GroupMembership, GroupPhase, GroupSource};
 
 /// The label naming a pod's Coscheduling `PodGroup`.
 pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
@@ -33,10 +33,18 @@ pub fn definition(obj: &Value) -> Result<GroupDef, String> {
     )
 }
 
-/// The `status` merge patch for a gang report.
+/// The `status` merge patch for a gang report: phase `Pending` while members
+/// are missing, `PreScheduling` once they are all observed, `Scheduling`
+/// after a rejection, `Scheduled` once the quorum is released.
 pub fn status(s: &GangStatus<'_>) -> Value {
+    let phase = match s.phase {
+        GroupPhase::WaitingForMembers => "Pending",
+        GroupPhase::MembersObserved => "PreScheduling",
+        GroupPhase::Unschedulable => "Scheduling",
+        GroupPhase::Scheduled => "Scheduled",
+    };
     let mut status = json!({
-        "phase": if s.scheduled { "Scheduled" } else { "Scheduling" },
+        "phase": phase,
         "scheduled": s.scheduled_count,
     });
     if s.first {
@@ -135,7 +143,7 @@ mod tests {
     #[test]
     fn status_patch() {
         let mut s = GangStatus {
-            scheduled: false,
+            phase: GroupPhase::Unschedulable,
             reason: "Unschedulable",
             message: "m",
             scheduled_count: 0,
@@ -146,9 +154,13 @@ mod tests {
             status(&s),
             json!({"phase": "Scheduling", "scheduled": 0, "scheduleStartTime": "2026-01-01T00:00:00Z"})
         );
-        s.scheduled = true;
+        s.phase = GroupPhase::Scheduled;
         s.scheduled_count = 3;
         s.first = false;
         assert_eq!(status(&s), json!({"phase": "Scheduled", "scheduled": 3}));
+        s.phase = GroupPhase::WaitingForMembers;
+        assert_eq!(status(&s)["phase"], "Pending");
+        s.phase = GroupPhase::MembersObserved;
+        assert_eq!(status(&s)["phase"], "PreScheduling");
     }
 }

@@ -58,7 +58,7 @@ fn total_count(annotations: &BTreeMap<String, String>) -> Result<u32, String> {
 /// A change to the synthesized definitions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Synthesized {
-    Upserted(GroupDef),
+    Upserted(Box<GroupDef>),
     Deleted(DefinitionKey),
 }
 
@@ -136,7 +136,7 @@ impl KueueGroups {
             return None;
         }
         self.emitted.insert(key.clone(), def.clone());
-        Some(Synthesized::Upserted(def))
+        Some(Synthesized::Upserted(Box::new(def)))
     }
 }
 
@@ -170,12 +170,10 @@ fn synthesize(key: &DefinitionKey, members: &BTreeMap<PodKey, Member>) -> GroupD
             schedule_timeout: None,
         })
     };
+    let created_ms = members.values().map(|m| m.created_ms).min().unwrap_or(0);
     GroupDef {
-        key: key.clone(),
-        policy,
-        created_ms: members.values().map(|m| m.created_ms).min().unwrap_or(0),
-        min_resources: None,
         required_topology: topologies.first().map(|t| t.to_string()),
+        ..GroupDef::new(key.clone(), policy, created_ms)
     }
 }
 

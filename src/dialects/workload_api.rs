@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::common::{Meta, positive_count};
+use super::common::{Meta, positive_count, priority_class_name};
 use crate::model::wire::PodWire;
 use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource};
 
@@ -34,11 +34,13 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
         .filter(|k| !k.is_empty())
         .map(str::to_string);
     Ok(GroupDef {
-        key: DefinitionKey::new(meta.namespace, GroupSource::PodGroup, meta.name),
-        policy: policy.map_err(|e| format!("PodGroup {}/{}: {e}", meta.namespace, meta.name)),
-        created_ms: meta.created_ms,
-        min_resources: None,
         required_topology,
+        priority_class_name: priority_class_name(spec),
+        ..GroupDef::new(
+            DefinitionKey::new(meta.namespace, GroupSource::PodGroup, meta.name),
+            policy.map_err(|e| format!("PodGroup {}/{}: {e}", meta.namespace, meta.name)),
+            meta.created_ms,
+        )
     })
 }
 

@@ -81,13 +81,11 @@ pub fn workload_definitions(obj: &Value) -> Result<Vec<GroupDef>, String> {
                 meta.namespace, meta.name
             )
         });
-        defs.push(GroupDef {
-            key: definition_key(meta.namespace, meta.name, name),
+        defs.push(GroupDef::new(
+            definition_key(meta.namespace, meta.name, name),
             policy,
-            created_ms: meta.created_ms,
-            min_resources: None,
-            required_topology: None,
-        });
+            meta.created_ms,
+        ));
     }
     Ok(defs)
 }

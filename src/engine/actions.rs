@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::model::{GroupKey, PodKey};
+use crate::model::{GroupKey, GroupPhase, PodKey};
 
 /// An object an event is recorded on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,10 +43,11 @@ pub enum Action {
         message: String,
     },
     /// Set the group's status condition (`PodGroupInitiallyScheduled` where the
-    /// dialect has one). `initially_scheduled: true` is terminal: no later
-    /// action for the group flips it back.
+    /// dialect has one). `initially_scheduled: true` (phase `Scheduled`) is
+    /// terminal: no later action for the group flips it back.
     GroupStatus {
         group: GroupKey,
+        phase: GroupPhase,
         reason: &'static str,
         message: String,
         initially_scheduled: bool,
@@ -65,6 +66,9 @@ pub(super) struct Outbox {
     group_conditions: HashMap<GroupKey, String>,
     /// Groups whose status went True (terminal).
     scheduled_groups: HashSet<GroupKey>,
+    /// Group → whether its members were short of quorum when last looked at
+    /// (the gating status is written only when this flips).
+    short_of_members: HashMap<GroupKey, bool>,
 }
 
 impl Outbox {
@@ -126,9 +130,11 @@ impl Outbox {
             return false;
         }
         self.group_conditions.remove(group);
+        self.short_of_members.insert(group.clone(), false);
         self.actions.push(Action::GroupStatus {
             group: group.clone(),
-            reason: "Scheduled",
+            phase: GroupPhase::Scheduled,
+            reason: GroupPhase::Scheduled.reason(),
             message,
             initially_scheduled: true,
             scheduled,
@@ -143,10 +149,48 @@ impl Outbox {
             return;
         }
         self.group_conditions.insert(group.clone(), message.clone());
+        // Rejected at the barrier: its quorum was observed.
+        self.short_of_members.insert(group.clone(), false);
         self.actions.push(Action::GroupStatus {
             group: group.clone(),
-            reason: "Unschedulable",
+            phase: GroupPhase::Unschedulable,
+            reason: GroupPhase::Unschedulable.reason(),
             message,
+            initially_scheduled: false,
+            scheduled,
+        });
+    }
+
+    /// The gating status of a gang not yet scheduled: written when it is
+    /// first seen short of quorum, and whenever it flips between short and
+    /// observed after that — not per member, so a gang arriving pod by pod
+    /// costs two writes. A gang first seen with its quorum writes nothing.
+    pub fn group_gating(
+        &mut self,
+        group: &GroupKey,
+        observed: usize,
+        min_count: u32,
+        scheduled: u32,
+    ) {
+        if self.scheduled_groups.contains(group) {
+            return;
+        }
+        let short = observed < min_count as usize;
+        let was_short = self.short_of_members.insert(group.clone(), short);
+        if was_short == Some(short) || (was_short.is_none() && !short) {
+            return;
+        }
+        let phase = if short {
+            GroupPhase::WaitingForMembers
+        } else {
+            GroupPhase::MembersObserved
+        };
+        self.group_conditions.remove(group);
+        self.actions.push(Action::GroupStatus {
+            group: group.clone(),
+            phase,
+            reason: phase.reason(),
+            message: format!("{observed} of {min_count} members observed"),
             initially_scheduled: false,
             scheduled,
         });
@@ -160,5 +204,6 @@ impl Outbox {
     pub fn forget_group(&mut self, group: &GroupKey) {
         self.scheduled_groups.remove(group);
         self.group_conditions.remove(group);
+        self.short_of_members.remove(group);
     }
 }

@@ -33,15 +33,16 @@ impl Engine {
     }
 
     fn run_cycle(&mut self, pod: Arc<PodInfo>, now: Instant) {
-        match self.gang.pre_filter(&pod, &self.cache, now) {
-            PreFilterVerdict::Proceed => {}
+        let restriction = match self.gang.pre_filter(&pod, &self.cache, now) {
+            PreFilterVerdict::Proceed => None,
+            PreFilterVerdict::Restrict(r) => Some(r),
             PreFilterVerdict::HoldUntil(until) => {
                 let order = self.gang.order_key(&pod);
                 self.queue.requeue(pod, order, Requeue::Hold(until), now);
                 return;
             }
             PreFilterVerdict::Refuse(refusal) => return self.refuse(pod, refusal, now),
-        }
+        };
         let Some(profile) = self.profiles.get_mut(&pod.scheduler_name) else {
             // Only pods of served profiles are queued; anything else is a bug
             // upstream and is reported rather than dropped silently.
@@ -49,20 +50,17 @@ impl Engine {
             let msg = format!("no profile serves schedulerName {}", pod.scheduler_name);
             return self.refuse(pod, Refusal::new("FailedScheduling", msg), now);
         };
-        let placement =
-            match profile
-                .framework
-                .schedule(&pod, self.cache.nodes(), &mut profile.next_start)
-            {
-                Ok(p) => p,
-                Err(fit) => {
-                    return self.refuse(
-                        pod,
-                        Refusal::new("FailedScheduling", fit.to_string()),
-                        now,
-                    );
-                }
-            };
+        let placement = match profile.framework.schedule_within(
+            &pod,
+            self.cache.nodes(),
+            &mut profile.next_start,
+            restriction.as_ref(),
+        ) {
+            Ok(p) => p,
+            Err(fit) => {
+                return self.refuse(pod, Refusal::new("FailedScheduling", fit.to_string()), now);
+            }
+        };
         if let Err(msg) = self.cache.assume(&pod.key, placement.node_index) {
             self.stats.attempts_error += 1;
             let order = self.gang.order_key(&pod);

@@ -249,6 +249,20 @@ impl Engine {
         self.queue.requeue(pod, order, how, now);
     }
 
+    /// The group's gating status (members observed against its quorum), for
+    /// a gang with a usable definition; the outbox writes it only on change.
+    fn report_gating(&mut self, group: &GroupKey) {
+        let Some(min_count) = self.gang.min_count(group) else {
+            return;
+        };
+        let (observed, placed) = self
+            .cache
+            .group(group)
+            .map_or((0, 0), |m| (m.observed(), m.assumed_or_bound()));
+        let placed = u32::try_from(placed).unwrap_or(u32::MAX);
+        self.outbox.group_gating(group, observed, min_count, placed);
+    }
+
     /// Writes changed gate messages (`waiting for N/M pods`, malformed
     /// definitions) once per change.
     pub(super) fn refresh_gate_messages(&mut self) {
@@ -257,6 +271,7 @@ impl Engine {
             let (gang, cache) = (&self.gang, &self.cache);
             self.queue
                 .reevaluate_gated(group, |p| gang.pre_enqueue(p, cache));
+            self.report_gating(group);
         }
         for (key, gated) in self.queue.take_gate_changes() {
             if self

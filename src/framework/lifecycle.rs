@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::cache::Cache;
+use crate::framework::NodeRestriction;
 use crate::model::{GroupKey, PodInfo, PodKey};
 use crate::queue::{Gate, OrderKey};
 
@@ -49,6 +50,8 @@ pub trait QueueSortPlugin {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PreFilterVerdict {
     Proceed,
+    /// Place the pod on these nodes only (a gang's required topology domain).
+    Restrict(NodeRestriction),
     /// Do not try this pod before the instant (not counted as an attempt).
     HoldUntil(Instant),
     /// The pod is unschedulable this cycle.
@@ -58,7 +61,7 @@ pub enum PreFilterVerdict {
 /// PreFilter with the cache in view: group state and cluster totals, which the
 /// per-node placement PreFilter plugins (`framework::PreFilterPlugin`) do not see.
 pub trait CachePreFilterPlugin {
-    fn pre_filter(&self, pod: &PodInfo, cache: &Cache, now: Instant) -> PreFilterVerdict;
+    fn pre_filter(&mut self, pod: &PodInfo, cache: &Cache, now: Instant) -> PreFilterVerdict;
 }
 
 /// PostFilter: the pod was refused (no feasible node, or a PreFilter refusal).

@@ -85,6 +85,20 @@ pub enum PreFilterResult {
     Reject(Rejection),
 }
 
+/// A narrowing decided outside placement (the gang plugin's required
+/// topology): only these nodes may be evaluated; every other node counts
+/// `reason` in the fit error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRestriction {
+    /// Indices into the node slice passed to `Framework::schedule_within`,
+    /// ascending.
+    pub nodes: Vec<usize>,
+    /// Why the other nodes were left out, counted per node like a Filter
+    /// reason (e.g. `node(s) outside topology.kubernetes.io/rack=r1 required
+    /// by PodGroup ml/train`).
+    pub reason: String,
+}
+
 /// PreFilter: per-cycle pre-computation into `CycleState`, optional narrowing.
 pub trait PreFilterPlugin: Plugin {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo) -> PreFilterResult;

@@ -15,7 +15,9 @@ mod tie_break;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::{CycleState, FilterPlugin, PreFilterPlugin, PreFilterResult, ScorePlugin};
+use super::{
+    CycleState, FilterPlugin, NodeRestriction, PreFilterPlugin, PreFilterResult, ScorePlugin,
+};
 use crate::cache::NodeState;
 use crate::model::PodInfo;
 use filtering::{Candidates, Diagnosis, FilterPass, Search};
@@ -90,6 +92,18 @@ impl Framework {
         nodes: &[NodeState],
         next_start: &mut usize,
     ) -> Result<Placement, FitError> {
+        self.schedule_within(pod, nodes, next_start, None)
+    }
+
+    /// [`Framework::schedule`] on the nodes of `restriction` only (when given);
+    /// the nodes left out count its reason in the fit error.
+    pub fn schedule_within(
+        &self,
+        pod: &PodInfo,
+        nodes: &[NodeState],
+        next_start: &mut usize,
+        restriction: Option<&NodeRestriction>,
+    ) -> Result<Placement, FitError> {
         if nodes.is_empty() {
             return Err(FitError {
                 num_all_nodes: 0,
@@ -99,7 +113,7 @@ impl Framework {
             });
         }
         let mut state = CycleState::new();
-        let (candidates, narrowed_by) = self.run_pre_filters(&mut state, pod, nodes)?;
+        let (candidates, absent) = self.run_pre_filters(&mut state, pod, nodes, restriction)?;
         let need = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, candidates.len());
         let search = FilterPass {
             filters: &self.filters,
@@ -117,7 +131,7 @@ impl Framework {
         *next_start = (*next_start + search.processed) % nodes.len();
 
         let chosen = match search.feasible.len() {
-            0 => return Err(fit_error(nodes.len(), &candidates, &narrowed_by, search)),
+            0 => return Err(fit_error(nodes.len(), absent, search)),
             // One feasible node: nothing to compare, so no scoring (upstream too).
             1 => 0,
             _ => {
@@ -141,15 +155,17 @@ impl Framework {
         })
     }
 
-    /// Runs every PreFilter plugin. `OnlyNodes` results are intersected; an
-    /// empty intersection or a `Reject` fails the pod for every node. Returns
-    /// the candidates and the names of the plugins that narrowed them.
+    /// Runs every PreFilter plugin. `OnlyNodes` results are intersected (with
+    /// `restriction` too); an empty intersection or a `Reject` fails the pod
+    /// for every node. Returns the candidates and, for the nodes left out, the
+    /// reasons with their node counts.
     fn run_pre_filters(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
         nodes: &[NodeState],
-    ) -> Result<(Candidates, Vec<&'static str>), FitError> {
+        restriction: Option<&NodeRestriction>,
+    ) -> Result<(Candidates, Absent), FitError> {
         let mut allowed: Option<Vec<Arc<str>>> = None;
         let mut narrowed_by = Vec::new();
         for plugin in &self.pre_filters {
@@ -179,25 +195,52 @@ impl Framework {
                 }
             }
         }
-        let candidates = match allowed {
-            None => Candidates::All(nodes.len()),
-            Some(names) => Candidates::Only(
-                nodes
+        let named = |i: &usize| match &allowed {
+            None => true,
+            Some(names) => names.iter().any(|name| **name == *nodes[*i].info.name),
+        };
+        let candidates = match (restriction, &allowed) {
+            (None, None) => Candidates::All(nodes.len()),
+            (None, Some(_)) => Candidates::Only((0..nodes.len()).filter(named).collect()),
+            (Some(r), _) => Candidates::Only(
+                r.nodes
                     .iter()
-                    .enumerate()
-                    .filter(|(_, n)| names.iter().any(|name| **name == *n.info.name))
-                    .map(|(i, _)| i)
+                    .copied()
+                    .filter(|i| *i < nodes.len())
+                    .filter(named)
                     .collect(),
             ),
         };
-        if candidates.len() == 0 {
-            // Every named node is unknown: all nodes are "absent".
-            let msg = absent_nodes_reason(&narrowed_by);
-            let mut err = FitError::pre_filter(nodes.len(), Cow::Owned(msg), true);
-            err.pre_filter_msg = None;
-            return Err(err);
+        // The nodes left out: outside the restriction, or not named by a plugin.
+        let mut absent = Vec::new();
+        let inside = restriction.map_or(nodes.len(), |r| r.nodes.len().min(nodes.len()));
+        if let Some(r) = restriction
+            && inside < nodes.len()
+        {
+            absent.push((Cow::Owned(r.reason.clone()), nodes.len() - inside));
         }
-        Ok((candidates, narrowed_by))
+        if candidates.len() < inside {
+            absent.push((
+                Cow::Owned(absent_nodes_reason(&narrowed_by)),
+                inside - candidates.len(),
+            ));
+        }
+        if candidates.len() == 0 {
+            if restriction.is_none() {
+                // Every named node is unknown: all nodes are "absent".
+                let msg = absent_nodes_reason(&narrowed_by);
+                let mut err = FitError::pre_filter(nodes.len(), Cow::Owned(msg), true);
+                err.pre_filter_msg = None;
+                return Err(err);
+            }
+            return Err(FitError {
+                num_all_nodes: nodes.len(),
+                reasons: absent.into_iter().collect(),
+                unresolvable: true,
+                pre_filter_msg: None,
+            });
+        }
+        Ok((candidates, absent))
     }
 }
 
@@ -230,6 +273,9 @@ impl std::fmt::Debug for Framework {
     }
 }
 
+/// Nodes PreFilter left out of the search: reason → node count.
+type Absent = Vec<(Cow<'static, str>, usize)>;
+
 /// kube-scheduler's status for nodes a PreFilter result left out.
 fn absent_nodes_reason(plugins: &[&'static str]) -> String {
     let mut sorted = plugins.to_vec();
@@ -238,17 +284,12 @@ fn absent_nodes_reason(plugins: &[&'static str]) -> String {
     format!("node(s) didn't satisfy plugin(s) [{}]", sorted.join(" "))
 }
 
-/// Builds the error for a pass that found no feasible node.
-fn fit_error(
-    num_all_nodes: usize,
-    candidates: &Candidates,
-    narrowed_by: &[&'static str],
-    search: Search,
-) -> FitError {
+/// Builds the error for a pass that found no feasible node; `absent` are the
+/// nodes PreFilter left out, by reason.
+fn fit_error(num_all_nodes: usize, absent: Absent, search: Search) -> FitError {
     let mut diagnosis: Diagnosis = search.diagnosis;
-    let absent = num_all_nodes - candidates.len();
-    if absent > 0 {
-        diagnosis.count(Cow::Owned(absent_nodes_reason(narrowed_by)), absent);
+    for (reason, n) in absent {
+        diagnosis.count(reason, n);
     }
     FitError {
         num_all_nodes,

@@ -10,7 +10,7 @@ use crate::framework::lifecycle::{
 };
 use crate::model::{GroupKey, GroupPolicy, PodInfo};
 
-use super::{GangNotice, GangScheduling, gate};
+use super::{GangNotice, GangScheduling, gate, tasks};
 
 impl PermitPlugin for GangScheduling {
     fn permit(
@@ -32,7 +32,8 @@ impl PermitPlugin for GangScheduling {
                 schedule_timeout,
             }) => {
                 // The arriving pod is already assumed, so it is counted here.
-                if quorum_met(cache, group, min_count) {
+                if self.quorum_met(cache, group, min_count) {
+                    self.domain_succeeded(group);
                     let mut allowed = self.allow_all(group, waiting);
                     allowed.push(pod.key.clone());
                     self.notices.push(GangNotice::Released {
@@ -72,7 +73,7 @@ impl PostFilterPlugin for GangScheduling {
         let Some(min_count) = self.min_count(group) else {
             return;
         };
-        if quorum_met(cache, group, min_count) {
+        if self.quorum_met(cache, group, min_count) {
             // Quorum already released: this member fails on its own.
             return;
         }
@@ -81,6 +82,7 @@ impl PostFilterPlugin for GangScheduling {
             pod.key, refusal.message
         );
         let rejected = self.reject_all(group, waiting, "FailedScheduling", &message);
+        self.avoid_current_domain(group);
         let denied_until = now + self.args_for(pod).group_backoff;
         self.denied.insert(group.clone(), denied_until);
         self.notices.push(GangNotice::EarlyReleased {
@@ -118,10 +120,15 @@ impl GangScheduling {
             }
             let have = cache.group(&group).map_or(0, |m| m.assumed_or_bound());
             let min = self.min_count(&group).unwrap_or(0);
+            let tasks = self
+                .placed_task_shortfall(&group, cache)
+                .map(|t| format!(" ({t} per spec.minTaskMember)"))
+                .unwrap_or_default();
             let message = format!(
-                "{group} timed out waiting at permit: {have}/{min} members assumed or bound"
+                "{group} timed out waiting at permit: {have}/{min} members assumed or bound{tasks}"
             );
             let rejected = self.reject_all(&group, waiting, "FailedScheduling", &message);
+            self.avoid_current_domain(&group);
             self.notices.push(GangNotice::TimedOut {
                 group,
                 rejected,
@@ -151,7 +158,8 @@ impl GangScheduling {
                 self.allow_all(group, waiting);
             }
             Ok(GroupPolicy::Gang { min_count, .. }) => {
-                if quorum_met(cache, group, min_count) {
+                if self.quorum_met(cache, group, min_count) {
+                    self.domain_succeeded(group);
                     let allowed = self.allow_all(group, waiting);
                     self.notices.push(GangNotice::Released {
                         group: group.clone(),
@@ -200,6 +208,21 @@ impl GangScheduling {
     }
 }
 
-fn quorum_met(cache: &Cache, group: &GroupKey, min_count: u32) -> bool {
-    cache.group(group).map_or(0, |m| m.assumed_or_bound()) >= min_count as usize
+impl GangScheduling {
+    /// `min_count` members assumed or bound, and each task of a definition
+    /// with `min_task_members` at its own minimum among them.
+    fn quorum_met(&self, cache: &Cache, group: &GroupKey, min_count: u32) -> bool {
+        let Some(members) = cache.group(group) else {
+            return false;
+        };
+        members.assumed_or_bound() >= min_count as usize
+            && self.placed_task_shortfall(group, cache).is_none()
+    }
+
+    /// The first task short of its minimum among the assumed or bound members.
+    fn placed_task_shortfall(&self, group: &GroupKey, cache: &Cache) -> Option<String> {
+        let def = self.def(&group.definition)?;
+        let members = cache.group(group)?;
+        tasks::shortfall(def, cache, [members.assumed(), members.bound()])
+    }
 }

@@ -5,7 +5,7 @@ use crate::cache::Cache;
 use crate::model::{GroupKey, GroupMembership, GroupPolicy, PodInfo};
 use crate::queue::{Gate, Gated};
 
-use super::GangScheduling;
+use super::{GangScheduling, tasks};
 
 /// PreEnqueue for one pod: its own scheduling gates, its membership, its group.
 pub(super) fn pre_enqueue(gang: &GangScheduling, pod: &PodInfo, cache: &Cache) -> Gate {
@@ -39,12 +39,24 @@ pub fn group_gate(gang: &GangScheduling, group: &GroupKey, cache: &Cache) -> Gat
         Ok(GroupPolicy::Gang { min_count, .. }) => {
             let observed = cache.group(group).map_or(0, |m| m.observed());
             if observed < min_count as usize {
-                Err(Gated::waiting(
+                return Err(Gated::waiting(
                     "Unschedulable",
                     format!("waiting for {observed}/{min_count} pods of {group}"),
-                ))
-            } else {
-                Ok(())
+                ));
+            }
+            // Counted only once the overall quorum is observed (it walks members).
+            let short = gang
+                .def(&group.definition)
+                .zip(cache.group(group))
+                .and_then(|(def, m)| {
+                    tasks::shortfall(def, cache, [m.pending(), m.assumed(), m.bound()])
+                });
+            match short {
+                Some(t) => Err(Gated::waiting(
+                    "Unschedulable",
+                    format!("waiting for pods of {group}: {t} observed (spec.minTaskMember)"),
+                )),
+                None => Ok(()),
             }
         }
     }

@@ -1,7 +1,8 @@
 //! The `GangScheduling` plugin: the gate (PreEnqueue), gang queue order
 //! (QueueSort), the cache-aware PreFilter (group denial, scheduler-name
 //! conflicts, `minResources`), early release (PostFilter) and the permit
-//! barrier with its per-group timeout (Permit, Unreserve).
+//! barrier with its per-group timeout (Permit, Unreserve). PreFilter also
+//! confines a gang with a required topology to one domain (`topology`).
 //!
 //! It owns the observed group definitions and the per-group timers; the
 //! membership counts come from the cache and the waiting pods from the engine's
@@ -10,6 +11,8 @@
 
 mod barrier;
 mod gate;
+mod tasks;
+mod topology;
 
 pub use gate::group_gate;
 
@@ -87,7 +90,17 @@ pub struct GangScheduling {
     timers: BTreeSet<(Instant, GroupKey)>,
     /// Group → denied (after an early release) until.
     denied: HashMap<GroupKey, Instant>,
+    /// Groups with a required topology → their domain and the domains to avoid.
+    domains: HashMap<GroupKey, DomainChoice>,
     notices: Vec<GangNotice>,
+}
+
+/// A required-topology group's domain: the one its members are confined to,
+/// and the ones it was rejected in since it last reached quorum.
+#[derive(Debug, Clone, Default)]
+struct DomainChoice {
+    current: Option<String>,
+    avoid: BTreeSet<String>,
 }
 
 impl GangScheduling {
@@ -101,6 +114,7 @@ impl GangScheduling {
             deadlines: HashMap::new(),
             timers: BTreeSet::new(),
             denied: HashMap::new(),
+            domains: HashMap::new(),
             notices: Vec::new(),
         }
     }
@@ -132,6 +146,7 @@ impl GangScheduling {
         if self.defs.remove(key).is_none() {
             return false;
         }
+        self.domains.retain(|g, _| g.definition != *key);
         if let Some((c, _)) = key.container()
             && let Some(n) = self.containers.get_mut(&c)
         {
@@ -210,11 +225,18 @@ impl QueueSortPlugin for GangScheduling {
     fn order_key(&self, pod: &PodInfo) -> OrderKey {
         match pod.group.key() {
             Some(group) => {
-                let created = self
-                    .defs
-                    .get(&group.definition)
-                    .map_or(pod.created_ms, |d| d.created_ms);
-                OrderKey::member(pod, group, created)
+                let def = self.defs.get(&group.definition);
+                let created = def.map_or(pod.created_ms, |d| d.created_ms);
+                let mut key = OrderKey::member(pod, group, created);
+                // The definition's priority class stands in for a member that
+                // carries no priority of its own (Volcano, PodGroup).
+                if pod.priority == 0
+                    && pod.priority_class_name.is_none()
+                    && let Some(p) = def.and_then(|d| d.priority)
+                {
+                    key.priority = p;
+                }
+                key
             }
             None => OrderKey::plain(pod),
         }
@@ -227,8 +249,79 @@ impl PreEnqueuePlugin for GangScheduling {
     }
 }
 
+impl GangScheduling {
+    /// Required topology: the nodes of the group's domain, chosen now if no
+    /// member holds one yet; a refusal naming the key if no domain can hold
+    /// the gang.
+    fn topology_verdict(
+        &mut self,
+        pod: &PodInfo,
+        group: &GroupKey,
+        cache: &Cache,
+    ) -> PreFilterVerdict {
+        let Some(def) = self.defs.get(&group.definition) else {
+            return PreFilterVerdict::Proceed;
+        };
+        let Some(key) = def.required_topology.as_deref() else {
+            return PreFilterVerdict::Proceed;
+        };
+        let placed = cache.group(group).map_or(0, |m| m.assumed_or_bound());
+        let choice = self.domains.entry(group.clone()).or_default();
+        let held = match placed {
+            0 => None,
+            _ => choice
+                .current
+                .clone()
+                .or_else(|| topology::current(cache, group, key)),
+        };
+        let value = match held {
+            Some(v) => v,
+            None => {
+                let remaining = match &def.policy {
+                    Ok(GroupPolicy::Gang { min_count, .. }) => {
+                        u64::from(*min_count).saturating_sub(placed as u64).max(1)
+                    }
+                    _ => 1,
+                };
+                let need = topology::Need {
+                    remaining,
+                    min_resources: def.min_resources.as_ref().filter(|_| placed == 0),
+                };
+                let domains = topology::domains(cache.nodes(), key, &pod.requests);
+                match topology::choose(&domains, &need, &choice.avoid) {
+                    Ok(v) => v,
+                    Err(none) => {
+                        choice.current = None;
+                        let msg = none.message(group, key, &need, cache.nodes().len());
+                        return PreFilterVerdict::Refuse(Refusal::new("FailedScheduling", msg));
+                    }
+                }
+            }
+        };
+        choice.current = Some(value.clone());
+        PreFilterVerdict::Restrict(topology::restriction(cache.nodes(), group, key, &value))
+    }
+
+    /// The gang was rejected in its domain (early release, timeout): prefer
+    /// another one next time.
+    fn avoid_current_domain(&mut self, group: &GroupKey) {
+        if let Some(choice) = self.domains.get_mut(group)
+            && let Some(d) = choice.current.take()
+        {
+            choice.avoid.insert(d);
+        }
+    }
+
+    /// Quorum was reached: the avoided domains are history.
+    fn domain_succeeded(&mut self, group: &GroupKey) {
+        if let Some(choice) = self.domains.get_mut(group) {
+            choice.avoid.clear();
+        }
+    }
+}
+
 impl CachePreFilterPlugin for GangScheduling {
-    fn pre_filter(&self, pod: &PodInfo, cache: &Cache, now: Instant) -> PreFilterVerdict {
+    fn pre_filter(&mut self, pod: &PodInfo, cache: &Cache, now: Instant) -> PreFilterVerdict {
         if let Some(until) = self.denied_until(pod, now) {
             return PreFilterVerdict::HoldUntil(until);
         }
@@ -241,7 +334,8 @@ impl CachePreFilterPlugin for GangScheduling {
         if let Some(msg) = gate::min_resources_shortfall(self, group, cache) {
             return PreFilterVerdict::Refuse(Refusal::new("FailedScheduling", msg));
         }
-        PreFilterVerdict::Proceed
+        let group = group.clone();
+        self.topology_verdict(pod, &group, cache)
     }
 }
 

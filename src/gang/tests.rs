@@ -255,3 +255,95 @@ fn absent_workload_entry_names_the_workload_once_it_is_observed() {
         "waiting for PodGroup.scheduling.volcano.sh default/job to be created"
     );
 }
+
+fn task_member(name: &str, g: &crate::model::GroupKey, task: &str) -> PodInfo {
+    let mut p = member(name, g, 100, 1);
+    p.annotations
+        .insert(crate::model::TASK_ANNOTATION.into(), task.into());
+    p
+}
+
+#[test]
+fn min_task_members_hold_the_gate_and_the_barrier() {
+    let mut f = fixture();
+    let g = group_key("job");
+    let mut def = gang_def("job", 2, 1);
+    def.policy = Ok(GroupPolicy::Gang {
+        min_count: 2,
+        schedule_timeout: Some(Duration::from_secs(10)),
+    });
+    def.min_task_members = [("ps".to_string(), 1), ("worker".to_string(), 2)].into();
+    f.gang.upsert_def(def);
+    let gate = |f: &Fixture, p: &PodInfo| f.gang.pre_enqueue(p, &f.cache).map_err(|g| g.message);
+    let w0 = task_member("w0", &g, "worker");
+    f.cache.upsert_pod(arc(w0.clone()));
+    f.cache.upsert_pod(arc(task_member("w1", &g, "worker")));
+    // Two members observed (minMember), but no "ps" yet.
+    assert_eq!(
+        gate(&f, &w0),
+        Err(
+            "waiting for pods of PodGroup default/job: task \"ps\": 0/1 observed (spec.minTaskMember)"
+                .into()
+        )
+    );
+    f.cache.upsert_pod(arc(task_member("ps0", &g, "ps")));
+    assert_eq!(gate(&f, &w0), Ok(()));
+
+    // Two workers assumed: minMember is met, the "ps" task is not.
+    let t0 = f.t0;
+    assert_eq!(f.arrive(w0, 0, t0), PermitVerdict::Wait);
+    assert_eq!(
+        f.arrive(task_member("w1", &g, "worker"), 1, t0),
+        PermitVerdict::Wait
+    );
+    f.gang
+        .expire(t0 + Duration::from_secs(10), &f.cache, &mut f.waiting);
+    assert!(matches!(
+        f.gang.take_notices().as_slice(),
+        [GangNotice::TimedOut { message, .. }]
+            if message.ends_with("2/2 members assumed or bound (task \"ps\": 0/1 per spec.minTaskMember)")
+    ));
+}
+
+#[test]
+fn the_last_task_member_releases_the_gang() {
+    let mut f = fixture();
+    let g = group_key("job");
+    let mut def = gang_def("job", 2, 1);
+    def.min_task_members = [("ps".to_string(), 1)].into();
+    f.gang.upsert_def(def);
+    let t0 = f.t0;
+    assert_eq!(
+        f.arrive(task_member("w0", &g, "worker"), 0, t0),
+        PermitVerdict::Wait
+    );
+    assert_eq!(
+        f.arrive(task_member("w1", &g, "worker"), 1, t0),
+        PermitVerdict::Wait
+    );
+    assert_eq!(
+        f.arrive(task_member("ps0", &g, "ps"), 2, t0),
+        PermitVerdict::Allow
+    );
+    assert_eq!(f.waiting.take_decided().len(), 2);
+}
+
+#[test]
+fn definition_priority_orders_members_without_their_own() {
+    let mut f = fixture();
+    let g = group_key("job");
+    let mut def = gang_def("job", 2, 1);
+    def.priority = Some(500);
+    f.gang.upsert_def(def);
+    assert_eq!(f.gang.order_key(&member("m", &g, 100, 1)).priority, 500);
+    let mut own = member("own", &g, 100, 1);
+    own.priority = 7;
+    assert_eq!(f.gang.order_key(&own).priority, 7);
+    let mut classed = member("classed", &g, 100, 1);
+    classed.priority_class_name = Some(Arc::from("low"));
+    assert_eq!(
+        f.gang.order_key(&classed).priority,
+        0,
+        "a member naming its own class keeps its priority"
+    );
+}

@@ -4,6 +4,7 @@
 //! `Gang { min_count, schedule_timeout }` or `Basic`. The rest of the scheduler never
 //! looks at a dialect again (see gang-semantics.md, "Words").
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -158,6 +159,10 @@ pub enum GroupPolicy {
     Basic,
 }
 
+/// The pod annotation naming the task a member belongs to (Volcano jobs),
+/// counted against [`GroupDef::min_task_members`].
+pub const TASK_ANNOTATION: &str = "volcano.sh/task-spec";
+
 /// An observed group definition, already translated from its dialect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupDef {
@@ -171,20 +176,67 @@ pub struct GroupDef {
     pub min_resources: Option<Resources>,
     /// Required topology: every member within one value of this node label.
     pub required_topology: Option<String>,
+    /// Per-task quorum (Volcano `spec.minTaskMember`): task name → members of
+    /// that task (pods annotated [`TASK_ANNOTATION`]) that must be assumed or
+    /// bound, on top of `min_count`. Empty for every other dialect.
+    pub min_task_members: BTreeMap<String, u32>,
+    /// The definition's `priorityClassName` (Volcano, PodGroup), if any.
+    pub priority_class_name: Option<String>,
+    /// That class's value, resolved by whoever observes PriorityClasses (the
+    /// daemon); the queue order of members that carry no priority of their own.
+    pub priority: Option<i32>,
+    /// The Volcano queue the group names. Informational: Muster has no queues.
+    pub queue: Option<String>,
 }
 
 impl GroupDef {
-    /// A gang definition with the given minimum and no other constraints.
-    pub fn gang(key: DefinitionKey, min_count: u32, created_ms: i64) -> Self {
+    /// A definition with the given policy and no other constraints.
+    pub fn new(key: DefinitionKey, policy: Result<GroupPolicy, String>, created_ms: i64) -> Self {
         GroupDef {
             key,
-            policy: Ok(GroupPolicy::Gang {
-                min_count,
-                schedule_timeout: None,
-            }),
+            policy,
             created_ms,
             min_resources: None,
             required_topology: None,
+            min_task_members: BTreeMap::new(),
+            priority_class_name: None,
+            priority: None,
+            queue: None,
+        }
+    }
+
+    /// A gang definition with the given minimum and no other constraints.
+    pub fn gang(key: DefinitionKey, min_count: u32, created_ms: i64) -> Self {
+        let policy = Ok(GroupPolicy::Gang {
+            min_count,
+            schedule_timeout: None,
+        });
+        GroupDef::new(key, policy, created_ms)
+    }
+}
+
+/// Where a gang stands, as its dialect's status reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GroupPhase {
+    /// Fewer than `min_count` members observed: its members are gated.
+    WaitingForMembers,
+    /// The quorum of members is observed (after having been short): the gang
+    /// is being placed.
+    MembersObserved,
+    /// Rejected (timeout, early release); it will be retried.
+    Unschedulable,
+    /// The quorum was released to binding. Terminal.
+    Scheduled,
+}
+
+impl GroupPhase {
+    /// The condition reason written with this phase.
+    pub fn reason(self) -> &'static str {
+        match self {
+            GroupPhase::WaitingForMembers => "WaitingForMembers",
+            GroupPhase::MembersObserved => "Scheduling",
+            GroupPhase::Unschedulable => "Unschedulable",
+            GroupPhase::Scheduled => "Scheduled",
         }
     }
 }

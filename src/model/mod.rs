@@ -12,7 +12,10 @@ mod selector;
 mod taint;
 pub mod wire;
 
-pub use group::{DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource};
+pub use group::{
+    DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPhase, GroupPolicy, GroupSource,
+    TASK_ANNOTATION,
+};
 pub use node::NodeInfo;
 pub use pod::{
     DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, HostPort, PodInfo, PodKey, PodPhase,

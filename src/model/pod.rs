@@ -24,6 +24,7 @@ const KEPT_ANNOTATION_PREFIXES: &[&str] = &[
     "scheduling.k8s.io/",
     "kueue.x-k8s.io/",
     "scheduling.volcano.sh/",
+    "volcano.sh/task-spec",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

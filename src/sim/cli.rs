@@ -32,7 +32,8 @@ pub struct ClusterArgs {
     /// (repeatable).
     #[arg(long = "fault", value_parser = parse_fault)]
     pub faults: Vec<FaultRule>,
-    /// API group not to serve, e.g. scheduling.x-k8s.io (repeatable).
+    /// API group not to serve, e.g. scheduling.x-k8s.io, or one version of
+    /// it, e.g. scheduling.k8s.io/v1beta1 (repeatable).
     #[arg(long = "without-group")]
     pub without_groups: Vec<String>,
     /// Delay from binding to Running, e.g. 100ms, 2s.
@@ -126,12 +127,15 @@ mod tests {
             "watch-close-every=1s",
             "--without-group",
             "scheduling.volcano.sh",
+            "--without-group",
+            "scheduling.k8s.io/v1beta1",
         ])
         .unwrap();
         let config = cli.args.to_config().unwrap();
         assert_eq!(config.node_templates[0].count, 3);
         assert_eq!(config.faults.len(), 2);
         assert!(config.without_groups.contains("scheduling.volcano.sh"));
+        assert!(config.without_groups.contains("scheduling.k8s.io/v1beta1"));
     }
 
     #[test]

@@ -63,7 +63,9 @@ pub struct SimConfig {
     pub listen: SocketAddr,
     /// Node groups created at start.
     pub node_templates: Vec<NodeTemplate>,
-    /// API groups not served (install them later through a CRD).
+    /// API groups (`scheduling.x-k8s.io`) or single group versions
+    /// (`scheduling.k8s.io/v1beta1`) not served; install them later through a
+    /// CRD.
     pub without_groups: BTreeSet<String>,
     pub faults: Vec<FaultRule>,
     /// From binding to Running.
@@ -111,6 +113,8 @@ impl SimConfig {
         self
     }
 
+    /// Does not serve these API groups or group versions (see
+    /// [`SimConfig::without_groups`](SimConfig#structfield.without_groups)).
     pub fn without_groups<I, S>(mut self, groups: I) -> Self
     where
         I: IntoIterator<Item = S>,

@@ -142,6 +142,16 @@ fn builtin_table() -> Vec<ResourceDef> {
     ]
 }
 
+impl ResourceDef {
+    /// Whether `name` (a group, or `group/version`) covers this resource.
+    fn is_named_by(&self, name: &str) -> bool {
+        match name.split_once('/') {
+            Some((group, version)) => group == self.group && version == self.version,
+            None => name == self.group,
+        }
+    }
+}
+
 /// The live resource table, shared by handlers and the CRD controller.
 #[derive(Debug)]
 pub struct Registry {
@@ -149,11 +159,13 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The built-in table minus every resource of the `without_groups`.
-    pub fn new(without_groups: &BTreeSet<String>) -> Self {
+    /// The built-in table minus every resource `without` names: an entry is
+    /// an API group (`scheduling.k8s.io`, every version) or one group/version
+    /// (`scheduling.k8s.io/v1beta1`).
+    pub fn new(without: &BTreeSet<String>) -> Self {
         let defs = builtin_table()
             .into_iter()
-            .filter(|d| !without_groups.contains(&d.group))
+            .filter(|d| !without.iter().any(|w| d.is_named_by(w)))
             .map(Arc::new)
             .collect();
         Registry {
@@ -358,6 +370,22 @@ mod tests {
                 .is_none()
         );
         assert!(reg.lookup("", "v1", "pods").is_some());
+    }
+
+    #[test]
+    fn without_a_group_version_drops_only_that_version() {
+        let reg = Registry::new(&["scheduling.k8s.io/v1beta1".to_string()].into());
+        for plural in ["podgroups", "workloads"] {
+            assert!(reg.lookup("scheduling.k8s.io", "v1beta1", plural).is_none());
+            assert!(
+                reg.lookup("scheduling.k8s.io", "v1alpha2", plural)
+                    .is_some()
+            );
+        }
+        assert!(
+            reg.lookup("scheduling.k8s.io", "v1", "priorityclasses")
+                .is_some()
+        );
     }
 
     #[test]

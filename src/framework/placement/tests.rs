@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::framework::NodeRestriction;
 use crate::model::TaintEffect;
 use crate::plugins::test_util::{node, pod, pod_requesting};
 
@@ -96,6 +97,47 @@ fn pre_filter_narrowing_reports_absent_nodes() {
     assert_eq!(
         (&*placed.node_name, placed.evaluated, placed.feasible),
         ("n3", 1, 1)
+    );
+}
+
+#[test]
+fn restriction_confines_placement_and_counts_the_rest() {
+    let mut nodes: Vec<NodeState> = (0..4)
+        .map(|i| node(&format!("n{i}"), &[("cpu", "1")]).build())
+        .collect();
+    nodes.push(node("big", &[("cpu", "8")]).build());
+    let restriction = NodeRestriction {
+        nodes: vec![1, 2],
+        reason: "node(s) outside rack=r1".to_string(),
+    };
+    let big = pod_requesting(&[("cpu", "2")]);
+    let f = Framework::default();
+    let err = f
+        .schedule_within(&big, &nodes, &mut 0, Some(&restriction))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "0/5 nodes are available: 2 Insufficient cpu, 3 node(s) outside rack=r1."
+    );
+    let small = pod_requesting(&[("cpu", "500m")]);
+    for start in 0..5 {
+        let placed = f
+            .schedule_within(&small, &nodes, &mut start.clone(), Some(&restriction))
+            .unwrap();
+        assert!(["n1", "n2"].contains(&&*placed.node_name), "{placed:?}");
+    }
+    // A plugin's narrowing outside the restriction leaves nothing.
+    let pinned = pod(json!({
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["big"]}]}]}}}
+    }));
+    let err = f
+        .schedule_within(&pinned, &nodes, &mut 0, Some(&restriction))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "0/5 nodes are available: 2 node(s) didn't satisfy plugin(s) [NodeAffinity], 3 node(s) outside rack=r1."
     );
 }
 

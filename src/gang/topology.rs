@@ -1,0 +1,308 @@
+//! Required topology: every member of a gang on nodes that share one value of
+//! a node label (a *domain*, e.g. one rack). Nodes without the label are
+//! ineligible.
+//!
+//! The first member of a gang (none assumed or bound) picks the domain: the
+//! one with the tightest fit among those with room for the gang's remaining
+//! members, counting whole copies of the member's requests per node (and the
+//! definition's `minResources` against the domain's summed free capacity).
+//! Later members are confined to the domain their group is already in. A
+//! domain in which the gang was rejected (early release, timeout) is avoided
+//! on the next attempt while another one fits. All of it is a pure function of
+//! the node table: no I/O, deterministic (ties go to the lowest label value).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::cache::{Cache, NodeState};
+use crate::framework::NodeRestriction;
+use crate::model::{GroupKey, Resources};
+
+/// One domain of a topology key: its nodes and how many more members fit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Domain {
+    /// Indices into the node table, ascending.
+    pub nodes: Vec<usize>,
+    /// Whole copies of the member's requests that fit, summed over the nodes.
+    pub room: u64,
+    /// Free capacity summed over the nodes.
+    pub free: Resources,
+}
+
+/// What the gang needs from a domain (one member's requests, the arriving
+/// pod's taken as representative, are already folded into `Domain::room`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Need<'a> {
+    /// Members still to place.
+    pub remaining: u64,
+    /// The definition's `minResources`, when nothing is placed yet.
+    pub min_resources: Option<&'a Resources>,
+}
+
+/// The domains of `key` over the schedulable nodes, by label value.
+pub(super) fn domains(
+    nodes: &[NodeState],
+    key: &str,
+    per_member: &Resources,
+) -> BTreeMap<String, Domain> {
+    let mut out: BTreeMap<String, Domain> = BTreeMap::new();
+    for (i, node) in nodes.iter().enumerate() {
+        let Some(value) = node.info.labels.get(key) else {
+            continue;
+        };
+        let d = out.entry(value.clone()).or_default();
+        d.nodes.push(i);
+        if node.info.unschedulable {
+            continue;
+        }
+        let free = node.free();
+        d.room += copies(&free, per_member);
+        d.free.add(&free);
+    }
+    out
+}
+
+/// How many copies of `per_member` fit in `free` (every requested resource).
+fn copies(free: &Resources, per_member: &Resources) -> u64 {
+    let mut fixed = [
+        (per_member.milli_cpu, free.milli_cpu),
+        (per_member.memory, free.memory),
+        (per_member.ephemeral_storage, free.ephemeral_storage),
+        (per_member.pods, free.pods),
+    ]
+    .into_iter()
+    .chain(per_member.scalar.iter().map(|(k, v)| (*v, free.get(k))))
+    .filter(|(want, _)| *want > 0)
+    .peekable();
+    if fixed.peek().is_none() {
+        return u64::MAX;
+    }
+    fixed
+        .map(|(want, have)| u64::try_from(have.max(0) / want).unwrap_or(0))
+        .min()
+        .unwrap_or(0)
+}
+
+impl Domain {
+    fn holds(&self, need: &Need<'_>) -> bool {
+        self.room >= need.remaining
+            && need
+                .min_resources
+                .is_none_or(|m| m.exceeding(&self.free).next().is_none())
+    }
+}
+
+/// The domain for a gang that holds nothing yet: the tightest fit (least room)
+/// among the domains that hold it, preferring those not in `avoid`; `Err`
+/// says why none does.
+pub(super) fn choose(
+    domains: &BTreeMap<String, Domain>,
+    need: &Need<'_>,
+    avoid: &BTreeSet<String>,
+) -> Result<String, NoDomain> {
+    let fitting = || domains.iter().filter(|(_, d)| d.holds(need));
+    let tightest = |it: &mut dyn Iterator<Item = (&String, &Domain)>| {
+        it.min_by_key(|(v, d)| (d.room, v.as_str()))
+            .map(|(v, _)| v.clone())
+    };
+    tightest(&mut fitting().filter(|(v, _)| !avoid.contains(*v)))
+        .or_else(|| tightest(&mut fitting()))
+        .ok_or_else(|| NoDomain {
+            domains: domains.len(),
+            most_room: domains
+                .iter()
+                .max_by_key(|(v, d)| (d.room, std::cmp::Reverse(v.as_str())))
+                .map(|(v, d)| (v.clone(), d.room)),
+        })
+}
+
+/// No domain can hold the gang.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct NoDomain {
+    pub domains: usize,
+    /// The domain with the most room, and that room.
+    pub most_room: Option<(String, u64)>,
+}
+
+impl NoDomain {
+    /// kube-scheduler-style message naming the topology key.
+    pub fn message(&self, group: &GroupKey, key: &str, need: &Need<'_>, nodes: usize) -> String {
+        let detail = match &self.most_room {
+            None => format!("no node has the label {key}"),
+            Some((value, room)) => format!(
+                "{} domain(s); the most room is {key}={value} with {room}",
+                self.domains
+            ),
+        };
+        let min_resources = if need.min_resources.is_some() {
+            " and its minResources"
+        } else {
+            ""
+        };
+        format!(
+            "0/{nodes} nodes are available: {group} requires all members within one value of node label {key}, \
+             but no domain has room for its {} remaining member(s){min_resources} ({detail})",
+            need.remaining
+        )
+    }
+}
+
+/// The domain the group's placed members are in: the value most of them share
+/// (ties to the lowest), or `None` when none is on a labelled node.
+pub(super) fn current(cache: &Cache, group: &GroupKey, key: &str) -> Option<String> {
+    let members = cache.group(group)?;
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for pod in members.assumed().iter().chain(members.bound()) {
+        let value = cache
+            .pod(pod)
+            .and_then(|p| p.state.node())
+            .and_then(|n| cache.node(n))
+            .and_then(|n| n.info.labels.get(key));
+        if let Some(v) = value {
+            *counts.entry(v.as_str()).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(v, n)| (*n, std::cmp::Reverse(*v)))
+        .map(|(v, _)| v.to_string())
+}
+
+/// The restriction to `value`'s nodes.
+pub(super) fn restriction(
+    nodes: &[NodeState],
+    group: &GroupKey,
+    key: &str,
+    value: &str,
+) -> NodeRestriction {
+    NodeRestriction {
+        nodes: nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.info.labels.get(key).is_some_and(|v| v == value))
+            .map(|(i, _)| i)
+            .collect(),
+        reason: format!("node(s) outside {key}={value} required by {group}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::driver::fixtures::{group_key, node, resources};
+    use crate::model::NodeInfo;
+
+    const RACK: &str = "topology.kubernetes.io/rack";
+
+    fn labelled(name: &str, rack: Option<&str>, cpu: i64) -> NodeState {
+        let mut n: NodeInfo = node(name, cpu, 64);
+        if let Some(r) = rack {
+            n.labels.insert(RACK.into(), r.into());
+        }
+        NodeState::new(Arc::new(n))
+    }
+
+    fn need(remaining: u64) -> Need<'static> {
+        Need {
+            remaining,
+            min_resources: None,
+        }
+    }
+
+    /// r1: 2 nodes of 4 cpu; r2: 4 nodes of 4 cpu; one unlabelled node of 64.
+    fn racks() -> Vec<NodeState> {
+        vec![
+            labelled("a0", Some("r1"), 4000),
+            labelled("a1", Some("r1"), 4000),
+            labelled("b0", Some("r2"), 4000),
+            labelled("b1", Some("r2"), 4000),
+            labelled("b2", Some("r2"), 4000),
+            labelled("b3", Some("r2"), 4000),
+            labelled("x", None, 64000),
+        ]
+    }
+
+    #[test]
+    fn room_counts_whole_members_per_node() {
+        let nodes = racks();
+        let per = resources(3000, 1);
+        let d = domains(&nodes, RACK, &per);
+        assert_eq!(d.keys().collect::<Vec<_>>(), ["r1", "r2"]);
+        assert_eq!(d["r1"].room, 2, "3 cpu fits once per 4-cpu node");
+        assert_eq!(d["r2"].room, 4);
+        assert_eq!(d["r2"].nodes, vec![2, 3, 4, 5]);
+        assert_eq!(copies(&resources(5000, 1), &Resources::default()), u64::MAX);
+    }
+
+    #[test]
+    fn tightest_fitting_domain_wins_and_unlabelled_nodes_never_count() {
+        let nodes = racks();
+        let per = resources(3000, 1);
+        let d = domains(&nodes, RACK, &per);
+        let none = BTreeSet::new();
+        assert_eq!(choose(&d, &need(2), &none), Ok("r1".to_string()));
+        assert_eq!(choose(&d, &need(3), &none), Ok("r2".to_string()));
+        // The unlabelled 64-cpu node could hold 21 members: it does not help.
+        let err = choose(&d, &need(5), &none).unwrap_err();
+        assert_eq!(err.most_room, Some(("r2".to_string(), 4)));
+        let msg = err.message(&group_key("g"), RACK, &need(5), nodes.len());
+        assert!(
+            msg.contains("within one value of node label topology.kubernetes.io/rack"),
+            "{msg}"
+        );
+        assert!(msg.contains("room for its 5 remaining member(s)"), "{msg}");
+        assert!(
+            msg.contains("the most room is topology.kubernetes.io/rack=r2 with 4"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn avoided_domains_are_a_last_resort() {
+        let nodes = racks();
+        let per = resources(1000, 1);
+        let d = domains(&nodes, RACK, &per);
+        let avoid: BTreeSet<String> = ["r1".to_string()].into();
+        assert_eq!(choose(&d, &need(2), &avoid), Ok("r2".to_string()));
+        let both: BTreeSet<String> = ["r1".to_string(), "r2".to_string()].into();
+        assert_eq!(choose(&d, &need(2), &both), Ok("r1".to_string()));
+    }
+
+    #[test]
+    fn min_resources_must_fit_the_domain() {
+        let nodes = racks();
+        let per = resources(100, 1);
+        let d = domains(&nodes, RACK, &per);
+        let min = resources(10_000, 1);
+        let n = Need {
+            remaining: 2,
+            min_resources: Some(&min),
+        };
+        assert_eq!(choose(&d, &n, &BTreeSet::new()), Ok("r2".to_string()));
+    }
+
+    #[test]
+    fn no_label_anywhere() {
+        let nodes = vec![labelled("x", None, 4000)];
+        let per = resources(1000, 1);
+        let d = domains(&nodes, RACK, &per);
+        let err = choose(&d, &need(1), &BTreeSet::new()).unwrap_err();
+        let msg = err.message(&group_key("g"), RACK, &need(1), 1);
+        assert!(
+            msg.ends_with("(no node has the label topology.kubernetes.io/rack)"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn restriction_lists_the_domain_nodes() {
+        let nodes = racks();
+        let r = restriction(&nodes, &group_key("g"), RACK, "r1");
+        assert_eq!(r.nodes, vec![0, 1]);
+        assert!(
+            r.reason
+                .starts_with("node(s) outside topology.kubernetes.io/rack=r1 required by")
+        );
+    }
+}
