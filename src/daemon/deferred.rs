@@ -1,29 +1,77 @@
-//! Pod status writes held back for a short grace. A pod that waits only
-//! briefly — a gang member gated until its last sibling is created, or
-//! reserved at permit until quorum — is usually bound before the grace
-//! ends, and its waiting messages are then dropped unwritten. Pods that keep
+//! Waiting messages held back for a short grace. A gang that waits only
+//! briefly — members gated until the last sibling is created, reserved at
+//! permit until quorum — is usually bound before the grace ends, and its
+//! waiting messages are then dropped unwritten. Pods and gangs that keep
 //! waiting get every message, one grace late. A burst of fast gangs thus
-//! costs the API server a binding and a `Scheduled` event per pod, as with
-//! kube-scheduler, instead of two or three more writes per pod for states
-//! that lasted milliseconds (each also a watch event for every watcher).
+//! costs the API server a binding and a `Scheduled` event per pod and one
+//! status write per gang, as with kube-scheduler, instead of several more
+//! writes per gang for states that lasted milliseconds (each also a watch
+//! event for every watcher).
 //!
-//! Held: `PodScheduled=False` conditions and pod events other than
-//! `Scheduled`. Never held: bindings, the `Scheduled` event, group status.
+//! Held: a pod's `PodScheduled=False` condition and its events other than
+//! `Scheduled`, until the pod's binding; a group's status while it is not
+//! yet scheduled, until its `Scheduled` status. Everything else goes at once.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use crate::engine::{Action, ObjectRef};
 use crate::kube::writer::Write;
-use crate::model::PodKey;
+use crate::model::{GroupKey, PodKey};
+
+/// Whose waiting a held write reports.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Subject {
+    Pod(PodKey),
+    Group(GroupKey),
+}
+
+/// What an action means for the held writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Class {
+    /// A passing state of the subject: hold it.
+    Waiting(Subject),
+    /// The subject's waiting is over: drop what is held, send this.
+    Settles(Subject),
+    /// Send at once.
+    Other,
+}
+
+impl Class {
+    pub fn of(action: &Action) -> Class {
+        match action {
+            Action::Bind { pod, .. } => Class::Settles(Subject::Pod(pod.clone())),
+            Action::PodUnschedulable { pod, .. } => Class::Waiting(Subject::Pod(pod.clone())),
+            Action::Event {
+                object: ObjectRef::Pod(pod),
+                reason,
+                ..
+            } if *reason != "Scheduled" => Class::Waiting(Subject::Pod(pod.clone())),
+            Action::GroupStatus {
+                group,
+                initially_scheduled,
+                ..
+            } => {
+                let subject = Subject::Group(group.clone());
+                if *initially_scheduled {
+                    Class::Settles(subject)
+                } else {
+                    Class::Waiting(subject)
+                }
+            }
+            Action::Event { .. } => Class::Other,
+        }
+    }
+}
 
 /// Writes waiting for their grace to pass.
 #[derive(Debug)]
 pub struct Deferred {
     grace: Duration,
-    held: HashMap<PodKey, Vec<Write>>,
-    /// When each pod's writes are due, oldest first (the grace is constant,
-    /// so pushing at the back keeps the queue sorted).
-    due: VecDeque<(Instant, PodKey)>,
+    held: HashMap<Subject, Vec<Write>>,
+    /// When each subject's writes are due, oldest first (the grace is
+    /// constant, so pushing at the back keeps the queue sorted).
+    due: VecDeque<(Instant, Subject)>,
 }
 
 impl Deferred {
@@ -36,35 +84,36 @@ impl Deferred {
         }
     }
 
-    /// Holds a transient pod write (`None`) or hands it back to be sent now
-    /// (`Some`); a binding also drops what is held for its pod (its waiting
-    /// is over).
-    pub fn offer(&mut self, write: Write, now: Instant) -> Option<Write> {
-        if let Write::Bind { pod, .. } = &write {
-            self.held.remove(pod);
-            return Some(write);
+    /// Holds `write` (`None`) or hands it back to be sent now (`Some`).
+    pub fn offer(&mut self, class: Class, write: Write, now: Instant) -> Option<Write> {
+        match class {
+            Class::Waiting(subject) if !self.grace.is_zero() => {
+                let entry = self.held.entry(subject.clone()).or_default();
+                if entry.is_empty() {
+                    self.due.push_back((now + self.grace, subject));
+                }
+                entry.push(write);
+                None
+            }
+            Class::Settles(subject) => {
+                let held = self.held.remove(&subject).unwrap_or_default();
+                Some(coalesce(held, write))
+            }
+            Class::Waiting(_) | Class::Other => Some(write),
         }
-        let Some(pod) = transient_pod(&write).filter(|_| !self.grace.is_zero()) else {
-            return Some(write);
-        };
-        let entry = self.held.entry(pod.clone()).or_default();
-        if entry.is_empty() {
-            self.due.push_back((now + self.grace, pod));
-        }
-        entry.push(write);
-        None
     }
 
-    /// Writes whose grace has passed, in the order they were offered per pod.
+    /// Writes whose grace has passed, in the order they were offered per
+    /// subject.
     pub fn take_due(&mut self, now: Instant) -> Vec<Write> {
         let mut out = Vec::new();
         while let Some((at, _)) = self.due.front()
             && *at <= now
         {
-            let Some((_, pod)) = self.due.pop_front() else {
+            let Some((_, subject)) = self.due.pop_front() else {
                 break;
             };
-            out.extend(self.held.remove(&pod).unwrap_or_default());
+            out.extend(self.held.remove(&subject).unwrap_or_default());
         }
         out
     }
@@ -75,99 +124,184 @@ impl Deferred {
     }
 }
 
-/// The pod a write reports a passing state of, if it is such a write.
-fn transient_pod(write: &Write) -> Option<PodKey> {
-    match write {
-        Write::PodCondition {
-            pod, status: false, ..
-        } => Some(pod.clone()),
-        Write::Event { target, reason, .. } if target.kind == "Pod" && reason != "Scheduled" => {
-            Some(PodKey::new(&target.namespace, &target.name))
+/// The settling write, carrying what the dropped ones would have set and it
+/// does not: a group status merge patch is applied over the held patches
+/// (Coscheduling's `scheduleStartTime` is only in the first one). Other
+/// writes replace what they settle as they are.
+fn coalesce(held: Vec<Write>, settling: Write) -> Write {
+    match settling {
+        Write::GroupStatus {
+            resource,
+            namespace,
+            name,
+            status,
+        } => {
+            let mut merged = serde_json::json!({});
+            for w in held {
+                if let Write::GroupStatus { status, .. } = w {
+                    json_patch::merge(&mut merged, &status);
+                }
+            }
+            json_patch::merge(&mut merged, &status);
+            Write::GroupStatus {
+                resource,
+                namespace,
+                name,
+                status: merged,
+            }
         }
-        _ => None,
+        other => other,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::writer::EventTarget;
+    use crate::model::{DefinitionKey, GroupSource};
 
-    fn condition(pod: &str, message: &str) -> Write {
+    fn pod(name: &str) -> Subject {
+        Subject::Pod(PodKey::new("ns", name))
+    }
+
+    fn write(message: &str) -> Write {
         Write::PodCondition {
-            pod: PodKey::new("ns", pod),
+            pod: PodKey::new("ns", "x"),
             status: false,
             reason: "SchedulingGated".into(),
             message: message.into(),
         }
     }
 
-    fn event(pod: &str, reason: &str) -> Write {
-        Write::Event {
-            target: EventTarget {
-                api_version: "v1".into(),
-                kind: "Pod".into(),
-                namespace: "ns".into(),
-                name: pod.into(),
-                uid: None,
-            },
-            warning: false,
-            reason: reason.into(),
-            message: String::new(),
+    fn message(w: &Write) -> &str {
+        match w {
+            Write::PodCondition { message, .. } => message,
+            _ => "",
         }
     }
 
-    fn bind(pod: &str) -> Write {
-        Write::Bind {
-            pod: PodKey::new("ns", pod),
+    #[test]
+    fn classes_follow_the_actions() {
+        let key = PodKey::new("ns", "a");
+        let bind = Action::Bind {
+            pod: key.clone(),
             uid: "u".into(),
             node: "n".into(),
-        }
-    }
-
-    fn sent(o: Option<Write>) -> bool {
-        o.is_some()
+        };
+        assert_eq!(Class::of(&bind), Class::Settles(pod("a")));
+        let event = |reason| Action::Event {
+            object: ObjectRef::Pod(key.clone()),
+            type_: crate::engine::EventType::Normal,
+            reason,
+            message: String::new(),
+        };
+        assert_eq!(Class::of(&event("GangWaiting")), Class::Waiting(pod("a")));
+        assert_eq!(Class::of(&event("Scheduled")), Class::Other);
     }
 
     #[test]
-    fn a_pod_bound_within_the_grace_never_gets_its_waiting_messages() {
+    fn a_subject_settled_within_the_grace_never_gets_its_waiting_messages() {
         let t0 = Instant::now();
         let mut d = Deferred::new(Duration::from_secs(1));
-        assert!(!sent(d.offer(condition("a", "waiting for 1/2"), t0)));
-        assert!(!sent(d.offer(event("a", "GangWaiting"), t0)));
-        assert!(sent(d.offer(event("a", "Scheduled"), t0)));
-        assert!(sent(d.offer(bind("a"), t0)));
+        assert!(
+            d.offer(Class::Waiting(pod("a")), write("1/2"), t0)
+                .is_none()
+        );
+        assert!(
+            d.offer(Class::Waiting(pod("a")), write("GangWaiting"), t0)
+                .is_none()
+        );
+        assert!(d.offer(Class::Other, write("Scheduled"), t0).is_some());
+        assert!(
+            d.offer(Class::Settles(pod("a")), write("bind"), t0)
+                .is_some()
+        );
         assert!(d.held.is_empty());
         assert!(d.take_due(t0 + Duration::from_secs(2)).is_empty());
+        let group = Subject::Group(GroupKey::new(DefinitionKey::new(
+            "ns",
+            GroupSource::PodGroup,
+            "g",
+        )));
+        assert!(
+            d.offer(Class::Waiting(group.clone()), write("waiting"), t0)
+                .is_none()
+        );
+        assert!(
+            d.offer(Class::Settles(group), write("scheduled"), t0)
+                .is_some()
+        );
+        assert!(d.held.is_empty());
     }
 
     #[test]
-    fn a_pod_that_keeps_waiting_gets_them_in_order_one_grace_late() {
+    fn a_subject_that_keeps_waiting_gets_them_in_order_one_grace_late() {
         let t0 = Instant::now();
         let grace = Duration::from_secs(1);
         let mut d = Deferred::new(grace);
-        d.offer(condition("a", "1/3"), t0);
-        d.offer(condition("b", "1/3"), t0 + Duration::from_millis(100));
-        d.offer(condition("a", "2/3"), t0 + Duration::from_millis(500));
+        d.offer(Class::Waiting(pod("a")), write("a 1/3"), t0);
+        d.offer(
+            Class::Waiting(pod("b")),
+            write("b 1/3"),
+            t0 + Duration::from_millis(100),
+        );
+        d.offer(
+            Class::Waiting(pod("a")),
+            write("a 2/3"),
+            t0 + Duration::from_millis(500),
+        );
         assert_eq!(d.next_due(), Some(t0 + grace));
         assert!(d.take_due(t0 + Duration::from_millis(999)).is_empty());
         let due = d.take_due(t0 + grace);
-        let messages: Vec<&str> = due
-            .iter()
-            .map(|w| match w {
-                Write::PodCondition { message, .. } => message.as_str(),
-                _ => "",
-            })
-            .collect();
-        assert_eq!(messages, ["1/3", "2/3"]);
+        assert_eq!(
+            due.iter().map(message).collect::<Vec<_>>(),
+            ["a 1/3", "a 2/3"]
+        );
         assert_eq!(d.held.len(), 1);
         assert_eq!(d.take_due(t0 + Duration::from_millis(1100)).len(), 1);
         assert!(d.next_due().is_none());
     }
 
     #[test]
+    fn a_settling_group_status_keeps_fields_only_the_held_ones_set() {
+        let group = Subject::Group(GroupKey::new(DefinitionKey::new(
+            "ns",
+            GroupSource::Coscheduling,
+            "g",
+        )));
+        let status = |v: serde_json::Value| Write::GroupStatus {
+            resource: kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
+            namespace: "ns".into(),
+            name: "g".into(),
+            status: v,
+        };
+        let t0 = Instant::now();
+        let mut d = Deferred::new(Duration::from_secs(1));
+        let first =
+            serde_json::json!({"phase": "Pending", "scheduled": 0, "scheduleStartTime": "t0"});
+        assert!(
+            d.offer(Class::Waiting(group.clone()), status(first), t0)
+                .is_none()
+        );
+        let sent = d.offer(
+            Class::Settles(group),
+            status(serde_json::json!({"phase": "Scheduled", "scheduled": 3})),
+            t0,
+        );
+        let Some(Write::GroupStatus { status, .. }) = sent else {
+            panic!("the settling write is sent")
+        };
+        assert_eq!(
+            status,
+            serde_json::json!({"phase": "Scheduled", "scheduled": 3, "scheduleStartTime": "t0"})
+        );
+    }
+
+    #[test]
     fn zero_grace_holds_nothing() {
         let mut d = Deferred::new(Duration::ZERO);
-        assert!(sent(d.offer(condition("a", "x"), Instant::now())));
+        assert!(
+            d.offer(Class::Waiting(pod("a")), write("x"), Instant::now())
+                .is_some()
+        );
     }
 }

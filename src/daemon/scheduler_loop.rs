@@ -12,7 +12,7 @@ use anyhow::{Result, bail};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
-use super::deferred::Deferred;
+use super::deferred::{Class, Deferred};
 use super::translate::Directory;
 use crate::dialects::{KueueGroups, Synthesized};
 use crate::engine::{ClusterEvent, Engine, Sample, Stats};
@@ -318,7 +318,6 @@ impl SchedulerLoop {
             return;
         }
         let now = Instant::now();
-        let due = self.deferred.take_due(now);
         for action in actions {
             if let crate::engine::Action::Bind { pod, .. } = &action {
                 // Attempts are counted per pop, so this includes the successful one.
@@ -338,18 +337,20 @@ impl SchedulerLoop {
                         .observe((now - first).as_secs_f64());
                 }
             }
+            let class = Class::of(&action);
             let cache = self.engine.cache();
             let pod_uid = |key: &PodKey| cache.pod(key).map(|p| p.info.uid.clone());
             match st.directory.to_write(action, &pod_uid) {
                 Some(w) => {
-                    if let Some(w) = self.deferred.offer(w, now) {
+                    if let Some(w) = self.deferred.offer(class, w, now) {
                         self.submit(w);
                     }
                 }
                 None => debug!("action has no API form for this dialect"),
             }
         }
-        for w in due {
+        // After this turn's actions: a binding above drops its pod's held writes.
+        for w in self.deferred.take_due(now) {
             self.submit(w);
         }
     }

@@ -272,7 +272,7 @@ fn every_dialect_round_trips_through_the_translators() {
                 let mut groups = KueueGroups::default();
                 let out: Vec<_> = pods.iter().flat_map(|p| groups.observe(p)).collect();
                 match out.last() {
-                    Some(Synthesized::Upserted(d)) => d.clone(),
+                    Some(Synthesized::Upserted(d)) => (**d).clone(),
                     other => panic!("{dialect}: expected a synthesized group, got {other:?}"),
                 }
             }
