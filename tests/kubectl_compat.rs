@@ -53,6 +53,20 @@ impl Kubectl {
     }
 }
 
+const KWOK_STAGE_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: stages.kwok.x-k8s.io}
+spec:
+  group: kwok.x-k8s.io
+  scope: Cluster
+  names: {plural: stages, singular: stage, kind: Stage}
+  versions:
+    - name: v1alpha1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+";
+
 /// Every YAML file under deploy/ and config/ with at least one document
 /// that has apiVersion and kind (templated files that do not parse, and
 /// component configuration files such as config/muster.yaml, are skipped);
@@ -136,6 +150,12 @@ async fn kubectl_v1_37_works_against_the_simulator() {
             "api-resources lacks {needle}:\n{resources}"
         );
     }
+
+    // deploy/kwok/stages.yaml needs kwok's Stage CRD, which a real cluster
+    // gets from kwok's release; here a permissive stand-in.
+    let stage_crd = dir.path().join("kwok-stage-crd.yaml");
+    std::fs::write(&stage_crd, KWOK_STAGE_CRD).unwrap();
+    k.ok(&["apply", "-f", stage_crd.to_str().unwrap()]).await;
 
     // apply every example manifest, twice (create, then patch/unchanged).
     let manifests = example_manifests();
