@@ -116,6 +116,9 @@ pub struct Cache {
     total_requested: Resources,
     served: HashSet<Arc<str>>,
     assumed_ttl: Duration,
+    /// Bumped when a node is added or removed or its labels change: what
+    /// indexes of nodes by label (required topology) are keyed on.
+    labels_generation: u64,
 }
 
 impl Cache {
@@ -133,6 +136,7 @@ impl Cache {
             total_requested: Resources::default(),
             served: served.into_iter().collect(),
             assumed_ttl,
+            labels_generation: 0,
         }
     }
 
@@ -141,6 +145,12 @@ impl Cache {
     /// The node table: the snapshot a scheduling cycle places pods on.
     pub fn nodes(&self) -> &[NodeState] {
         &self.nodes
+    }
+
+    /// Changes whenever a node is added or removed (indices move) or a
+    /// node's labels change; capacity and status updates leave it alone.
+    pub fn labels_generation(&self) -> u64 {
+        self.labels_generation
     }
 
     pub fn node(&self, name: &str) -> Option<&NodeState> {
@@ -201,9 +211,13 @@ impl Cache {
         if let Some(&i) = self.node_index.get(&info.name) {
             self.total_allocatable.sub(&self.nodes[i].info.allocatable);
             self.total_allocatable.add(&info.allocatable);
+            if self.nodes[i].info.labels != info.labels {
+                self.labels_generation += 1;
+            }
             self.nodes[i].set_info(info);
             return false;
         }
+        self.labels_generation += 1;
         let mut state = NodeState::new(info.clone());
         for key in self.by_node.get(&info.name).into_iter().flatten() {
             if let Some(p) = self.pods.get(key) {
@@ -223,6 +237,7 @@ impl Cache {
         let Some(i) = self.node_index.remove(name) else {
             return Vec::new();
         };
+        self.labels_generation += 1;
         let removed = self.nodes.swap_remove(i);
         if let Some(moved) = self.nodes.get(i) {
             self.node_index.insert(moved.info.name.clone(), i);

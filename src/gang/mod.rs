@@ -92,6 +92,8 @@ pub struct GangScheduling {
     denied: HashMap<GroupKey, Instant>,
     /// Groups with a required topology → their domain and the domains to avoid.
     domains: HashMap<GroupKey, DomainChoice>,
+    /// Topology key → nodes by label value.
+    topology_index: HashMap<String, topology::DomainIndex>,
     notices: Vec<GangNotice>,
 }
 
@@ -115,6 +117,7 @@ impl GangScheduling {
             timers: BTreeSet::new(),
             denied: HashMap::new(),
             domains: HashMap::new(),
+            topology_index: HashMap::new(),
             notices: Vec::new(),
         }
     }
@@ -287,7 +290,8 @@ impl GangScheduling {
                     remaining,
                     min_resources: def.min_resources.as_ref().filter(|_| placed == 0),
                 };
-                let domains = topology::domains(cache.nodes(), key, &pod.requests);
+                let index = topology::index_for(&mut self.topology_index, cache, key);
+                let domains = topology::domains(cache.nodes(), index, &pod.requests);
                 match topology::choose(&domains, &need, &choice.avoid) {
                     Ok(v) => v,
                     Err(none) => {
@@ -299,7 +303,8 @@ impl GangScheduling {
             }
         };
         choice.current = Some(value.clone());
-        PreFilterVerdict::Restrict(topology::restriction(cache.nodes(), group, key, &value))
+        let index = topology::index_for(&mut self.topology_index, cache, key);
+        PreFilterVerdict::Restrict(topology::restriction(index, group, key, &value))
     }
 
     /// The gang was rejected in its domain (early release, timeout): prefer

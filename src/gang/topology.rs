@@ -11,7 +11,7 @@
 //! on the next attempt while another one fits. All of it is a pure function of
 //! the node table: no I/O, deterministic (ties go to the lowest label value).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::cache::{Cache, NodeState};
 use crate::framework::NodeRestriction;
@@ -38,27 +38,71 @@ pub(super) struct Need<'a> {
     pub min_resources: Option<&'a Resources>,
 }
 
-/// The domains of `key` over the schedulable nodes, by label value.
+/// Node indices by value of one topology key (nodes without the label are
+/// in no domain), rebuilt only when the cache's node labels change: a
+/// placement then costs a lookup, not a label comparison per node.
+#[derive(Debug, Clone, Default)]
+pub(super) struct DomainIndex {
+    generation: u64,
+    by_value: BTreeMap<String, Vec<usize>>,
+}
+
+/// The index of `key`, from `indexes` if the node labels did not change.
+pub(super) fn index_for<'a>(
+    indexes: &'a mut HashMap<String, DomainIndex>,
+    cache: &Cache,
+    key: &str,
+) -> &'a BTreeMap<String, Vec<usize>> {
+    let generation = cache.labels_generation();
+    let index = indexes
+        .entry(key.to_string())
+        .or_insert_with(|| DomainIndex {
+            generation: generation.wrapping_add(1),
+            by_value: BTreeMap::new(),
+        });
+    if index.generation != generation {
+        index.by_value = build_index(cache.nodes(), key);
+        index.generation = generation;
+    }
+    &index.by_value
+}
+
+/// Node indices (ascending) by value of `key`.
+pub(super) fn build_index(nodes: &[NodeState], key: &str) -> BTreeMap<String, Vec<usize>> {
+    let mut by_value: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, node) in nodes.iter().enumerate() {
+        if let Some(value) = node.info.labels.get(key) {
+            by_value.entry(value.clone()).or_default().push(i);
+        }
+    }
+    by_value
+}
+
+/// The domains of an index, with room and free capacity from the
+/// schedulable nodes.
 pub(super) fn domains(
     nodes: &[NodeState],
-    key: &str,
+    index: &BTreeMap<String, Vec<usize>>,
     per_member: &Resources,
 ) -> BTreeMap<String, Domain> {
-    let mut out: BTreeMap<String, Domain> = BTreeMap::new();
-    for (i, node) in nodes.iter().enumerate() {
-        let Some(value) = node.info.labels.get(key) else {
-            continue;
-        };
-        let d = out.entry(value.clone()).or_default();
-        d.nodes.push(i);
-        if node.info.unschedulable {
-            continue;
-        }
-        let free = node.free();
-        d.room += copies(&free, per_member);
-        d.free.add(&free);
-    }
-    out
+    index
+        .iter()
+        .map(|(value, members)| {
+            let mut d = Domain {
+                nodes: members.clone(),
+                ..Domain::default()
+            };
+            for node in members.iter().filter_map(|&i| nodes.get(i)) {
+                if node.info.unschedulable {
+                    continue;
+                }
+                let free = node.free();
+                d.room += copies(&free, per_member);
+                d.free.add(&free);
+            }
+            (value.clone(), d)
+        })
+        .collect()
 }
 
 /// How many copies of `per_member` fit in `free` (every requested resource).
@@ -169,18 +213,13 @@ pub(super) fn current(cache: &Cache, group: &GroupKey, key: &str) -> Option<Stri
 
 /// The restriction to `value`'s nodes.
 pub(super) fn restriction(
-    nodes: &[NodeState],
+    index: &BTreeMap<String, Vec<usize>>,
     group: &GroupKey,
     key: &str,
     value: &str,
 ) -> NodeRestriction {
     NodeRestriction {
-        nodes: nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.info.labels.get(key).is_some_and(|v| v == value))
-            .map(|(i, _)| i)
-            .collect(),
+        nodes: index.get(value).cloned().unwrap_or_default(),
         reason: format!("node(s) outside {key}={value} required by {group}"),
     }
 }
@@ -227,7 +266,7 @@ mod tests {
     fn room_counts_whole_members_per_node() {
         let nodes = racks();
         let per = resources(3000, 1);
-        let d = domains(&nodes, RACK, &per);
+        let d = domains(&nodes, &build_index(&nodes, RACK), &per);
         assert_eq!(d.keys().collect::<Vec<_>>(), ["r1", "r2"]);
         assert_eq!(d["r1"].room, 2, "3 cpu fits once per 4-cpu node");
         assert_eq!(d["r2"].room, 4);
@@ -239,7 +278,7 @@ mod tests {
     fn tightest_fitting_domain_wins_and_unlabelled_nodes_never_count() {
         let nodes = racks();
         let per = resources(3000, 1);
-        let d = domains(&nodes, RACK, &per);
+        let d = domains(&nodes, &build_index(&nodes, RACK), &per);
         let none = BTreeSet::new();
         assert_eq!(choose(&d, &need(2), &none), Ok("r1".to_string()));
         assert_eq!(choose(&d, &need(3), &none), Ok("r2".to_string()));
@@ -262,7 +301,7 @@ mod tests {
     fn avoided_domains_are_a_last_resort() {
         let nodes = racks();
         let per = resources(1000, 1);
-        let d = domains(&nodes, RACK, &per);
+        let d = domains(&nodes, &build_index(&nodes, RACK), &per);
         let avoid: BTreeSet<String> = ["r1".to_string()].into();
         assert_eq!(choose(&d, &need(2), &avoid), Ok("r2".to_string()));
         let both: BTreeSet<String> = ["r1".to_string(), "r2".to_string()].into();
@@ -273,7 +312,7 @@ mod tests {
     fn min_resources_must_fit_the_domain() {
         let nodes = racks();
         let per = resources(100, 1);
-        let d = domains(&nodes, RACK, &per);
+        let d = domains(&nodes, &build_index(&nodes, RACK), &per);
         let min = resources(10_000, 1);
         let n = Need {
             remaining: 2,
@@ -286,7 +325,7 @@ mod tests {
     fn no_label_anywhere() {
         let nodes = vec![labelled("x", None, 4000)];
         let per = resources(1000, 1);
-        let d = domains(&nodes, RACK, &per);
+        let d = domains(&nodes, &build_index(&nodes, RACK), &per);
         let err = choose(&d, &need(1), &BTreeSet::new()).unwrap_err();
         let msg = err.message(&group_key("g"), RACK, &need(1), 1);
         assert!(
@@ -298,7 +337,7 @@ mod tests {
     #[test]
     fn restriction_lists_the_domain_nodes() {
         let nodes = racks();
-        let r = restriction(&nodes, &group_key("g"), RACK, "r1");
+        let r = restriction(&build_index(&nodes, RACK), &group_key("g"), RACK, "r1");
         assert_eq!(r.nodes, vec![0, 1]);
         assert!(
             r.reason

@@ -143,3 +143,21 @@ fn recreated_pod_replaces_an_assumed_one() {
     assert_eq!(change.current, PodState::Pending);
     assert_eq!(c.nodes()[0].requested.milli_cpu, 0);
 }
+
+#[test]
+fn the_labels_generation_moves_only_with_node_membership_and_labels() {
+    let mut c = cache();
+    let g0 = c.labels_generation();
+    c.upsert_node(arc(node("n1", 2000, 4)));
+    let g1 = c.labels_generation();
+    assert_ne!(g0, g1, "a new node");
+    c.upsert_node(arc(node("n1", 4000, 8)));
+    assert_eq!(c.labels_generation(), g1, "capacity is not a label");
+    let mut relabelled = node("n1", 4000, 8);
+    relabelled.labels.insert("rack".into(), "r1".into());
+    c.upsert_node(arc(relabelled));
+    let g2 = c.labels_generation();
+    assert_ne!(g1, g2, "a label changed");
+    c.remove_node("n1");
+    assert_ne!(c.labels_generation(), g2, "indices move on removal");
+}
