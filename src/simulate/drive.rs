@@ -72,27 +72,37 @@ pub async fn drive(
     let mut applied = false;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    // Whether the run is over is judged on ticks, timeouts and the end of
+    // creation, not per watch event: judging walks every gang, and a 50,000-pod
+    // run delivers hundreds of thousands of events.
+    let mut next_timeout = deadline;
     loop {
-        let next_timeout = tracker
-            .next_timeout(start.elapsed())
-            .map_or(deadline, |t| (start + t).min(deadline));
+        let mut judge = false;
         tokio::select! {
             result = &mut applying, if !applied => {
                 result.context("applying the scenario")?;
                 applied = true;
+                judge = true;
             }
             message = rx.recv() => match message {
-                Some(Watched::Change(o)) => {
-                    tracker.observe(o, start.elapsed());
+                Some(message) => {
+                    let at = start.elapsed();
+                    receive(&mut tracker, message, at);
+                    while let Ok(message) = rx.try_recv() {
+                        receive(&mut tracker, message, at);
+                    }
                 }
-                Some(Watched::Synced) => {}
                 None => anyhow::bail!("the scenario watches ended unexpectedly"),
             },
             _ = tick.tick() => {
                 let at = start.elapsed();
                 opts.progress.update(at, &tracker.counts(at), false);
+                judge = true;
             }
-            _ = tokio::time::sleep_until(next_timeout) => {}
+            _ = tokio::time::sleep_until(next_timeout) => judge = true,
+        }
+        if !judge {
+            continue;
         }
         let now = start.elapsed();
         if (applied && tracker.settled(now)) || Instant::now() >= deadline {
@@ -102,6 +112,15 @@ pub async fn drive(
                 pods: tracker.pod_times(),
             });
         }
+        next_timeout = tracker
+            .next_timeout(now)
+            .map_or(deadline, |t| (start + t).min(deadline));
+    }
+}
+
+fn receive(tracker: &mut Tracker, message: Watched, at: Duration) {
+    if let Watched::Change(o) = message {
+        tracker.observe(o, at);
     }
 }
 

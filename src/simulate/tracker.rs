@@ -150,6 +150,8 @@ pub struct Tracker {
     gangs: Vec<Gang>,
     batches: Vec<Batch>,
     index: HashMap<(String, String), Slot>,
+    /// (namespace, name) → index into `gangs`.
+    gang_index: HashMap<(String, String), usize>,
 }
 
 impl Tracker {
@@ -160,6 +162,7 @@ impl Tracker {
             gangs: Vec::new(),
             batches: Vec::new(),
             index: HashMap::new(),
+            gang_index: HashMap::new(),
         };
         for workload in &plan.workloads {
             let slot = |j| match workload {
@@ -178,15 +181,19 @@ impl Tracker {
             tracker.index.extend(slots);
             let members = vec![Member::default(); workload.pods().len()];
             match workload {
-                WorkloadPlan::Gang(g) => tracker.gangs.push(Gang {
-                    namespace: g.namespace.clone(),
-                    name: g.name.clone(),
-                    min_count: g.min_count,
-                    timeout: g.timeout.unwrap_or(default_timeout),
-                    expect: g.expect,
-                    members,
-                    condition: None,
-                }),
+                WorkloadPlan::Gang(g) => {
+                    let key = (g.namespace.clone(), g.name.clone());
+                    tracker.gang_index.insert(key, tracker.gangs.len());
+                    tracker.gangs.push(Gang {
+                        namespace: g.namespace.clone(),
+                        name: g.name.clone(),
+                        min_count: g.min_count,
+                        timeout: g.timeout.unwrap_or(default_timeout),
+                        expect: g.expect,
+                        members,
+                        condition: None,
+                    })
+                }
                 WorkloadPlan::Pods(p) => tracker.batches.push(Batch {
                     namespace: p.namespace.clone(),
                     name_prefix: p.name_prefix.clone(),
@@ -225,9 +232,9 @@ impl Tracker {
                 name,
                 condition,
             } => self
-                .gangs
-                .iter_mut()
-                .find(|g| g.namespace == namespace && g.name == name)
+                .gang_index
+                .get(&(namespace, name))
+                .and_then(|&i| self.gangs.get_mut(i))
                 .is_some_and(|g| {
                     let changed = g.condition != condition && condition.is_some();
                     if condition.is_some() {
