@@ -50,7 +50,7 @@ pub struct RunArgs {
     /// Identity in the leader-election Lease (default: hostname plus a random suffix).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
-    /// Maximum concurrent API writes.
+    /// Maximum concurrent API writes per lane (bindings; everything else).
     #[arg(long, default_value_t = 64)]
     pub max_in_flight_writes: usize,
 }

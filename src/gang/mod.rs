@@ -291,7 +291,8 @@ impl GangScheduling {
                     min_resources: def.min_resources.as_ref().filter(|_| placed == 0),
                 };
                 let index = topology::index_for(&mut self.topology_index, cache, key);
-                let domains = topology::domains(cache.nodes(), index, &pod.requests);
+                let domains =
+                    index.domains(cache.nodes(), &pod.requests, need.min_resources.is_some());
                 match topology::choose(&domains, &need, &choice.avoid) {
                     Ok(v) => v,
                     Err(none) => {
@@ -304,7 +305,7 @@ impl GangScheduling {
         };
         choice.current = Some(value.clone());
         let index = topology::index_for(&mut self.topology_index, cache, key);
-        PreFilterVerdict::Restrict(topology::restriction(index, group, key, &value))
+        PreFilterVerdict::Restrict(topology::restriction(index.values(), group, key, &value))
     }
 
     /// The gang was rejected in its domain (early release, timeout): prefer

@@ -17,14 +17,12 @@ use crate::cache::{Cache, NodeState};
 use crate::framework::NodeRestriction;
 use crate::model::{GroupKey, Resources};
 
-/// One domain of a topology key: its nodes and how many more members fit.
+/// One domain of a topology key: how many more members fit.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Domain {
-    /// Indices into the node table, ascending.
-    pub nodes: Vec<usize>,
     /// Whole copies of the member's requests that fit, summed over the nodes.
     pub room: u64,
-    /// Free capacity summed over the nodes.
+    /// Free capacity summed over the nodes (only when `minResources` asks).
     pub free: Resources,
 }
 
@@ -39,12 +37,23 @@ pub(super) struct Need<'a> {
 }
 
 /// Node indices by value of one topology key (nodes without the label are
-/// in no domain), rebuilt only when the cache's node labels change: a
-/// placement then costs a lookup, not a label comparison per node.
+/// in no domain), rebuilt only when the cache's node labels change, with the
+/// room of each node memoized by its generation: choosing a domain for a
+/// gang then recomputes only the nodes that changed since the last choice,
+/// and confining a member costs a lookup, not a label comparison per node.
 #[derive(Debug, Clone, Default)]
 pub(super) struct DomainIndex {
     generation: u64,
     by_value: BTreeMap<String, Vec<usize>>,
+    memo: RoomMemo,
+}
+
+/// Whole copies of one member shape per node, with the node generation they
+/// were computed at.
+#[derive(Debug, Clone, Default)]
+struct RoomMemo {
+    per_member: Resources,
+    per_node: Vec<Option<(u64, u64)>>,
 }
 
 /// The index of `key`, from `indexes` if the node labels did not change.
@@ -52,19 +61,52 @@ pub(super) fn index_for<'a>(
     indexes: &'a mut HashMap<String, DomainIndex>,
     cache: &Cache,
     key: &str,
-) -> &'a BTreeMap<String, Vec<usize>> {
+) -> &'a mut DomainIndex {
     let generation = cache.labels_generation();
     let index = indexes
         .entry(key.to_string())
         .or_insert_with(|| DomainIndex {
             generation: generation.wrapping_add(1),
-            by_value: BTreeMap::new(),
+            ..DomainIndex::default()
         });
     if index.generation != generation {
         index.by_value = build_index(cache.nodes(), key);
+        // Node indices may have moved.
+        index.memo = RoomMemo::default();
         index.generation = generation;
     }
-    &index.by_value
+    index
+}
+
+impl DomainIndex {
+    pub fn values(&self) -> &BTreeMap<String, Vec<usize>> {
+        &self.by_value
+    }
+
+    /// The domains with their room for `per_member` (and free capacity when
+    /// `with_free`), recomputing only nodes changed since the last call.
+    pub fn domains(
+        &mut self,
+        nodes: &[NodeState],
+        per_member: &Resources,
+        with_free: bool,
+    ) -> BTreeMap<String, Domain> {
+        let memo = &mut self.memo;
+        if memo.per_member != *per_member || memo.per_node.len() != nodes.len() {
+            memo.per_member = per_member.clone();
+            memo.per_node = vec![None; nodes.len()];
+        }
+        domains_with(&self.by_value, nodes, with_free, |i, node| {
+            match memo.per_node[i] {
+                Some((generation, copies)) if generation == node.generation => copies,
+                _ => {
+                    let c = copies(&node.free(), per_member);
+                    memo.per_node[i] = Some((node.generation, c));
+                    c
+                }
+            }
+        })
+    }
 }
 
 /// Node indices (ascending) by value of `key`.
@@ -79,26 +121,39 @@ pub(super) fn build_index(nodes: &[NodeState], key: &str) -> BTreeMap<String, Ve
 }
 
 /// The domains of an index, with room and free capacity from the
-/// schedulable nodes.
+/// schedulable nodes, computed afresh.
+#[cfg(test)]
 pub(super) fn domains(
     nodes: &[NodeState],
     index: &BTreeMap<String, Vec<usize>>,
     per_member: &Resources,
 ) -> BTreeMap<String, Domain> {
+    domains_with(index, nodes, true, |_, node| {
+        copies(&node.free(), per_member)
+    })
+}
+
+fn domains_with(
+    index: &BTreeMap<String, Vec<usize>>,
+    nodes: &[NodeState],
+    with_free: bool,
+    mut copies_at: impl FnMut(usize, &NodeState) -> u64,
+) -> BTreeMap<String, Domain> {
     index
         .iter()
         .map(|(value, members)| {
-            let mut d = Domain {
-                nodes: members.clone(),
-                ..Domain::default()
-            };
-            for node in members.iter().filter_map(|&i| nodes.get(i)) {
+            let mut d = Domain::default();
+            for &i in members {
+                let Some(node) = nodes.get(i) else {
+                    continue;
+                };
                 if node.info.unschedulable {
                     continue;
                 }
-                let free = node.free();
-                d.room += copies(&free, per_member);
-                d.free.add(&free);
+                d.room += copies_at(i, node);
+                if with_free {
+                    d.free.add(&node.free());
+                }
             }
             (value.clone(), d)
         })
@@ -270,7 +325,7 @@ mod tests {
         assert_eq!(d.keys().collect::<Vec<_>>(), ["r1", "r2"]);
         assert_eq!(d["r1"].room, 2, "3 cpu fits once per 4-cpu node");
         assert_eq!(d["r2"].room, 4);
-        assert_eq!(d["r2"].nodes, vec![2, 3, 4, 5]);
+        assert_eq!(build_index(&nodes, RACK)["r2"], vec![2, 3, 4, 5]);
         assert_eq!(copies(&resources(5000, 1), &Resources::default()), u64::MAX);
     }
 
@@ -332,6 +387,33 @@ mod tests {
             msg.ends_with("(no node has the label topology.kubernetes.io/rack)"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn the_memoized_room_follows_every_node_change() {
+        use crate::driver::fixtures::{SCHEDULER, arc, pod};
+        let mut cache = Cache::new([Arc::from(SCHEDULER)], std::time::Duration::from_secs(30));
+        for n in racks() {
+            cache.upsert_node(n.info.clone());
+        }
+        let per = resources(3000, 1);
+        let mut indexes = HashMap::new();
+        let fresh = |c: &Cache| domains(c.nodes(), &build_index(c.nodes(), RACK), &per);
+        let memo = |i: &mut HashMap<String, DomainIndex>, c: &Cache| {
+            index_for(i, c, RACK).domains(c.nodes(), &per, true)
+        };
+        assert_eq!(memo(&mut indexes, &cache), fresh(&cache));
+        // A pod lands on b0: only that node's room changes.
+        let mut p = pod("p", 2000, 1);
+        p.node_name = Some(Arc::from("b0"));
+        p.phase = crate::model::PodPhase::Running;
+        cache.upsert_pod(arc(p));
+        assert_eq!(memo(&mut indexes, &cache)["r2"].room, 3);
+        assert_eq!(memo(&mut indexes, &cache), fresh(&cache));
+        // A node leaves: indices move, the memo starts over.
+        cache.remove_node("a0");
+        assert_eq!(memo(&mut indexes, &cache), fresh(&cache));
+        assert_eq!(memo(&mut indexes, &cache)["r1"].room, 1);
     }
 
     #[test]

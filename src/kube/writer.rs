@@ -3,7 +3,9 @@
 //! The scheduling loop hands over `Write`s and never waits for them. Writes to
 //! the same object run in submission order (a late "Unschedulable" condition
 //! must never land after the pod's binding); different objects run in parallel
-//! up to `max_in_flight`. Transient failures (5xx, 429, transport errors) are
+//! up to `max_in_flight` per lane. Bindings have a lane of their own, so a
+//! burst of events and status writes never delays the writes that place
+//! pods. Transient failures (5xx, 429, transport errors) are
 //! retried with exponential backoff; the outcome of every binding is reported
 //! back to the loop, which releases the reservation on failure.
 
@@ -194,7 +196,11 @@ struct Dispatcher {
 
 impl Dispatcher {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Write>) {
-        let permits = Arc::new(Semaphore::new(self.ctx.config.max_in_flight.max(1)));
+        let width = self.ctx.config.max_in_flight.max(1);
+        let permits = Lanes {
+            bindings: Arc::new(Semaphore::new(width)),
+            reports: Arc::new(Semaphore::new(width)),
+        };
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<String>();
         let mut open = true;
         while open || !self.queues.is_empty() {
@@ -223,14 +229,12 @@ impl Dispatcher {
         }
     }
 
-    fn spawn(
-        &self,
-        key: String,
-        w: Write,
-        permits: Arc<Semaphore>,
-        done: mpsc::UnboundedSender<String>,
-    ) {
+    fn spawn(&self, key: String, w: Write, lanes: Lanes, done: mpsc::UnboundedSender<String>) {
         let ctx = self.ctx.clone();
+        let permits = match w {
+            Write::Bind { .. } => lanes.bindings,
+            _ => lanes.reports,
+        };
         tokio::spawn(async move {
             if let Ok(_permit) = permits.acquire_owned().await {
                 ctx.perform(w).await;
@@ -238,6 +242,14 @@ impl Dispatcher {
             let _ = done.send(key);
         });
     }
+}
+
+/// In-flight limits: bindings, and every other write (events, conditions,
+/// group status). A key has one write in flight at a time, whatever its lane.
+#[derive(Clone)]
+struct Lanes {
+    bindings: Arc<Semaphore>,
+    reports: Arc<Semaphore>,
 }
 
 /// Why a write failed, and whether trying again could help.
