@@ -2,7 +2,10 @@
 //! briefly — members gated until the last sibling is created, reserved at
 //! permit until quorum — is usually bound before the grace ends, and its
 //! waiting messages are then dropped unwritten. Pods and gangs that keep
-//! waiting get every message, one grace late. A burst of fast gangs thus
+//! waiting get their latest message, one grace late, and at most one write
+//! of each kind per grace after that (a newer condition replaces a held one,
+//! so a 1,000-member gang filling up does not rewrite every member's
+//! "N of M" condition once per arrival). A burst of fast gangs thus
 //! costs the API server a binding and a `Scheduled` event per pod and one
 //! status write per gang, as with kube-scheduler, instead of several more
 //! writes per gang for states that lasted milliseconds (each also a watch
@@ -92,7 +95,7 @@ impl Deferred {
                 if entry.is_empty() {
                     self.due.push_back((now + self.grace, subject));
                 }
-                entry.push(write);
+                hold(entry, write);
                 None
             }
             Class::Settles(subject) => {
@@ -121,6 +124,46 @@ impl Deferred {
     /// When the next held write is due.
     pub fn next_due(&self) -> Option<Instant> {
         self.due.front().map(|(at, _)| *at)
+    }
+}
+
+/// Adds `write` to a subject's held writes, folding it into an earlier one
+/// that it supersedes: a newer condition replaces the held one, a newer
+/// status merge patch is merged over it, and a newer event of the same
+/// reason replaces the older one. A gang filling up member by member thus
+/// holds one condition per pod, not one per member that arrived.
+fn hold(held: &mut Vec<Write>, write: Write) {
+    let earlier = held.iter_mut().find(|h| supersedes(&write, h));
+    match (earlier, write) {
+        (
+            Some(Write::GroupStatus { status: old, .. }),
+            Write::GroupStatus { status: newer, .. },
+        ) => json_patch::merge(old, &newer),
+        (Some(slot), write) => *slot = write,
+        (None, write) => held.push(write),
+    }
+}
+
+/// Whether `newer` makes `older` pointless to send (same object, same kind
+/// of write).
+fn supersedes(newer: &Write, older: &Write) -> bool {
+    match (newer, older) {
+        (Write::PodCondition { .. }, Write::PodCondition { .. })
+        | (Write::GroupStatus { .. }, Write::GroupStatus { .. }) => true,
+        (Write::GroupCondition { type_: a, .. }, Write::GroupCondition { type_: b, .. }) => a == b,
+        (
+            Write::Event {
+                reason: a,
+                warning: wa,
+                ..
+            },
+            Write::Event {
+                reason: b,
+                warning: wb,
+                ..
+            },
+        ) => a == b && wa == wb,
+        _ => false,
     }
 }
 
@@ -234,7 +277,7 @@ mod tests {
     }
 
     #[test]
-    fn a_subject_that_keeps_waiting_gets_them_in_order_one_grace_late() {
+    fn a_subject_that_keeps_waiting_gets_its_latest_message_one_grace_late() {
         let t0 = Instant::now();
         let grace = Duration::from_secs(1);
         let mut d = Deferred::new(grace);
@@ -252,10 +295,7 @@ mod tests {
         assert_eq!(d.next_due(), Some(t0 + grace));
         assert!(d.take_due(t0 + Duration::from_millis(999)).is_empty());
         let due = d.take_due(t0 + grace);
-        assert_eq!(
-            due.iter().map(message).collect::<Vec<_>>(),
-            ["a 1/3", "a 2/3"]
-        );
+        assert_eq!(due.iter().map(message).collect::<Vec<_>>(), ["a 2/3"]);
         assert_eq!(d.held.len(), 1);
         assert_eq!(d.take_due(t0 + Duration::from_millis(1100)).len(), 1);
         assert!(d.next_due().is_none());
@@ -294,6 +334,33 @@ mod tests {
             status,
             serde_json::json!({"phase": "Scheduled", "scheduled": 3, "scheduleStartTime": "t0"})
         );
+    }
+
+    #[test]
+    fn newer_waiting_messages_replace_held_ones() {
+        let t0 = Instant::now();
+        let mut d = Deferred::new(Duration::from_secs(1));
+        for n in 1..=500 {
+            d.offer(Class::Waiting(pod("a")), write(&format!("{n}/1000")), t0);
+        }
+        let event = |message: &str| Write::Event {
+            target: crate::kube::writer::EventTarget {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                namespace: "ns".into(),
+                name: "a".into(),
+                uid: None,
+            },
+            warning: false,
+            reason: "GangWaiting".into(),
+            message: message.into(),
+        };
+        d.offer(Class::Waiting(pod("a")), event("1/1000 reserved"), t0);
+        d.offer(Class::Waiting(pod("a")), event("7/1000 reserved"), t0);
+        let due = d.take_due(t0 + Duration::from_secs(1));
+        assert_eq!(due.len(), 2, "{due:?}");
+        assert_eq!(message(&due[0]), "500/1000");
+        assert!(matches!(&due[1], Write::Event { message, .. } if message == "7/1000 reserved"));
     }
 
     #[test]
