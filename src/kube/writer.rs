@@ -445,7 +445,16 @@ impl Ctx {
             }),
             ..Event::default()
         };
-        match api.create(&PostParams::default(), &event).await {
+        // Sent as bytes and the answer not decoded: one event per pod placed
+        // makes this the writer's most frequent call.
+        let body = serde_json::to_vec(&event).map_err(kube::Error::SerdeError)?;
+        let request = kube::core::Request::new(format!(
+            "/api/v1/namespaces/{}/events",
+            target.namespace
+        ))
+        .create(&PostParams::default(), body)
+        .map_err(kube::Error::BuildRequest)?;
+        match self.client.request_text(request).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 let existing = api.get(&name).await?;
