@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{Binding, Event, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
@@ -170,6 +170,7 @@ impl Writer {
                 limiter: tokio::sync::Mutex::new(None),
             }),
             queues: HashMap::new(),
+            lanes: Default::default(),
         };
         (Writer { tx }, tokio::spawn(dispatcher.run(rx)))
     }
@@ -190,18 +191,15 @@ struct Ctx {
 
 struct Dispatcher {
     ctx: Arc<Ctx>,
-    /// Per-key pending writes; a key present here has one write in flight.
+    /// Per-key pending writes; a key present here has one write in flight
+    /// or waiting in its lane's `ready` queue.
     queues: HashMap<String, VecDeque<Write>>,
+    lanes: [LaneState; 2],
 }
 
 impl Dispatcher {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Write>) {
-        let width = self.ctx.config.max_in_flight.max(1);
-        let permits = Lanes {
-            bindings: Arc::new(Semaphore::new(width)),
-            reports: Arc::new(Semaphore::new(width)),
-        };
-        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<String>();
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(String, Lane)>();
         let mut open = true;
         while open || !self.queues.is_empty() {
             tokio::select! {
@@ -212,44 +210,90 @@ impl Dispatcher {
                             Some(q) => q.push_back(w),
                             None => {
                                 self.queues.insert(key.clone(), VecDeque::new());
-                                self.spawn(key, w, permits.clone(), done_tx.clone());
+                                self.start(key, w, &done_tx);
                             }
                         }
                     }
                     None => open = false,
                 },
-                Some(key) = done_rx.recv() => {
+                Some((key, lane)) = done_rx.recv() => {
+                    self.lanes[lane as usize].in_flight -= 1;
                     let next = self.queues.get_mut(&key).and_then(VecDeque::pop_front);
                     match next {
-                        Some(w) => self.spawn(key, w, permits.clone(), done_tx.clone()),
+                        Some(w) => self.start(key, w, &done_tx),
                         None => { self.queues.remove(&key); }
                     }
+                    self.fill(lane, &done_tx);
                 }
             }
         }
     }
 
-    fn spawn(&self, key: String, w: Write, lanes: Lanes, done: mpsc::UnboundedSender<String>) {
+    /// Runs `w` now if its lane has room, else queues it for the lane. A
+    /// write waiting for room is a `Write` in a queue, not a spawned task: a
+    /// backlog of 50,000 writes must cost kilobytes, not a task each.
+    fn start(&mut self, key: String, w: Write, done: &mpsc::UnboundedSender<(String, Lane)>) {
+        let lane = Lane::of(&w);
+        let width = self.ctx.config.max_in_flight.max(1);
+        let state = &mut self.lanes[lane as usize];
+        if state.in_flight < width {
+            state.in_flight += 1;
+            self.spawn(key, w, lane, done.clone());
+        } else {
+            state.ready.push_back((key, w));
+        }
+    }
+
+    /// Starts queued writes of `lane` while it has room.
+    fn fill(&mut self, lane: Lane, done: &mpsc::UnboundedSender<(String, Lane)>) {
+        let width = self.ctx.config.max_in_flight.max(1);
+        while self.lanes[lane as usize].in_flight < width {
+            let Some((key, w)) = self.lanes[lane as usize].ready.pop_front() else {
+                break;
+            };
+            self.lanes[lane as usize].in_flight += 1;
+            self.spawn(key, w, lane, done.clone());
+        }
+    }
+
+    fn spawn(
+        &self,
+        key: String,
+        w: Write,
+        lane: Lane,
+        done: mpsc::UnboundedSender<(String, Lane)>,
+    ) {
         let ctx = self.ctx.clone();
-        let permits = match w {
-            Write::Bind { .. } => lanes.bindings,
-            _ => lanes.reports,
-        };
         tokio::spawn(async move {
-            if let Ok(_permit) = permits.acquire_owned().await {
-                ctx.perform(w).await;
-            }
-            let _ = done.send(key);
+            ctx.perform(w).await;
+            let _ = done.send((key, lane));
         });
     }
 }
 
-/// In-flight limits: bindings, and every other write (events, conditions,
-/// group status). A key has one write in flight at a time, whatever its lane.
-#[derive(Clone)]
-struct Lanes {
-    bindings: Arc<Semaphore>,
-    reports: Arc<Semaphore>,
+/// In-flight limits are per lane: bindings, and every other write (events,
+/// conditions, group status), so a burst of reports never delays the writes
+/// that place pods. A key has one write in flight at a time, whatever its lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    Bindings = 0,
+    Reports = 1,
+}
+
+impl Lane {
+    fn of(w: &Write) -> Lane {
+        match w {
+            Write::Bind { .. } => Lane::Bindings,
+            _ => Lane::Reports,
+        }
+    }
+}
+
+/// A lane's writes in flight, and those whose key is free waiting for room.
+#[derive(Default)]
+struct LaneState {
+    in_flight: usize,
+    ready: VecDeque<(String, Write)>,
 }
 
 /// Why a write failed, and whether trying again could help.
@@ -448,12 +492,10 @@ impl Ctx {
         // Sent as bytes and the answer not decoded: one event per pod placed
         // makes this the writer's most frequent call.
         let body = serde_json::to_vec(&event).map_err(kube::Error::SerdeError)?;
-        let request = kube::core::Request::new(format!(
-            "/api/v1/namespaces/{}/events",
-            target.namespace
-        ))
-        .create(&PostParams::default(), body)
-        .map_err(kube::Error::BuildRequest)?;
+        let request =
+            kube::core::Request::new(format!("/api/v1/namespaces/{}/events", target.namespace))
+                .create(&PostParams::default(), body)
+                .map_err(kube::Error::BuildRequest)?;
         match self.client.request_text(request).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 409 => {
