@@ -5,6 +5,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of glibc malloc: the scheduler's resident memory at
+/// 5,000 nodes and 50,000 pods is ~15% lower with it (docs/performance.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "muster", version, about = "A gang scheduler for Kubernetes")]
 struct Cli {
