@@ -10,9 +10,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Output;
 
-use e2e::{Env, HANG_GUARD, cluster, daemon, test_config};
+use e2e::{Env, HANG_GUARD, bound, cluster, daemon, list_labelled_pods, test_config};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
 use muster::scenario::manifests::SCENARIO_LABEL;
 use serde_json::Value;
 
@@ -55,26 +54,14 @@ fn read_report(dir: &Path) -> Value {
 
 /// The scenario's pods as the cluster holds them, by name.
 async fn scenario_pods(env: &Env, scenario: &str) -> BTreeMap<String, Pod> {
-    let lp = ListParams::default().labels(&format!("{SCENARIO_LABEL}={scenario}"));
-    Api::<Pod>::all(env.client.clone())
-        .list(&lp)
-        .await
-        .expect("list pods")
-        .items
-        .into_iter()
-        .map(|p| (p.metadata.name.clone().unwrap_or_default(), p))
-        .collect()
-}
-
-fn is_bound(p: &Pod) -> bool {
-    p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+    list_labelled_pods(env, &format!("{SCENARIO_LABEL}={scenario}")).await
 }
 
 /// Every count in the report equals what the cluster holds.
 fn check_against_cluster(report: &Value, pods: &BTreeMap<String, Pod>) {
-    let bound = pods.values().filter(|p| is_bound(p)).count();
+    let on_nodes = pods.values().filter(|p| bound(p)).count();
     assert_eq!(report["pods_created"], pods.len(), "created");
-    assert_eq!(report["pods_bound"], bound, "bound");
+    assert_eq!(report["pods_bound"], on_nodes, "bound");
     for gang in report["gangs"].as_array().expect("gangs") {
         let name = gang["name"].as_str().expect("gang name");
         let members: Vec<&Pod> = pods
@@ -82,10 +69,10 @@ fn check_against_cluster(report: &Value, pods: &BTreeMap<String, Pod>) {
             .filter(|(n, _)| n.rsplit_once('-').is_some_and(|(g, _)| g == name))
             .map(|(_, p)| p)
             .collect();
-        let bound = members.iter().filter(|p| is_bound(p)).count();
+        let on_nodes = members.iter().filter(|p| bound(p)).count();
         assert_eq!(gang["members"], members.len(), "{name} members");
-        assert_eq!(gang["bound"], bound, "{name} bound");
-        let all = bound == members.len();
+        assert_eq!(gang["bound"], on_nodes, "{name} bound");
+        let all = on_nodes == members.len();
         assert_eq!(gang["outcome"] == "bound", all, "{name}: {gang}");
     }
 }

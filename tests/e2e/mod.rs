@@ -297,7 +297,17 @@ pub async fn wait_ready(d: &RunningDaemon) {
 /// Pods of `ns` by name, once.
 pub async fn list_pods(env: &Env, ns: &str) -> BTreeMap<String, Pod> {
     let api: Api<Pod> = Api::namespaced(env.client.clone(), ns);
-    api.list(&Default::default())
+    by_name(api, &Default::default()).await
+}
+
+/// Pods of every namespace matching a label selector, by name, once.
+pub async fn list_labelled_pods(env: &Env, selector: &str) -> BTreeMap<String, Pod> {
+    let api: Api<Pod> = Api::all(env.client.clone());
+    by_name(api, &kube::api::ListParams::default().labels(selector)).await
+}
+
+async fn by_name(api: Api<Pod>, lp: &kube::api::ListParams) -> BTreeMap<String, Pod> {
+    api.list(lp)
         .await
         .expect("list pods")
         .items
