@@ -109,8 +109,9 @@ impl SchedulerLoop {
                 },
                 Some(outcome) = self.bind_outcomes.recv() => {
                     let result = outcome.result.clone();
-                    if let Err(e) = &result {
-                        warn!(pod = %outcome.pod, node = %outcome.node, error = %e, "binding failed; the pod will be retried");
+                    match &result {
+                        Err(e) => warn!(pod = %outcome.pod, node = %outcome.node, error = %e, "binding failed; the pod will be retried"),
+                        Ok(()) => self.submit(Directory::scheduled_event(&outcome)),
                     }
                     self.engine.on_event(ClusterEvent::BindFinished { pod: outcome.pod, uid: Arc::from(outcome.uid.as_str()), result }, Instant::now());
                 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use kube::api::{ApiResource, GroupVersionKind};
 
 use crate::dialects::{GangStatus, definition_source, status_patch};
-use crate::engine::{Action, EventType, ObjectRef};
-use crate::kube::writer::{EventTarget, Write};
+use crate::engine::{Action, EventType, ObjectRef, SCHEDULED_REASON, scheduled_message};
+use crate::kube::writer::{BindOutcome, EventTarget, Write};
 use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupSource, PodInfo, PodKey};
 
 /// The condition the Workload API reserves for the scheduler.
@@ -147,6 +147,14 @@ impl Directory {
                 reason: reason.to_string(),
                 message,
             }),
+            // The placement's event is written once the binding succeeded
+            // (`scheduled_event`), as kube-scheduler does: never for a
+            // binding that fails, and never queued beside one.
+            Action::Event {
+                object: ObjectRef::Pod(_),
+                reason: SCHEDULED_REASON,
+                ..
+            } => None,
             Action::Event {
                 object,
                 type_,
@@ -229,6 +237,22 @@ impl Directory {
         }
     }
 
+    /// The `Scheduled` event for a binding that succeeded.
+    pub fn scheduled_event(outcome: &BindOutcome) -> Write {
+        Write::Event {
+            target: EventTarget {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                namespace: outcome.pod.namespace.to_string(),
+                name: outcome.pod.name.to_string(),
+                uid: Some(outcome.uid.clone()).filter(|u| !u.is_empty()),
+            },
+            warning: false,
+            reason: SCHEDULED_REASON.into(),
+            message: scheduled_message(&outcome.pod, &outcome.node),
+        }
+    }
+
     /// The API resource of a group's definition, in the version the cluster serves.
     /// `None` for dialects without a definition object (Kueue) and for the
     /// v1alpha1 Workload, whose entries are not objects of their own.
@@ -257,6 +281,46 @@ mod tests {
         }
         let v = serde_json::json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec});
         Arc::new(PodInfo::from_json(&serde_json::to_vec(&v).unwrap()).unwrap())
+    }
+
+    #[test]
+    fn the_scheduled_event_waits_for_the_binding() {
+        let key = PodKey::new("ml", "w-0");
+        let mut d = Directory::default();
+        let uid = |_: &PodKey| Some(Arc::from("u1"));
+        let event = Action::Event {
+            object: ObjectRef::Pod(key.clone()),
+            type_: EventType::Normal,
+            reason: SCHEDULED_REASON,
+            message: scheduled_message(&key, "n1"),
+        };
+        assert!(
+            d.to_write(event, &uid).is_none(),
+            "not queued beside the binding"
+        );
+        let outcome = BindOutcome {
+            pod: key,
+            uid: "u1".into(),
+            node: "n1".into(),
+            result: Ok(()),
+        };
+        match Directory::scheduled_event(&outcome) {
+            Write::Event {
+                target,
+                warning,
+                reason,
+                message,
+            } => {
+                assert_eq!(
+                    (target.name.as_str(), target.uid.as_deref()),
+                    ("w-0", Some("u1"))
+                );
+                assert!(!warning);
+                assert_eq!(reason, "Scheduled");
+                assert_eq!(message, "Successfully assigned ml/w-0 to n1");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -56,6 +56,14 @@ pub enum Action {
     },
 }
 
+/// Reason of the event that records a placement.
+pub const SCHEDULED_REASON: &str = "Scheduled";
+
+/// kube-scheduler's message for a placement.
+pub fn scheduled_message(pod: &PodKey, node: &str) -> String {
+    format!("Successfully assigned {pod} to {node}")
+}
+
 /// The outbox with write de-duplication.
 #[derive(Debug, Default)]
 pub(super) struct Outbox {
@@ -81,8 +89,8 @@ impl Outbox {
         self.event(
             ObjectRef::Pod(pod.clone()),
             EventType::Normal,
-            "Scheduled",
-            format!("Successfully assigned {pod} to {node}"),
+            SCHEDULED_REASON,
+            scheduled_message(&pod, &node),
         );
         self.actions.push(Action::Bind { pod, uid, node });
     }

@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use actions::{Action, EventType, ObjectRef};
+pub use actions::{Action, EventType, ObjectRef, SCHEDULED_REASON, scheduled_message};
 pub use report::{AttemptCounts, Sample};
 pub use stats::{DurationSummary, GroupCounts, PendingPods, Stats};
 
