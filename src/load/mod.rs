@@ -291,14 +291,16 @@ impl Probes {
             Some(s) => Some(s.read().await.context("reading the scheduler's usage")?),
             None => None,
         };
-        let attempts = match &self.metrics {
-            Some(s) => {
+        // When usage already came from /metrics, its scrape has the attempts.
+        let attempts = match (&self.usage, &self.metrics) {
+            (Some(Source::Metrics(..)), _) => scheduler.and_then(|r| r.attempts),
+            (_, Some(s)) => {
                 s.read()
                     .await
                     .context("reading the scheduler's metrics")?
                     .attempts
             }
-            None => None,
+            (_, None) => None,
         };
         Ok(Snapshot {
             scheduler,
@@ -314,7 +316,7 @@ impl Probes {
         let source = self
             .usage
             .clone()
-            .filter(|s| matches!(s, Source::Metrics(_)));
+            .filter(|s| matches!(s, Source::Metrics(..)));
         let task = tokio::spawn(async move {
             let mut samples = Vec::new();
             let Some(source) = source else {
