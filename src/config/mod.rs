@@ -7,86 +7,21 @@
 //! or unsupported plugin, an out-of-range value — is a `ConfigError` whose message
 //! starts with the path of the offending field.
 
-mod duration;
 mod raw;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use duration::parse_go_duration;
 use raw::*;
-use serde::de::DeserializeOwned;
 
-use crate::framework::Framework;
+pub use crate::framework::ConfigError;
+use crate::framework::{Args, Framework};
 pub use crate::gang::GangArgs;
-use crate::plugins::node_resources_fit::{
-    ResourceSpec, ScoringStrategyType, UtilizationShapePoint,
-};
-use crate::plugins::{
-    BalancedAllocationArgs, NodeResourcesFitArgs, PlacementConfig, PluginRef, PluginSet,
-};
+use crate::plugins::{EnabledPlugins, Point, build_framework, merge_args, merge_plugins};
 
 pub const API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
 pub const KIND: &str = "KubeSchedulerConfiguration";
 pub const DEFAULT_SCHEDULER_NAME: &str = "muster";
-
-/// Filter plugins in the order they run by default.
-pub const DEFAULT_FILTERS: &[&str] = &[
-    "NodeUnschedulable",
-    "NodeName",
-    "TaintToleration",
-    "NodeAffinity",
-    "NodePorts",
-    "NodeResourcesFit",
-];
-/// Score plugins with kube-scheduler's default weights.
-pub const DEFAULT_SCORES: &[(&str, i64)] = &[
-    ("NodeResourcesFit", 1),
-    ("NodeResourcesBalancedAllocation", 1),
-    ("NodeAffinity", 2),
-    ("TaintToleration", 3),
-];
-/// The gang plugin and the name scheduler-plugins users know it by.
-pub const GANG_PLUGIN: &str = "GangScheduling";
-const GANG_ALIAS: &str = "Coscheduling";
-/// Plugins whose behaviour Muster always has; naming them is accepted and changes nothing.
-const BUILTIN_NOOP_PLUGINS: &[&str] = &["PrioritySort", "DefaultBinder", "SchedulingGates"];
-/// kube-scheduler plugins Muster does not implement: a clear error beats silently
-/// scheduling without them.
-const UNSUPPORTED_PLUGINS: &[&str] = &[
-    "InterPodAffinity",
-    "PodTopologySpread",
-    "VolumeBinding",
-    "VolumeRestrictions",
-    "VolumeZone",
-    "NodeVolumeLimits",
-    "EBSLimits",
-    "GCEPDLimits",
-    "AzureDiskLimits",
-    "ImageLocality",
-    "DefaultPreemption",
-    "DynamicResources",
-    "NodeDeclaredFeatures",
-];
-
-/// A configuration problem; `path` names the field (e.g. `profiles[0].plugins.score.enabled[1].weight`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid scheduler configuration{}: {path}: {message}", source_name.as_ref().map(|s| format!(" {s}")).unwrap_or_default())]
-pub struct ConfigError {
-    pub source_name: Option<String>,
-    pub path: String,
-    pub message: String,
-}
-
-impl ConfigError {
-    fn at(path: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError {
-            source_name: None,
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-}
 
 /// The validated configuration with every default applied.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,40 +67,50 @@ pub struct ClientConnection {
     pub burst: Option<u32>,
 }
 
-/// One profile: a scheduler name and the plugins that serve it.
-#[derive(Debug, Clone, PartialEq)]
+/// One profile: a scheduler name, the plugins that serve it and their
+/// arguments, and the `Framework` built from them when the profile was
+/// validated (so it cannot fail to build later).
+#[derive(Debug, Clone)]
 pub struct Profile {
     pub scheduler_name: String,
-    /// The placement plugins with the profile's final plugin lists, weights,
-    /// arguments and sampling, validated by building a `Framework` from it.
-    pub placement: PlacementConfig,
+    /// The profile's own `percentageOfNodesToScore` (`None`: the global one,
+    /// else adaptive); the framework has the value in force.
+    pub percentage_of_nodes_to_score: Option<u32>,
+    pub plugins: EnabledPlugins,
+    pub args: Args,
+    pub framework: Framework,
     /// `None` when the gang plugin is disabled: every pod is scheduled alone.
     pub gang: Option<GangArgs>,
 }
 
+impl PartialEq for Profile {
+    /// The framework is built from the other fields, so it is not compared.
+    fn eq(&self, other: &Self) -> bool {
+        self.scheduler_name == other.scheduler_name
+            && self.percentage_of_nodes_to_score == other.percentage_of_nodes_to_score
+            && self.plugins == other.plugins
+            && self.args == other.args
+            && self.gang == other.gang
+    }
+}
+
 impl Profile {
     /// Enabled Filter plugins, in run order.
-    pub fn filters(&self) -> impl Iterator<Item = &str> {
-        self.placement
-            .filter
-            .enabled
-            .iter()
-            .map(|p| p.name.as_str())
+    pub fn filters(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.plugins.at(Point::Filter).iter().map(|e| e.plugin.name)
     }
 
     /// Enabled Score plugins with their weights.
-    pub fn scores(&self) -> impl Iterator<Item = (&str, i64)> {
-        self.placement
-            .score
-            .enabled
+    pub fn scores(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
+        self.plugins
+            .at(Point::Score)
             .iter()
-            .map(|p| (p.name.as_str(), p.weight.unwrap_or(1)))
+            .map(|e| (e.plugin.name, e.weight))
     }
 
-    /// The placement framework for this profile.
-    pub fn framework(&self) -> Framework {
-        // `profile()` built one from the same config at load time, so this cannot fail.
-        Framework::from_config(&self.placement).unwrap_or_else(|_| Framework::kube_default())
+    /// The typed arguments of `plugin` (its defaults unless configured).
+    pub fn plugin_args<T: 'static>(&self, plugin: &str) -> Option<&T> {
+        self.args.get::<T>(plugin)
     }
 }
 
@@ -270,7 +215,7 @@ fn from_raw(raw: RawConfig) -> Result<SchedulerConfig, ConfigError> {
         raw.profiles
     };
     for (i, p) in raw_profiles.into_iter().enumerate() {
-        let profile = profile(&format!("profiles[{i}]"), p)?;
+        let profile = profile(&format!("profiles[{i}]"), p, percentage)?;
         if profiles
             .iter()
             .any(|q: &Profile| q.scheduler_name == profile.scheduler_name)
@@ -299,13 +244,18 @@ fn leader_election(raw: RawLeaderElection) -> Result<LeaderElection, ConfigError
         |field: &str, v: Option<String>, default: Duration| -> Result<Duration, ConfigError> {
             match v {
                 None => Ok(default),
-                Some(s) => match parse_go_duration(&s) {
-                    Ok(d) if d > Duration::ZERO => Ok(d),
+                Some(s) => match s.parse::<kube_core::Duration>() {
+                    Ok(d) if !d.is_negative() && Duration::from(d) > Duration::ZERO => {
+                        Ok(Duration::from(d))
+                    }
                     Ok(_) => Err(ConfigError::at(
                         format!("leaderElection.{field}"),
                         "must be positive",
                     )),
-                    Err(e) => Err(ConfigError::at(format!("leaderElection.{field}"), e)),
+                    Err(e) => Err(ConfigError::at(
+                        format!("leaderElection.{field}"),
+                        format!("duration {s:?}: {e}"),
+                    )),
                 },
             }
         };
@@ -375,7 +325,11 @@ fn client_connection(raw: RawClientConnection) -> Result<ClientConnection, Confi
     })
 }
 
-fn profile(path: &str, raw: RawProfile) -> Result<Profile, ConfigError> {
+fn profile(
+    path: &str,
+    raw: RawProfile,
+    global_percentage: Option<u32>,
+) -> Result<Profile, ConfigError> {
     let scheduler_name = non_empty(
         &format!("{path}.schedulerName"),
         raw.scheduler_name,
@@ -385,384 +339,19 @@ fn profile(path: &str, raw: RawProfile) -> Result<Profile, ConfigError> {
         &format!("{path}.percentageOfNodesToScore"),
         raw.percentage_of_nodes_to_score,
     )?;
-    let plugins = raw.plugins.unwrap_or_default();
-    let PluginSets {
-        filters,
-        scores,
-        gang_enabled,
-    } = plugin_sets(&format!("{path}.plugins"), &plugins)?;
-
-    let mut fit = NodeResourcesFitArgs::default();
-    let mut balanced = BalancedAllocationArgs::default();
-    let mut gang = GangArgs::default();
-    let mut seen = Vec::new();
-    for (i, pc) in raw.plugin_config.into_iter().enumerate() {
-        let at = format!("{path}.pluginConfig[{i}]");
-        if seen.contains(&pc.name) {
-            return Err(ConfigError::at(
-                format!("{at}.name"),
-                format!("duplicate config for plugin {:?}", pc.name),
-            ));
-        }
-        match pc.name.as_str() {
-            "NodeResourcesFit" => {
-                fit = fit_args(
-                    &format!("{at}.args"),
-                    args(&format!("{at}.args"), pc.args.clone())?,
-                )?
-            }
-            "NodeResourcesBalancedAllocation" => {
-                let a: RawBalancedAllocationArgs = args(&format!("{at}.args"), pc.args.clone())?;
-                if let Some(rs) = a.resources {
-                    balanced.resources = resource_specs(&format!("{at}.args.resources"), rs)?
-                        .into_iter()
-                        .map(|(n, _)| n)
-                        .collect();
-                }
-            }
-            GANG_PLUGIN | GANG_ALIAS => {
-                gang = gang_args(
-                    &format!("{at}.args"),
-                    args(&format!("{at}.args"), pc.args.clone())?,
-                )?
-            }
-            other => {
-                return Err(ConfigError::at(
-                    format!("{at}.name"),
-                    unknown_plugin_message(other, "has no configurable args"),
-                ));
-            }
-        }
-        seen.push(pc.name);
-    }
-    let placement = PlacementConfig {
-        filter: PluginSet {
-            enabled: filters.iter().map(|n| PluginRef::new(n)).collect(),
-            disabled: vec!["*".into()],
-        },
-        score: PluginSet {
-            enabled: scores
-                .iter()
-                .map(|(n, w)| PluginRef::weighted(n, *w))
-                .collect(),
-            disabled: vec!["*".into()],
-        },
-        node_resources_fit: fit,
-        balanced_allocation: balanced,
-        percentage_of_nodes_to_score: percentage,
-        tie_break_seed: None,
-    };
-    Framework::from_config(&placement)
-        .map_err(|e| ConfigError::at(format!("{path}.plugins"), e.to_string()))?;
+    let plugins = merge_plugins(&format!("{path}.plugins"), &raw.plugins.unwrap_or_default())?;
+    let args = merge_args(&format!("{path}.pluginConfig"), &raw.plugin_config)?;
+    let gang = plugins
+        .is_enabled(Point::Permit, crate::gang::NAME)
+        .then(|| args.get_or_default::<GangArgs>(crate::gang::NAME));
+    let framework = build_framework(&plugins, &args, percentage.or(global_percentage));
     Ok(Profile {
         scheduler_name,
-        placement,
-        gang: gang_enabled.then_some(gang),
-    })
-}
-
-/// The plugins a profile ends up with.
-struct PluginSets {
-    filters: Vec<String>,
-    scores: Vec<(String, i64)>,
-    gang_enabled: bool,
-}
-
-/// Applies kube-scheduler's enable/disable rules to Muster's defaults:
-/// `disabled` (a name or `*`) removes defaults at that point, `enabled` adds or
-/// re-weights; `multiPoint` applies to every point a plugin implements.
-fn plugin_sets(path: &str, p: &RawPlugins) -> Result<PluginSets, ConfigError> {
-    let empty = RawPluginSet::default();
-    let multi = p.multi_point.as_ref().unwrap_or(&empty);
-    // Points where Muster's plugin set is fixed: only known names are accepted.
-    let fixed_points = [
-        ("preEnqueue", &p.pre_enqueue),
-        ("queueSort", &p.queue_sort),
-        ("preFilter", &p.pre_filter),
-        ("postFilter", &p.post_filter),
-        ("preScore", &p.pre_score),
-        ("reserve", &p.reserve),
-        ("permit", &p.permit),
-        ("preBind", &p.pre_bind),
-        ("bind", &p.bind),
-        ("postBind", &p.post_bind),
-    ];
-    let mut gang_enabled = true;
-    for (point, set) in fixed_points
-        .iter()
-        .map(|(n, s)| (*n, s.as_ref()))
-        .chain([("multiPoint", Some(multi))])
-    {
-        let Some(set) = set else { continue };
-        for (kind, list) in [("enabled", &set.enabled), ("disabled", &set.disabled)] {
-            for (i, plugin) in list.iter().enumerate() {
-                let at = format!("{path}.{point}.{kind}[{i}].name");
-                check_known(&at, &plugin.name, kind == "disabled")?;
-                let is_gang = plugin.name == GANG_PLUGIN || plugin.name == GANG_ALIAS;
-                if kind == "disabled" && (is_gang || plugin.name == "*") && point != "queueSort" {
-                    gang_enabled = false;
-                }
-                if kind == "enabled" && is_gang {
-                    gang_enabled = true;
-                }
-            }
-        }
-    }
-
-    let mut filters: Vec<String> = DEFAULT_FILTERS.iter().map(|s| s.to_string()).collect();
-    let mut scores: Vec<(String, i64)> = DEFAULT_SCORES
-        .iter()
-        .map(|(n, w)| (n.to_string(), *w))
-        .collect();
-    let filter = p.filter.as_ref().unwrap_or(&empty);
-    let score = p.score.as_ref().unwrap_or(&empty);
-    for (point, set) in [("multiPoint", multi), ("filter", filter), ("score", score)] {
-        for (i, plugin) in set.disabled.iter().enumerate() {
-            check_known(
-                &format!("{path}.{point}.disabled[{i}].name"),
-                &plugin.name,
-                true,
-            )?;
-            let all = plugin.name == "*";
-            if point != "score" {
-                filters.retain(|f| !all && *f != plugin.name);
-            }
-            if point != "filter" {
-                scores.retain(|(s, _)| !all && *s != plugin.name);
-            }
-        }
-    }
-    for (point, set) in [("multiPoint", multi), ("filter", filter), ("score", score)] {
-        for (i, plugin) in set.enabled.iter().enumerate() {
-            let at = format!("{path}.{point}.enabled[{i}]");
-            check_known(&format!("{at}.name"), &plugin.name, false)?;
-            let name = plugin.name.as_str();
-            let is_filter = DEFAULT_FILTERS.contains(&name);
-            let default_weight = DEFAULT_SCORES
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, w)| *w);
-            if point == "filter" && !is_filter {
-                return Err(ConfigError::at(
-                    format!("{at}.name"),
-                    format!("{name:?} is not a Filter plugin"),
-                ));
-            }
-            if point == "score" && default_weight.is_none() {
-                return Err(ConfigError::at(
-                    format!("{at}.name"),
-                    format!("{name:?} is not a Score plugin"),
-                ));
-            }
-            if plugin.weight.is_some() && default_weight.is_none() {
-                return Err(ConfigError::at(
-                    format!("{at}.weight"),
-                    format!("{name:?} is not a Score plugin; weight has no meaning"),
-                ));
-            }
-            if is_filter && point != "score" && !filters.iter().any(|f| f == name) {
-                filters.push(name.to_string());
-            }
-            if let Some(default_weight) = default_weight.filter(|_| point != "filter") {
-                let weight = match plugin.weight {
-                    None | Some(0) => default_weight,
-                    Some(w) if (1..=100).contains(&w) => w,
-                    Some(w) => {
-                        return Err(ConfigError::at(
-                            format!("{at}.weight"),
-                            format!("must be between 1 and 100, got {w}"),
-                        ));
-                    }
-                };
-                match scores.iter_mut().find(|(s, _)| s == name) {
-                    Some(entry) => entry.1 = weight,
-                    None => scores.push((name.to_string(), weight)),
-                }
-            }
-        }
-    }
-    Ok(PluginSets {
-        filters,
-        scores,
-        gang_enabled,
-    })
-}
-
-fn check_known(at: &str, name: &str, allow_star: bool) -> Result<(), ConfigError> {
-    let known = DEFAULT_FILTERS.contains(&name)
-        || DEFAULT_SCORES.iter().any(|(n, _)| *n == name)
-        || name == GANG_PLUGIN
-        || name == GANG_ALIAS
-        || BUILTIN_NOOP_PLUGINS.contains(&name)
-        || (allow_star && name == "*");
-    if known {
-        Ok(())
-    } else {
-        Err(ConfigError::at(
-            at,
-            unknown_plugin_message(name, "is not a plugin Muster knows"),
-        ))
-    }
-}
-
-fn unknown_plugin_message(name: &str, what: &str) -> String {
-    if UNSUPPORTED_PLUGINS.contains(&name) {
-        format!("plugin {name:?} is a kube-scheduler plugin that Muster does not implement")
-    } else {
-        let mut known: Vec<&str> = DEFAULT_FILTERS.to_vec();
-        known.extend(
-            DEFAULT_SCORES
-                .iter()
-                .map(|(n, _)| *n)
-                .filter(|n| !DEFAULT_FILTERS.contains(n)),
-        );
-        known.push(GANG_PLUGIN);
-        format!("plugin {name:?} {what} (known: {})", known.join(", "))
-    }
-}
-
-fn args<T: DeserializeOwned + Default>(
-    path: &str,
-    value: serde_json::Value,
-) -> Result<T, ConfigError> {
-    if value.is_null() {
-        return Ok(T::default());
-    }
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let inner = e.path().to_string();
-        let at = if inner == "." {
-            path.to_string()
-        } else {
-            format!("{path}.{inner}")
-        };
-        ConfigError::at(at, e.into_inner().to_string())
-    })
-}
-
-fn fit_args(path: &str, raw: RawNodeResourcesFitArgs) -> Result<NodeResourcesFitArgs, ConfigError> {
-    let mut fit = NodeResourcesFitArgs {
-        ignored_resources: raw.ignored_resources,
-        ignored_resource_groups: raw.ignored_resource_groups,
-        ..NodeResourcesFitArgs::default()
-    };
-    let Some(s) = raw.scoring_strategy else {
-        return Ok(fit);
-    };
-    let at = format!("{path}.scoringStrategy");
-    if let Some(rs) = s.resources {
-        fit.scoring_strategy.resources = resource_specs(&format!("{at}.resources"), rs)?
-            .into_iter()
-            .map(|(n, w)| ResourceSpec::new(&n, w))
-            .collect();
-    }
-    fit.scoring_strategy.kind = match s.type_.as_deref().unwrap_or("LeastAllocated") {
-        "LeastAllocated" => ScoringStrategyType::LeastAllocated,
-        "MostAllocated" => ScoringStrategyType::MostAllocated,
-        "RequestedToCapacityRatio" => {
-            let shape = s
-                .requested_to_capacity_ratio
-                .map(|r| r.shape)
-                .unwrap_or_default();
-            if shape.is_empty() {
-                return Err(ConfigError::at(
-                    format!("{at}.requestedToCapacityRatio.shape"),
-                    "must have at least one point",
-                ));
-            }
-            let mut points: Vec<UtilizationShapePoint> = Vec::new();
-            for (i, p) in shape.iter().enumerate() {
-                let pat = format!("{at}.requestedToCapacityRatio.shape[{i}]");
-                if !(0..=100).contains(&p.utilization) {
-                    return Err(ConfigError::at(
-                        format!("{pat}.utilization"),
-                        format!("must be between 0 and 100, got {}", p.utilization),
-                    ));
-                }
-                if !(0..=10).contains(&p.score) {
-                    return Err(ConfigError::at(
-                        format!("{pat}.score"),
-                        format!("must be between 0 and 10, got {}", p.score),
-                    ));
-                }
-                if points
-                    .last()
-                    .is_some_and(|q| q.utilization >= p.utilization)
-                {
-                    return Err(ConfigError::at(
-                        format!("{pat}.utilization"),
-                        "values must be strictly increasing",
-                    ));
-                }
-                points.push(UtilizationShapePoint {
-                    utilization: p.utilization,
-                    score: p.score,
-                });
-            }
-            fit.scoring_strategy.shape = points;
-            ScoringStrategyType::RequestedToCapacityRatio
-        }
-        other => {
-            return Err(ConfigError::at(
-                format!("{at}.type"),
-                format!(
-                    "must be LeastAllocated, MostAllocated or RequestedToCapacityRatio, got {other:?}"
-                ),
-            ));
-        }
-    };
-    Ok(fit)
-}
-
-fn resource_specs(
-    path: &str,
-    raw: Vec<RawResourceSpec>,
-) -> Result<Vec<(String, i64)>, ConfigError> {
-    let mut out: Vec<(String, i64)> = Vec::new();
-    for (i, r) in raw.into_iter().enumerate() {
-        if r.name.is_empty() {
-            return Err(ConfigError::at(
-                format!("{path}[{i}].name"),
-                "must not be empty",
-            ));
-        }
-        if out.iter().any(|(n, _)| *n == r.name) {
-            return Err(ConfigError::at(
-                format!("{path}[{i}].name"),
-                format!("duplicate resource {:?}", r.name),
-            ));
-        }
-        let weight = match r.weight {
-            None => 1,
-            Some(w) if (1..=100).contains(&w) => w,
-            Some(w) => {
-                return Err(ConfigError::at(
-                    format!("{path}[{i}].weight"),
-                    format!("must be between 1 and 100, got {w}"),
-                ));
-            }
-        };
-        out.push((r.name, weight));
-    }
-    Ok(out)
-}
-
-fn gang_args(path: &str, raw: RawGangArgs) -> Result<GangArgs, ConfigError> {
-    let d = GangArgs::default();
-    Ok(GangArgs {
-        permit_waiting_time: match raw.permit_waiting_time_seconds {
-            None => d.permit_waiting_time,
-            Some(s) => positive_seconds(&format!("{path}.permitWaitingTimeSeconds"), Some(s), 0)?,
-        },
-        group_backoff: match raw.pod_group_backoff_seconds {
-            None => d.group_backoff,
-            Some(s) if s >= 0 => Duration::from_secs(s as u64),
-            Some(s) => {
-                return Err(ConfigError::at(
-                    format!("{path}.podGroupBackoffSeconds"),
-                    format!("must be >= 0, got {s}"),
-                ));
-            }
-        },
+        percentage_of_nodes_to_score: percentage,
+        plugins,
+        args,
+        framework,
+        gang,
     })
 }
 

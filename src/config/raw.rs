@@ -1,8 +1,12 @@
 //! The wire shape of `kubescheduler.config.k8s.io/v1` `KubeSchedulerConfiguration`,
 //! restricted to the fields Muster honours. Every struct denies unknown fields so
 //! a typo is a startup error that names it instead of a silently ignored setting.
+//! The `plugins` and `pluginConfig` shapes belong to the plugin registry
+//! (`crate::plugins::merge`), and each plugin's args to the plugin.
 
 use serde::Deserialize;
+
+use crate::plugins::{PluginConfigSpec, PluginsSpec};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -49,119 +53,7 @@ pub struct RawClientConnection {
 pub struct RawProfile {
     pub scheduler_name: Option<String>,
     pub percentage_of_nodes_to_score: Option<i64>,
-    pub plugins: Option<RawPlugins>,
+    pub plugins: Option<PluginsSpec>,
     #[serde(default)]
-    pub plugin_config: Vec<RawPluginConfig>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawPlugins {
-    pub multi_point: Option<RawPluginSet>,
-    pub pre_enqueue: Option<RawPluginSet>,
-    pub queue_sort: Option<RawPluginSet>,
-    pub pre_filter: Option<RawPluginSet>,
-    pub filter: Option<RawPluginSet>,
-    pub post_filter: Option<RawPluginSet>,
-    pub pre_score: Option<RawPluginSet>,
-    pub score: Option<RawPluginSet>,
-    pub reserve: Option<RawPluginSet>,
-    pub permit: Option<RawPluginSet>,
-    pub pre_bind: Option<RawPluginSet>,
-    pub bind: Option<RawPluginSet>,
-    pub post_bind: Option<RawPluginSet>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawPluginSet {
-    #[serde(default)]
-    pub enabled: Vec<RawPlugin>,
-    #[serde(default)]
-    pub disabled: Vec<RawPlugin>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawPlugin {
-    pub name: String,
-    pub weight: Option<i64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawPluginConfig {
-    pub name: String,
-    #[serde(default)]
-    pub args: serde_json::Value,
-}
-
-// ----- plugin args -----
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawNodeResourcesFitArgs {
-    // Accepted because kube-scheduler allows typed args; they carry no setting.
-    #[allow(dead_code)]
-    pub api_version: Option<String>,
-    #[allow(dead_code)]
-    pub kind: Option<String>,
-    #[serde(default)]
-    pub ignored_resources: Vec<String>,
-    #[serde(default)]
-    pub ignored_resource_groups: Vec<String>,
-    pub scoring_strategy: Option<RawScoringStrategy>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawScoringStrategy {
-    #[serde(rename = "type")]
-    pub type_: Option<String>,
-    pub resources: Option<Vec<RawResourceSpec>>,
-    pub requested_to_capacity_ratio: Option<RawRequestedToCapacityRatio>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawResourceSpec {
-    pub name: String,
-    pub weight: Option<i64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawRequestedToCapacityRatio {
-    #[serde(default)]
-    pub shape: Vec<RawUtilizationShapePoint>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawUtilizationShapePoint {
-    pub utilization: i64,
-    pub score: i64,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawBalancedAllocationArgs {
-    #[allow(dead_code)]
-    pub api_version: Option<String>,
-    #[allow(dead_code)]
-    pub kind: Option<String>,
-    pub resources: Option<Vec<RawResourceSpec>>,
-}
-
-/// Args of `GangScheduling` (and its alias `Coscheduling`, whose field names
-/// scheduler-plugins users already know).
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RawGangArgs {
-    #[allow(dead_code)]
-    pub api_version: Option<String>,
-    #[allow(dead_code)]
-    pub kind: Option<String>,
-    pub permit_waiting_time_seconds: Option<i64>,
-    pub pod_group_backoff_seconds: Option<i64>,
+    pub plugin_config: Vec<PluginConfigSpec>,
 }

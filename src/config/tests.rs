@@ -1,4 +1,5 @@
 use super::*;
+use crate::plugins::{NodeResourcesFitArgs, ResourceSpec, ScoringStrategyType};
 
 fn err(yaml: &str) -> ConfigError {
     SchedulerConfig::from_yaml(yaml).expect_err("configuration should be rejected")
@@ -10,7 +11,17 @@ fn empty_document_gives_defaults() {
     assert_eq!(c.profiles.len(), 1);
     let p = &c.profiles[0];
     assert_eq!(p.scheduler_name, "muster");
-    assert_eq!(p.filters().collect::<Vec<_>>(), DEFAULT_FILTERS);
+    assert_eq!(
+        p.filters().collect::<Vec<_>>(),
+        [
+            "NodeUnschedulable",
+            "NodeName",
+            "TaintToleration",
+            "NodeAffinity",
+            "NodePorts",
+            "NodeResourcesFit"
+        ]
+    );
     assert_eq!(p.scores().count(), 4);
     assert_eq!(p.gang, Some(GangArgs::default()));
     assert_eq!(c.pod_initial_backoff, Duration::from_secs(1));
@@ -58,8 +69,20 @@ profiles:
     .unwrap();
     assert_eq!(c.percentage_of_nodes_to_score, Some(30));
     let p = c.profile("muster-packed").unwrap();
-    assert_eq!(p.placement.percentage_of_nodes_to_score, Some(100));
-    let strategy = &p.placement.node_resources_fit.scoring_strategy;
+    assert_eq!(p.percentage_of_nodes_to_score, Some(100));
+    assert_eq!(p.framework.percentage_of_nodes_to_score, Some(100));
+    assert_eq!(
+        c.profile("muster")
+            .unwrap()
+            .framework
+            .percentage_of_nodes_to_score,
+        Some(30),
+        "the global value where the profile sets none"
+    );
+    let strategy = &p
+        .plugin_args::<NodeResourcesFitArgs>("NodeResourcesFit")
+        .unwrap()
+        .scoring_strategy;
     assert_eq!(strategy.kind, ScoringStrategyType::MostAllocated);
     assert_eq!(
         strategy.resources,
@@ -86,7 +109,7 @@ fn disabling_gang_and_wildcards() {
     .unwrap();
     assert_eq!(c.profiles[0].gang, None);
     assert_eq!(c.profiles[0].scores().count(), 0);
-    assert_eq!(c.profiles[0].filters().count(), DEFAULT_FILTERS.len());
+    assert_eq!(c.profiles[0].filters().count(), 6);
 }
 
 #[test]
@@ -134,7 +157,7 @@ fn bad_values_are_precise() {
         (
             "leaderElection: {retryPeriod: 2x}\n",
             "leaderElection.retryPeriod",
-            "unknown unit",
+            "invalid unit",
         ),
         (
             "leaderElection: {resourceLock: endpoints}\n",
@@ -160,6 +183,21 @@ fn bad_values_are_precise() {
             "profiles: [{plugins: {filter: {enabled: [{name: Bogus}]}}}]\n",
             "profiles[0].plugins.filter.enabled[0].name",
             "not a plugin Muster knows",
+        ),
+        (
+            "profiles: [{pluginConfig: [{name: NodeName, args: {}}]}]\n",
+            "profiles[0].pluginConfig[0].name",
+            "no configurable args",
+        ),
+        (
+            "profiles: [{plugins: {preFilter: {disabled: [{name: NodeAffinity}]}}}]\n",
+            "profiles[0].plugins.preFilter.disabled[0].name",
+            "together",
+        ),
+        (
+            "profiles: [{plugins: {bind: {disabled: [{name: DefaultBinder}]}}}]\n",
+            "profiles[0].plugins.bind.disabled[0].name",
+            "cannot be disabled",
         ),
         (
             "profiles: [{plugins: {filter: {enabled: [{name: PodTopologySpread}]}}}]\n",

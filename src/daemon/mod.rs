@@ -21,7 +21,6 @@ pub use translate::{Directory, POD_GROUP_CONDITION};
 
 use crate::config::SchedulerConfig;
 use crate::engine::{Engine, EngineConfig, ProfileConfig};
-use crate::framework::placement::Framework;
 use crate::kube::informers;
 use crate::kube::leader::LeaderElector;
 use crate::kube::writer::{Writer, WriterConfig};
@@ -139,12 +138,7 @@ pub fn engine_config(config: &SchedulerConfig) -> EngineConfig {
         .profiles
         .iter()
         .map(|p| {
-            let mut placement = p.placement.clone();
-            placement.percentage_of_nodes_to_score = placement
-                .percentage_of_nodes_to_score
-                .or(config.percentage_of_nodes_to_score);
-            let framework = Framework::from_config(&placement).unwrap_or_else(|_| p.framework());
-            let mut profile = ProfileConfig::new(&p.scheduler_name, framework);
+            let mut profile = ProfileConfig::new(&p.scheduler_name, p.framework.clone());
             let gang = p.gang.unwrap_or_default();
             profile.permit_waiting_time = gang.permit_waiting_time;
             profile.group_backoff = gang.group_backoff;

@@ -8,12 +8,14 @@
 //! Filter and Score plugins are pure functions of `(CycleState, PodInfo,
 //! NodeState)` and `Sync`, so the runner may fan out over nodes with rayon.
 
+pub mod args;
 pub mod cycle_state;
 pub mod lifecycle;
 pub mod placement;
 
 use std::borrow::Cow;
 
+pub use args::{Args, ConfigError, PluginArgs};
 pub use cycle_state::CycleState;
 pub use placement::{FitError, Framework, Placement};
 

@@ -9,16 +9,18 @@
 //! `WaitingPods`. What it does that the engine must report (a gang released,
 //! timed out, released early) is queued as `GangNotice`s.
 
+pub mod args;
 mod barrier;
 mod gate;
 mod tasks;
 mod topology;
 
+pub use args::{ALIAS, GangArgs, NAME};
 pub use gate::group_gate;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::cache::Cache;
 use crate::framework::lifecycle::{
@@ -26,24 +28,6 @@ use crate::framework::lifecycle::{
 };
 use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupPolicy, PodInfo, PodKey};
 use crate::queue::{Gate, OrderKey};
-
-/// Per-profile arguments (`GangScheduling`/`Coscheduling` pluginConfig).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GangArgs {
-    /// `permitWaitingTimeSeconds`: the timeout when the definition sets none.
-    pub permit_waiting_time: Duration,
-    /// How long a gang is denied after a member was unschedulable.
-    pub group_backoff: Duration,
-}
-
-impl Default for GangArgs {
-    fn default() -> Self {
-        GangArgs {
-            permit_waiting_time: Duration::from_secs(60),
-            group_backoff: Duration::from_secs(5),
-        }
-    }
-}
 
 /// Something the engine reports (group status, events, metrics).
 #[derive(Debug, Clone, PartialEq, Eq)]

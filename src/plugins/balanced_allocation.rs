@@ -12,8 +12,11 @@ use crate::cache::NodeState;
 use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, ScorePlugin};
 use crate::model::PodInfo;
 
-use super::config::ConfigError;
-use super::resource_allocation::{Requests, ResourceKey, allocatable_and_requested, pod_request};
+use super::resource_allocation::{
+    Requests, ResourceKey, allocatable_and_requested, pod_request, resource_specs,
+    wire::WireResourceSpec,
+};
+use crate::framework::args::{self, ConfigError};
 
 pub const NAME: &str = "NodeResourcesBalancedAllocation";
 
@@ -45,26 +48,15 @@ impl Default for BalancedAllocation {
 }
 
 impl BalancedAllocation {
-    pub fn new(args: &BalancedAllocationArgs) -> Result<Self, ConfigError> {
-        if args.resources.is_empty() {
-            return Err(ConfigError::invalid(format!(
-                "{NAME}: resources must not be empty"
-            )));
-        }
-        for (i, r) in args.resources.iter().enumerate() {
-            if args.resources[..i].contains(r) {
-                return Err(ConfigError::invalid(format!(
-                    "{NAME}: resource {r:?} is listed twice"
-                )));
-            }
-        }
-        Ok(BalancedAllocation {
+    /// The plugin for `args`, which [`decode_args`] validated.
+    pub fn new(args: &BalancedAllocationArgs) -> Self {
+        BalancedAllocation {
             resources: args
                 .resources
                 .iter()
                 .map(|r| ResourceKey::parse(r))
                 .collect(),
-        })
+        }
     }
 
     /// Utilisation fractions of the resources the node offers, capped at 1.
@@ -123,6 +115,38 @@ impl ScorePlugin for BalancedAllocation {
     }
 }
 
+/// `NodeResourcesBalancedAllocationArgs` as written in `pluginConfig[].args`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WireArgs {
+    #[allow(dead_code)]
+    api_version: Option<String>,
+    #[allow(dead_code)]
+    kind: Option<String>,
+    resources: Option<Vec<WireResourceSpec>>,
+}
+
+/// Decodes and validates `NodeResourcesBalancedAllocationArgs` at `path`:
+/// resources non-empty and distinct (their weights are validated but, as in
+/// kube-scheduler, do not enter the score).
+pub fn decode_args(
+    path: &str,
+    value: serde_json::Value,
+) -> Result<BalancedAllocationArgs, ConfigError> {
+    let raw: WireArgs = args::decode(path, value)?;
+    let Some(resources) = raw.resources else {
+        return Ok(BalancedAllocationArgs::default());
+    };
+    let at = format!("{path}.resources");
+    let specs = resource_specs(&at, resources)?;
+    if specs.is_empty() {
+        return Err(ConfigError::at(at, "must not be empty"));
+    }
+    Ok(BalancedAllocationArgs {
+        resources: specs.into_iter().map(|(n, _)| n).collect(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,8 +183,7 @@ mod tests {
         let s = CycleState::new();
         let ba = BalancedAllocation::new(&BalancedAllocationArgs {
             resources: vec!["cpu".into(), "memory".into(), "nvidia.com/gpu".into()],
-        })
-        .unwrap();
+        });
         let n = node(
             "n",
             &[("cpu", "4"), ("memory", "4"), ("nvidia.com/gpu", "4")],
@@ -181,15 +204,23 @@ mod tests {
 
     #[test]
     fn rejects_bad_args() {
-        assert!(BalancedAllocation::new(&BalancedAllocationArgs { resources: vec![] }).is_err());
-        let dup = BalancedAllocationArgs {
-            resources: vec!["cpu".into(), "cpu".into()],
-        };
-        assert!(
-            BalancedAllocation::new(&dup)
-                .unwrap_err()
-                .to_string()
-                .contains("twice")
+        use serde_json::json;
+        let e = decode_args("a", json!({"resources": []})).unwrap_err();
+        assert_eq!(
+            (e.path.as_str(), e.message.as_str()),
+            ("a.resources", "must not be empty")
         );
+        let e = decode_args(
+            "a",
+            json!({"resources": [{"name": "cpu"}, {"name": "cpu"}]}),
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "a.resources[1].name");
+        assert!(e.message.contains("duplicate"), "{e}");
+        let ok = decode_args(
+            "a",
+            json!({"resources": [{"name": "cpu"}, {"name": "nvidia.com/gpu"}]}),
+        );
+        assert_eq!(ok.unwrap().resources, ["cpu", "nvidia.com/gpu"]);
     }
 }

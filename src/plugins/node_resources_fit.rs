@@ -9,10 +9,11 @@ use crate::cache::NodeState;
 use crate::framework::{CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, Rejection, ScorePlugin};
 use crate::model::PodInfo;
 
-use super::config::ConfigError;
 use super::resource_allocation::{
     Requests, ResourceKey, WeightedResource, allocatable_and_requested, pod_request,
+    resource_specs, wire::WireResourceSpec,
 };
+use crate::framework::args::{self, ConfigError};
 
 pub const NAME: &str = "NodeResourcesFit";
 pub const REASON_TOO_MANY_PODS: &str = "Too many pods";
@@ -99,18 +100,13 @@ pub struct NodeResourcesFit {
 
 impl Default for NodeResourcesFit {
     fn default() -> Self {
-        // The default arguments are valid by construction.
-        Self::build(&NodeResourcesFitArgs::default())
+        Self::new(&NodeResourcesFitArgs::default())
     }
 }
 
 impl NodeResourcesFit {
-    pub fn new(args: &NodeResourcesFitArgs) -> Result<Self, ConfigError> {
-        validate(args)?;
-        Ok(Self::build(args))
-    }
-
-    fn build(args: &NodeResourcesFitArgs) -> Self {
+    /// The plugin for `args`, which [`decode_args`] validated.
+    pub fn new(args: &NodeResourcesFitArgs) -> Self {
         let s = &args.scoring_strategy;
         NodeResourcesFit {
             ignored_resources: args.ignored_resources.clone(),
@@ -306,51 +302,137 @@ impl NodeResourcesFit {
     }
 }
 
-fn validate(args: &NodeResourcesFitArgs) -> Result<(), ConfigError> {
-    let s = &args.scoring_strategy;
-    if s.resources.is_empty() {
-        return Err(ConfigError::invalid(format!(
-            "{NAME}: scoringStrategy.resources must not be empty"
-        )));
+/// `NodeResourcesFitArgs` as written in `pluginConfig[].args`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WireArgs {
+    // Accepted because kube-scheduler allows typed args; they carry no setting.
+    #[allow(dead_code)]
+    api_version: Option<String>,
+    #[allow(dead_code)]
+    kind: Option<String>,
+    #[serde(default)]
+    ignored_resources: Vec<String>,
+    #[serde(default)]
+    ignored_resource_groups: Vec<String>,
+    scoring_strategy: Option<WireScoringStrategy>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WireScoringStrategy {
+    #[serde(rename = "type")]
+    type_: Option<String>,
+    resources: Option<Vec<WireResourceSpec>>,
+    requested_to_capacity_ratio: Option<WireRequestedToCapacityRatio>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WireRequestedToCapacityRatio {
+    #[serde(default)]
+    shape: Vec<WireShapePoint>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WireShapePoint {
+    utilization: i64,
+    score: i64,
+}
+
+/// Decodes and validates `NodeResourcesFitArgs` at `path` (kube-scheduler's
+/// `ValidateNodeResourcesFitArgs`).
+pub fn decode_args(
+    path: &str,
+    value: serde_json::Value,
+) -> Result<NodeResourcesFitArgs, ConfigError> {
+    let raw: WireArgs = args::decode(path, value)?;
+    let mut fit = NodeResourcesFitArgs {
+        ignored_resources: raw.ignored_resources,
+        ignored_resource_groups: raw.ignored_resource_groups,
+        ..NodeResourcesFitArgs::default()
+    };
+    let Some(s) = raw.scoring_strategy else {
+        return Ok(fit);
+    };
+    let at = format!("{path}.scoringStrategy");
+    if let Some(rs) = s.resources {
+        let specs = resource_specs(&format!("{at}.resources"), rs)?;
+        if specs.is_empty() {
+            return Err(ConfigError::at(
+                format!("{at}.resources"),
+                "must not be empty",
+            ));
+        }
+        fit.scoring_strategy.resources = specs
+            .into_iter()
+            .map(|(n, w)| ResourceSpec::new(&n, w))
+            .collect();
     }
-    for (i, r) in s.resources.iter().enumerate() {
-        if !(1..=100).contains(&r.weight) {
-            return Err(ConfigError::BadResourceWeight {
-                plugin: NAME,
-                resource: r.name.clone(),
-                weight: r.weight,
-            });
+    fit.scoring_strategy.kind = match s.type_.as_deref().unwrap_or("LeastAllocated") {
+        "LeastAllocated" => ScoringStrategyType::LeastAllocated,
+        "MostAllocated" => ScoringStrategyType::MostAllocated,
+        "RequestedToCapacityRatio" => {
+            let shape = s
+                .requested_to_capacity_ratio
+                .map(|r| r.shape)
+                .unwrap_or_default();
+            fit.scoring_strategy.shape =
+                shape_points(&format!("{at}.requestedToCapacityRatio.shape"), &shape)?;
+            ScoringStrategyType::RequestedToCapacityRatio
         }
-        if s.resources[..i].iter().any(|o| o.name == r.name) {
-            return Err(ConfigError::invalid(format!(
-                "{NAME}: resource {:?} is listed twice in scoringStrategy.resources",
-                r.name
-            )));
+        other => {
+            return Err(ConfigError::at(
+                format!("{at}.type"),
+                format!(
+                    "must be LeastAllocated, MostAllocated or RequestedToCapacityRatio, got {other:?}"
+                ),
+            ));
         }
+    };
+    Ok(fit)
+}
+
+/// The `RequestedToCapacityRatio` shape: at least one point, utilization in
+/// `0..=100` strictly increasing, score in `0..=10`.
+fn shape_points(
+    path: &str,
+    shape: &[WireShapePoint],
+) -> Result<Vec<UtilizationShapePoint>, ConfigError> {
+    if shape.is_empty() {
+        return Err(ConfigError::at(path, "must have at least one point"));
     }
-    if s.kind == ScoringStrategyType::RequestedToCapacityRatio {
-        if s.shape.is_empty() {
-            return Err(ConfigError::invalid(format!(
-                "{NAME}: RequestedToCapacityRatio needs at least one shape point"
-            )));
+    let mut points: Vec<UtilizationShapePoint> = Vec::new();
+    for (i, p) in shape.iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        if !(0..=MAX_UTILIZATION).contains(&p.utilization) {
+            return Err(ConfigError::at(
+                format!("{at}.utilization"),
+                format!("must be between 0 and 100, got {}", p.utilization),
+            ));
         }
-        for (i, p) in s.shape.iter().enumerate() {
-            if !(0..=MAX_UTILIZATION).contains(&p.utilization)
-                || !(0..=MAX_CUSTOM_PRIORITY_SCORE).contains(&p.score)
-            {
-                return Err(ConfigError::invalid(format!(
-                    "{NAME}: shape point {i} ({}%, {}) is out of range (utilization 0..=100, score 0..=10)",
-                    p.utilization, p.score
-                )));
-            }
-            if i > 0 && p.utilization <= s.shape[i - 1].utilization {
-                return Err(ConfigError::invalid(format!(
-                    "{NAME}: shape utilization values must be strictly increasing (point {i})"
-                )));
-            }
+        if !(0..=MAX_CUSTOM_PRIORITY_SCORE).contains(&p.score) {
+            return Err(ConfigError::at(
+                format!("{at}.score"),
+                format!("must be between 0 and 10, got {}", p.score),
+            ));
         }
+        if points
+            .last()
+            .is_some_and(|q| q.utilization >= p.utilization)
+        {
+            return Err(ConfigError::at(
+                format!("{at}.utilization"),
+                "values must be strictly increasing",
+            ));
+        }
+        points.push(UtilizationShapePoint {
+            utilization: p.utilization,
+            score: p.score,
+        });
     }
-    Ok(())
+    Ok(points)
 }
 
 #[cfg(test)]
@@ -429,8 +511,7 @@ mod tests {
         let ignoring = NodeResourcesFit::new(&NodeResourcesFitArgs {
             ignored_resource_groups: vec!["nvidia.com".into()],
             ..Default::default()
-        })
-        .unwrap();
+        });
         assert!(ignoring.filter(&s, &gpu_pod, &no_gpu).is_ok());
     }
 
@@ -475,8 +556,7 @@ mod tests {
                 shape: vec![],
             },
             ..Default::default()
-        })
-        .unwrap();
+        });
         let n = node("n", &[("cpu", "4"), ("memory", "10000")]).build();
         let p = pod_requesting(&[("cpu", "3"), ("memory", "5000")]);
         // (75*3 + 50*1) / 4 = 68
@@ -511,42 +591,59 @@ mod tests {
                 ],
             },
             ..Default::default()
-        })
-        .unwrap();
+        });
         let n = node("n", &[("cpu", "4")]).build();
         assert_eq!(fit.score(&s, &pod_requesting(&[("cpu", "1")]), &n), 25);
         assert_eq!(fit.score(&s, &pod_requesting(&[("cpu", "8")]), &n), 100);
     }
 
     #[test]
-    fn invalid_args_are_precise_errors() {
-        let bad_weight = NodeResourcesFitArgs {
-            scoring_strategy: ScoringStrategy {
-                resources: vec![ResourceSpec::new("cpu", 0)],
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+    fn args_decode_with_precise_errors() {
+        use serde_json::json;
+        let args = decode_args(
+            "a",
+            json!({"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 2}]}}),
+        )
+        .unwrap();
         assert_eq!(
-            NodeResourcesFit::new(&bad_weight).unwrap_err(),
-            ConfigError::BadResourceWeight {
-                plugin: NAME,
-                resource: "cpu".into(),
-                weight: 0
-            }
+            args.scoring_strategy.kind,
+            ScoringStrategyType::MostAllocated
         );
-        let no_shape = NodeResourcesFitArgs {
-            scoring_strategy: ScoringStrategy {
-                kind: ScoringStrategyType::RequestedToCapacityRatio,
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        assert!(
-            NodeResourcesFit::new(&no_shape)
-                .unwrap_err()
-                .to_string()
-                .contains("shape")
+        assert_eq!(
+            args.scoring_strategy.resources,
+            vec![ResourceSpec::new("cpu", 2)]
         );
+        let cases = [
+            (
+                json!({"scoringStrategy": {"resources": [{"name": "cpu", "weight": 0}]}}),
+                "a.scoringStrategy.resources[0].weight",
+                "between 1 and 100",
+            ),
+            (
+                json!({"scoringStrategy": {"resources": []}}),
+                "a.scoringStrategy.resources",
+                "empty",
+            ),
+            (
+                json!({"scoringStrategy": {"type": "RequestedToCapacityRatio"}}),
+                "a.scoringStrategy.requestedToCapacityRatio.shape",
+                "at least one point",
+            ),
+            (
+                json!({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": [{"utilization": 50, "score": 1}, {"utilization": 40, "score": 2}]}}}),
+                "a.scoringStrategy.requestedToCapacityRatio.shape[1].utilization",
+                "strictly increasing",
+            ),
+            (
+                json!({"scoringStrategy": {"typo": 1}}),
+                "a.scoringStrategy.typo",
+                "unknown field",
+            ),
+        ];
+        for (value, path, needle) in cases {
+            let e = decode_args("a", value).unwrap_err();
+            assert_eq!(e.path, path, "{e}");
+            assert!(e.message.contains(needle), "{e}");
+        }
     }
 }

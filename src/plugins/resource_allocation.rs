@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::cache::NodeState;
+use crate::framework::ConfigError;
 use crate::model::{CPU, EPHEMERAL_STORAGE, MEMORY, PodInfo, is_scalar_resource};
 
 /// A configured resource, resolved so scoring never matches strings.
@@ -99,6 +100,53 @@ pub fn allocatable_and_requested(
         ResourceKey::Ignored => return None,
     };
     (allocatable != 0).then_some((allocatable, requested + pod_request))
+}
+
+/// Wire shapes the resource plugins' args share.
+pub mod wire {
+    /// `ResourceSpec` as written in args: a resource name and its weight.
+    #[derive(Debug, Default, serde::Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    pub struct WireResourceSpec {
+        pub name: String,
+        pub weight: Option<i64>,
+    }
+}
+
+/// Validates a list of `{name, weight}` at `path`: names non-empty and
+/// distinct, weights in `1..=100` (1 when omitted), as kube-scheduler's
+/// `validateResources`.
+pub fn resource_specs(
+    path: &str,
+    raw: Vec<wire::WireResourceSpec>,
+) -> Result<Vec<(String, i64)>, ConfigError> {
+    let mut out: Vec<(String, i64)> = Vec::new();
+    for (i, r) in raw.into_iter().enumerate() {
+        if r.name.is_empty() {
+            return Err(ConfigError::at(
+                format!("{path}[{i}].name"),
+                "must not be empty",
+            ));
+        }
+        if out.iter().any(|(n, _)| *n == r.name) {
+            return Err(ConfigError::at(
+                format!("{path}[{i}].name"),
+                format!("duplicate resource {:?}", r.name),
+            ));
+        }
+        let weight = match r.weight {
+            None => 1,
+            Some(w) if (1..=100).contains(&w) => w,
+            Some(w) => {
+                return Err(ConfigError::at(
+                    format!("{path}[{i}].weight"),
+                    format!("must be between 1 and 100, got {w}"),
+                ));
+            }
+        };
+        out.push((r.name, weight));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

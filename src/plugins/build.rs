@@ -1,0 +1,116 @@
+//! Builds a `Framework` from a merged profile. It cannot fail: every name was
+//! resolved against the registry and every argument validated when the
+//! profile was merged, so a validated profile always has its framework.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::merge::EnabledPlugins;
+use super::registry::{Instance, Point};
+use crate::framework::placement::{DEFAULT_PARALLEL_MIN_NODES, DEFAULT_TIE_BREAK_SEED, TieBreaker};
+use crate::framework::{Args, Framework};
+
+/// The framework for `enabled` plugins with `args`; `percentage` is the
+/// profile's `percentageOfNodesToScore` (`None`: adaptive).
+pub fn build_framework(
+    enabled: &EnabledPlugins,
+    args: &Args,
+    percentage: Option<u32>,
+) -> Framework {
+    // One object per plugin, shared by every point it runs at.
+    let mut instances: HashMap<&'static str, Instance> = HashMap::new();
+    for e in enabled
+        .at(Point::Filter)
+        .iter()
+        .chain(enabled.at(Point::Score))
+    {
+        instances
+            .entry(e.plugin.name)
+            .or_insert_with(|| (e.plugin.build)(args));
+    }
+    let mut framework = Framework::empty();
+    for e in enabled.at(Point::Filter) {
+        let Some(built) = instances.get(e.plugin.name) else {
+            continue;
+        };
+        if let Some(f) = &built.filter {
+            framework.filters.push(Arc::clone(f));
+        }
+        if enabled.is_enabled(Point::PreFilter, e.plugin.name)
+            && let Some(p) = &built.pre_filter
+        {
+            framework.pre_filters.push(Arc::clone(p));
+        }
+    }
+    for e in enabled.at(Point::Score) {
+        if let Some(s) = instances.get(e.plugin.name).and_then(|b| b.score.as_ref()) {
+            // A weight of 0 means "unset" in the API: kube-scheduler uses 1.
+            framework.scorers.push((Arc::clone(s), e.weight.max(1)));
+        }
+    }
+    framework.percentage_of_nodes_to_score = percentage;
+    framework.tie_breaker = TieBreaker::new(DEFAULT_TIE_BREAK_SEED);
+    framework.parallel_min_nodes = DEFAULT_PARALLEL_MIN_NODES;
+    framework
+}
+
+/// `Framework::default()` is kube-scheduler's default profile as far as
+/// Muster implements it; `Framework::empty()` runs no plugin at all.
+impl Default for Framework {
+    fn default() -> Self {
+        build_framework(
+            &EnabledPlugins::defaults(),
+            &super::registry::default_args(),
+            None,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::merge::{PluginsSpec, merge_plugins};
+
+    fn names(f: &Framework) -> (Vec<&'static str>, Vec<(&'static str, i64)>) {
+        (
+            f.filters.iter().map(|p| p.name()).collect(),
+            f.scorers.iter().map(|(p, w)| (p.name(), *w)).collect(),
+        )
+    }
+
+    #[test]
+    fn default_framework_is_the_default_profile() {
+        let f = Framework::default();
+        let (filters, scores) = names(&f);
+        assert_eq!(filters.len(), 6);
+        assert_eq!(scores.len(), 4);
+        assert_eq!(f.pre_filters.len(), 1, "NodeAffinity's PreFilter");
+    }
+
+    #[test]
+    fn one_object_per_plugin_and_merged_weights() {
+        let spec: PluginsSpec = serde_norway::from_str(
+            "score: {disabled: [{name: '*'}], enabled: [{name: NodeAffinity, weight: 7}]}",
+        )
+        .unwrap();
+        let enabled = merge_plugins("p", &spec).unwrap();
+        let f = build_framework(
+            &enabled,
+            &crate::plugins::registry::default_args(),
+            Some(50),
+        );
+        assert_eq!(names(&f).1, [("NodeAffinity", 7)]);
+        assert_eq!(f.percentage_of_nodes_to_score, Some(50));
+        // NodeAffinity's Filter, PreFilter and Score are one object.
+        let filter = f
+            .filters
+            .iter()
+            .find(|p| p.name() == "NodeAffinity")
+            .unwrap();
+        let score = &f.scorers[0].0;
+        assert_eq!(
+            Arc::as_ptr(filter) as *const u8,
+            Arc::as_ptr(score) as *const u8
+        );
+    }
+}
