@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools
 export MUSTER_KUBECTL ?= $(TOOLS)/kubectl
 export MUSTER_HELM ?= $(TOOLS)/helm
 
-.PHONY: all build run test tools fmt lint unit bench bench-load sim-scale image clean
+.PHONY: all build run test tools fmt lint core unit bench bench-load sim-scale image clean
 
 all: build
 
@@ -30,11 +30,21 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 
+## The scheduling core alone: it must build without the daemon, the
+## simulated cluster and the load tools, and pull in none of their crates.
+FORBIDDEN_IN_CORE := kube tokio axum hyper prometheus
+core:
+	$(CARGO) check --no-default-features --lib
+	@bad=$$($(CARGO) tree --no-default-features --edges normal --prefix none --format '{p}' \
+	  | awk '{print $$1}' | sort -u | grep -xE '$(shell echo $(FORBIDDEN_IN_CORE) | tr ' ' '|')' || true); \
+	if [ -n "$$bad" ]; then echo "the core depends on: $$bad" >&2; exit 1; fi
+	$(CARGO) check --no-default-features --features daemon --bin muster
+
 unit:
 	$(CARGO) test
 
 ## Everything CI checks: formatting, lints, unit, property and end-to-end tests.
-test: tools lint unit
+test: tools lint core unit
 
 ## Criterion benchmarks of the scheduling hot paths, then the end-to-end
 ## load benchmark; prints the headline figures (docs/performance.md).

@@ -1,24 +1,39 @@
 //! Muster: a gang scheduler for Kubernetes.
 //!
-//! The scheduling core (`model`, `cache`, `queue`, `framework`, `plugins`, `gang`,
-//! `engine`) is a deterministic library with no I/O; the daemon, the simulated
-//! cluster and the load generator are built around it.
+//! The scheduling core (`model`, `dialects`, `cache`, `queue`, `framework`,
+//! `plugins`, `gang`, `engine`, `config`, and `driver`, the deterministic
+//! test driver) is a library with no I/O: it builds with
+//! `--no-default-features` and then depends on none of kube, tokio, axum,
+//! hyper or prometheus, so the compiler keeps it that way. The daemon
+//! (`daemon` feature), the simulated API server (`sim`) and the scenario and
+//! load tools (`load`) are built around it.
 
 pub mod cache;
 pub mod config;
-pub mod daemon;
 pub mod dialects;
 pub mod driver;
 pub mod engine;
 pub mod framework;
 pub mod gang;
-pub mod kube;
-pub mod load;
-pub mod metrics;
 pub mod model;
 pub mod plugins;
 pub mod queue;
-pub mod scenario;
+
+#[cfg(feature = "daemon")]
+pub mod daemon;
+#[cfg(feature = "daemon")]
+pub mod kube;
+#[cfg(feature = "daemon")]
+pub mod metrics;
+#[cfg(feature = "daemon")]
 pub mod server;
+
+#[cfg(feature = "sim")]
 pub mod sim;
+
+#[cfg(feature = "load")]
+pub mod load;
+#[cfg(feature = "load")]
+pub mod scenario;
+#[cfg(feature = "load")]
 pub mod simulate;

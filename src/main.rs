@@ -1,5 +1,6 @@
 //! The `muster` command line: `run` (the scheduler daemon), `cluster` (the
-//! simulated API server), `simulate` (both, running a scenario) and, later, `load`.
+//! simulated API server), `simulate` (both, running a scenario) and `load`
+//! (a load generator against any cluster).
 
 use std::process::ExitCode;
 
@@ -17,16 +18,22 @@ struct Cli {
     command: Command,
 }
 
+/// The commands this build has: `run` always; `cluster` with the `sim`
+/// feature; `simulate` and `load` with `load` (the container image builds
+/// `daemon` alone).
 #[derive(Subcommand)]
 enum Command {
     /// Run the scheduler against a Kubernetes API server.
     Run(muster::daemon::RunArgs),
     /// Serve a simulated Kubernetes API server with kwok-style nodes.
+    #[cfg(feature = "sim")]
     Cluster(muster::sim::cli::ClusterArgs),
     /// Run a scenario on the embedded simulated cluster with the scheduler.
+    #[cfg(feature = "load")]
     Simulate(muster::simulate::SimulateArgs),
     /// Generate load from a scenario against a cluster and report what the
     /// scheduler achieved (or, with --bind-directly, the harness ceiling).
+    #[cfg(feature = "load")]
     Load(muster::load::LoadArgs),
 }
 
@@ -36,6 +43,7 @@ async fn main() -> ExitCode {
     // `simulate` talks to the user through its progress and summary; logs
     // only when something is wrong (RUST_LOG overrides).
     let default_level = match cli.command {
+        #[cfg(feature = "load")]
         Command::Simulate(_) | Command::Load(_) => "warn",
         _ => "info",
     };
@@ -48,8 +56,11 @@ async fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Run(args) => muster::daemon::run(args).await,
+        #[cfg(feature = "sim")]
         Command::Cluster(args) => muster::sim::cli::run(args).await,
+        #[cfg(feature = "load")]
         Command::Simulate(args) => muster::simulate::run(args).await,
+        #[cfg(feature = "load")]
         Command::Load(args) => muster::load::run(args).await,
     };
     match result {
