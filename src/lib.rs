@@ -29,10 +29,14 @@ pub mod metrics;
 pub mod server;
 
 #[cfg(feature = "sim")]
+pub mod kwok;
+#[cfg(feature = "sim")]
 pub mod sim;
 
 #[cfg(feature = "load")]
 pub mod load;
+#[cfg(feature = "load")]
+pub mod runner;
 #[cfg(feature = "load")]
 pub mod scenario;
 #[cfg(feature = "load")]

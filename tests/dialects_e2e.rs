@@ -546,7 +546,7 @@ const RACK: &str = "topology.kubernetes.io/rack";
 
 /// `n` nodes of `cpu` cores named `<prefix>-<i>`, forming one rack of their
 /// own (each template starts a new rack).
-fn one_rack(prefix: &str, n: usize, cpu: &str) -> muster::sim::templates::NodeTemplate {
+fn one_rack(prefix: &str, n: usize, cpu: &str) -> muster::kwok::templates::NodeTemplate {
     let mut t = nodes(n, cpu);
     t.name_prefix = prefix.into();
     t.topology.hosts_per_rack = n;

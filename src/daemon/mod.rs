@@ -308,24 +308,6 @@ pub fn default_identity() -> String {
     format!("{host}_{:08x}{:04x}", nanos, std::process::id() & 0xffff)
 }
 
-/// Resolves the API client: `--kubeconfig`, then the configuration's
-/// `clientConnection.kubeconfig`, then kube-rs inference (in-cluster, $KUBECONFIG, ~/.kube/config).
-pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("using kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no kubeconfig given and none could be inferred")?,
-    };
-    kube::Client::try_from(config).context("building the API client")
-}
-
 /// `muster run`.
 pub async fn run(args: RunArgs) -> Result<()> {
     let config = match &args.config {
@@ -336,7 +318,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
         .kubeconfig
         .clone()
         .or_else(|| config.client.kubeconfig.clone());
-    let client = client(kubeconfig.as_deref()).await?;
+    let client = crate::kube::client::connect(kubeconfig.as_deref()).await?;
     let mut opts = DaemonOptions::new(config);
     opts.http_addr = args.http_addr;
     opts.writer.max_in_flight = args.max_in_flight_writes.max(1);

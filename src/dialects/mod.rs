@@ -19,7 +19,7 @@ pub use workload_api::pod_group_definition;
 pub use workload_v1alpha1::workload_definitions;
 
 use crate::model::wire::PodWire;
-use crate::model::{GroupDef, GroupMembership, GroupSource};
+use crate::model::{GroupDef, GroupMembership, GroupSource, ModelError, PodInfo};
 
 /// A kind of object that defines groups, and how to translate one.
 pub struct DefinitionSource {
@@ -128,6 +128,22 @@ pub fn resolve_membership(pod: &PodWire) -> GroupMembership {
         .iter()
         .find_map(|membership| membership(pod, namespace))
         .unwrap_or_default()
+}
+
+/// Decoding a whole pod needs its group, which only the dialects can tell:
+/// these constructors resolve it and hand it to the model.
+impl PodInfo {
+    /// From the pod's JSON, its group resolved.
+    pub fn from_json(json: &[u8]) -> Result<Self, ModelError> {
+        let wire: PodWire = serde_json::from_slice(json)
+            .map_err(|e| ModelError::invalid(format!("pod JSON: {e}")))?;
+        Self::from_wire_resolved(&wire)
+    }
+
+    /// From the wire form, its group resolved.
+    pub fn from_wire_resolved(wire: &PodWire) -> Result<Self, ModelError> {
+        PodInfo::from_wire(wire, resolve_membership(wire))
+    }
 }
 
 #[cfg(test)]

@@ -258,7 +258,7 @@ async fn run_pods(api: Api<LeanPod>, tx: mpsc::Sender<Observed>) {
         let uid = p.metadata.uid.clone().unwrap_or_default();
         let scheduler_name = p.spec.scheduler_name.clone();
         // An unreadable pod stays live: the loop reports it on the pod.
-        Upsert::Live(match PodInfo::from_wire(&p.into_wire()) {
+        Upsert::Live(match PodInfo::from_wire_resolved(&p.into_wire()) {
             Ok(info) => Observed::PodUpserted(Arc::new(info)),
             Err(e) => Observed::PodInvalid {
                 key,

@@ -139,7 +139,7 @@ mod tests {
             "status": {"phase": "Pending", "conditions": []}
         });
         let pod: LeanPod = serde_json::from_value(json).unwrap();
-        let info = PodInfo::from_wire(&pod.into_wire()).unwrap();
+        let info = PodInfo::from_wire_resolved(&pod.into_wire()).unwrap();
         assert_eq!(info.requests.milli_cpu, 250);
         assert_eq!(info.created_ms, 1_767_323_045_000);
         assert!(info.group.key().is_some());

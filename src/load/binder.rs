@@ -143,7 +143,7 @@ async fn bind_all(
 }
 
 /// Binds with a few retries; a 409 means it is bound already. The answer
-/// is not decoded (see `simulate::apply`).
+/// is not decoded (see `runner::apply`).
 async fn bind(
     client: &kube::Client,
     namespace: &str,

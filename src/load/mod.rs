@@ -26,9 +26,9 @@ use tokio::sync::watch;
 use self::probe::{Reading, Source};
 use self::report::{Ceiling, LoadReport};
 use crate::gang::GangArgs;
+use crate::kwok::templates;
+use crate::runner::{self, Finished, RunOptions};
 use crate::scenario::{Scenario, Workload};
-use crate::sim::templates;
-use crate::simulate::{DriveOptions, Finished, drive};
 
 /// Generate load from a scenario against a cluster and report what the
 /// scheduler achieved.
@@ -87,7 +87,7 @@ pub async fn run(args: LoadArgs) -> Result<()> {
         None => None,
     };
     let probes = Probes::new(&args)?;
-    let client = crate::daemon::client(args.kubeconfig.as_deref()).await?;
+    let client = crate::kube::client::connect(args.kubeconfig.as_deref()).await?;
     client
         .apiserver_version()
         .await
@@ -109,7 +109,7 @@ pub async fn run(args: LoadArgs) -> Result<()> {
     };
     let mut stderr = std::io::stderr();
     let mut progress = progress::for_stderr(scenario.pod_count() as usize, &mut stderr);
-    let opts = DriveOptions {
+    let opts = RunOptions {
         default_gang_timeout: args
             .gang_timeout_seconds
             .map(Duration::from_secs)
@@ -117,7 +117,7 @@ pub async fn run(args: LoadArgs) -> Result<()> {
         concurrency: args.concurrency,
         progress: progress.as_mut(),
     };
-    let finished = drive(&client, &scenario, opts).await?;
+    let finished = runner::run(&client, &scenario, opts).await?;
     drop(progress);
     let _ = stop_sampling.send(true);
     let samples = sampler.await.unwrap_or_default();
@@ -178,7 +178,7 @@ pub fn build_report(
     let summary = &finished.summary;
     let pods = &finished.pods;
     let latencies = stats::latencies(pods);
-    let gang_seconds = |f: fn(&crate::simulate::GangReport) -> Option<Duration>| {
+    let gang_seconds = |f: fn(&crate::runner::GangReport) -> Option<Duration>| {
         let v: Vec<f64> = summary
             .gangs
             .iter()
@@ -220,7 +220,7 @@ pub fn build_report(
         failures: if args.bind_directly {
             Vec::new()
         } else {
-            crate::simulate::report::failures(summary)
+            crate::runner::summary::failures(summary)
         },
         series: stats::over_time(pods, SERIES_STEP),
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::simulate::{Counts, Lines, Progress};
+use crate::runner::{Counts, Lines, Progress};
 
 const TEMPLATE: &str = "{elapsed_precise} [{bar:40.cyan/blue}] {pos}/{len} pods bound {msg}";
 

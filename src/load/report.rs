@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::probe::Usage;
 use super::stats::{Percentiles, Throughput};
-use crate::simulate::Summary;
+use crate::runner::Summary;
 
 /// Everything `muster load` measured in one run.
 #[derive(Debug, Clone, Serialize)]

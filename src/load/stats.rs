@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::simulate::PodTimes;
+use crate::runner::PodTimes;
 
 /// Throughput windows are this long.
 pub const WINDOW: Duration = Duration::from_secs(1);

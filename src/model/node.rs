@@ -64,13 +64,6 @@ impl NodeInfo {
             .map_err(|e| ModelError::invalid(format!("node JSON: {e}")))?;
         Self::from_wire(&wire)
     }
-
-    /// From a `k8s-openapi` node (goes through JSON once; meant for tests and tools,
-    /// the daemon decodes the lean wire type directly).
-    pub fn from_k8s(node: &k8s_openapi::api::core::v1::Node) -> Result<Self, ModelError> {
-        let json = serde_json::to_vec(node).map_err(|e| ModelError::invalid(e.to_string()))?;
-        Self::from_json(&json)
-    }
 }
 
 pub(crate) fn quantities(map: &BTreeMap<String, QuantityWire>) -> Result<Resources, ModelError> {

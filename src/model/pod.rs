@@ -130,7 +130,10 @@ pub struct PodInfo {
 }
 
 impl PodInfo {
-    pub fn from_wire(w: &PodWire) -> Result<Self, ModelError> {
+    /// The lean pod from its wire form. `group` is the membership its
+    /// dialect resolved (`crate::dialects::resolve_membership`): the model
+    /// knows no dialect, so the decoder passes it in.
+    pub fn from_wire(w: &PodWire, group: GroupMembership) -> Result<Self, ModelError> {
         let name = w
             .metadata
             .name
@@ -231,20 +234,8 @@ impl PodInfo {
                 .filter(|(k, _)| KEPT_ANNOTATION_PREFIXES.iter().any(|p| k.starts_with(p)))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
-            group: crate::dialects::resolve_membership(w),
+            group,
         })
-    }
-
-    pub fn from_json(json: &[u8]) -> Result<Self, ModelError> {
-        let wire: PodWire = serde_json::from_slice(json)
-            .map_err(|e| ModelError::invalid(format!("pod JSON: {e}")))?;
-        Self::from_wire(&wire)
-    }
-
-    /// From a `k8s-openapi` pod (goes through JSON once; for tests and tools).
-    pub fn from_k8s(pod: &k8s_openapi::api::core::v1::Pod) -> Result<Self, ModelError> {
-        let json = serde_json::to_vec(pod).map_err(|e| ModelError::invalid(e.to_string()))?;
-        Self::from_json(&json)
     }
 
     /// Whether the pod occupies its node's resources (bound and not terminal).

@@ -10,8 +10,8 @@ use serde_json::{Map, Value, json};
 
 use super::spec::{Dialect, GangWorkload, Outcome, PodShape, PodsWorkload, Scenario, Workload};
 use crate::dialects::{SCHEDULE_TIMEOUT_ANNOTATION, coscheduling, kueue, volcano};
-use crate::sim::lifecycle::RUN_SECONDS_ANNOTATION;
-use crate::sim::templates;
+use crate::kwok::RUN_SECONDS_ANNOTATION;
+use crate::kwok::templates;
 
 /// Label on every object a scenario creates; its value is the scenario name.
 pub const SCENARIO_LABEL: &str = "muster.dev/scenario";

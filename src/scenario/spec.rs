@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::sim::templates::{NodeTemplate, quantity_map};
+use crate::kwok::templates::{NodeTemplate, quantity_map};
 
 /// A whole scenario: the cluster to build and the workloads to submit.
 #[derive(Debug, Clone, Deserialize, PartialEq)]

@@ -10,7 +10,8 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::fault::{FaultRule, parse_duration};
-use super::{SimCluster, SimConfig, templates};
+use super::{SimCluster, SimConfig};
+use crate::kwok::templates;
 
 /// Serve a simulated Kubernetes API with kwok-style fake nodes.
 #[derive(Debug, Clone, clap::Args)]

@@ -20,8 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::objects::{as_map, child_mut, condition, new_uid, now, set_condition, str_at};
 use super::store::{CommitError, Store};
 
-/// The annotation giving a pod's run time before it succeeds.
-pub const RUN_SECONDS_ANNOTATION: &str = "muster.dev/sim-run-seconds";
+pub use crate::kwok::RUN_SECONDS_ANNOTATION;
 
 const PODS: &str = "/v1/pods";
 const NODES: &str = "/v1/nodes";

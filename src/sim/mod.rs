@@ -9,7 +9,7 @@
 //!   dispatch and reads; `create`, `write`, `binding`: the writes; `kinds`:
 //!   per-kind behaviour (pod defaults, node status, namespaces, CRDs).
 //! - [`patch`], [`selectors`], [`status`], [`objects`], `protobuf`: request mechanics.
-//! - [`lifecycle`], [`templates`]: the fake kubelet and node templates.
+//! - [`lifecycle`]: the fake kubelet (node templates are `crate::kwok`).
 //! - [`fault`]: injected errors, latency and watch closes.
 //! - [`recorder`]: which API calls clients made (opt-in, for RBAC tests).
 //! - `views`: resources stored as another (events.k8s.io/v1 as core events).
@@ -34,7 +34,6 @@ pub mod selectors;
 pub mod status;
 pub mod store;
 mod table;
-pub mod templates;
 mod views;
 pub mod watch;
 mod write;
@@ -49,12 +48,12 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::kwok::templates::{self, NodeTemplate};
 use fault::{FaultRule, Faults};
 use lifecycle::{Lifecycle, LifecycleConfig};
 use recorder::{ApiCall, Recorder};
 use registry::Registry;
 use store::Store;
-use templates::NodeTemplate;
 
 /// How to start a simulated cluster. `Default` is a loopback server on a
 /// free port with no nodes.

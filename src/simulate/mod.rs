@@ -3,29 +3,17 @@
 //! and a summary table on stdout. Exits non-zero when an expectation of the
 //! scenario does not hold. Guide: `docs/simulate.md`.
 //!
-//! - [`Simulation`]: the in-process cluster and daemon (used by tests too).
-//! - [`drive`]: runs a scenario against any cluster that has a scheduler.
-//! - `apply`, `observe`: create the objects, watch what becomes of them.
-//! - [`tracker`]: outcomes and timings from observations (pure).
-//! - [`report`]: the progress line, the summary table, the verdict.
-
-mod apply;
-mod drive;
-mod observe;
-pub mod report;
-pub mod tracker;
+//! [`Simulation`] is the in-process cluster and daemon (used by tests too);
+//! the scenario itself runs through `crate::runner`, as with `muster load`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-pub use apply::Pace;
-pub use drive::{DriveOptions, Finished, Lines, Progress, drive};
-pub use tracker::{Counts, GangReport, GroupCondition, PodTimes, PodsReport, Summary};
-
 use crate::config::SchedulerConfig;
 use crate::daemon::{self, DaemonOptions, RunningDaemon};
+use crate::runner::{self, Lines, RunOptions, Summary, summary};
 use crate::scenario::Scenario;
 use crate::sim::{SimCluster, SimConfig};
 
@@ -85,12 +73,12 @@ impl Simulation {
                     scenario.name, scenario.scheduler_name
                 )
             })?;
-        let opts = DriveOptions {
+        let opts = RunOptions {
             default_gang_timeout: profile.gang.unwrap_or_default().permit_waiting_time,
             concurrency: 1,
             progress: &mut Lines::new(progress),
         };
-        Ok(drive(&self.cluster.client()?, scenario, opts)
+        Ok(runner::run(&self.cluster.client()?, scenario, opts)
             .await?
             .summary)
     }
@@ -121,12 +109,12 @@ pub async fn run(args: SimulateArgs) -> Result<()> {
         sim.daemon.http_addr,
     );
     let summary = sim.run(&scenario, &mut stderr).await?;
-    print!("{}", report::render(&summary));
+    print!("{}", summary::render(&summary));
     if args.serve {
         serve(&sim, &args.kubeconfig_out).await?;
     }
     sim.shutdown().await?;
-    let failures = report::failures(&summary);
+    let failures = summary::failures(&summary);
     if !failures.is_empty() {
         anyhow::bail!(
             "scenario {}: {} expectation(s) failed: {}",

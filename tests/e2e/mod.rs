@@ -12,7 +12,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 use muster::config::SchedulerConfig;
 use muster::daemon::{DaemonOptions, RunningDaemon};
-use muster::sim::templates::NodeTemplate;
+use muster::kwok::templates::NodeTemplate;
 use muster::sim::{SimCluster, SimConfig};
 use serde_json::{Value, json};
 

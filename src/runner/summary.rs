@@ -187,7 +187,7 @@ fn table(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::tracker::{GangReport, PodsReport};
+    use crate::runner::tracker::{GangReport, PodsReport};
 
     fn summary() -> Summary {
         Summary {

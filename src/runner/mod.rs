@@ -2,6 +2,21 @@
 //! watchers, creates the scenario's objects, feeds what the watchers see into
 //! the tracker, prints progress, and stops once every workload has settled
 //! (or the scenario's own timeout passes). Returns the summary.
+//!
+//! `muster simulate` and `muster load` both run scenarios through this one
+//! runner, against the embedded cluster or any other.
+//!
+//! - `apply`, `observe`: create the objects, watch what becomes of them.
+//! - [`tracker`]: outcomes and timings from observations (pure).
+//! - [`summary`]: the progress line, the summary table, the verdict.
+
+mod apply;
+mod observe;
+pub mod summary;
+pub mod tracker;
+
+pub use apply::Pace;
+pub use tracker::{Counts, GangReport, GroupCondition, PodTimes, PodsReport, Summary};
 
 use std::io::Write;
 use std::time::Duration;
@@ -10,10 +25,10 @@ use anyhow::{Context, Result};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::apply::{Pace, apply};
-use super::observe::{self, Watched};
-use super::report::progress_line;
-use super::tracker::{Counts, PodTimes, Summary, Tracker};
+use self::apply::apply;
+use self::observe::Watched;
+use self::summary::progress_line;
+use self::tracker::Tracker;
 use crate::scenario::{Kind, Scenario, WorkloadPlan};
 
 /// How long the watchers may take to list before the run gives up.
@@ -26,7 +41,7 @@ const LINE_INTERVAL: Duration = Duration::from_secs(1);
 const HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// How a run creates objects, reports progress and judges time.
-pub struct DriveOptions<'a> {
+pub struct RunOptions<'a> {
     /// Gang timeout for gangs whose scenario entry sets none (the
     /// scheduler's `permitWaitingTimeSeconds`).
     pub default_gang_timeout: Duration,
@@ -51,10 +66,10 @@ pub struct Finished {
 }
 
 /// Applies `scenario` through `client` and tracks it to the end.
-pub async fn drive(
+pub async fn run(
     client: &kube::Client,
     scenario: &Scenario,
-    opts: DriveOptions<'_>,
+    opts: RunOptions<'_>,
 ) -> Result<Finished> {
     let plan = scenario.plan();
     let mut tracker = Tracker::new(&scenario.name, &plan, opts.default_gang_timeout);

@@ -1,0 +1,9 @@
+//! The kwok-style fake fleet shared by the simulated API server (`muster
+//! cluster --node-template`) and the scenario tools: node templates, and the
+//! annotation that tells the fake kubelet how long a pod runs. Pure data; the
+//! server's lifecycle that acts on it is `crate::sim::lifecycle`.
+
+pub mod templates;
+
+/// The annotation giving a pod's run time before it succeeds.
+pub const RUN_SECONDS_ANNOTATION: &str = "muster.dev/sim-run-seconds";
