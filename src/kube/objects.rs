@@ -134,10 +134,12 @@ macro_rules! core_v1_resource {
 }
 
 /// A pod as a client sees it that only asks where it runs (the watches of
-/// `muster load`): metadata and `spec.nodeName`, nothing else decoded.
+/// `muster load`, `muster simulate`): lean metadata and `spec.nodeName`,
+/// nothing else decoded.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default)]
 pub struct PodPlacement {
+    #[serde(deserialize_with = "lean_meta")]
     pub metadata: ObjectMeta,
     pub spec: PlacementSpec,
 }
