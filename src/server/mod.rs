@@ -119,6 +119,9 @@ async fn livez(State(s): State<ServerState>) -> impl IntoResponse {
     }
 }
 
+/// kube-scheduler's readiness checks. Leadership is deliberately not one: a
+/// standby that would fail readiness makes every rolling update stall (the new
+/// replica cannot lead while the old leader lives).
 async fn readyz(State(s): State<ServerState>) -> impl IntoResponse {
     let h = &s.health;
     let checks = [
