@@ -273,6 +273,16 @@ async fn two_replicas_one_leader_and_takeover_after_a_crash() {
     } else {
         (b, a)
     };
+    // Readiness does not depend on leadership: the synced standby is Ready
+    // too (what lets a rolling update keep one replica up); which one leads
+    // is a /debug fact.
+    for (d, role) in [(&leader, "leading\n"), (&standby, "standby\n")] {
+        wait_ready(d).await;
+        assert_eq!(
+            http_get(d.http_addr, "/debug/leader").await,
+            (200, role.into())
+        );
+    }
     leader.kill().await;
 
     create_podgroup(&env, "default", "two", 2, None).await;

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use muster::config::SchedulerConfig;
 use muster::sim::recorder::ApiCall;
@@ -120,6 +122,7 @@ fn check_types(objs: &[Value]) {
             ("v1", "ConfigMap") => drop(typed::<ConfigMap>(o)),
             ("v1", "Service") => drop(typed::<Service>(o)),
             ("apps/v1", "Deployment") => drop(typed::<Deployment>(o)),
+            ("policy/v1", "PodDisruptionBudget") => drop(typed::<PodDisruptionBudget>(o)),
             ("rbac.authorization.k8s.io/v1", "ClusterRole") => drop(typed::<ClusterRole>(o)),
             ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
                 drop(typed::<ClusterRoleBinding>(o))
@@ -175,11 +178,19 @@ fn alert_names(objs: &[Value]) -> BTreeSet<String> {
         .collect()
 }
 
-/// The Deployment's hardening, probes and wiring to the other objects.
+/// The Deployment's hardening, probes, rollout and wiring to the other objects.
 fn check_deployment(objs: &[Value], name: &str, replicas: i32) {
     let d: Deployment = typed(find(objs, "Deployment", name));
     let spec = d.spec;
     assert_eq!(spec.replicas, Some(replicas));
+    // A standby is Ready (readiness does not depend on leadership), so a
+    // rolling update that surges one and keeps every replica up never has
+    // both down.
+    let strategy = spec.strategy.clone().expect("strategy");
+    assert_eq!(strategy.type_.as_deref(), Some("RollingUpdate"));
+    let rolling = strategy.rolling_update.expect("rollingUpdate");
+    assert_eq!(rolling.max_unavailable, Some(IntOrString::Int(0)));
+    assert_eq!(rolling.max_surge, Some(IntOrString::Int(1)));
     let pod = spec.template.spec.expect("pod spec");
     let psc = pod.security_context.expect("pod securityContext");
     assert_eq!(psc.run_as_non_root, Some(true));
@@ -234,6 +245,16 @@ fn check_deployment(objs: &[Value], name: &str, replicas: i32) {
     let svc: Service = typed(find(objs, "Service", name));
     let selector = svc.spec.unwrap().selector.unwrap();
     assert!(selector.iter().all(|(k, v)| labels.get(k) == Some(v)));
+    // A drain keeps one replica (of several) running.
+    let pdb: PodDisruptionBudget = typed(find(objs, "PodDisruptionBudget", name));
+    let pdb = pdb.spec.expect("pdb spec");
+    assert_eq!(pdb.min_available, Some(IntOrString::Int(1)));
+    let selects = pdb
+        .selector
+        .and_then(|s| s.match_labels)
+        .expect("matchLabels");
+    assert!(!selects.is_empty());
+    assert!(selects.iter().all(|(k, v)| labels.get(k) == Some(v)));
 }
 
 /// The scheduler configuration in a ConfigMap, parsed by Muster itself.
@@ -282,6 +303,7 @@ fn chart_and_kustomize_render_the_same_objects() {
         "RoleBinding",
         "ConfigMap",
         "Deployment",
+        "PodDisruptionBudget",
         "Service",
         "ServiceMonitor",
         "PrometheusRule",
@@ -426,6 +448,14 @@ fn chart_values_change_what_they_should() {
         let err = fails(&helm_binary(), &["template", "x", &chart, "--set", bad]);
         assert!(err.contains("schema"), "{bad}: {err}");
     }
+    // One replica: no disruption budget (minAvailable 1 would block every drain).
+    let single = helm_template("solo", "solo", &["--set", "replicas=1"]);
+    check_types(&single);
+    assert!(!single.iter().any(|o| o["kind"] == "PodDisruptionBudget"));
+    assert_eq!(
+        find(&single, "Deployment", "solo")["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
+        0
+    );
     // One monitoring object off, the others on.
     let h = helm_template(
         "muster",
@@ -476,12 +506,13 @@ async fn rendered_manifests_apply_to_the_simulated_cluster() {
             "-n",
             ns,
             "get",
-            "deployment,service,servicemonitor,prometheusrule,serviceaccount",
+            "deployment,poddisruptionbudget,service,servicemonitor,prometheusrule,serviceaccount",
             "-o",
             "name",
         ]);
         for kind in [
             "deployment.apps",
+            "poddisruptionbudget.policy",
             "service",
             "servicemonitor.monitoring.coreos.com",
             "prometheusrule.monitoring.coreos.com",

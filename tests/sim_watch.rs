@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{fast, next, start, until};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Binding, ConfigMap, ObjectReference, Pod};
-use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::core::ObjectMeta;
 use kube::runtime::watcher::{self, Event};
 use muster::sim::fault::FaultRule;
@@ -248,12 +248,169 @@ async fn leaving_a_field_selector_is_a_delete() {
         .create_subresource("binding", "p", &PostParams::default(), &binding)
         .await
         .unwrap();
+    let bound_rv = pods.get("p").await.unwrap().metadata.resource_version;
     match next(&mut stream).await.unwrap() {
+        // As from the API server's watch cache: the last state this watch
+        // matched (no node yet), at the version of the binding.
         WatchEvent::Deleted(p) => {
-            assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("sim-node-0"))
+            assert_eq!(p.spec.unwrap().node_name, None);
+            assert_eq!(p.metadata.resource_version, bound_rv);
         }
         other => panic!("expected DELETED, got {other:?}"),
     }
+    cluster.shutdown().await.unwrap();
+}
+
+/// kube-scheduler's pod watch: terminal pods are not cached.
+const NOT_TERMINAL: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({"metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}}))
+    .unwrap()
+}
+
+async fn set_phase(pods: &Api<Pod>, name: &str, phase: &str) -> Pod {
+    let patch = Patch::Merge(json!({"status": {"phase": phase}}));
+    pods.patch_status(name, &PatchParams::default(), &patch)
+        .await
+        .unwrap()
+}
+
+fn phase(p: &Pod) -> Option<&str> {
+    p.status.as_ref().and_then(|s| s.phase.as_deref())
+}
+
+#[tokio::test]
+async fn a_pod_that_finishes_leaves_a_phase_selector_as_a_delete() {
+    let config = fast().pod_start_delay(Duration::from_secs(3600));
+    let (cluster, client) = start(config).await;
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    for name in ["done", "failed", "running"] {
+        pods.create(&PostParams::default(), &pod(name))
+            .await
+            .unwrap();
+    }
+    set_phase(&pods, "failed", "Failed").await;
+    set_phase(&pods, "running", "Running").await;
+
+    // A list with the selector leaves the terminal pod out.
+    let names = |list: kube::core::ObjectList<Pod>| -> BTreeSet<String> {
+        list.items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect()
+    };
+    let listed = pods
+        .list(&ListParams::default().fields(NOT_TERMINAL))
+        .await
+        .unwrap();
+    let rv = listed.metadata.resource_version.clone().unwrap();
+    assert_eq!(
+        names(listed),
+        BTreeSet::from(["done".into(), "running".into()])
+    );
+
+    let wp = WatchParams::default().fields(NOT_TERMINAL);
+    let mut stream = pods.watch(&wp, &rv).await.unwrap().boxed();
+    // Still matching: MODIFIED.
+    let modified = set_phase(&pods, "done", "Running").await;
+    match next(&mut stream).await.unwrap() {
+        WatchEvent::Modified(p) => assert_eq!(p.metadata, modified.metadata),
+        other => panic!("expected MODIFIED done, got {other:?}"),
+    }
+    // Stops matching: DELETED, with the last state the watch saw at the
+    // version of the change.
+    let finished = set_phase(&pods, "done", "Succeeded").await;
+    match next(&mut stream).await.unwrap() {
+        WatchEvent::Deleted(p) => {
+            assert_eq!(p.metadata.name.as_deref(), Some("done"));
+            assert_eq!(phase(&p), Some("Running"));
+            assert_eq!(
+                p.metadata.resource_version,
+                finished.metadata.resource_version
+            );
+        }
+        other => panic!("expected DELETED done, got {other:?}"),
+    }
+    // Changes and the deletion of a non-matching pod are not seen; a pod
+    // that starts matching again is ADDED.
+    let label = Patch::Merge(json!({"metadata": {"labels": {"seen": "no"}}}));
+    pods.patch("failed", &PatchParams::default(), &label)
+        .await
+        .unwrap();
+    pods.delete("failed", &Default::default()).await.unwrap();
+    set_phase(&pods, "done", "Pending").await;
+    match next(&mut stream).await.unwrap() {
+        WatchEvent::Added(p) => {
+            assert_eq!(p.metadata.name.as_deref(), Some("done"));
+            assert_eq!(phase(&p), Some("Pending"));
+        }
+        other => panic!("expected ADDED done, got {other:?}"),
+    }
+    let listed = pods
+        .list(&ListParams::default().fields(NOT_TERMINAL))
+        .await
+        .unwrap();
+    assert_eq!(
+        names(listed),
+        BTreeSet::from(["done".into(), "running".into()])
+    );
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_runtime_watcher_and_a_raw_watch_see_a_finished_pod_deleted() {
+    let config = fast().pod_start_delay(Duration::from_secs(3600));
+    let (cluster, client) = start(config).await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    pods.create(&PostParams::default(), &pod("job"))
+        .await
+        .unwrap();
+
+    // kube::runtime::watcher, as the daemon's pod informer runs it.
+    let cfg = watcher::Config::default().fields(NOT_TERMINAL);
+    let mut events = watcher::watcher(pods.clone(), cfg).boxed();
+    until(&mut events, |e| matches!(e, Ok(Event::InitDone)))
+        .await
+        .unwrap();
+    // The raw HTTP watch, newline-delimited JSON.
+    let query: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("watch", "true")
+        .append_pair("fieldSelector", NOT_TERMINAL)
+        .append_pair("resourceVersion", "0")
+        .finish();
+    let request = http::Request::get(format!("/api/v1/namespaces/default/pods?{query}"))
+        .body(Vec::new())
+        .unwrap();
+    let raw = client.request_stream(request).await.unwrap();
+    let mut lines = futures::io::AsyncBufReadExt::lines(raw).boxed();
+    let mut raw_event = async || -> serde_json::Value {
+        let line = next(&mut lines).await.unwrap();
+        serde_json::from_str(&line).unwrap()
+    };
+    let added = raw_event().await;
+    assert_eq!(added["type"], "ADDED");
+    assert_eq!(added["object"]["metadata"]["name"], "job");
+
+    let finished = set_phase(&pods, "job", "Succeeded").await;
+    let deleted = until(&mut events, |e| matches!(e, Ok(Event::Delete(_))))
+        .await
+        .unwrap();
+    let Event::Delete(p) = deleted else {
+        unreachable!()
+    };
+    assert_eq!(p.metadata.name.as_deref(), Some("job"));
+    assert_ne!(phase(&p), Some("Succeeded"));
+
+    let deleted = raw_event().await;
+    assert_eq!(deleted["type"], "DELETED", "{deleted}");
+    assert_eq!(deleted["object"]["metadata"]["name"], "job");
+    assert_ne!(deleted["object"]["status"]["phase"], "Succeeded");
+    assert_eq!(
+        deleted["object"]["metadata"]["resourceVersion"].as_str(),
+        finished.metadata.resource_version.as_deref()
+    );
     cluster.shutdown().await.unwrap();
 }
 

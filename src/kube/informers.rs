@@ -1,5 +1,7 @@
 //! Informers: kube-rs watchers turned into `Observed` events for the loop.
 //!
+//! The pod watch leaves terminal pods out (`NOT_TERMINAL_PODS`, as
+//! kube-scheduler does); a pod that finishes arrives as a deletion.
 //! They own no scheduling state. Each object is decoded straight into the lean
 //! model (`PodInfo`, `NodeInfo`, `GroupDef`) and sent over one bounded channel,
 //! so a slow loop pushes back on the watches instead of growing memory. After a
@@ -97,6 +99,12 @@ fn watch_config() -> watcher::Config {
     watcher::Config::default().page_size(500)
 }
 
+/// kube-scheduler's pod field selector: terminal pods hold no resources and
+/// are never scheduled, so they are not cached. A pod that finishes stops
+/// matching, and the API server's watch sends it as a deletion, which is what
+/// releases its resources in the cache.
+pub const NOT_TERMINAL_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
 /// Tracks the keys seen so deletions implied by a re-list can be reported.
 struct Relist<K> {
     live: HashSet<K>,
@@ -186,6 +194,7 @@ enum Upsert {
 async fn run_keyed<K, Key>(
     name: &'static str,
     api: Api<K>,
+    config: watcher::Config,
     tx: mpsc::Sender<Observed>,
     key: fn(&K) -> Key,
     upsert: fn(K) -> Upsert,
@@ -200,7 +209,7 @@ async fn run_keyed<K, Key>(
     Key: Eq + Hash + Clone,
 {
     let mut relist = Relist::new();
-    let stream = watcher::watcher(api, watch_config()).default_backoff();
+    let stream = watcher::watcher(api, config).default_backoff();
     drive(name, stream, &tx, |ev| match ev {
         Event::Init => {
             relist.begin();
@@ -242,7 +251,8 @@ async fn run_nodes(api: Api<LeanNode>, tx: mpsc::Sender<Observed>) {
             }
         }
     };
-    run_keyed("nodes", api, tx, key, upsert, Observed::NodeDeleted).await;
+    let config = watch_config();
+    run_keyed("nodes", api, config, tx, key, upsert, Observed::NodeDeleted).await;
 }
 
 fn pod_key(p: &LeanPod) -> PodKey {
@@ -268,7 +278,17 @@ async fn run_pods(api: Api<LeanPod>, tx: mpsc::Sender<Observed>) {
             },
         })
     };
-    run_keyed("pods", api, tx, pod_key, upsert, Observed::PodDeleted).await;
+    let config = watch_config().fields(NOT_TERMINAL_PODS);
+    run_keyed(
+        "pods",
+        api,
+        config,
+        tx,
+        pod_key,
+        upsert,
+        Observed::PodDeleted,
+    )
+    .await;
 }
 
 async fn run_priority_classes(api: Api<PriorityClass>, tx: mpsc::Sender<Observed>) {
@@ -283,6 +303,7 @@ async fn run_priority_classes(api: Api<PriorityClass>, tx: mpsc::Sender<Observed
     run_keyed(
         "priorityclasses",
         api,
+        watch_config(),
         tx,
         key,
         upsert,
@@ -499,5 +520,86 @@ mod tests {
         let names = informer_names();
         assert!(names.contains(&"pods") && names.contains(&"podgroups.scheduling.k8s.io"));
         assert!(names.contains(&"podgroups.scheduling.x-k8s.io"));
+    }
+}
+
+#[cfg(test)]
+mod sim_tests {
+    //! The pod informer against `muster cluster`: terminal pods are never
+    //! cached, and a pod that finishes arrives as a deletion.
+
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Patch, PatchParams, PostParams};
+    use serde_json::json;
+
+    use super::*;
+    use crate::sim::{SimCluster, SimConfig};
+
+    async fn next_pod_event(rx: &mut mpsc::Receiver<Observed>) -> Observed {
+        loop {
+            let o = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .expect("an informer event in time")
+                .expect("informers running");
+            if matches!(
+                o,
+                Observed::PodUpserted(_)
+                    | Observed::PodDeleted(_)
+                    | Observed::PodInvalid { .. }
+                    | Observed::Synced("pods")
+            ) {
+                return o;
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn terminal_pods_are_not_cached_and_finishing_is_a_deletion() {
+        // Pods never start on their own: phases change only by the test's patches.
+        let config = SimConfig::default().pod_start_delay(Duration::from_secs(3600));
+        let cluster = SimCluster::start(config).await.unwrap();
+        let client = cluster.client().unwrap();
+        let pods: Api<Pod> = Api::default_namespaced(client.clone());
+        let set_phase = |name: &'static str, phase: &'static str| {
+            let pods = pods.clone();
+            async move {
+                let patch = Patch::Merge(json!({"status": {"phase": phase}}));
+                pods.patch_status(name, &PatchParams::default(), &patch)
+                    .await
+                    .unwrap();
+            }
+        };
+        for name in ["finished", "running"] {
+            let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}))
+            .unwrap();
+            pods.create(&PostParams::default(), &pod).await.unwrap();
+        }
+        set_phase("finished", "Succeeded").await;
+        set_phase("running", "Running").await;
+
+        let (tx, mut rx) = mpsc::channel(1024);
+        let tasks = start(client, tx, Duration::from_secs(3600));
+        let mut listed = Vec::new();
+        loop {
+            match next_pod_event(&mut rx).await {
+                Observed::PodUpserted(p) => listed.push(p.key.to_string()),
+                Observed::Synced(_) => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(listed, ["default/running"]);
+
+        set_phase("running", "Failed").await;
+        match next_pod_event(&mut rx).await {
+            Observed::PodDeleted(key) => assert_eq!(key, PodKey::new("default", "running")),
+            other => panic!("expected the finished pod deleted, got {other:?}"),
+        }
+        for t in tasks {
+            t.abort();
+        }
+        cluster.shutdown().await.unwrap();
     }
 }

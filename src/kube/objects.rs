@@ -1,12 +1,22 @@
 //! Lean API types for the watch streams: `kube::Resource` implementations that
 //! deserialize only what scheduling reads (see `model::wire`), so a 50,000-pod
 //! watch never materialises full `k8s_openapi` pods.
+//!
+//! `kube::Resource` needs an `ObjectMeta`, but it is filled only with what
+//! scheduling and the watcher read (name, namespace, uid, resourceVersion,
+//! timestamps, labels, the annotations the scheduler keeps): the metadata is
+//! decoded as `ObjectMetaWire`, so `managedFields`, `ownerReferences` and the
+//! other annotations are skipped while parsing, never held.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::ObjectMeta;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::model::wire::{
     NodeSpecWire, NodeStatusWire, NodeWire, ObjectMetaWire, PodSpecWire, PodStatusWire, PodWire,
@@ -16,6 +26,7 @@ use crate::model::wire::{
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default)]
 pub struct LeanPod {
+    #[serde(deserialize_with = "lean_meta")]
     pub metadata: ObjectMeta,
     pub spec: PodSpecWire,
     pub status: PodStatusWire,
@@ -25,6 +36,7 @@ pub struct LeanPod {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default)]
 pub struct LeanNode {
+    #[serde(deserialize_with = "lean_meta")]
     pub metadata: ObjectMeta,
     pub spec: NodeSpecWire,
     pub status: NodeStatusWire,
@@ -50,17 +62,47 @@ impl LeanNode {
     }
 }
 
+/// Decodes metadata through the lean wire shape into the `ObjectMeta` that
+/// `kube::Resource` requires.
+fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    let w = ObjectMetaWire::deserialize(d)?;
+    let non_empty = |m: BTreeMap<String, String>| (!m.is_empty()).then_some(m);
+    Ok(ObjectMeta {
+        name: w.name,
+        namespace: w.namespace,
+        uid: w.uid,
+        resource_version: w.resource_version,
+        creation_timestamp: w.creation_timestamp.and_then(to_time),
+        deletion_timestamp: w.deletion_timestamp.and_then(to_time),
+        labels: non_empty(w.labels),
+        annotations: non_empty(w.annotations),
+        ..ObjectMeta::default()
+    })
+}
+
 fn meta_wire(m: ObjectMeta) -> ObjectMetaWire {
     ObjectMetaWire {
         name: m.name,
         namespace: m.namespace,
         uid: m.uid,
         resource_version: m.resource_version,
-        creation_timestamp: m.creation_timestamp.map(|t| t.0.to_string()),
-        deletion_timestamp: m.deletion_timestamp.map(|t| t.0.to_string()),
+        creation_timestamp: m.creation_timestamp.and_then(from_time),
+        deletion_timestamp: m.deletion_timestamp.and_then(from_time),
         labels: m.labels.unwrap_or_default(),
         annotations: m.annotations.unwrap_or_default(),
     }
+}
+
+/// Timestamp to timestamp, no text in between (microseconds: finer than the
+/// API's seconds).
+fn to_time(t: DateTime<Utc>) -> Option<Time> {
+    Timestamp::from_microsecond(t.timestamp_micros())
+        .ok()
+        .map(Time)
+}
+
+fn from_time(t: Time) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp_micros(t.0.as_microsecond())
 }
 
 macro_rules! core_v1_resource {
@@ -92,10 +134,12 @@ macro_rules! core_v1_resource {
 }
 
 /// A pod as a client sees it that only asks where it runs (the watches of
-/// `muster load`): metadata and `spec.nodeName`, nothing else decoded.
+/// `muster load`, `muster simulate`): lean metadata and `spec.nodeName`,
+/// nothing else decoded.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default)]
 pub struct PodPlacement {
+    #[serde(deserialize_with = "lean_meta")]
     pub metadata: ObjectMeta,
     pub spec: PlacementSpec,
 }
@@ -123,15 +167,22 @@ core_v1_resource!(LeanNode, "Node", "nodes", ClusterResourceScope);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::PodInfo;
+    use crate::model::{NodeInfo, PodInfo};
 
     #[test]
     fn lean_pod_decodes_a_full_pod_and_feeds_the_model() {
         let json = serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "p", "namespace": "ml", "uid": "u1",
+            "metadata": {"name": "p", "namespace": "ml", "uid": "u1", "resourceVersion": "42",
                 "creationTimestamp": "2026-01-02T03:04:05Z",
-                "managedFields": [{"manager": "kubectl"}],
+                "deletionTimestamp": "2026-01-02T03:05:05Z",
+                "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "x"}],
+                "finalizers": ["example.com/f"],
+                "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": "{}",
+                    "kueue.x-k8s.io/pod-group-total-count": "2"
+                },
                 "labels": {"app": "x"}},
             "spec": {"schedulerName": "muster", "containers": [{"name": "c", "image": "busybox",
                 "resources": {"requests": {"cpu": "250m"}}}],
@@ -139,9 +190,44 @@ mod tests {
             "status": {"phase": "Pending", "conditions": []}
         });
         let pod: LeanPod = serde_json::from_value(json).unwrap();
-        let info = PodInfo::from_wire_resolved(&pod.into_wire()).unwrap();
+        // What the watcher reads, and nothing scheduling does not.
+        let m = &pod.metadata;
+        assert_eq!(m.resource_version.as_deref(), Some("42"));
+        assert!(m.managed_fields.is_none() && m.owner_references.is_none());
+        assert!(m.finalizers.is_none());
+        let annotations = m.annotations.as_ref().unwrap();
+        assert_eq!(
+            annotations.keys().collect::<Vec<_>>(),
+            ["kueue.x-k8s.io/pod-group-total-count"]
+        );
+        assert_eq!(
+            m.creation_timestamp.as_ref().unwrap().0.as_second(),
+            1_767_323_045
+        );
+        let wire = pod.into_wire();
+        assert_eq!(
+            wire.metadata.creation_timestamp.unwrap().timestamp(),
+            1_767_323_045
+        );
+        let info = PodInfo::from_wire_resolved(&wire).unwrap();
         assert_eq!(info.requests.milli_cpu, 250);
         assert_eq!(info.created_ms, 1_767_323_045_000);
+        assert!(info.deleting);
         assert!(info.group.key().is_some());
+    }
+
+    #[test]
+    fn lean_node_keeps_labels_and_drops_the_rest() {
+        let json = serde_json::json!({
+            "metadata": {"name": "n1", "resourceVersion": "3", "labels": {"zone": "a"},
+                "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+                "managedFields": [{"manager": "kubelet"}]},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}
+        });
+        let node: LeanNode = serde_json::from_value(json).unwrap();
+        assert!(node.metadata.annotations.is_none() && node.metadata.managed_fields.is_none());
+        let info = NodeInfo::from_wire(&node.into_wire()).unwrap();
+        assert_eq!(info.labels.get("zone").map(String::as_str), Some("a"));
+        assert_eq!(info.allocatable.milli_cpu, 4000);
     }
 }

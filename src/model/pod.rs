@@ -10,22 +10,13 @@ use std::sync::Arc;
 
 use super::node::quantities;
 use super::selector::{NodeSelector, NodeSelectorTerm, PreferredTerm};
-use super::wire::{ContainerWire, PodWire};
+use super::wire::{ContainerWire, PodWire, is_kept_annotation};
 use super::{GroupMembership, ModelError, Resources, Toleration};
 
 /// kube-scheduler's defaults for scoring pods that request nothing
 /// (`DefaultMilliCPURequest`, `DefaultMemoryRequest`).
 pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
 pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
-
-/// Annotations the scheduler keeps (dialects and Muster's own); others are dropped.
-const KEPT_ANNOTATION_PREFIXES: &[&str] = &[
-    "muster.dev/",
-    "scheduling.k8s.io/",
-    "kueue.x-k8s.io/",
-    "scheduling.volcano.sh/",
-    "volcano.sh/task-spec",
-];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodPhase {
@@ -124,7 +115,7 @@ pub struct PodInfo {
     pub tolerations: Vec<super::Toleration>,
     pub host_ports: Vec<HostPort>,
     pub labels: BTreeMap<String, String>,
-    /// Only the annotations the scheduler reads (see `KEPT_ANNOTATION_PREFIXES`).
+    /// Only the annotations the scheduler reads (`wire::KEPT_ANNOTATION_PREFIXES`).
     pub annotations: BTreeMap<String, String>,
     pub group: GroupMembership,
 }
@@ -217,7 +208,10 @@ impl PodInfo {
                 .as_deref()
                 .filter(|s| !s.is_empty())
                 .map(Arc::from),
-            created_ms: parse_timestamp_ms(w.metadata.creation_timestamp.as_deref()),
+            created_ms: w
+                .metadata
+                .creation_timestamp
+                .map_or(0, |t| t.timestamp_millis()),
             requests,
             non_zero_milli_cpu,
             non_zero_memory,
@@ -231,7 +225,8 @@ impl PodInfo {
                 .metadata
                 .annotations
                 .iter()
-                .filter(|(k, _)| KEPT_ANNOTATION_PREFIXES.iter().any(|p| k.starts_with(p)))
+                // Decoding already dropped the others; a wire built in code may not have.
+                .filter(|(k, _)| is_kept_annotation(k))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             group,
@@ -245,6 +240,8 @@ impl PodInfo {
 }
 
 /// Parses an RFC 3339 timestamp; an absent or unparsable one sorts first (0).
+/// For objects read as raw JSON (group definitions); pods and nodes carry
+/// theirs parsed already (`ObjectMetaWire`).
 pub fn parse_timestamp_ms(ts: Option<&str>) -> i64 {
     ts.and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
         .map(|t| t.timestamp_millis())

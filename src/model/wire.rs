@@ -6,10 +6,34 @@
 //! `managedFields` for the same reason). Fields newer than the compiled API
 //! version, like `spec.schedulingGroup`, are read regardless of the cluster's
 //! version. Both pod and node shapes round-trip the fields they hold.
+//!
+//! Metadata is lean too: `managedFields`, `ownerReferences`, `finalizers` and
+//! the like are skipped, annotations are kept only when the scheduler reads
+//! them (`KEPT_ANNOTATION_PREFIXES`; kubectl's `last-applied-configuration`
+//! alone is a copy of the whole object), and timestamps are parsed once, here,
+//! into `DateTime<Utc>`.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
+use chrono::{DateTime, Utc};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
+
+/// Annotations the scheduler reads (dialects and Muster's own); others are
+/// skipped while decoding.
+pub const KEPT_ANNOTATION_PREFIXES: &[&str] = &[
+    "muster.dev/",
+    "scheduling.k8s.io/",
+    "kueue.x-k8s.io/",
+    "scheduling.volcano.sh/",
+    "volcano.sh/task-spec",
+];
+
+/// Whether the scheduler reads this annotation.
+pub fn is_kept_annotation(key: &str) -> bool {
+    KEPT_ANNOTATION_PREFIXES.iter().any(|p| key.starts_with(p))
+}
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
@@ -18,12 +42,79 @@ pub struct ObjectMetaWire {
     pub namespace: Option<String>,
     pub uid: Option<String>,
     pub resource_version: Option<String>,
-    pub creation_timestamp: Option<String>,
-    pub deletion_timestamp: Option<String>,
+    /// An unparsable timestamp reads as absent (it sorts first).
+    #[serde(deserialize_with = "lenient_timestamp")]
+    pub creation_timestamp: Option<DateTime<Utc>>,
+    #[serde(deserialize_with = "lenient_timestamp")]
+    pub deletion_timestamp: Option<DateTime<Utc>>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    /// Only the annotations the scheduler reads ([`is_kept_annotation`]).
+    #[serde(
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "kept_annotations"
+    )]
     pub annotations: BTreeMap<String, String>,
+}
+
+/// An RFC 3339 timestamp, `null`, or absent; anything unparsable is `None`
+/// rather than an error, so one odd object does not fail a whole list.
+fn lenient_timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+    struct Timestamp;
+    impl<'de> Visitor<'de> for Timestamp {
+        type Value = Option<DateTime<Utc>>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an RFC 3339 timestamp or null")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(DateTime::parse_from_rfc3339(v)
+                .ok()
+                .map(|t| t.with_timezone(&Utc)))
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+    d.deserialize_option(Timestamp)
+}
+
+/// The annotations map, keeping only [`is_kept_annotation`] entries: the
+/// values of the others are skipped without being allocated.
+fn kept_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    struct Kept;
+    impl<'de> Visitor<'de> for Kept {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a map of annotations or null")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut kept = BTreeMap::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if is_kept_annotation(&key) {
+                    kept.insert(key, map.next_value::<String>()?);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(kept)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    d.deserialize_option(Kept)
 }
 
 // ----- pods -----
@@ -229,4 +320,57 @@ pub struct TaintWire {
     pub key: String,
     pub value: Option<String>,
     pub effect: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn metadata_keeps_only_what_scheduling_reads() {
+        let meta: ObjectMetaWire = serde_json::from_value(json!({
+            "name": "p", "namespace": "ml", "uid": "u", "resourceVersion": "7",
+            "creationTimestamp": "2026-01-02T03:04:05Z",
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+            "ownerReferences": [{"kind": "Job", "name": "j", "uid": "x"}],
+            "finalizers": ["f"],
+            "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": "{\"a huge\": \"copy\"}",
+                "scheduling.k8s.io/group-name": "g",
+                "muster.dev/ignore-groups": "true"
+            }
+        }))
+        .unwrap();
+        assert_eq!(
+            meta.annotations.keys().collect::<Vec<_>>(),
+            ["muster.dev/ignore-groups", "scheduling.k8s.io/group-name"]
+        );
+        let created = meta.creation_timestamp.unwrap();
+        assert_eq!(created.timestamp_millis(), 1_767_323_045_000);
+        // Round-trips as the API spells it.
+        let back = serde_json::to_value(&meta).unwrap();
+        assert_eq!(back["creationTimestamp"], "2026-01-02T03:04:05Z");
+        assert_eq!(
+            serde_json::from_value::<ObjectMetaWire>(back).unwrap(),
+            meta
+        );
+    }
+
+    #[test]
+    fn odd_timestamps_and_null_maps_read_as_absent() {
+        let meta: ObjectMetaWire = serde_json::from_value(json!({
+            "creationTimestamp": "yesterday", "deletionTimestamp": null,
+            "annotations": null, "labels": {}
+        }))
+        .unwrap();
+        assert_eq!(meta, ObjectMetaWire::default());
+        let offset: ObjectMetaWire =
+            serde_json::from_value(json!({"deletionTimestamp": "2026-01-02T04:04:05+01:00"}))
+                .unwrap();
+        assert_eq!(
+            offset.deletion_timestamp.map(|t| t.timestamp()),
+            Some(1_767_323_045)
+        );
+    }
 }

@@ -1,7 +1,13 @@
-//! The daemon's HTTP endpoints: `/metrics`, `/healthz`, `/livez`, `/readyz` and
-//! `/debug/queue`. Handlers read only what the scheduling loop publishes
-//! (`Health` atomics, the metrics registry, a swapped debug snapshot); they
-//! never lock the loop's state.
+//! The daemon's HTTP endpoints: `/metrics`, `/healthz`, `/livez`, `/readyz`,
+//! `/debug/queue` and `/debug/leader`. Handlers read only what the scheduling
+//! loop publishes (`Health` atomics, the metrics registry, a swapped debug
+//! snapshot); they never lock the loop's state.
+//!
+//! Readiness means "this replica can serve": caches synced, loop alive, not
+//! shutting down. It does not depend on leadership, as kube-scheduler's does
+//! not: a standby is ready (so a rolling update can bring a new replica up
+//! while the old leader still runs), and leadership is reported by the
+//! `muster_leader` metric and `/debug/leader` instead.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,7 +28,8 @@ use crate::metrics::Metrics;
 pub struct Health {
     /// Informer caches have completed their initial list.
     pub synced: AtomicBool,
-    /// This replica holds the lease (or leader election is off).
+    /// This replica holds the lease (or leader election is off). Reported by
+    /// `/debug/leader`; not a readiness condition.
     pub leading: AtomicBool,
     /// Unix millis of the scheduling loop's last iteration.
     pub loop_heartbeat_ms: AtomicU64,
@@ -67,6 +74,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .route("/debug/queue", get(debug))
+        .route("/debug/leader", get(debug_leader))
         .with_state(state)
 }
 
@@ -111,11 +119,13 @@ async fn livez(State(s): State<ServerState>) -> impl IntoResponse {
     }
 }
 
+/// kube-scheduler's readiness checks. Leadership is deliberately not one: a
+/// standby that would fail readiness makes every rolling update stall (the new
+/// replica cannot lead while the old leader lives).
 async fn readyz(State(s): State<ServerState>) -> impl IntoResponse {
     let h = &s.health;
     let checks = [
         ("informer caches synced", h.synced.load(Ordering::Relaxed)),
-        ("leading", h.leading.load(Ordering::Relaxed)),
         (
             "not shutting down",
             !h.shutting_down.load(Ordering::Relaxed),
@@ -146,50 +156,136 @@ async fn debug(State(s): State<ServerState>) -> impl IntoResponse {
     )
 }
 
+/// Whether this replica leads: `leading` or `standby`, one line, always 200
+/// (a standby is healthy; this is a fact, not a check).
+async fn debug_leader(State(s): State<ServerState>) -> impl IntoResponse {
+    let role = if s.health.leading.load(Ordering::Relaxed) {
+        "leading\n"
+    } else {
+        "standby\n"
+    };
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], role)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
 
-    async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        s.write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
-        )
-        .await
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).await.unwrap();
-        let code = out[9..12].parse().unwrap();
-        (code, out)
-    }
-
-    #[tokio::test]
-    async fn endpoints_reflect_published_state() {
-        let state = ServerState {
+    fn state() -> ServerState {
+        ServerState {
             metrics: Arc::new(Metrics::new().unwrap()),
             health: Arc::new(Health::default()),
             debug: Arc::new(RwLock::new(Arc::new("queue: empty".into()))),
-        };
+        }
+    }
+
+    /// One request through the router, no socket.
+    async fn get(state: &ServerState, path: &str) -> (StatusCode, String) {
+        let request = Request::get(path).body(Body::empty()).unwrap();
+        let response = router(state.clone()).oneshot(request).await.unwrap();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    /// A heartbeat older than the stall limit.
+    fn stall(h: &Health) {
+        let long_ago = unix_ms() - LOOP_STALL_LIMIT.as_millis() as u64 - 1_000;
+        h.loop_heartbeat_ms.store(long_ago, Ordering::Relaxed);
+    }
+
+    #[tokio::test]
+    async fn liveness_follows_the_loop_heartbeat() {
+        let s = state();
+        for path in ["/healthz", "/livez"] {
+            assert_eq!(get(&s, path).await, (StatusCode::OK, "ok".into()));
+        }
+        s.health.beat();
+        assert_eq!(get(&s, "/livez").await.0, StatusCode::OK);
+        stall(&s.health);
+        for path in ["/healthz", "/livez"] {
+            let (code, body) = get(&s, path).await;
+            assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+            assert!(body.contains("stalled"), "{body}");
+        }
+    }
+
+    #[tokio::test]
+    async fn readiness_is_sync_and_liveness_not_leadership() {
+        let s = state();
+        let (code, body) = get(&s, "/readyz").await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("[-] informer caches synced"), "{body}");
+
+        // A synced standby is ready, and says nothing about leading.
+        s.health.synced.store(true, Ordering::Relaxed);
+        let (code, body) = get(&s, "/readyz").await;
+        assert_eq!(code, StatusCode::OK, "{body}");
+        assert!(!body.contains("lead"), "{body}");
+        s.health.leading.store(true, Ordering::Relaxed);
+        assert_eq!(get(&s, "/readyz").await.0, StatusCode::OK);
+
+        s.health.beat();
+        stall(&s.health);
+        let (code, body) = get(&s, "/readyz").await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("[-] scheduling loop alive"), "{body}");
+        s.health.beat();
+
+        s.health.shutting_down.store(true, Ordering::Relaxed);
+        let (code, body) = get(&s, "/readyz").await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("[-] not shutting down"), "{body}");
+        assert!(body.contains("[+] informer caches synced"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn debug_pages_show_the_queue_and_the_role() {
+        let s = state();
+        assert_eq!(
+            get(&s, "/debug/queue").await,
+            (StatusCode::OK, "queue: empty".into())
+        );
+        *s.debug.write().unwrap() = Arc::new("queue: 3 active".into());
+        assert_eq!(get(&s, "/debug/queue").await.1, "queue: 3 active");
+        assert_eq!(
+            get(&s, "/debug/leader").await,
+            (StatusCode::OK, "standby\n".into())
+        );
+        s.health.leading.store(true, Ordering::Relaxed);
+        assert_eq!(get(&s, "/debug/leader").await.1, "leading\n");
+    }
+
+    #[tokio::test]
+    async fn metrics_are_prometheus_text() {
+        let s = state();
+        let request = Request::get("/metrics").body(Body::empty()).unwrap();
+        let response = router(s.clone()).oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let content_type = response.headers()[header::CONTENT_TYPE].to_str().unwrap();
+        assert!(
+            content_type.starts_with("text/plain; version=0.0.4"),
+            "{content_type}"
+        );
+        let (_, body) = get(&s, "/metrics").await;
+        assert!(body.contains("muster_gang_timeouts_total"), "{body}");
+        assert_eq!(get(&s, "/nope").await.0, StatusCode::NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn serve_binds_port_zero_and_stops_on_shutdown() {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let (addr, handle) = serve("127.0.0.1:0".parse().unwrap(), state.clone(), async {
+        let (addr, handle) = serve("127.0.0.1:0".parse().unwrap(), state(), async {
             let _ = rx.await;
         })
         .await
         .unwrap();
-
-        assert_eq!(get(addr, "/livez").await.0, 200);
-        let (code, body) = get(addr, "/readyz").await;
-        assert_eq!(code, 503);
-        assert!(body.contains("[-] informer caches synced"), "{body}");
-        state.health.synced.store(true, Ordering::Relaxed);
-        state.health.leading.store(true, Ordering::Relaxed);
-        assert_eq!(get(addr, "/readyz").await.0, 200);
-        let (code, body) = get(addr, "/metrics").await;
-        assert_eq!(code, 200);
-        assert!(body.contains("muster_gang_timeouts_total"));
-        assert!(get(addr, "/debug/queue").await.1.contains("queue: empty"));
-
+        assert_ne!(addr.port(), 0);
         let _ = tx.send(());
         handle.await.unwrap().unwrap();
     }

@@ -126,6 +126,7 @@ fn builtin_table() -> Vec<ResourceDef> {
         e("events.k8s.io/v1", "events", "Event", NS, &["ev"], false),
         e("coordination.k8s.io/v1", "leases", "Lease", NS, &[], false),
         e("apps/v1", "deployments", "Deployment", NS, &["deploy"], true),
+        e("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", NS, &["pdb"], true),
         e("rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", CLUSTER, &[], false),
         e("rbac.authorization.k8s.io/v1", "clusterrolebindings", "ClusterRoleBinding", CLUSTER, &[], false),
         e("rbac.authorization.k8s.io/v1", "roles", "Role", NS, &[], false),

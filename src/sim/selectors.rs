@@ -203,6 +203,7 @@ pub fn field_of(obj: &serde_json::Value, path: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::collections::BTreeMap;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -248,5 +249,16 @@ mod tests {
         let unbound = FieldSelector::parse("spec.nodeName=").unwrap();
         assert!(!unbound.matches(|p| field_of(&obj, p)));
         assert!(FieldSelector::parse("nonsense").is_err());
+        // kube-scheduler's pod watch: every requirement must hold.
+        let live = FieldSelector::parse("status.phase!=Succeeded,status.phase!=Failed").unwrap();
+        for (phase, matches) in [
+            (json!("Running"), true),
+            (json!(null), true),
+            (json!("Succeeded"), false),
+            (json!("Failed"), false),
+        ] {
+            let pod = serde_json::json!({"status": {"phase": phase}});
+            assert_eq!(live.matches(|p| field_of(&pod, p)), matches, "{phase}");
+        }
     }
 }

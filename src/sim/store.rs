@@ -67,6 +67,15 @@ impl Stored {
         serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
     }
 
+    /// This object's content stamped with a later version. A watch whose
+    /// selector an update made the object stop matching gets it as DELETED:
+    /// the last state that watch saw, at the version of the change (what the
+    /// API server's watch cache sends). `None` if it cannot be re-encoded.
+    pub fn restamped(&self, rv: u64) -> Option<Arc<Stored>> {
+        let mut value = self.value();
+        stamp(&mut value, rv).ok()
+    }
+
     pub fn label(&self, key: &str) -> Option<&str> {
         self.labels
             .iter()

@@ -61,9 +61,13 @@ impl WatchRequest {
             && self.fields.matches(|p| obj.field(p))
     }
 
-    /// The event this watcher sees for a store event, if any: a change that
-    /// makes an object start or stop matching is an ADDED or DELETED.
-    fn translate(&self, event: &Event) -> Option<EventType> {
+    /// The event this watcher sees for a store event, if any, and the object
+    /// it carries. As in the API server's watch cache, a change that makes an
+    /// object start matching is an ADDED, and one that makes it stop matching
+    /// is a DELETED carrying the previous content (the last state this watch
+    /// saw) at the change's resourceVersion. That is how a watch on
+    /// `status.phase!=Succeeded,status.phase!=Failed` sees a pod finish.
+    fn translate(&self, event: &Event) -> Option<(EventType, Arc<Stored>)> {
         let other_namespace = self
             .namespace
             .as_deref()
@@ -72,18 +76,25 @@ impl WatchRequest {
             return None;
         }
         let now = self.matches(&event.obj);
-        match event.kind {
-            EventType::Added | EventType::Deleted => now.then_some(event.kind),
+        let kind = match event.kind {
+            EventType::Added | EventType::Deleted => now.then_some(event.kind)?,
             EventType::Modified => {
-                let before = event.prev.as_deref().is_some_and(|p| self.matches(p));
+                let before = event.prev.as_deref().filter(|p| self.matches(p));
                 match (before, now) {
-                    (true, true) => Some(EventType::Modified),
-                    (false, true) => Some(EventType::Added),
-                    (true, false) => Some(EventType::Deleted),
-                    (false, false) => None,
+                    (Some(_), true) => EventType::Modified,
+                    (None, true) => EventType::Added,
+                    (Some(prev), false) => {
+                        let last_seen = prev.restamped(event.obj.rv);
+                        return Some((
+                            EventType::Deleted,
+                            last_seen.unwrap_or_else(|| event.obj.clone()),
+                        ));
+                    }
+                    (None, false) => return None,
                 }
             }
-        }
+        };
+        Some((kind, event.obj.clone()))
     }
 }
 
@@ -195,7 +206,7 @@ async fn run(
                     }
                     last_rv = event.obj.rv;
                     match req.translate(&event) {
-                        Some(kind) => out.event(&req.def, kind, &event.obj).await,
+                        Some((kind, obj)) => out.event(&req.def, kind, &obj).await,
                         None => Ok(()),
                     }
                 }
@@ -226,8 +237,8 @@ async fn replay(
         Start::After(since) => match store.watch_from(&req.resource, since) {
             Ok(start) => {
                 for event in &start.backlog {
-                    if let Some(kind) = req.translate(event) {
-                        out.event(&req.def, kind, &event.obj).await.ok()?;
+                    if let Some((kind, obj)) = req.translate(event) {
+                        out.event(&req.def, kind, &obj).await.ok()?;
                     }
                 }
                 Some((start.live, start.rv))
