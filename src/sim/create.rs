@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::SimState;
-use super::handlers::commit_error;
+use super::response::commit_error;
 use super::kinds::{after_create, on_create};
 use super::objects::{as_map, meta_mut, name_suffix, new_uid, now};
 use super::registry::ResourceDef;

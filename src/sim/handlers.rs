@@ -1,6 +1,7 @@
-//! Verb dispatch for resource requests, the reads (get, list with
-//! selectors and pagination, watch), and the response helpers the write
-//! modules (`create`, `write`, `binding`) share. Everything here is generic
+//! Verb dispatch for resource requests, and the reads (get, list with
+//! selectors and pagination, watch). Requests are parsed in `request`,
+//! responses built in `response`, writes live in `create`, `write` and
+//! `binding`. Everything here is generic
 //! over schemaless objects; per-kind behaviour lives in `kinds`.
 
 use std::sync::Arc;
@@ -8,23 +9,15 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use bytes::{BufMut, Bytes, BytesMut};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::SimState;
-use super::http::ResourceRequest;
-use super::registry::ResourceDef;
-use super::selectors::{FieldSelector, LabelSelector};
+use super::request::{ResourceRequest, name_of, ns_key, parse_rv, selectors};
+use super::response::{list_body, object_response, table_response};
 use super::status::{ApiError, ApiResult};
-use super::store::{CommitError, Stored};
-use super::table::{self, Include};
-use super::views;
 use super::watch::{self, Start, WatchRequest};
 use super::write::{delete, delete_collection, patch, update};
 use super::{binding::bind, create::create_object};
-
-/// How often a write that lost a race with another writer is retried.
-pub(super) const RETRIES: usize = 16;
 
 pub async fn handle(
     state: &Arc<SimState>,
@@ -56,35 +49,6 @@ pub async fn handle(
     }
 }
 
-pub(super) fn object_response(code: StatusCode, def: &ResourceDef, obj: &Stored) -> Response {
-    let body = views::render(def, obj);
-    (code, [("content-type", "application/json")], body).into_response()
-}
-
-pub(super) fn commit_error(def: &ResourceDef, name: &str, e: CommitError) -> ApiError {
-    match e {
-        CommitError::NotFound => ApiError::not_found(&def.group, &def.plural, name),
-        CommitError::AlreadyExists => ApiError::already_exists(&def.group, &def.plural, name),
-        CommitError::Conflict => ApiError::conflict(
-            &def.group,
-            &def.plural,
-            name,
-            "the object has been modified; please apply your changes to the latest version and try again",
-        ),
-        CommitError::Encode(e) => ApiError::internal(e),
-    }
-}
-
-pub(super) fn ns_key(req: &ResourceRequest) -> &str {
-    req.namespace.as_deref().unwrap_or("")
-}
-
-pub(super) fn name_of(req: &ResourceRequest) -> ApiResult<&str> {
-    req.name
-        .as_deref()
-        .ok_or_else(|| ApiError::bad_request("a resource name is required"))
-}
-
 fn get(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
     let name = name_of(req)?;
     let obj = state
@@ -96,31 +60,6 @@ fn get(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
         return Ok(table_response(&req.def, metadata, &[obj], include));
     }
     Ok(object_response(StatusCode::OK, &req.def, &obj))
-}
-
-/// A Table of the objects for kubectl's human-readable output.
-fn table_response(
-    def: &ResourceDef,
-    metadata: Value,
-    objs: &[Arc<Stored>],
-    include: Include,
-) -> Response {
-    let rows: Vec<Value> = objs
-        .iter()
-        .map(|o| views::to_view(def, o.value()))
-        .collect();
-    let body = table::table(def, metadata, &rows, include, true).to_string();
-    ([("content-type", table::CONTENT_TYPE)], body).into_response()
-}
-
-/// Selectors from the query string; a malformed one is a 400.
-pub(super) fn selectors(req: &ResourceRequest) -> ApiResult<(LabelSelector, FieldSelector)> {
-    let labels = LabelSelector::parse(req.param("labelSelector").unwrap_or(""))
-        .map_err(|e| ApiError::bad_request(format!("unable to parse labelSelector: {e}")))?;
-    let fields = views::field_selector(&req.def, req.param("fieldSelector").unwrap_or(""));
-    let fields = FieldSelector::parse(&fields)
-        .map_err(|e| ApiError::bad_request(format!("unable to parse fieldSelector: {e}")))?;
-    Ok((labels, fields))
 }
 
 /// Continue tokens: hex of "rv/namespace/name" (opaque to clients).
@@ -147,12 +86,6 @@ fn decode_continue(token: &str) -> ApiResult<(u64, String, String)> {
     let ns = parts.next().ok_or_else(bad)?.to_string();
     let name = parts.next().ok_or_else(bad)?.to_string();
     Ok((rv, ns, name))
-}
-
-pub(super) fn parse_rv(s: &str) -> ApiResult<u64> {
-    s.parse().map_err(|_| {
-        ApiError::bad_request(format!("invalid resourceVersion {s:?}: must be an integer"))
-    })
 }
 
 /// List: selectors, pagination. Continued pages report the version of the
@@ -192,25 +125,6 @@ fn list(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
     }
     let head = json!({ "kind": format!("{}List", req.def.kind), "apiVersion": req.def.api_version(), "metadata": metadata });
     Ok(list_body(head, &req.def, &items))
-}
-
-/// Writes `{..head.., "items": [obj, obj, ...]}` by concatenating each
-/// object's stored bytes: no per-object serialization.
-pub(super) fn list_body(head: Value, def: &ResourceDef, items: &[Arc<Stored>]) -> Response {
-    let head = head.to_string();
-    let items: Vec<Bytes> = items.iter().map(|o| views::render(def, o)).collect();
-    let total: usize = items.iter().map(|o| o.len() + 1).sum();
-    let mut out = BytesMut::with_capacity(head.len() + total + 16);
-    out.put_slice(&head.as_bytes()[..head.len() - 1]);
-    out.put_slice(b",\"items\":[");
-    for (i, o) in items.iter().enumerate() {
-        if i > 0 {
-            out.put_u8(b',');
-        }
-        out.put_slice(o);
-    }
-    out.put_slice(b"]}");
-    ([("content-type", "application/json")], out.freeze()).into_response()
 }
 
 fn watch(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {

@@ -14,100 +14,14 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::SimState;
-use super::registry::{ResourceDef, verbs};
+use super::registry::verbs;
+use super::request::ResourceRequest;
+use super::response::json_response;
 use super::status::{ApiError, ApiResult};
-use super::table::{self, Include};
-use super::{binding, handlers, openapi, protobuf};
+use super::{binding, handlers, openapi};
 
 pub fn router(state: Arc<SimState>) -> Router {
     Router::new().fallback(dispatch).with_state(state)
-}
-
-/// A request for a resource, its URL parsed.
-pub struct ResourceRequest {
-    pub def: Arc<ResourceDef>,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub sub: Option<String>,
-    pub query: HashMap<String, String>,
-    pub headers: HeaderMap,
-    pub body: Bytes,
-}
-
-impl ResourceRequest {
-    pub fn param(&self, key: &str) -> Option<&str> {
-        self.query
-            .get(key)
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
-    }
-
-    pub fn content_type(&self) -> &str {
-        self.headers
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("application/json")
-    }
-
-    pub fn accept(&self) -> &str {
-        self.headers
-            .get("accept")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    }
-
-    /// The table printing asked for, if any (`kubectl get` without `-o`).
-    pub fn table(&self) -> Option<Include> {
-        table::wanted(self.accept()).then(|| Include::from_param(self.param("includeObject")))
-    }
-
-    /// The body as JSON (or YAML when the content type says so).
-    pub fn json_body(&self) -> ApiResult<Value> {
-        if self.body.is_empty() {
-            return Err(ApiError::bad_request("the request body is empty"));
-        }
-        let ct = self.content_type();
-        // Objects are schemaless here: protobuf is understood only for the
-        // kinds kubectl's generators send, CBOR not at all.
-        if ct.contains("protobuf") {
-            return protobuf::decode(&self.body).map_err(|message| ApiError {
-                code: 415,
-                reason: "UnsupportedMediaType",
-                message,
-                details: None,
-            });
-        }
-        if ct.contains("cbor") {
-            return Err(ApiError::unsupported_media_type(ct));
-        }
-        if ct.contains("yaml") {
-            serde_norway::from_slice(&self.body)
-                .map_err(|e| ApiError::bad_request(format!("invalid YAML body: {e}")))
-        } else {
-            serde_json::from_slice(&self.body)
-                .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
-        }
-    }
-
-    /// The Kubernetes verb for this method and URL shape.
-    pub fn verb(&self, method: &Method) -> &'static str {
-        let named = self.name.is_some();
-        match *method {
-            Method::GET if named => "get",
-            Method::GET if self.is_watch() => "watch",
-            Method::GET => "list",
-            Method::POST => "create",
-            Method::PUT => "update",
-            Method::PATCH => "patch",
-            Method::DELETE if named => "delete",
-            Method::DELETE => "deletecollection",
-            _ => "unknown",
-        }
-    }
-
-    pub fn is_watch(&self) -> bool {
-        matches!(self.param("watch"), Some("true" | "1"))
-    }
 }
 
 async fn dispatch(
@@ -245,10 +159,6 @@ fn openapi_doc(state: &SimState, group: &str, version: &str, path: &str) -> ApiR
     openapi::group_version(&state.registry, group, version)
         .map(json_response)
         .ok_or_else(|| ApiError::path_not_found(path))
-}
-
-pub fn json_response(v: Value) -> Response {
-    ([("content-type", "application/json")], v.to_string()).into_response()
 }
 
 fn version() -> Value {

@@ -30,6 +30,8 @@ pub mod patch;
 mod protobuf;
 pub mod recorder;
 pub mod registry;
+mod request;
+mod response;
 pub mod selectors;
 pub mod status;
 pub mod store;

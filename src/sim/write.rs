@@ -10,10 +10,8 @@ use serde_json::{Value, json};
 
 use super::SimState;
 use super::create::{check_type, create_object, resolve_namespace};
-use super::handlers::{
-    RETRIES, commit_error, list_body, name_of, ns_key, object_response, parse_rv, selectors,
-};
-use super::http::ResourceRequest;
+use super::request::{RETRIES, ResourceRequest, name_of, ns_key, parse_rv, selectors};
+use super::response::{commit_error, list_body, object_response};
 use super::kinds::after_delete;
 use super::objects::{as_map, meta_mut, now, str_at};
 use super::patch::{self, PatchType};
