@@ -5,7 +5,7 @@
 //! test driver) is a library with no I/O: it builds with
 //! `--no-default-features` and then depends on none of kube, tokio, axum,
 //! hyper or prometheus, so the compiler keeps it that way. The daemon
-//! (`daemon` feature), the simulated API server (`sim`) and the scenario and
+//! (`daemon` feature), the simulated API server (`apiserver`) and the scenario and
 //! load tools (`load`) are built around it.
 
 pub mod cache;
@@ -28,10 +28,10 @@ pub mod metrics;
 #[cfg(feature = "daemon")]
 pub mod server;
 
-#[cfg(feature = "sim")]
+#[cfg(feature = "apiserver")]
+pub mod apiserver;
+#[cfg(feature = "apiserver")]
 pub mod kwok;
-#[cfg(feature = "sim")]
-pub mod sim;
 
 #[cfg(feature = "load")]
 pub mod load;

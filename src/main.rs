@@ -18,7 +18,7 @@ struct Cli {
     command: Command,
 }
 
-/// The commands this build has: `run` always; `cluster` with the `sim`
+/// The commands this build has: `run` always; `cluster` with the `apiserver`
 /// feature; `simulate` and `load` with `load` (the container image builds
 /// `daemon` alone).
 #[derive(Subcommand)]
@@ -26,8 +26,8 @@ enum Command {
     /// Run the scheduler against a Kubernetes API server.
     Run(muster::daemon::RunArgs),
     /// Serve a simulated Kubernetes API server with kwok-style nodes.
-    #[cfg(feature = "sim")]
-    Cluster(muster::sim::cli::ClusterArgs),
+    #[cfg(feature = "apiserver")]
+    Cluster(muster::apiserver::cli::ClusterArgs),
     /// Run a scenario on the embedded simulated cluster with the scheduler.
     #[cfg(feature = "load")]
     Simulate(muster::simulate::SimulateArgs),
@@ -56,8 +56,8 @@ async fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Run(args) => muster::daemon::run(args).await,
-        #[cfg(feature = "sim")]
-        Command::Cluster(args) => muster::sim::cli::run(args).await,
+        #[cfg(feature = "apiserver")]
+        Command::Cluster(args) => muster::apiserver::cli::run(args).await,
         #[cfg(feature = "load")]
         Command::Simulate(args) => muster::simulate::run(args).await,
         #[cfg(feature = "load")]

@@ -18,9 +18,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use muster::apiserver::recorder::ApiCall;
+use muster::apiserver::{SimCluster, SimConfig};
 use muster::config::SchedulerConfig;
-use muster::sim::recorder::ApiCall;
-use muster::sim::{SimCluster, SimConfig};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -599,7 +599,7 @@ async fn record_daemon_calls(config: SchedulerConfig) -> BTreeSet<ApiCall> {
             .await
             .expect("namespace");
     }
-    let mut kc = muster::sim::kubeconfig::config(env.cluster.addr());
+    let mut kc = muster::apiserver::kubeconfig::config(env.cluster.addr());
     kc.headers.push((
         http::header::USER_AGENT,
         http::HeaderValue::from_static(DAEMON_AGENT),

@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
+use muster::apiserver::{SimCluster, SimConfig};
 use muster::daemon::{DaemonOptions, RunningDaemon};
-use muster::sim::{SimCluster, SimConfig};
 use serde_json::{Value, json};
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {

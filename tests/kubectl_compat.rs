@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use muster::sim::SimCluster;
+use muster::apiserver::SimCluster;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 

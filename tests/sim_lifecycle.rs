@@ -11,8 +11,8 @@ use common::{bind, code, fast, next, start, until};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use muster::apiserver::fault::FaultRule;
 use muster::kwok::templates;
-use muster::sim::fault::FaultRule;
 use serde_json::json;
 
 fn phase(p: &Pod) -> &str {

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Binding, ConfigMap, ObjectReference, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::core::ObjectMeta;
 use kube::runtime::watcher::{self, Event};
-use muster::sim::fault::FaultRule;
+use muster::apiserver::fault::FaultRule;
 use serde_json::json;
 
 fn config_map(name: &str, labels: &[(&str, &str)]) -> ConfigMap {

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
+use muster::apiserver::SimConfig;
 use muster::runner::summary as report;
 use muster::scenario::Outcome;
 use muster::scenario::Scenario;
 use muster::scenario::manifests::SCENARIO_LABEL;
-use muster::sim::SimConfig;
 use muster::simulate::Simulation;
 
 const SCENARIO: &str = r#"

@@ -535,7 +535,7 @@ mod sim_tests {
     use serde_json::json;
 
     use super::*;
-    use crate::sim::{SimCluster, SimConfig};
+    use crate::apiserver::{SimCluster, SimConfig};
 
     async fn next_pod_event(rx: &mut mpsc::Receiver<Observed>) -> Observed {
         loop {

@@ -1,7 +1,7 @@
 //! The kwok-style fake fleet shared by the simulated API server (`muster
 //! cluster --node-template`) and the scenario tools: node templates, and the
 //! annotation that tells the fake kubelet how long a pod runs. Pure data; the
-//! server's lifecycle that acts on it is `crate::sim::lifecycle`.
+//! server's lifecycle that acts on it is `crate::apiserver::kubelet`.
 
 pub mod templates;
 

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use crate::apiserver::{SimCluster, SimConfig};
 use crate::config::SchedulerConfig;
 use crate::daemon::{self, DaemonOptions, RunningDaemon};
 use crate::runner::{self, Lines, RunOptions, Summary, summary};
 use crate::scenario::Scenario;
-use crate::sim::{SimCluster, SimConfig};
 
 /// Run a scenario on the embedded simulated cluster with the scheduler.
 #[derive(Debug, Clone, clap::Args)]

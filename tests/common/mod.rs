@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
-use muster::sim::{SimCluster, SimConfig};
+use muster::apiserver::{SimCluster, SimConfig};
 
 /// A cluster with fast bookmarks and immediate pod starts, and a client for it.
 pub async fn start(config: SimConfig) -> (SimCluster, kube::Client) {

@@ -10,10 +10,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
+use muster::apiserver::{SimCluster, SimConfig};
 use muster::config::SchedulerConfig;
 use muster::daemon::{DaemonOptions, RunningDaemon};
 use muster::kwok::templates::NodeTemplate;
-use muster::sim::{SimCluster, SimConfig};
 use serde_json::{Value, json};
 
 /// How long a wait may take before the test fails (a hang guard, not a

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::SimState;
-use super::lifecycle::{Bound, fill_node_status};
+use super::kubelet::{Bound, fill_node_status};
 use super::objects::{as_map, child_mut, condition, set_condition, str_at};
 use super::registry::{ResourceDef, defs_from_crd};
 use super::status::{ApiError, ApiResult};

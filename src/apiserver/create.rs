@@ -7,10 +7,10 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::SimState;
-use super::response::commit_error;
 use super::kinds::{after_create, on_create};
 use super::objects::{as_map, meta_mut, name_suffix, new_uid, now};
 use super::registry::ResourceDef;
+use super::response::commit_error;
 use super::status::{ApiError, ApiResult};
 use super::store::{CommitError, Stored};
 use super::views;

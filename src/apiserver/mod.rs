@@ -9,7 +9,7 @@
 //!   dispatch and reads; `create`, `write`, `binding`: the writes; `kinds`:
 //!   per-kind behaviour (pod defaults, node status, namespaces, CRDs).
 //! - [`patch`], [`selectors`], [`status`], [`objects`], `protobuf`: request mechanics.
-//! - [`lifecycle`]: the fake kubelet (node templates are `crate::kwok`).
+//! - [`kubelet`]: the fake kubelet (kwok-style node and pod lifecycle) (node templates are `crate::kwok`).
 //! - [`fault`]: injected errors, latency and watch closes.
 //! - [`recorder`]: which API calls clients made (opt-in, for RBAC tests).
 //! - `views`: resources stored as another (events.k8s.io/v1 as core events).
@@ -23,7 +23,7 @@ mod handlers;
 mod http;
 mod kinds;
 pub mod kubeconfig;
-pub mod lifecycle;
+pub mod kubelet;
 pub mod objects;
 mod openapi;
 pub mod patch;
@@ -52,7 +52,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::kwok::templates::{self, NodeTemplate};
 use fault::{FaultRule, Faults};
-use lifecycle::{Lifecycle, LifecycleConfig};
+use kubelet::{Lifecycle, LifecycleConfig};
 use recorder::{ApiCall, Recorder};
 use registry::Registry;
 use store::Store;

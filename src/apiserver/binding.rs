@@ -8,10 +8,10 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::SimState;
+use super::kubelet::Bound;
+use super::objects::{as_map, child_mut, condition, meta_mut, set_condition, str_at};
 use super::request::{RETRIES, ResourceRequest, ns_key};
 use super::response::commit_error;
-use super::lifecycle::Bound;
-use super::objects::{as_map, child_mut, condition, meta_mut, set_condition, str_at};
 use super::status::{ApiError, ApiResult};
 use super::store::CommitError;
 

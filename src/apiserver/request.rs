@@ -131,4 +131,3 @@ pub(super) fn parse_rv(s: &str) -> ApiResult<u64> {
         ApiError::bad_request(format!("invalid resourceVersion {s:?}: must be an integer"))
     })
 }
-

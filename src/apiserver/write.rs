@@ -10,12 +10,12 @@ use serde_json::{Value, json};
 
 use super::SimState;
 use super::create::{check_type, create_object, resolve_namespace};
-use super::request::{RETRIES, ResourceRequest, name_of, ns_key, parse_rv, selectors};
-use super::response::{commit_error, list_body, object_response};
 use super::kinds::after_delete;
 use super::objects::{as_map, meta_mut, now, str_at};
 use super::patch::{self, PatchType};
 use super::registry::ResourceDef;
+use super::request::{RETRIES, ResourceRequest, name_of, ns_key, parse_rv, selectors};
+use super::response::{commit_error, list_body, object_response};
 use super::status::{ApiError, ApiResult};
 use super::store::{CommitError, Stored};
 use super::views;

@@ -71,4 +71,3 @@ pub(super) fn list_body(head: Value, def: &ResourceDef, items: &[Arc<Stored>]) -
 pub fn json_response(v: Value) -> Response {
     ([("content-type", "application/json")], v.to_string()).into_response()
 }
-

@@ -91,7 +91,7 @@ pub fn field_selector(def: &ResourceDef, selector: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::registry::Registry;
+    use crate::apiserver::registry::Registry;
 
     #[test]
     fn events_round_trip_between_forms() {

@@ -225,7 +225,7 @@ fn age(created: &str, now: DateTime<Utc>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::registry::Registry;
+    use crate::apiserver::registry::Registry;
 
     #[test]
     fn recognises_kubectl_accept_headers() {
