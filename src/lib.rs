@@ -1,13 +1,15 @@
 //! Muster: a gang scheduler for Kubernetes.
 //!
 //! The scheduling core (`model`, `cache`, `queue`, `framework`, `plugins`, `gang`,
-//! `engine`) is a deterministic library with no I/O; the daemon, the simulated
-//! cluster and the load generator are built around it.
+//! `engine`, and the write path's call queue `dispatch`) is a deterministic
+//! library with no I/O; the daemon, the simulated cluster and the load
+//! generator are built around it.
 
 pub mod cache;
 pub mod config;
 pub mod daemon;
 pub mod dialects;
+pub mod dispatch;
 pub mod driver;
 pub mod engine;
 pub mod framework;
