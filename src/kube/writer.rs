@@ -79,6 +79,7 @@ impl Writer {
         let limiter = config.qps.and_then(|(qps, burst)| quota(qps, burst));
         let dispatcher = Dispatcher {
             holds: Holds::new(config.hold_waiting),
+            held_superseded: 0,
             width: config.max_in_flight.max(1),
             in_flight: [0; 2],
             ctx: Arc::new(Ctx {
@@ -125,6 +126,8 @@ struct Ctx {
 
 struct Dispatcher {
     holds: Holds,
+    /// `holds.superseded()` when last reported.
+    held_superseded: u64,
     /// Calls in flight allowed per lane.
     width: usize,
     in_flight: [usize; 2],
@@ -153,7 +156,7 @@ impl Dispatcher {
                         let now = std::time::Instant::now();
                         for d in batch {
                             if let Some(d) = self.holds.offer(d, now) {
-                                self.ctx.queue.add(d);
+                                self.enqueue(d);
                             }
                         }
                         // After the batch: a binding in it drops its pod's held messages.
@@ -175,7 +178,23 @@ impl Dispatcher {
 
     fn release_due(&mut self, now: std::time::Instant) {
         for d in self.holds.take_due(now) {
-            self.ctx.queue.add(d);
+            self.enqueue(d);
+        }
+        let held = self.holds.superseded();
+        self.ctx
+            .metrics
+            .api_writes_superseded
+            .inc_by(held.saturating_sub(self.held_superseded));
+        self.held_superseded = held;
+    }
+
+    fn enqueue(&self, d: Dispatch) {
+        let superseded = self.ctx.queue.add(d);
+        if superseded > 0 {
+            self.ctx
+                .metrics
+                .api_writes_superseded
+                .inc_by(superseded as u64);
         }
     }
 
