@@ -2,6 +2,7 @@
 //! one. Applied both to a subject's held calls and to an object's queued
 //! calls (never to a call in flight).
 //!
+//! * A waiting call behind a queued call that settles its subject is skipped.
 //! * A call that settles a subject drops the waiting calls of that subject
 //!   (a binding drops the pod's queued conditions and waiting events); group
 //!   status merge patches dropped so are merged under the settling one, so it
@@ -19,6 +20,14 @@ use super::call::{ApiCall, Dispatch, Intent};
 /// Adds `new` behind `queued`, dropping or folding in the queued calls it
 /// supersedes. Returns how many calls were dropped or folded.
 pub(super) fn enqueue(queued: &mut VecDeque<Dispatch>, mut new: Dispatch) -> usize {
+    if let Intent::Waiting(subject) = &new.intent {
+        let settles = Intent::Settles(subject.clone());
+        if queued.iter().any(|old| old.intent == settles) {
+            // Already settled (kube-scheduler skips a less relevant call the
+            // same way): the message would be stale when it landed.
+            return 1;
+        }
+    }
     if let Intent::Settles(subject) = &new.intent {
         let waiting = Intent::Waiting(subject.clone());
         let before = queued.len();
@@ -220,6 +229,15 @@ pub(super) mod tests {
         assert_eq!(message(&q[0]), "kept");
         assert_eq!(message(&q[1]), "b");
         assert!(matches!(q[2].call, ApiCall::Bind { .. }));
+    }
+
+    #[test]
+    fn a_waiting_message_behind_a_queued_binding_is_skipped() {
+        let mut q = VecDeque::new();
+        enqueue(&mut q, bind("a"));
+        assert_eq!(enqueue(&mut q, condition("a", "late")), 1);
+        assert_eq!(enqueue(&mut q, condition("b", "other pod")), 0);
+        assert_eq!(q.len(), 2);
     }
 
     #[test]

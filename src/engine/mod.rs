@@ -3,8 +3,12 @@
 //!
 //! It is I/O-free and clock-injected: every entry point takes `now`, and the
 //! engine never reads a clock. The daemon (or the deterministic driver) feeds
-//! it `ClusterEvent`s, calls `schedule_one`/`run_until_idle` and `tick`, sleeps
-//! until `next_deadline`, and performs the `Action`s it drains.
+//! it `ClusterEvent`s — objects as the informers read them; every decision
+//! about them (priority classes, Kueue groups, profiles without gang
+//! scheduling, unreadable pods) is made here — calls
+//! `schedule_one`/`run_until_idle` and `tick`, sleeps until `next_deadline`,
+//! and performs the `Action`s it drains: every API write, the `Scheduled`
+//! event included.
 
 mod actions;
 mod cycle;
