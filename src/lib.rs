@@ -1,8 +1,8 @@
 //! Muster: a gang scheduler for Kubernetes.
 //!
 //! The scheduling core (`model`, `dialects`, `cache`, `queue`, `framework`,
-//! `plugins`, `gang`, `engine`, `config`, and `driver`, the deterministic
-//! test driver) is a library with no I/O: it builds with
+//! `plugins`, `gang`, `engine`, `config`, `dispatch`, the write path's call
+//! queue, and `driver`, the deterministic test driver) is a library with no I/O: it builds with
 //! `--no-default-features` and then depends on none of kube, tokio, axum,
 //! hyper or prometheus, so the compiler keeps it that way. The daemon
 //! (`daemon` feature), the simulated API server (`apiserver`) and the scenario and
@@ -11,6 +11,7 @@
 pub mod cache;
 pub mod config;
 pub mod dialects;
+pub mod dispatch;
 pub mod driver;
 pub mod engine;
 pub mod framework;

@@ -30,6 +30,8 @@ pub struct Metrics {
     pub binding_duration: Histogram,
     /// `operation` = bind | pod_status | event | group_status; `result` = success | error | conflict.
     pub api_writes: IntCounterVec,
+    /// Calls dropped or merged into a newer call before being sent.
+    pub api_writes_superseded: IntCounter,
     /// 1 while this replica holds the lease (client-go's metric name).
     pub leader: IntGaugeVec,
 }
@@ -107,6 +109,10 @@ impl Metrics {
                 Opts::new("muster_api_writes_total", "API writes by operation and result."),
                 &["operation", "result"],
             )?,
+            api_writes_superseded: IntCounter::new(
+                "muster_api_writes_superseded_total",
+                "API writes never sent: waiting messages dropped because their pod or group settled first, or queued writes replaced or merged by a newer one.",
+            )?,
             leader: IntGaugeVec::new(
                 Opts::new("leader_election_master_status", "1 while this replica is the leader."),
                 &["name"],
@@ -133,6 +139,7 @@ impl Metrics {
         r.register(Box::new(self.gang_quorum_to_bound.clone()))?;
         r.register(Box::new(self.binding_duration.clone()))?;
         r.register(Box::new(self.api_writes.clone()))?;
+        r.register(Box::new(self.api_writes_superseded.clone()))?;
         r.register(Box::new(self.leader.clone()))?;
         // Process metrics (RSS, CPU seconds) where the platform provides them.
         #[cfg(target_os = "linux")]

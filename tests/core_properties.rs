@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use muster::driver::Harness;
-use muster::driver::fixtures::{SCHEDULER, def_key, gang_def, group_key, member, node, pod};
+use muster::driver::fixtures::{
+    SCHEDULER, def_key, gang_def, group_key, kueue_group_key, kueue_member, member, node, pod,
+};
 use muster::engine::{Action, EngineConfig, EventType, PodLocation, ProfileConfig};
 use muster::framework::placement::Framework;
 use muster::model::{GroupDef, GroupMembership, GroupPolicy, PodKey, PodPhase, Resources};
@@ -451,6 +453,8 @@ enum Op {
     DeleteNode(Index),
     AddPlain {
         cpu: i64,
+        /// Names PriorityClass `c<n>`.
+        class: Option<u8>,
     },
     AddGang {
         min: u32,
@@ -460,7 +464,28 @@ enum Op {
         timeout_s: Option<u64>,
         /// Requires all members within one rack.
         one_rack: bool,
+        /// The definition names PriorityClass `c<n>`.
+        class: Option<u8>,
     },
+    /// A Kueue pod group (no definition object) of `members` pods announcing `total`.
+    AddKueueGang {
+        total: u32,
+        members: usize,
+        cpu: i64,
+    },
+    /// A member of an existing group in the profile without gang scheduling.
+    AddSoloMember {
+        group: Index,
+        cpu: i64,
+    },
+    PutClass {
+        class: u8,
+        value: i32,
+        global_default: bool,
+    },
+    DeleteClass(u8),
+    /// The pod's spec can no longer be read.
+    MakeInvalid(Index),
     AddMember {
         group: Index,
         cpu: i64,
@@ -491,10 +516,15 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         2 => (1..=4i64, 0..=2u8).prop_map(|(c, rack)| Op::AddNode { cpu: c * 1000, rack }),
         1 => any::<Index>().prop_map(Op::DeleteNode),
-        2 => (1..=6i64).prop_map(|c| Op::AddPlain { cpu: c * 250 }),
-        3 => (1..=4u32, 0..=5usize, 1..=6i64, any::<bool>(), prop::option::of(1..=30u64), prop::bool::weighted(0.3))
-            .prop_map(|(min, members, c, def_first, timeout_s, one_rack)| Op::AddGang {
-                min, members, cpu: c * 250, def_first, timeout_s, one_rack }),
+        2 => (1..=6i64, prop::option::weighted(0.3, 0..3u8)).prop_map(|(c, class)| Op::AddPlain { cpu: c * 250, class }),
+        3 => (1..=4u32, 0..=5usize, 1..=6i64, any::<bool>(), prop::option::of(1..=30u64), prop::bool::weighted(0.3), prop::option::weighted(0.3, 0..3u8))
+            .prop_map(|(min, members, c, def_first, timeout_s, one_rack, class)| Op::AddGang {
+                min, members, cpu: c * 250, def_first, timeout_s, one_rack, class }),
+        1 => (1..=4u32, 0..=5usize, 1..=6i64).prop_map(|(total, members, c)| Op::AddKueueGang { total, members, cpu: c * 250 }),
+        1 => (any::<Index>(), 1..=6i64).prop_map(|(group, c)| Op::AddSoloMember { group, cpu: c * 250 }),
+        1 => (0..3u8, -5..=5i32, prop::bool::weighted(0.3)).prop_map(|(class, v, global_default)| Op::PutClass { class, value: v * 100, global_default }),
+        1 => (0..3u8).prop_map(Op::DeleteClass),
+        1 => any::<Index>().prop_map(Op::MakeInvalid),
         2 => (any::<Index>(), 1..=6i64).prop_map(|(group, c)| Op::AddMember { group, cpu: c * 250 }),
         1 => any::<Index>().prop_map(Op::AddConflictingMember),
         1 => (any::<Index>(), 1..=4i64).prop_map(|(node, c)| Op::AddForeignBound { node, cpu: c * 250 }),
@@ -515,13 +545,15 @@ fn op() -> impl Strategy<Value = Op> {
 const RACK: &str = "topology.kubernetes.io/rack";
 
 /// The running members of each group that requires one rack, on nodes that
-/// still exist, are all in one rack.
+/// still exist, are all in one rack (members of the profile without gang
+/// scheduling are plain pods and may run anywhere).
 fn one_rack_each(h: &Harness, w: &World) -> Result<(), String> {
     for def in w.groups.iter().filter(|d| d.required_topology.is_some()) {
         let g = muster::model::GroupKey::new(def.key.clone());
         let mut racks: Vec<&str> = h
             .pods()
             .filter(|p| p.group.key() == Some(&g) && !p.phase.is_terminal())
+            .filter(|p| &*p.scheduler_name != SOLO)
             .filter_map(|p| h.node_of(&p.key))
             .filter_map(|n| h.engine.cache().node(&n))
             .map(|n| n.info.labels.get(RACK).map_or("(none)", String::as_str))
@@ -535,12 +567,71 @@ fn one_rack_each(h: &Harness, w: &World) -> Result<(), String> {
     Ok(())
 }
 
+/// Every definition naming a PriorityClass carries the class's current
+/// value (none while the class is not observed).
+fn defs_follow_classes(h: &Harness, w: &World) -> Result<(), String> {
+    for def in &w.groups {
+        let (Some(class), Some(seen)) = (&def.priority_class_name, h.engine.gang().def(&def.key))
+        else {
+            continue;
+        };
+        let want = w.classes.get(&**class).copied();
+        if seen.priority != want {
+            return Err(format!(
+                "{} names class {class} ({want:?}) but has priority {:?}",
+                def.key, seen.priority
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A Kueue group has a (synthesized) definition exactly while it has members
+/// in a profile that gang-schedules.
+fn kueue_defs_follow_members(h: &Harness, w: &World) -> Result<(), String> {
+    for name in &w.kueue {
+        let g = kueue_group_key(name);
+        let members = h
+            .pods()
+            .any(|p| p.group.key() == Some(&g) && &*p.scheduler_name == SCHEDULER);
+        let defined = h.engine.gang().def(&g.definition).is_some();
+        if members != defined {
+            return Err(format!("{g}: members {members}, definition {defined}"));
+        }
+    }
+    Ok(())
+}
+
+fn check_all(h: &Harness, w: &World) -> Result<(), String> {
+    h.check_invariants()?;
+    one_rack_each(h, w)?;
+    defs_follow_classes(h, w)?;
+    kueue_defs_follow_members(h, w)
+}
+
+/// The profile without gang scheduling the property tests add.
+const SOLO: &str = "solo";
+
+/// The gang-scheduling profile and `SOLO`.
+fn two_profiles() -> Harness {
+    let mut solo = ProfileConfig::new(SOLO, Framework::default());
+    solo.gang_enabled = false;
+    Harness::with_config(EngineConfig::new(vec![
+        ProfileConfig::new(SCHEDULER, Framework::default()),
+        solo,
+    ]))
+}
+
 /// What the test generated so far, to pick targets from.
 #[derive(Default)]
 struct World {
     nodes: Vec<String>,
     pods: Vec<PodKey>,
     groups: Vec<GroupDef>,
+    /// Kueue group names.
+    kueue: Vec<String>,
+    /// PriorityClasses as the cluster has them.
+    classes: std::collections::BTreeMap<String, i32>,
     next: usize,
 }
 
@@ -568,10 +659,11 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
                 h.delete_node(&name);
             }
         }
-        Op::AddPlain { cpu } => {
+        Op::AddPlain { cpu, class } => {
             let name = w.name("plain-");
             let mut p = pod(&name, *cpu, 1);
             p.created_ms = w.next as i64;
+            p.priority_class_name = class.map(|c| Arc::from(format!("c{c}")));
             w.pods.push(p.key.clone());
             h.put_pod(p);
         }
@@ -582,10 +674,12 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
             def_first,
             timeout_s,
             one_rack,
+            class,
         } => {
             let name = w.name("gang-");
             let mut def = gang_def(&name, *min, w.next as i64);
             def.required_topology = one_rack.then(|| RACK.to_string());
+            def.priority_class_name = class.map(|c| format!("c{c}"));
             def.policy = Ok(GroupPolicy::Gang {
                 min_count: *min,
                 schedule_timeout: timeout_s.map(Duration::from_secs),
@@ -613,6 +707,52 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
                 let p = member(&name, &g, *cpu, 1);
                 w.pods.push(p.key.clone());
                 h.put_pod(p);
+            }
+        }
+        Op::AddKueueGang {
+            total,
+            members,
+            cpu,
+        } => {
+            let name = w.name("kueue-");
+            for m in 0..*members {
+                let mut p = kueue_member(&format!("{name}-{m}"), &name, *total, *cpu);
+                p.created_ms = w.next as i64;
+                w.pods.push(p.key.clone());
+                h.put_pod(p);
+            }
+            w.kueue.push(name);
+        }
+        Op::AddSoloMember { group, cpu } => {
+            if !w.groups.is_empty() {
+                let def = &w.groups[group.index(w.groups.len())];
+                let g = muster::model::GroupKey::new(def.key.clone());
+                let name = w.name("solo-");
+                let mut p = member(&name, &g, *cpu, 1);
+                p.scheduler_name = Arc::from(SOLO);
+                w.pods.push(p.key.clone());
+                h.put_pod(p);
+            }
+        }
+        Op::PutClass {
+            class,
+            value,
+            global_default,
+        } => {
+            let name = format!("c{class}");
+            w.classes.insert(name.clone(), *value);
+            h.put_priority_class(&name, *value, *global_default);
+        }
+        Op::DeleteClass(class) => {
+            let name = format!("c{class}");
+            w.classes.remove(&name);
+            h.delete_priority_class(&name);
+        }
+        Op::MakeInvalid(i) => {
+            if !w.pods.is_empty() {
+                let k = w.pods[i.index(w.pods.len())].clone();
+                let scheduler = h.pod(&k).map(|p| p.scheduler_name.to_string());
+                h.put_invalid_pod(&k, scheduler.as_deref(), "unreadable");
             }
         }
         Op::AddConflictingMember(group) => {
@@ -720,24 +860,27 @@ proptest! {
         start_nodes in 0..=6usize,
         ops in prop::collection::vec(op(), 1..60),
     ) {
-        let mut h = Harness::new();
+        let mut h = two_profiles();
         let mut w = World::default();
         for i in 0..start_nodes {
             apply(&mut h, &mut w, &Op::AddNode { cpu: 2000, rack: (i % 3) as u8 });
         }
         for (step, op) in ops.iter().enumerate() {
             apply(&mut h, &mut w, op);
-            if let Err(e) = h.check_invariants().and_then(|()| one_rack_each(&h, &w)) {
+            if let Err(e) = check_all(&h, &w) {
                 return Err(TestCaseError::fail(format!("after step {step} {op:?}: {e}")));
             }
         }
         // Let every timer run out: still consistent, nothing waits for ever.
         h.bind_latency = Duration::ZERO;
         h.advance(Duration::from_secs(400));
-        if let Err(e) = h.check_invariants() {
+        if let Err(e) = check_all(&h, &w) {
             return Err(TestCaseError::fail(format!("after draining: {e}")));
         }
         prop_assert!(h.engine.waiting().is_empty() || h.engine.gang().next_deadline().is_some());
+        // One `Scheduled` event per successful binding, none for a failed one.
+        let scheduled = h.actions_where(|a| matches!(a, Action::Scheduled { .. })).len();
+        prop_assert_eq!(scheduled, h.binds.len());
     }
 }
 

@@ -557,8 +557,10 @@ fn definition_priority_class_orders_gangs_whose_members_carry_none() {
     let old = add_gang(&mut h, "old", 2, 2, 3000, 100);
     let mut def = gang_def("young", 2, 200);
     def.priority_class_name = Some("high".into());
-    def.priority = Some(1000);
     h.put_def(def);
+    // The class arrives after the definition naming it: the engine
+    // re-resolves the definition.
+    h.put_priority_class("high", 1000, false);
     let young = group_key("young");
     for i in 0..2 {
         let mut p = member(&format!("young-{i}"), &young, 3000, 1);
@@ -569,4 +571,176 @@ fn definition_priority_class_orders_gangs_whose_members_carry_none() {
     checked(&h);
     assert_eq!(h.bound_members(&young), 2);
     assert_eq!(h.bound_members(&old), 0);
+}
+
+// ---- decisions the engine makes from informer facts ---------------------------
+
+fn scheduled_events(h: &Harness) -> Vec<(Duration, String)> {
+    h.actions
+        .iter()
+        .filter_map(|(at, a)| match a {
+            Action::Scheduled { pod, .. } => Some((*at, pod.name.to_string())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_scheduled_event_follows_a_successful_binding_only() {
+    let mut h = Harness::new();
+    nodes(&mut h, 1, 4000);
+    h.bind_latency = Duration::from_millis(300);
+    h.fail_next_binds(1);
+    h.put_pod(pod("web", 1000, 1));
+    h.settle();
+    assert!(scheduled_events(&h).is_empty(), "not at bind time");
+    h.advance(Duration::from_millis(300));
+    assert!(h.binds.is_empty());
+    assert!(
+        scheduled_events(&h).is_empty(),
+        "never for a failed binding"
+    );
+    h.advance(Duration::from_secs(2));
+    checked(&h);
+    assert_eq!(h.binds.len(), 1);
+    let events = scheduled_events(&h);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0], (h.binds[0].at, "web".to_string()));
+}
+
+#[test]
+fn pod_priority_comes_from_its_class_or_the_global_default() {
+    let mut h = Harness::new();
+    nodes(&mut h, 1, 1000);
+    h.put_priority_class("high", 1000, false);
+    h.put_priority_class("base", 10, true);
+    // Room for one: the younger pod naming the higher class goes first.
+    let mut low = pod("low", 1000, 1);
+    low.priority_class_name = Some(Arc::from("missing"));
+    h.put_pod(low);
+    let mut high = pod("high", 1000, 1);
+    high.priority_class_name = Some(Arc::from("high"));
+    high.created_ms = 100;
+    h.put_pod(high);
+    let mut explicit = pod("explicit", 1000, 1);
+    explicit.priority = 5;
+    explicit.priority_class_name = Some(Arc::from("high"));
+    h.put_pod(explicit);
+    h.put_pod(pod("defaulted", 1000, 1));
+    h.settle();
+    checked(&h);
+    assert_eq!(h.node_of(&key("high")).as_deref(), Some("n0"));
+    let priority =
+        |h: &Harness, name: &str| h.engine.cache().pod(&key(name)).map(|p| p.info.priority);
+    assert_eq!(
+        priority(&h, "low"),
+        Some(0),
+        "a class not observed resolves to nothing"
+    );
+    assert_eq!(
+        priority(&h, "explicit"),
+        Some(5),
+        "an explicit priority wins"
+    );
+    assert_eq!(priority(&h, "defaulted"), Some(10), "the global default");
+    h.delete_priority_class("base");
+    h.put_pod(pod("late", 1000, 1));
+    assert_eq!(priority(&h, "late"), Some(0), "no default any more");
+}
+
+#[test]
+fn kueue_groups_are_synthesized_from_their_members() {
+    use muster::driver::fixtures::{kueue_group_key, kueue_member};
+    let mut h = Harness::new();
+    nodes(&mut h, 2, 4000);
+    let g = kueue_group_key("train");
+    h.put_pod(kueue_member("train-0", "train", 3, 1000));
+    h.put_pod(kueue_member("train-1", "train", 3, 1000));
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 0, "gated until the third member");
+    assert_eq!(h.engine.location(&key("train-0")), Some(PodLocation::Gated));
+    assert!(h.engine.gang().def(&g.definition).is_some());
+    h.put_pod(kueue_member("train-2", "train", 3, 1000));
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 3);
+    for i in 0..3 {
+        h.delete_pod(&key(&format!("train-{i}")));
+    }
+    assert!(
+        h.engine.gang().def(&g.definition).is_none(),
+        "the definition leaves with its last member"
+    );
+}
+
+#[test]
+fn kueue_members_disagreeing_on_the_total_are_told_and_not_scheduled() {
+    use muster::driver::fixtures::{kueue_group_key, kueue_member};
+    let mut h = Harness::new();
+    nodes(&mut h, 2, 4000);
+    h.put_pod(kueue_member("k-0", "k", 2, 1000));
+    h.put_pod(kueue_member("k-1", "k", 3, 1000));
+    h.advance(Duration::from_secs(5));
+    checked(&h);
+    assert_eq!(h.bound_members(&kueue_group_key("k")), 0);
+    let told = h.actions_where(
+        |a| matches!(a, Action::PodUnschedulable { message, .. } if message.contains("disagree")),
+    );
+    assert!(!told.is_empty(), "{:?}", h.actions);
+}
+
+#[test]
+fn a_profile_without_gang_scheduling_schedules_members_as_plain_pods() {
+    let mut solo = ProfileConfig::new("solo", Framework::default());
+    solo.gang_enabled = false;
+    let mut h = Harness::with_config(EngineConfig::new(vec![
+        ProfileConfig::new(SCHEDULER, Framework::default()),
+        solo,
+    ]));
+    nodes(&mut h, 1, 4000);
+    let g = group_key("big");
+    h.put_def(gang_def("big", 5, 1));
+    // Members of a gang of 5 that can never fill: the gang profile's member
+    // waits; the solo profile's members are scheduled one by one.
+    h.put_pod(member("big-gang", &g, 1000, 1));
+    for i in 0..2 {
+        let mut p = member(&format!("big-solo-{i}"), &g, 1000, 1);
+        p.scheduler_name = Arc::from("solo");
+        h.put_pod(p);
+    }
+    h.settle();
+    checked(&h);
+    assert!(h.node_of(&key("big-solo-0")).is_some());
+    assert!(h.node_of(&key("big-solo-1")).is_some());
+    assert_eq!(h.node_of(&key("big-gang")), None);
+    assert_eq!(
+        h.engine.location(&key("big-gang")),
+        Some(PodLocation::Gated)
+    );
+}
+
+#[test]
+fn an_unreadable_pod_of_ours_is_told_once_per_error_and_scheduled_once_readable() {
+    let mut h = Harness::new();
+    nodes(&mut h, 1, 4000);
+    let invalid = |h: &Harness| {
+        h.actions_where(|a| matches!(a, Action::PodInvalid { .. }))
+            .len()
+    };
+    h.put_invalid_pod(&key("bad"), Some(SCHEDULER), "spec.containers: invalid");
+    h.put_invalid_pod(&key("bad"), Some(SCHEDULER), "spec.containers: invalid");
+    assert_eq!(invalid(&h), 1, "once per error");
+    h.put_invalid_pod(&key("bad"), Some(SCHEDULER), "spec.priority: invalid");
+    assert_eq!(invalid(&h), 2, "a new error is told");
+    h.put_invalid_pod(&key("theirs"), Some("default-scheduler"), "x");
+    h.put_invalid_pod(&key("nameless"), None, "x");
+    assert_eq!(invalid(&h), 2, "only pods of ours");
+    h.put_pod(pod("bad", 1000, 1));
+    h.settle();
+    checked(&h);
+    assert!(h.node_of(&key("bad")).is_some());
+    // Readable again in between: the same error is told again.
+    h.put_invalid_pod(&key("bad"), Some(SCHEDULER), "spec.priority: invalid");
+    assert_eq!(invalid(&h), 3);
 }

@@ -1,8 +1,8 @@
-//! `muster run`: the scheduler daemon. Wires configuration, the API client,
-//! informers, the scheduling loop, the API writer, leader election and the
-//! HTTP endpoints together, and takes them down in order on shutdown.
+//! `muster run`: the scheduler daemon. Wiring only: informers in, the
+//! engine in the scheduling loop, the write dispatcher (`kube::writer`) out,
+//! with leader election and the HTTP endpoints beside them; takes them down
+//! in order on shutdown. Scheduling decisions are the engine's.
 
-mod deferred;
 mod scheduler_loop;
 mod translate;
 
@@ -26,7 +26,6 @@ use crate::kube::leader::LeaderElector;
 use crate::kube::writer::{Writer, WriterConfig};
 use crate::metrics::Metrics;
 use crate::server::{self, Health, ServerState};
-use deferred::Deferred;
 use scheduler_loop::SchedulerLoop;
 
 /// How long shutdown waits for in-flight API writes.
@@ -64,8 +63,9 @@ pub struct DaemonOptions {
     /// How often a group-definition API that is not installed is looked for
     /// again (30 s; tests shorten it).
     pub absent_api_recheck: Duration,
-    /// How long a pod's waiting messages (conditions, events) are held back
-    /// in case it is bound meanwhile (`deferred.rs`; zero writes at once).
+    /// How long a pod's or group's waiting messages (conditions, events,
+    /// status) are held back in case it is bound meanwhile
+    /// (`crate::dispatch::Holds`; zero writes at once).
     pub status_grace: Duration,
 }
 
@@ -142,6 +142,7 @@ pub fn engine_config(config: &SchedulerConfig) -> EngineConfig {
             let gang = p.gang.unwrap_or_default();
             profile.permit_waiting_time = gang.permit_waiting_time;
             profile.group_backoff = gang.group_backoff;
+            profile.gang_enabled = p.gang.is_some();
             profile
         })
         .collect();
@@ -211,17 +212,14 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
     let (obs_tx, obs_rx) = mpsc::channel(16 * 1024);
     let informer_tasks = informers::start(client.clone(), obs_tx, opts.absent_api_recheck);
     let (bind_tx, bind_rx) = mpsc::unbounded_channel();
-    let (writer, writer_task) =
-        Writer::start(client, opts.writer.clone(), metrics.clone(), bind_tx);
+    let writer_config = WriterConfig {
+        hold_waiting: opts.status_grace,
+        ..opts.writer.clone()
+    };
+    let (writer, writer_task) = Writer::start(client, writer_config, metrics.clone(), bind_tx);
     let served: HashSet<String> = config
         .profiles
         .iter()
-        .map(|p| p.scheduler_name.clone())
-        .collect();
-    let gang_disabled: HashSet<String> = config
-        .profiles
-        .iter()
-        .filter(|p| p.gang.is_none())
         .map(|p| p.scheduler_name.clone())
         .collect();
 
@@ -236,8 +234,6 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
         leading: leading_rx,
         shutdown: shutdown_rx,
         served,
-        gang_disabled,
-        deferred: Deferred::new(opts.status_grace),
     };
     let health_for_task = health.clone();
     let shutdown_for_task = shutdown_tx.clone();

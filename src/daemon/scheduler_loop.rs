@@ -1,7 +1,8 @@
 //! The scheduling loop: one task that owns the engine and is the only place
-//! scheduling state changes. Informer events, binding outcomes, timers,
-//! leadership and shutdown arrive as messages; API writes leave through the
-//! writer without being awaited.
+//! scheduling state changes. Informer events and binding outcomes go into
+//! the engine as they are; timers, leadership and shutdown arrive as
+//! messages; the engine's actions leave, translated, through the write
+//! dispatcher without being awaited. No scheduling decision is made here.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -12,12 +13,11 @@ use anyhow::{Result, bail};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
-use super::deferred::{Class, Deferred};
 use super::translate::Directory;
-use crate::dialects::{KueueGroups, Synthesized};
-use crate::engine::{ClusterEvent, Engine, Sample, Stats};
+use crate::dispatch::Dispatch;
+use crate::engine::{Action, ClusterEvent, Engine, Sample, Stats};
 use crate::kube::informers::{Observed, informer_names};
-use crate::kube::writer::{BindOutcome, EventTarget, Write, Writer};
+use crate::kube::writer::{BindOutcome, Writer};
 use crate::metrics::Metrics;
 use crate::model::PodKey;
 use crate::server::Health;
@@ -40,25 +40,17 @@ pub struct SchedulerLoop {
     pub bind_outcomes: mpsc::UnboundedReceiver<BindOutcome>,
     pub leading: watch::Receiver<bool>,
     pub shutdown: watch::Receiver<bool>,
-    /// Scheduler names served (for reporting unreadable pods that are ours).
+    /// Scheduler names served (for the SLI: when a pending pod of ours was first seen).
     pub served: HashSet<String>,
-    /// Profiles whose GangScheduling plugin is disabled: their pods are ordinary pods.
-    pub gang_disabled: HashSet<String>,
-    /// Transient pod status writes waiting out their grace.
-    pub deferred: Deferred,
 }
 
 /// Per-loop bookkeeping that is not scheduling state.
 #[derive(Default)]
 struct LoopState {
     directory: Directory,
-    /// Kueue group definitions, synthesized from their member pods.
-    kueue: KueueGroups,
     pending_sync: HashSet<&'static str>,
     /// When each pending pod of ours was first seen (for the SLI histogram).
     first_seen: HashMap<PodKey, Instant>,
-    /// Unreadable pods already reported, with the error reported.
-    reported_invalid: HashMap<PodKey, String>,
     last_stats: Stats,
     was_leading: bool,
 }
@@ -78,9 +70,6 @@ impl SchedulerLoop {
             let deadline = self
                 .engine
                 .next_deadline()
-                .into_iter()
-                .chain(self.deferred.next_due())
-                .min()
                 .map(tokio::time::Instant::from_std);
             let sleep = async {
                 match deadline {
@@ -107,14 +96,7 @@ impl SchedulerLoop {
                     }
                     None => bail!("informers stopped"),
                 },
-                Some(outcome) = self.bind_outcomes.recv() => {
-                    let result = outcome.result.clone();
-                    match &result {
-                        Err(e) => warn!(pod = %outcome.pod, node = %outcome.node, error = %e, "binding failed; the pod will be retried"),
-                        Ok(()) => self.submit(Directory::scheduled_event(&outcome)),
-                    }
-                    self.engine.on_event(ClusterEvent::BindFinished { pod: outcome.pod, uid: Arc::from(outcome.uid.as_str()), result }, Instant::now());
-                }
+                Some(outcome) = self.bind_outcomes.recv() => self.bind_finished(outcome),
                 _ = sleep => {}
                 _ = publish.tick() => self.publish(&mut st),
             }
@@ -139,42 +121,40 @@ impl SchedulerLoop {
         }
     }
 
-    /// Definitions naming a PriorityClass that changed get its new value.
-    fn redefine_by_classes(&mut self, st: &mut LoopState, now: Instant) {
-        for def in st.directory.redefined_by_classes() {
-            self.engine
-                .on_event(ClusterEvent::GroupDefUpserted(def), now);
+    fn bind_finished(&mut self, outcome: BindOutcome) {
+        let BindOutcome {
+            pod,
+            uid,
+            node,
+            result,
+        } = outcome;
+        if let Err(e) = &result {
+            warn!(pod = %pod, node = %node, error = %e, "binding failed; the pod will be retried");
         }
+        let event = ClusterEvent::BindFinished {
+            pod,
+            uid,
+            node,
+            result,
+        };
+        self.engine.on_event(event, Instant::now());
     }
 
     fn observe(&mut self, st: &mut LoopState, o: Observed) {
         let now = Instant::now();
-        // Definitions synthesized from pods (Kueue) are applied before the pod
-        // event, so a member never waits for a definition it brings itself.
-        let mut synthesized = Vec::new();
         let event = match o {
             Observed::NodeUpserted(n) => ClusterEvent::NodeUpserted(n),
             Observed::NodeDeleted(name) => ClusterEvent::NodeDeleted(Arc::from(name.as_str())),
             Observed::PodUpserted(p) => {
-                st.reported_invalid.remove(&p.key);
-                let mut p = st.directory.resolve_priority(p);
-                if p.group.key().is_some() && self.gang_disabled.contains(&*p.scheduler_name) {
-                    let mut plain = (*p).clone();
-                    plain.group = crate::model::GroupMembership::None;
-                    p = Arc::new(plain);
-                }
                 if p.node_name.is_none() && self.served.contains(&*p.scheduler_name) {
                     st.first_seen.entry(p.key.clone()).or_insert(now);
                 } else {
                     st.first_seen.remove(&p.key);
                 }
-                synthesized = st.kueue.observe(&p);
                 ClusterEvent::PodUpserted(p)
             }
             Observed::PodDeleted(key) => {
-                synthesized = st.kueue.forget(&key);
                 st.first_seen.remove(&key);
-                st.reported_invalid.remove(&key);
                 ClusterEvent::PodDeleted(key)
             }
             Observed::PodInvalid {
@@ -183,14 +163,15 @@ impl SchedulerLoop {
                 scheduler_name,
                 error,
             } => {
-                synthesized = st.kueue.forget(&key);
-                self.report_invalid_pod(st, key.clone(), uid, scheduler_name, error);
-                // Whatever it was before, it can no longer be scheduled as it stands.
-                ClusterEvent::PodDeleted(key)
+                st.first_seen.remove(&key);
+                ClusterEvent::PodInvalid {
+                    pod: key,
+                    uid: Arc::from(uid),
+                    scheduler_name: scheduler_name.map(Arc::from),
+                    error,
+                }
             }
-            Observed::GroupDefUpserted(def) => {
-                ClusterEvent::GroupDefUpserted(st.directory.resolve_def_priority(def))
-            }
+            Observed::GroupDefUpserted(def) => ClusterEvent::GroupDefUpserted(def),
             Observed::GroupDefDeleted(key) => {
                 st.directory.forget_group_status(&key);
                 ClusterEvent::GroupDefDeleted(key)
@@ -203,15 +184,13 @@ impl SchedulerLoop {
                 name,
                 value,
                 global_default,
-            } => {
-                st.directory.set_priority_class(name, value, global_default);
-                self.redefine_by_classes(st, now);
-                return;
-            }
+            } => ClusterEvent::PriorityClassUpserted {
+                name: Arc::from(name),
+                value,
+                global_default,
+            },
             Observed::PriorityClassDeleted(name) => {
-                st.directory.remove_priority_class(&name);
-                self.redefine_by_classes(st, now);
-                return;
+                ClusterEvent::PriorityClassDeleted(Arc::from(name))
             }
             Observed::DefinitionServed { informer, version } => {
                 match version {
@@ -228,52 +207,7 @@ impl SchedulerLoop {
                 return;
             }
         };
-        for change in synthesized {
-            let def_event = match change {
-                Synthesized::Upserted(def) => ClusterEvent::GroupDefUpserted(*def),
-                Synthesized::Deleted(key) => ClusterEvent::GroupDefDeleted(key),
-            };
-            self.engine.on_event(def_event, now);
-        }
         self.engine.on_event(event, now);
-    }
-
-    /// A pod of ours whose spec cannot be read: say so on the pod, once per error.
-    fn report_invalid_pod(
-        &mut self,
-        st: &mut LoopState,
-        key: PodKey,
-        uid: String,
-        scheduler: Option<String>,
-        error: String,
-    ) {
-        let ours = scheduler
-            .as_deref()
-            .is_some_and(|s| self.served.contains(s));
-        if !ours || st.reported_invalid.get(&key) == Some(&error) || !*self.leading.borrow() {
-            return;
-        }
-        warn!(pod = %key, %error, "pod cannot be scheduled: invalid spec");
-        st.reported_invalid.insert(key.clone(), error.clone());
-        let message = format!("invalid pod spec: {error}");
-        self.writer.submit(Write::PodCondition {
-            pod: key.clone(),
-            status: false,
-            reason: "SchedulerError".into(),
-            message: message.clone(),
-        });
-        self.writer.submit(Write::Event {
-            target: EventTarget {
-                api_version: "v1".into(),
-                kind: "Pod".into(),
-                namespace: key.namespace.to_string(),
-                name: key.name.to_string(),
-                uid: (!uid.is_empty()).then_some(uid),
-            },
-            warning: true,
-            reason: "FailedScheduling".into(),
-            message,
-        });
     }
 
     fn schedule_some(&mut self, now: Instant) {
@@ -319,46 +253,49 @@ impl SchedulerLoop {
             return;
         }
         let now = Instant::now();
+        let mut batch = Vec::with_capacity(actions.len());
         for action in actions {
-            if let crate::engine::Action::Bind { pod, .. } = &action {
-                // Attempts are counted per pop, so this includes the successful one.
-                let attempts = self.engine.queue().attempts(pod).max(1);
-                self.metrics
-                    .pod_scheduling_attempts
-                    .observe(f64::from(attempts));
-                if let Some(first) = st.first_seen.remove(pod) {
-                    let label = if attempts >= 16 {
-                        "16+".to_string()
-                    } else {
-                        attempts.to_string()
-                    };
-                    self.metrics
-                        .pod_scheduling_sli_duration
-                        .with_label_values(&[label.as_str()])
-                        .observe((now - first).as_secs_f64());
+            match &action {
+                Action::Bind { pod, .. } => self.observe_sli(st, pod, now),
+                Action::PodInvalid { pod, message, .. } => {
+                    warn!(pod = %pod, %message, "pod cannot be scheduled");
                 }
+                _ => {}
             }
-            let class = Class::of(&action);
             let cache = self.engine.cache();
             let pod_uid = |key: &PodKey| cache.pod(key).map(|p| p.info.uid.clone());
-            match st.directory.to_write(action, &pod_uid) {
-                Some(w) => {
-                    if let Some(w) = self.deferred.offer(class, w, now) {
-                        self.submit(w);
-                    }
-                }
-                None => debug!("action has no API form for this dialect"),
+            let before = batch.len();
+            st.directory.translate(action, &pod_uid, &mut batch);
+            if batch.len() == before {
+                debug!("action has no API form for this dialect");
             }
         }
-        // After this turn's actions: a binding above drops its pod's held writes.
-        for w in self.deferred.take_due(now) {
-            self.submit(w);
+        self.submit(batch);
+    }
+
+    /// Scheduling attempts and the SLI duration of a pod being bound.
+    fn observe_sli(&self, st: &mut LoopState, pod: &PodKey, now: Instant) {
+        // Attempts are counted per pop, so this includes the successful one.
+        let attempts = self.engine.queue().attempts(pod).max(1);
+        self.metrics
+            .pod_scheduling_attempts
+            .observe(f64::from(attempts));
+        if let Some(first) = st.first_seen.remove(pod) {
+            let label = if attempts >= 16 {
+                "16+".to_string()
+            } else {
+                attempts.to_string()
+            };
+            self.metrics
+                .pod_scheduling_sli_duration
+                .with_label_values(&[label.as_str()])
+                .observe(now.saturating_duration_since(first).as_secs_f64());
         }
     }
 
-    fn submit(&self, w: Write) {
-        if !self.writer.submit(w) {
-            warn!("API writer has stopped; dropping write");
+    fn submit(&self, batch: Vec<Dispatch>) {
+        if !self.writer.submit(batch) {
+            warn!("API writer has stopped; dropping writes");
         }
     }
 

@@ -82,6 +82,23 @@ pub fn gang_def(name: &str, min_count: u32, created_ms: i64) -> GroupDef {
     GroupDef::gang(def_key(name), min_count, created_ms)
 }
 
+/// The group of the Kueue pod group named `name` in `default` (no
+/// definition object: the engine synthesizes it from the members).
+pub fn kueue_group_key(name: &str) -> GroupKey {
+    GroupKey::new(DefinitionKey::new("default", GroupSource::Kueue, name))
+}
+
+/// A pending member of the Kueue pod group `group` whose members announce
+/// `total` as the group's size, as the informer reports it.
+pub fn kueue_member(name: &str, group: &str, total: u32, milli_cpu: i64) -> PodInfo {
+    use crate::dialects::kueue::{GROUP_NAME_LABEL, TOTAL_COUNT_ANNOTATION};
+    let mut p = member(name, &kueue_group_key(group), milli_cpu, 1);
+    p.labels.insert(GROUP_NAME_LABEL.into(), group.into());
+    p.annotations
+        .insert(TOTAL_COUNT_ANNOTATION.into(), total.to_string());
+    p
+}
+
 /// Shorthand for an `Arc` of anything.
 pub fn arc<T>(v: T) -> Arc<T> {
     Arc::new(v)

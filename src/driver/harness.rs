@@ -1,4 +1,6 @@
-//! `Harness`: holds the "cluster" (nodes, pods, group definitions), feeds
+//! `Harness`: holds the "cluster" (nodes, pods, group definitions; pods and
+//! definitions as an informer reports them, priority classes unresolved and
+//! Kueue groups without a definition object), feeds
 //! events to the engine, performs its `Bind` actions after a configurable
 //! latency (optionally failing them), confirms successful binds with a pod
 //! update, records every decision with its time, and advances a fake clock
@@ -51,6 +53,8 @@ pub struct Harness {
     pub actions: Vec<(Duration, Action)>,
     /// Invariant I1 violations seen when actions were drained.
     pub(super) i1_violations: Vec<String>,
+    /// Profiles that do not gang-schedule (their members are plain pods).
+    pub(super) gang_disabled: HashSet<Arc<str>>,
 }
 
 impl Harness {
@@ -66,6 +70,12 @@ impl Harness {
     pub fn with_config(cfg: EngineConfig) -> Self {
         // The one place a real clock is read: the fake clock needs an origin.
         let start = Instant::now();
+        let gang_disabled = cfg
+            .profiles
+            .iter()
+            .filter(|p| !p.gang_enabled)
+            .map(|p| p.scheduler_name.clone())
+            .collect();
         Harness {
             engine: Engine::new(cfg),
             start,
@@ -81,6 +91,7 @@ impl Harness {
             binds: Vec::new(),
             actions: Vec::new(),
             i1_violations: Vec::new(),
+            gang_disabled,
         }
     }
 
@@ -138,6 +149,34 @@ impl Harness {
         if self.defs.remove(key).is_some() {
             self.send(ClusterEvent::GroupDefDeleted(key.clone()));
         }
+    }
+
+    /// The informer can no longer read the pod: it leaves the cluster as the
+    /// engine sees it.
+    pub fn put_invalid_pod(&mut self, key: &PodKey, scheduler_name: Option<&str>, error: &str) {
+        let uid = self
+            .pods
+            .remove(key)
+            .map_or_else(|| Arc::from(""), |p| p.uid.clone());
+        self.send(ClusterEvent::PodInvalid {
+            pod: key.clone(),
+            uid,
+            scheduler_name: scheduler_name.map(Arc::from),
+            error: error.into(),
+        });
+    }
+
+    /// A PriorityClass appeared or changed.
+    pub fn put_priority_class(&mut self, name: &str, value: i32, global_default: bool) {
+        self.send(ClusterEvent::PriorityClassUpserted {
+            name: Arc::from(name),
+            value,
+            global_default,
+        });
+    }
+
+    pub fn delete_priority_class(&mut self, name: &str) {
+        self.send(ClusterEvent::PriorityClassDeleted(Arc::from(name)));
     }
 
     /// The next `n` bind calls fail.
@@ -272,6 +311,7 @@ impl Harness {
             self.send(ClusterEvent::BindFinished {
                 pod: b.pod.clone(),
                 uid: b.uid.clone(),
+                node: b.node.clone(),
                 result,
             });
             if ok && let Some(p) = self.pods.get(&b.pod) {

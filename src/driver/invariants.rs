@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use super::Harness;
 use crate::cache::PodState;
+use crate::dialects::kueue::TOTAL_COUNT_ANNOTATION;
 use crate::engine::{Action, PodLocation};
-use crate::model::{GroupKey, GroupPolicy, Resources};
+use crate::model::{GroupKey, GroupPolicy, GroupSource, Resources};
 
 impl Harness {
     /// I1–I4; the first violation found, described.
@@ -19,7 +20,9 @@ impl Harness {
     }
 
     /// I1 — no partial gang: every `Bind` of a gang member was issued while at
-    /// least `min_count` members were bound or being bound. Checked as actions
+    /// least `min_count` members were bound or being bound (a Kueue group's
+    /// `min_count` is the total its members announce; members of a profile
+    /// without gang scheduling are plain pods). Checked as actions
     /// are drained (see `check_binds_release_quorum`); this reports the result.
     pub fn check_no_partial_gang(&self) -> Result<(), String> {
         match self.i1_violations.first() {
@@ -34,10 +37,30 @@ impl Harness {
             let Action::Bind { pod, .. } = action else {
                 continue;
             };
-            let Some(group) = self.pods.get(pod).and_then(|p| p.group.key().cloned()) else {
+            let Some(member) = self.pods.get(pod) else {
                 continue;
             };
-            let policy = self.defs.get(&group.definition).map(|d| d.policy.clone());
+            let Some(group) = member.group.key().cloned() else {
+                continue;
+            };
+            if self.gang_disabled.contains(&member.scheduler_name) {
+                // Its profile does not gang-schedule: a plain pod.
+                continue;
+            }
+            let policy = match group.definition.source {
+                // No definition object: the size every member announces.
+                GroupSource::Kueue => member
+                    .annotations
+                    .get(TOTAL_COUNT_ANNOTATION)
+                    .and_then(|n| n.parse().ok())
+                    .map(|min_count| {
+                        Ok(GroupPolicy::Gang {
+                            min_count,
+                            schedule_timeout: None,
+                        })
+                    }),
+                _ => self.defs.get(&group.definition).map(|d| d.policy.clone()),
+            };
             let min_count = match policy {
                 Some(Ok(GroupPolicy::Gang { min_count, .. })) => min_count as usize,
                 Some(Ok(GroupPolicy::Basic)) => continue,

@@ -22,7 +22,8 @@ pub enum EventType {
 /// An API write for the daemon to perform.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// POST a binding; report the outcome with `ClusterEvent::BindFinished`.
+    /// POST a binding; report the outcome with `ClusterEvent::BindFinished`
+    /// (with the same `pod`, `uid` and `node`).
     Bind {
         pod: PodKey,
         uid: Arc<str>,
@@ -33,6 +34,22 @@ pub enum Action {
     PodUnschedulable {
         pod: PodKey,
         reason: &'static str,
+        message: String,
+    },
+    /// Record the `Scheduled` event: the binding of the pod to `node`
+    /// succeeded (emitted on `ClusterEvent::BindFinished`, never for a
+    /// binding that failed).
+    Scheduled {
+        pod: PodKey,
+        uid: Arc<str>,
+        node: Arc<str>,
+    },
+    /// The pod's spec cannot be read: set its `PodScheduled=False`
+    /// condition (reason `SchedulerError`) and record a `FailedScheduling`
+    /// warning naming `uid`. Once per distinct error.
+    PodInvalid {
+        pod: PodKey,
+        uid: Arc<str>,
         message: String,
     },
     /// Record a Kubernetes event.
@@ -56,7 +73,7 @@ pub enum Action {
     },
 }
 
-/// Reason of the event that records a placement.
+/// Reason of the event that records a placement (`Action::Scheduled`).
 pub const SCHEDULED_REASON: &str = "Scheduled";
 
 /// kube-scheduler's message for a placement.
@@ -86,13 +103,16 @@ impl Outbox {
 
     pub fn bind(&mut self, pod: PodKey, uid: Arc<str>, node: Arc<str>) {
         self.pod_conditions.remove(&pod);
-        self.event(
-            ObjectRef::Pod(pod.clone()),
-            EventType::Normal,
-            SCHEDULED_REASON,
-            scheduled_message(&pod, &node),
-        );
         self.actions.push(Action::Bind { pod, uid, node });
+    }
+
+    pub fn invalid_pod(&mut self, pod: PodKey, uid: Arc<str>, message: String) {
+        self.actions.push(Action::PodInvalid { pod, uid, message });
+    }
+
+    /// The binding succeeded: its `Scheduled` event.
+    pub fn scheduled(&mut self, pod: PodKey, uid: Arc<str>, node: Arc<str>) {
+        self.actions.push(Action::Scheduled { pod, uid, node });
     }
 
     pub fn event(

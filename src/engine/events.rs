@@ -35,6 +35,9 @@ impl Engine {
     }
 
     pub(super) fn on_pod_upserted(&mut self, pod: Arc<PodInfo>, now: Instant) {
+        let pod = self.admit_pod(pod);
+        self.invalid_reported.remove(&pod.key);
+        self.synthesize_kueue_for(&pod, now);
         let key = pod.key.clone();
         let change = self.cache.upsert_pod(pod.clone());
         let served = self.cache.is_served(&pod.scheduler_name);
@@ -74,6 +77,8 @@ impl Engine {
     }
 
     pub(super) fn on_pod_deleted(&mut self, key: &PodKey, now: Instant) {
+        self.forget_kueue_member(key, now);
+        self.invalid_reported.remove(key);
         let removed = self.cache.remove_pod(key);
         self.leave_scheduling(key, now);
         self.forget_released(key);
@@ -88,7 +93,8 @@ impl Engine {
         }
     }
 
-    pub(super) fn on_def_upserted(&mut self, def: GroupDef, now: Instant) {
+    /// Applies a definition whose priority class is resolved.
+    pub(super) fn apply_def(&mut self, def: GroupDef, now: Instant) {
         let key = def.key.clone();
         let change = self.gang.upsert_def(def);
         if change == DefChange::Unchanged {
@@ -102,6 +108,7 @@ impl Engine {
     }
 
     pub(super) fn on_def_deleted(&mut self, key: &DefinitionKey, _now: Instant) {
+        self.classes.forget_def(key);
         if !self.gang.remove_def(key) {
             return;
         }
@@ -137,11 +144,18 @@ impl Engine {
     pub(super) fn on_bind_finished(
         &mut self,
         key: &PodKey,
-        uid: &str,
+        uid: &Arc<str>,
+        node: &Arc<str>,
         result: Result<(), String>,
         now: Instant,
     ) {
-        if self.cache.pod(key).is_none_or(|p| &*p.info.uid != uid) {
+        if result.is_ok() {
+            // The API server placed the pod: its `Scheduled` event is due
+            // whatever happened to the pod here since (deleted, recreated).
+            self.outbox
+                .scheduled(key.clone(), uid.clone(), node.clone());
+        }
+        if self.cache.pod(key).is_none_or(|p| p.info.uid != *uid) {
             // A pod of that name that no longer exists here.
             return;
         }

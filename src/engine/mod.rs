@@ -3,12 +3,18 @@
 //!
 //! It is I/O-free and clock-injected: every entry point takes `now`, and the
 //! engine never reads a clock. The daemon (or the deterministic driver) feeds
-//! it `ClusterEvent`s, calls `schedule_one`/`run_until_idle` and `tick`, sleeps
-//! until `next_deadline`, and performs the `Action`s it drains.
+//! it `ClusterEvent`s — objects as the informers read them; every decision
+//! about them (priority classes, Kueue groups, profiles without gang
+//! scheduling, unreadable pods) is made here — calls
+//! `schedule_one`/`run_until_idle` and `tick`, sleeps until `next_deadline`,
+//! and performs the `Action`s it drains: every API write, the `Scheduled`
+//! event included.
 
 mod actions;
 mod cycle;
 mod events;
+mod inputs;
+mod priority;
 mod report;
 mod stats;
 
@@ -21,6 +27,7 @@ pub use report::{AttemptCounts, Sample};
 pub use stats::{DurationSummary, GroupCounts, PendingPods, Stats};
 
 use crate::cache::Cache;
+use crate::dialects::KueueGroups;
 use crate::framework::lifecycle::WaitingPods;
 use crate::framework::placement::Framework;
 use crate::gang::{GangArgs, GangScheduling};
@@ -38,6 +45,10 @@ pub struct ProfileConfig {
     pub permit_waiting_time: Duration,
     /// How long a gang is denied after a member was unschedulable.
     pub group_backoff: Duration,
+    /// Whether the profile gang-schedules (its GangScheduling plugin is
+    /// enabled). When it does not, its pods' group references are ignored and
+    /// every pod is scheduled on its own.
+    pub gang_enabled: bool,
 }
 
 impl ProfileConfig {
@@ -49,6 +60,7 @@ impl ProfileConfig {
             framework,
             permit_waiting_time: args.permit_waiting_time,
             group_backoff: args.group_backoff,
+            gang_enabled: true,
         }
     }
 }
@@ -86,20 +98,44 @@ impl EngineConfig {
     }
 }
 
-/// What the informers (and the binder) report.
+/// What the informers (and the binder) report, as they report it: pods and
+/// definitions unresolved (the engine resolves priority classes, drops group
+/// references for profiles without gang scheduling, and synthesizes Kueue
+/// definitions from their members).
 #[derive(Debug, Clone)]
 pub enum ClusterEvent {
     NodeUpserted(Arc<NodeInfo>),
     NodeDeleted(Arc<str>),
     PodUpserted(Arc<PodInfo>),
     PodDeleted(PodKey),
+    /// A pod whose spec cannot be read: whatever it was before, it can no
+    /// longer be scheduled as it stands (as if deleted); a pod of ours is
+    /// told why, once per distinct error.
+    PodInvalid {
+        pod: PodKey,
+        uid: Arc<str>,
+        scheduler_name: Option<Arc<str>>,
+        error: String,
+    },
+    /// A group definition as its informer reads it; a `priorityClassName`
+    /// is resolved by the engine.
     GroupDefUpserted(GroupDef),
     GroupDefDeleted(DefinitionKey),
-    /// The outcome of an `Action::Bind` (`uid` as in the action: a result for
-    /// an earlier pod of the same name is ignored).
+    /// A PriorityClass appeared or changed: pods arriving with priority 0
+    /// get its value, definitions naming it are re-resolved.
+    PriorityClassUpserted {
+        name: Arc<str>,
+        value: i32,
+        global_default: bool,
+    },
+    PriorityClassDeleted(Arc<str>),
+    /// The outcome of an `Action::Bind` (`uid` and `node` as in the action: a
+    /// result for an earlier pod of the same name changes no scheduling
+    /// state). A success emits the pod's `Action::Scheduled`.
     BindFinished {
         pod: PodKey,
         uid: Arc<str>,
+        node: Arc<str>,
         result: Result<(), String>,
     },
 }
@@ -153,6 +189,13 @@ pub struct Engine {
     stats: Stats,
     /// Duration samples for histograms; `None` unless `record_samples` is set.
     samples: Option<std::collections::VecDeque<report::Sample>>,
+    classes: priority::PriorityClasses,
+    /// Kueue group definitions, synthesized from their member pods.
+    kueue: KueueGroups,
+    /// Profiles that do not gang-schedule.
+    gang_disabled: HashSet<Arc<str>>,
+    /// Unreadable pods of ours already reported, with the error reported.
+    invalid_reported: HashMap<PodKey, String>,
 }
 
 impl Engine {
@@ -160,6 +203,12 @@ impl Engine {
         let served: Vec<Arc<str>> = cfg
             .profiles
             .iter()
+            .map(|p| p.scheduler_name.clone())
+            .collect();
+        let gang_disabled = cfg
+            .profiles
+            .iter()
+            .filter(|p| !p.gang_enabled)
             .map(|p| p.scheduler_name.clone())
             .collect();
         let args = cfg
@@ -200,6 +249,10 @@ impl Engine {
             released: HashMap::new(),
             stats: Stats::default(),
             samples: cfg.record_samples.then(std::collections::VecDeque::new),
+            classes: priority::PriorityClasses::default(),
+            kueue: KueueGroups::default(),
+            gang_disabled,
+            invalid_reported: HashMap::new(),
         }
     }
 
@@ -210,11 +263,26 @@ impl Engine {
             ClusterEvent::NodeDeleted(name) => self.on_node_deleted(&name, now),
             ClusterEvent::PodUpserted(pod) => self.on_pod_upserted(pod, now),
             ClusterEvent::PodDeleted(key) => self.on_pod_deleted(&key, now),
-            ClusterEvent::GroupDefUpserted(def) => self.on_def_upserted(def, now),
+            ClusterEvent::PodInvalid {
+                pod,
+                uid,
+                scheduler_name,
+                error,
+            } => self.on_pod_invalid(pod, uid, scheduler_name, error, now),
+            ClusterEvent::GroupDefUpserted(def) => self.on_def_observed(def, now),
             ClusterEvent::GroupDefDeleted(key) => self.on_def_deleted(&key, now),
-            ClusterEvent::BindFinished { pod, uid, result } => {
-                self.on_bind_finished(&pod, &uid, result, now)
-            }
+            ClusterEvent::PriorityClassUpserted {
+                name,
+                value,
+                global_default,
+            } => self.on_priority_class_upserted(name, value, global_default, now),
+            ClusterEvent::PriorityClassDeleted(name) => self.on_priority_class_deleted(&name, now),
+            ClusterEvent::BindFinished {
+                pod,
+                uid,
+                node,
+                result,
+            } => self.on_bind_finished(&pod, &uid, &node, result, now),
         }
         self.apply_gang_outcomes(now);
     }

@@ -38,6 +38,7 @@ fn plain_pod_is_bound_and_leaves_the_engine_when_confirmed() {
         ClusterEvent::BindFinished {
             pod: p.key.clone(),
             uid: p.uid.clone(),
+            node: Arc::from("n0"),
             result: Ok(()),
         },
         t0,
@@ -79,6 +80,7 @@ fn bind_failure_forgets_and_backs_off() {
         ClusterEvent::BindFinished {
             pod: p.key.clone(),
             uid: p.uid.clone(),
+            node: Arc::from("n0"),
             result: Err("conflict".into()),
         },
         t0,

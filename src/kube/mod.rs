@@ -1,6 +1,7 @@
-//! Kubernetes API glue: lean watch types, informers, API writes and leader
-//! election. The only module tree that imports `kube`.
+//! Kubernetes API glue: lean watch types, informers, the executor of API
+//! writes and leader election. The only module tree that imports `kube`.
 
+mod api_calls;
 pub mod client;
 pub mod informers;
 pub mod leader;

@@ -1,0 +1,236 @@
+//! Performing one `ApiCall` against the API server: the binding POST, the
+//! status patches, and events (repeats of an identical event bump its count).
+
+use k8s_openapi::api::core::v1::{Binding, Event, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams, PostParams,
+};
+use serde_json::json;
+
+use crate::dispatch::{ApiCall, EventTarget, ResourceRef};
+
+/// The component name on events and in managed fields.
+pub const COMPONENT: &str = "muster";
+
+/// One try at the call.
+pub(super) async fn attempt(client: &kube::Client, call: &ApiCall) -> Result<(), kube::Error> {
+    match call {
+        ApiCall::Bind { pod, uid, node } => {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+            let binding = Binding {
+                metadata: ObjectMeta {
+                    name: Some(pod.name.to_string()),
+                    namespace: Some(pod.namespace.to_string()),
+                    uid: (!uid.is_empty()).then(|| uid.to_string()),
+                    ..ObjectMeta::default()
+                },
+                target: ObjectReference {
+                    kind: Some("Node".into()),
+                    name: Some(node.to_string()),
+                    ..ObjectReference::default()
+                },
+            };
+            api.create_subresource::<_, serde_json::Value>(
+                "binding",
+                &pod.name,
+                &PostParams::default(),
+                &binding,
+            )
+            .await
+            .map(|_| ())
+        }
+        ApiCall::PodCondition {
+            pod,
+            status,
+            reason,
+            message,
+        } => {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+            let patch = condition_patch("PodScheduled", *status, reason, message);
+            api.patch_status(&pod.name, &PatchParams::default(), &Patch::Strategic(patch))
+                .await
+                .map(|_| ())
+        }
+        ApiCall::Event {
+            target,
+            warning,
+            reason,
+            message,
+        } => record_event(client, target, *warning, reason, message).await,
+        ApiCall::GroupCondition {
+            resource,
+            namespace,
+            name,
+            type_,
+            status,
+            reason,
+            message,
+        } => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), namespace, &api_resource(resource));
+            let patch = condition_patch(type_, *status, reason, message);
+            // Custom resources do not support strategic merge; conditions are
+            // replaced as a whole list, which is what we own anyway.
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(|_| ())
+        }
+        ApiCall::GroupStatus {
+            resource,
+            namespace,
+            name,
+            status,
+        } => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), namespace, &api_resource(resource));
+            let patch = json!({ "status": status });
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(|_| ())
+        }
+    }
+}
+
+/// Creates the event, or bumps the count of an identical earlier one: the
+/// event name is derived from (object, reason, message), so repeats collide.
+async fn record_event(
+    client: &kube::Client,
+    target: &EventTarget,
+    warning: bool,
+    reason: &str,
+    message: &str,
+) -> Result<(), kube::Error> {
+    let api: Api<Event> = Api::namespaced(client.clone(), &target.namespace);
+    let name = format!(
+        "{}.{:016x}",
+        target.name,
+        fingerprint(&[&target.kind, &target.name, reason, message])
+    );
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let event = Event {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(target.namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some(target.api_version.clone()),
+            kind: Some(target.kind.clone()),
+            name: Some(target.name.clone()),
+            namespace: Some(target.namespace.clone()),
+            uid: target.uid.clone(),
+            ..ObjectReference::default()
+        },
+        reason: Some(reason.to_string()),
+        message: Some(message.to_string()),
+        type_: Some(if warning { "Warning" } else { "Normal" }.into()),
+        count: Some(1),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now.clone()),
+        event_time: Some(MicroTime(now.0)),
+        reporting_component: Some(COMPONENT.into()),
+        reporting_instance: Some(COMPONENT.into()),
+        action: Some(if warning { "Scheduling" } else { "Binding" }.into()),
+        source: Some(k8s_openapi::api::core::v1::EventSource {
+            component: Some(COMPONENT.into()),
+            host: None,
+        }),
+        ..Event::default()
+    };
+    // Sent as bytes and the answer not decoded: one event per pod placed
+    // makes this the writer's most frequent call.
+    let body = serde_json::to_vec(&event).map_err(kube::Error::SerdeError)?;
+    let request =
+        kube::core::Request::new(format!("/api/v1/namespaces/{}/events", target.namespace))
+            .create(&PostParams::default(), body)
+            .map_err(kube::Error::BuildRequest)?;
+    match client.request_text(request).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let existing = api.get(&name).await?;
+            let patch = json!({"count": existing.count.unwrap_or(1).saturating_add(1), "lastTimestamp": now});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(|_| ())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A `status.conditions` patch setting one condition.
+fn condition_patch(type_: &str, status: bool, reason: &str, message: &str) -> serde_json::Value {
+    json!({"status": {"conditions": [{
+        "type": type_,
+        "status": if status { "True" } else { "False" },
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": Time(k8s_openapi::jiff::Timestamp::now()),
+    }]}})
+}
+
+/// FNV-1a over the parts: stable across runs and replicas, so a restarted
+/// scheduler bumps the same event instead of creating a new one.
+fn fingerprint(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in p.bytes().chain([0u8]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+fn api_resource(r: &ResourceRef) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&r.group, &r.version, &r.kind),
+        &r.plural,
+    )
+}
+
+/// Why a call failed, and whether trying again could help.
+pub(super) struct Failure {
+    pub message: String,
+    pub transient: bool,
+    pub conflict: bool,
+}
+
+pub(super) fn classify(e: &kube::Error) -> Failure {
+    match e {
+        kube::Error::Api(s) => Failure {
+            message: format!("{} ({} {})", s.message, s.code, s.reason),
+            transient: s.code >= 500 || s.code == 429,
+            conflict: s.code == 409,
+        },
+        other => Failure {
+            message: other.to_string(),
+            transient: true,
+            conflict: false,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_is_stable_and_separates_parts() {
+        assert_eq!(fingerprint(&["a", "b"]), fingerprint(&["a", "b"]));
+        assert_ne!(fingerprint(&["ab", ""]), fingerprint(&["a", "b"]));
+    }
+
+    #[test]
+    fn resources_keep_their_version() {
+        let r = ResourceRef {
+            group: "scheduling.k8s.io".into(),
+            version: "v1beta1".into(),
+            kind: "PodGroup".into(),
+            plural: "podgroups".into(),
+        };
+        let ar = api_resource(&r);
+        assert_eq!(ar.api_version, r.api_version());
+        assert_eq!(ar.plural, "podgroups");
+    }
+}
