@@ -12,8 +12,7 @@ use crate::dispatch::{ApiCall, Dispatch, EventTarget, Intent, ResourceRef};
 use crate::engine::{Action, EventType, ObjectRef, SCHEDULED_REASON, scheduled_message};
 use crate::model::{DefinitionKey, GroupKey, GroupSource, PodKey};
 
-/// The condition the Workload API reserves for the scheduler.
-pub const POD_GROUP_CONDITION: &str = "PodGroupInitiallyScheduled";
+pub use crate::dialects::workload_api::POD_GROUP_CONDITION;
 
 /// What the translation knows that actions do not carry: which version of
 /// each definition kind the cluster serves, and which groups' dialect status

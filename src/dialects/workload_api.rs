@@ -9,6 +9,9 @@ use super::common::{Meta, positive_count, priority_class_name};
 use crate::model::wire::PodWire;
 use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource};
 
+/// The condition the Workload API reserves for the scheduler on a PodGroup.
+pub const POD_GROUP_CONDITION: &str = "PodGroupInitiallyScheduled";
+
 /// `spec.schedulingGroup.podGroupName` → the pod's membership, if it sets one.
 pub fn membership(pod: &PodWire, namespace: &str) -> Option<GroupMembership> {
     let sg = pod.spec.scheduling_group.as_ref()?;

@@ -14,8 +14,8 @@ mod actions;
 mod cycle;
 mod events;
 mod inputs;
+mod introspection;
 mod priority;
-mod report;
 mod stats;
 
 use std::collections::{HashMap, HashSet};
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use actions::{Action, EventType, ObjectRef, SCHEDULED_REASON, scheduled_message};
-pub use report::{AttemptCounts, Sample};
+pub use introspection::{AttemptCounts, Sample};
 pub use stats::{DurationSummary, GroupCounts, PendingPods, Stats};
 
 use crate::cache::Cache;
@@ -163,7 +163,9 @@ impl From<QueueLocation> for PodLocation {
     }
 }
 
-struct Profile {
+/// A profile the engine serves: its framework and sampling position (the
+/// configuration's `config::Profile` is what it was built from).
+struct ServedProfile {
     framework: Framework,
     /// Rotating start index for node sampling, carried between cycles.
     next_start: usize,
@@ -176,7 +178,7 @@ struct ReleasedGang {
 }
 
 pub struct Engine {
-    profiles: HashMap<Arc<str>, Profile>,
+    profiles: HashMap<Arc<str>, ServedProfile>,
     cache: Cache,
     queue: SchedulingQueue,
     gang: GangScheduling,
@@ -188,7 +190,7 @@ pub struct Engine {
     released: HashMap<GroupKey, ReleasedGang>,
     stats: Stats,
     /// Duration samples for histograms; `None` unless `record_samples` is set.
-    samples: Option<std::collections::VecDeque<report::Sample>>,
+    samples: Option<std::collections::VecDeque<introspection::Sample>>,
     classes: priority::PriorityClasses,
     /// Kueue group definitions, synthesized from their member pods.
     kueue: KueueGroups,
@@ -226,7 +228,7 @@ impl Engine {
             .profiles
             .into_iter()
             .map(|p| {
-                let profile = Profile {
+                let profile = ServedProfile {
                     framework: p.framework,
                     next_start: 0,
                 };

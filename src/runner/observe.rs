@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::tracker::{GroupCondition, Observation};
-use crate::daemon::POD_GROUP_CONDITION;
+use crate::dialects::workload_api::POD_GROUP_CONDITION;
 use crate::kube::objects::PodPlacement;
 use crate::scenario::Kind;
 use crate::scenario::manifests::SCENARIO_LABEL;
