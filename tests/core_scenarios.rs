@@ -401,19 +401,36 @@ fn bind_latency_keeps_pods_binding_until_confirmed() {
     assert_eq!(s.quorum_to_all_bound.max, Duration::from_millis(200));
 }
 
+/// The Trust issue's problem 2: a pod watch stalled past the old 30 s
+/// assumed-pod expiry must not free the capacity a bound pod uses. A
+/// reservation whose binding succeeded is kept until the informer shows the
+/// pod (here: a relist), however long that takes.
 #[test]
-fn unconfirmed_binding_expires_after_the_assumed_ttl() {
+fn a_bound_pod_keeps_its_reservation_until_the_informer_confirms_it() {
     let mut h = Harness::new();
     nodes(&mut h, 1, 4000);
     h.confirm_binds = false;
-    h.put_pod(pod("ghost", 1000, 1));
+    h.put_pod(pod("bound-0", 3000, 1));
     h.settle();
-    assert_eq!(h.engine.cache().nodes()[0].requested.milli_cpu, 1000);
-    h.advance(Duration::from_secs(30));
-    assert_eq!(h.engine.stats(h.now()).assumed_expired, 1);
-    // The harness did bind it; the expired reservation was released and the
-    // pod, still pending in the cache, went back to the queue.
-    assert_eq!(h.engine.cache().nodes()[0].requested.milli_cpu, 0);
+    assert_eq!(h.node_of(&key("bound-0")).as_deref(), Some("n0"));
+    h.advance(Duration::from_secs(34));
+    h.put_pod(pod("later", 3000, 1));
+    h.advance(Duration::from_secs(600));
+    checked(&h);
+    assert_eq!(h.engine.cache().nodes()[0].requested.milli_cpu, 3000);
+    assert_eq!(h.node_of(&key("later")), None, "no room while bound-0 runs");
+    // The watch resumes with a relist that shows the pod bound.
+    h.confirm_binds = true;
+    h.relist();
+    h.settle();
+    checked(&h);
+    assert_eq!(h.engine.cache().nodes()[0].requested.milli_cpu, 3000);
+    assert_eq!(h.node_of(&key("later")), None);
+    // Gone: now the capacity is free.
+    h.delete_pod(&key("bound-0"));
+    h.advance(Duration::from_secs(11));
+    checked(&h);
+    assert_eq!(h.node_of(&key("later")).as_deref(), Some("n0"));
 }
 
 #[test]

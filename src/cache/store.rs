@@ -7,9 +7,8 @@
 //! the pods already bound to it; a node that disappears takes its accounting
 //! with it, and its assumed pods are forgotten (the caller requeues them).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use super::groups::{GroupMembers, MemberState};
 use super::node_state::NodeState;
@@ -20,13 +19,13 @@ use crate::model::{DefinitionKey, GroupKey, NodeInfo, PodInfo, PodKey, Resources
 pub enum PodState {
     /// Not on a node yet.
     Pending,
-    /// Reserved by this scheduler on `node`. `expires` is set once binding has
-    /// finished: if the informer does not confirm the pod by then, the
-    /// reservation is dropped (kube-scheduler's assumed-pod TTL).
-    Assumed {
-        node: Arc<str>,
-        expires: Option<Instant>,
-    },
+    /// Reserved by this scheduler on `node`: waiting at Permit, binding, or
+    /// bound by the API and not yet confirmed by the informer. It holds its
+    /// node's capacity until its binding fails, the pod is deleted, or the
+    /// informer shows it (bound, elsewhere or terminal) — never on a timer:
+    /// a pod whose binding succeeded uses that capacity however long the
+    /// informer takes to say so (gang-semantics I7).
+    Assumed { node: Arc<str> },
     /// `spec.nodeName` is set and the pod is not terminal.
     Bound { node: Arc<str> },
     /// Terminal, or pending while being deleted: holds nothing, never scheduled.
@@ -111,11 +110,9 @@ pub struct Cache {
     groups: HashMap<GroupKey, GroupMembers>,
     groups_by_def: HashMap<DefinitionKey, HashSet<GroupKey>>,
     /// Assumed pods whose binding finished, by expiry.
-    expiries: BTreeSet<(Instant, PodKey)>,
     total_allocatable: Resources,
     total_requested: Resources,
     served: HashSet<Arc<str>>,
-    assumed_ttl: Duration,
     /// Bumped when a node is added or removed or its labels change: what
     /// indexes of nodes by label (required topology) are keyed on.
     labels_generation: u64,
@@ -123,7 +120,7 @@ pub struct Cache {
 
 impl Cache {
     /// `served`: the scheduler names whose pods are members (and schedulable) here.
-    pub fn new(served: impl IntoIterator<Item = Arc<str>>, assumed_ttl: Duration) -> Self {
+    pub fn new(served: impl IntoIterator<Item = Arc<str>>) -> Self {
         Cache {
             nodes: Vec::new(),
             node_index: HashMap::new(),
@@ -131,11 +128,9 @@ impl Cache {
             by_node: HashMap::new(),
             groups: HashMap::new(),
             groups_by_def: HashMap::new(),
-            expiries: BTreeSet::new(),
             total_allocatable: Resources::default(),
             total_requested: Resources::default(),
             served: served.into_iter().collect(),
-            assumed_ttl,
             labels_generation: 0,
         }
     }
@@ -196,11 +191,6 @@ impl Cache {
         let mut free = self.total_allocatable.clone();
         free.sub(&self.total_requested);
         free
-    }
-
-    /// When the next assumed pod expires.
-    pub fn next_expiry(&self) -> Option<Instant> {
-        self.expiries.first().map(|(t, _)| *t)
     }
 
     // ---- nodes -------------------------------------------------------------
@@ -307,13 +297,7 @@ impl Cache {
             Some(other) => return Err(format!("pod {key} cannot be assumed: it is {other:?}")),
             None => return Err(format!("pod {key} is not in the cache")),
         }
-        self.set_state(
-            key,
-            PodState::Assumed {
-                node,
-                expires: None,
-            },
-        );
+        self.set_state(key, PodState::Assumed { node });
         Ok(())
     }
 
@@ -325,39 +309,6 @@ impl Cache {
         }
         self.set_state(key, PodState::Pending);
         true
-    }
-
-    /// The bind call returned: start the confirmation deadline.
-    pub fn finish_binding(&mut self, key: &PodKey, now: Instant) {
-        if let Some(PodState::Assumed {
-            node,
-            expires: None,
-        }) = self.pods.get(key).map(|p| &p.state)
-        {
-            let node = node.clone();
-            self.set_state(
-                key,
-                PodState::Assumed {
-                    node,
-                    expires: Some(now + self.assumed_ttl),
-                },
-            );
-        }
-    }
-
-    /// Expires assumed pods whose confirmation did not arrive in time; they are
-    /// pending again and returned so the caller can requeue them.
-    pub fn cleanup_expired(&mut self, now: Instant) -> Vec<PodKey> {
-        let mut expired = Vec::new();
-        while let Some((t, key)) = self.expiries.first().cloned() {
-            if t > now {
-                break;
-            }
-            self.forget(&key);
-            self.expiries.remove(&(t, key.clone()));
-            expired.push(key);
-        }
-        expired
     }
 
     // ---- internals -----------------------------------------------------------
@@ -381,12 +332,6 @@ impl Cache {
                 self.nodes[i].add_pod(&pod.info);
                 self.total_requested.add(&pod.info.requests);
             }
-        }
-        if let PodState::Assumed {
-            expires: Some(t), ..
-        } = &pod.state
-        {
-            self.expiries.insert((*t, key.clone()));
         }
         if let (Some(group), Some(ms)) = (pod.info.group.key(), pod.state.member_state()) {
             let members = self.groups.entry(group.clone()).or_default();
@@ -416,12 +361,6 @@ impl Cache {
                 self.nodes[i].remove_pod(&pod.info);
                 self.total_requested.sub(&pod.info.requests);
             }
-        }
-        if let PodState::Assumed {
-            expires: Some(t), ..
-        } = &pod.state
-        {
-            self.expiries.remove(&(*t, key.clone()));
         }
         if let (Some(group), Some(ms)) = (pod.info.group.key(), pod.state.member_state())
             && let Some(members) = self.groups.get_mut(group)

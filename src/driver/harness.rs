@@ -140,6 +140,14 @@ impl Harness {
         }
     }
 
+    /// What a re-listing pod informer reports: every pod as the cluster has it.
+    pub fn relist(&mut self) {
+        let pods: Vec<Arc<PodInfo>> = self.pods.values().cloned().collect();
+        for p in pods {
+            self.send(ClusterEvent::PodUpserted(p));
+        }
+    }
+
     pub fn put_def(&mut self, def: GroupDef) {
         self.defs.insert(def.key.clone(), def.clone());
         self.send(ClusterEvent::GroupDefUpserted(def));

@@ -160,10 +160,9 @@ impl Engine {
             return;
         }
         match result {
-            Ok(()) => {
-                self.stats.binds_succeeded += 1;
-                self.cache.finish_binding(key, now);
-            }
+            // The reservation now stands for a bound pod: it stays until the
+            // informer shows the pod (I7), with no timer.
+            Ok(()) => self.stats.binds_succeeded += 1,
             Err(msg) => {
                 self.stats.binds_failed += 1;
                 // Only a reservation still held and past Permit is ours to undo;

@@ -74,10 +74,6 @@ pub struct EngineConfig {
     pub pod_max_backoff: Duration,
     /// `podMaxInUnschedulablePodsDuration` (5 min).
     pub max_in_unschedulable: Duration,
-    /// How long an assumed pod whose binding finished waits for the informer's
-    /// confirmation before its reservation is dropped (30 s), so that a lost
-    /// watch event cannot leak capacity for ever.
-    pub assumed_ttl: Duration,
     /// Keep every permit-wait and quorum-to-bound duration for `drain_samples`
     /// (the daemon's histograms); off for the deterministic driver.
     pub record_samples: bool,
@@ -92,7 +88,6 @@ impl EngineConfig {
             pod_initial_backoff: q.initial_backoff,
             pod_max_backoff: q.max_backoff,
             max_in_unschedulable: q.max_in_unschedulable,
-            assumed_ttl: Duration::from_secs(30),
             record_samples: false,
         }
     }
@@ -237,7 +232,7 @@ impl Engine {
             .collect();
         Engine {
             profiles,
-            cache: Cache::new(served, cfg.assumed_ttl),
+            cache: Cache::new(served),
             queue: SchedulingQueue::new(QueueConfig {
                 initial_backoff: cfg.pod_initial_backoff,
                 max_backoff: cfg.pod_max_backoff,
@@ -300,14 +295,6 @@ impl Engine {
         };
         self.queue.flush_backoff(now, gate);
         self.queue.flush_stale_unschedulable(now, gate);
-        let expired = self.cache.cleanup_expired(now);
-        for key in &expired {
-            self.stats.assumed_expired += 1;
-            self.requeue_from_cache(key, crate::queue::Requeue::Backoff, now);
-        }
-        if !expired.is_empty() {
-            self.flush_unschedulable(now);
-        }
     }
 
     /// Runs `tick` and then cycles until no pod is ready; returns the number of
@@ -323,14 +310,10 @@ impl Engine {
 
     /// When `tick` next has something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
-        [
-            self.queue.next_deadline(),
-            self.gang.next_deadline(),
-            self.cache.next_expiry(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        [self.queue.next_deadline(), self.gang.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The API writes accumulated since the last call.

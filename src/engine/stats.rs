@@ -62,5 +62,4 @@ pub struct Stats {
     pub quorum_to_all_bound: DurationSummary,
     pub binds_succeeded: u64,
     pub binds_failed: u64,
-    pub assumed_expired: u64,
 }

@@ -43,7 +43,9 @@ fn plain_pod_is_bound_and_leaves_the_engine_when_confirmed() {
         },
         t0,
     );
-    assert_eq!(e.next_deadline(), Some(t0 + Duration::from_secs(30)));
+    // No timer: the reservation waits for the informer, however long (I7).
+    assert_eq!(e.next_deadline(), None);
+    assert_eq!(e.cache().nodes()[0].requested.milli_cpu, 1000);
     let mut bound = p.clone();
     bound.node_name = Some(Arc::from("n0"));
     e.on_event(ClusterEvent::PodUpserted(arc(bound)), t0);

@@ -39,14 +39,13 @@ pub(super) fn shortfall<'a>(
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::time::Duration;
 
     use super::*;
     use crate::driver::fixtures::{SCHEDULER, gang_def, group_key, member};
 
     #[test]
     fn counts_members_per_task() {
-        let mut cache = Cache::new([Arc::from(SCHEDULER)], Duration::from_secs(30));
+        let mut cache = Cache::new([Arc::from(SCHEDULER)]);
         let g = group_key("job");
         let mut def = gang_def("job", 3, 1);
         assert_eq!(

@@ -17,7 +17,7 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let mut cache = Cache::new([Arc::from(SCHEDULER)], Duration::from_secs(30));
+    let mut cache = Cache::new([Arc::from(SCHEDULER)]);
     for i in 0..4 {
         cache.upsert_node(arc(node(&format!("n{i}"), 4000, 16)));
     }

@@ -392,7 +392,7 @@ mod tests {
     #[test]
     fn the_memoized_room_follows_every_node_change() {
         use crate::driver::fixtures::{SCHEDULER, arc, pod};
-        let mut cache = Cache::new([Arc::from(SCHEDULER)], std::time::Duration::from_secs(30));
+        let mut cache = Cache::new([Arc::from(SCHEDULER)]);
         for n in racks() {
             cache.upsert_node(n.info.clone());
         }

@@ -1,12 +1,11 @@
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use super::*;
 use crate::driver::fixtures::{SCHEDULER, arc, group_key, member, node, pod};
 use crate::model::PodPhase;
 
 fn cache() -> Cache {
-    Cache::new([Arc::from(SCHEDULER)], Duration::from_secs(30))
+    Cache::new([Arc::from(SCHEDULER)])
 }
 
 fn bound(mut p: PodInfo, node: &str) -> PodInfo {
@@ -63,23 +62,27 @@ fn assume_forget_and_confirm() {
     assert_eq!(c.nodes()[0].requested.milli_cpu, 500);
 }
 
+/// A reservation is released by what the informer shows (bound, elsewhere,
+/// terminal, gone) and never by a timer (gang-semantics I7).
 #[test]
-fn assumed_pod_expires_after_ttl_unless_confirmed() {
+fn a_reservation_ends_with_what_the_informer_shows() {
     let mut c = cache();
-    let t0 = Instant::now();
     c.upsert_node(arc(node("n1", 2000, 4)));
-    for name in ["a", "b"] {
+    c.upsert_node(arc(node("n2", 2000, 4)));
+    for name in ["a", "b", "c"] {
         c.upsert_pod(arc(pod(name, 500, 1)));
         c.assume(&PodKey::new("default", name), 0).unwrap();
-        c.finish_binding(&PodKey::new("default", name), t0);
     }
-    c.upsert_pod(arc(bound(pod("b", 500, 1), "n1")));
-    assert_eq!(c.next_expiry(), Some(t0 + Duration::from_secs(30)));
-    assert!(c.cleanup_expired(t0 + Duration::from_secs(29)).is_empty());
-    let expired = c.cleanup_expired(t0 + Duration::from_secs(30));
-    assert_eq!(expired, vec![PodKey::new("default", "a")]);
+    assert_eq!(c.nodes()[0].requested.milli_cpu, 1500);
+    // Confirmed where it was assumed.
+    c.upsert_pod(arc(bound(pod("a", 500, 1), "n1")));
+    // Shown bound elsewhere: it moves.
+    c.upsert_pod(arc(bound(pod("b", 500, 1), "n2")));
+    assert_eq!(c.nodes()[0].requested.milli_cpu, 1000);
+    assert_eq!(c.nodes()[1].requested.milli_cpu, 500);
+    // Shown gone: released.
+    c.remove_pod(&PodKey::new("default", "c"));
     assert_eq!(c.nodes()[0].requested.milli_cpu, 500);
-    assert_eq!(c.next_expiry(), None);
 }
 
 #[test]
