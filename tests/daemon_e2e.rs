@@ -407,3 +407,83 @@ async fn a_profile_without_gang_scheduling_binds_members_alone_under_a_rate_limi
     assert_eq!(e.involved_object.uid, pods["solo-2"].metadata.uid);
     daemon.shutdown().await.expect("clean shutdown");
 }
+
+/// Leader fencing (the Trust issue's problem 3, gang-semantics I7): a
+/// replica whose lease renewal is older than renewDeadline sends nothing.
+/// The dispatcher is driven directly: a closed fence reports the binding
+/// failed and the API server never sees it; once renewed, the same binding
+/// goes through.
+#[tokio::test]
+async fn a_closed_leader_fence_drops_writes_before_they_leave() {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::Api;
+    use muster::dispatch::{ApiCall, Dispatch};
+    use muster::kube::fence::Fence;
+    use muster::kube::writer::{Writer, WriterConfig};
+    use muster::metrics::Metrics;
+    use muster::model::PodKey;
+
+    let env = cluster(vec![nodes(1, "4")]).await;
+    create_pods(&env, "default", vec![pod("fenced", "1", "nobody", None)]).await;
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), "default");
+    let uid: Arc<str> = Arc::from(
+        api.get("fenced")
+            .await
+            .expect("pod")
+            .metadata
+            .uid
+            .unwrap_or_default(),
+    );
+    let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.client.clone());
+    let node: Arc<str> = Arc::from(
+        nodes_api
+            .list(&Default::default())
+            .await
+            .expect("nodes")
+            .items[0]
+            .metadata
+            .name
+            .clone()
+            .unwrap_or_default(),
+    );
+    let fence = Arc::new(Fence::new(std::time::Duration::from_secs(10)));
+    let (tx, mut outcomes) = tokio::sync::mpsc::unbounded_channel();
+    let metrics = Arc::new(Metrics::new().expect("metrics"));
+    let (writer, _task) = Writer::start(
+        env.client.clone(),
+        WriterConfig::default(),
+        metrics,
+        tx,
+        fence.clone(),
+    );
+    let bind = || {
+        Dispatch::immediate(ApiCall::Bind {
+            pod: PodKey::new("default", "fenced"),
+            uid: uid.clone(),
+            node: node.clone(),
+        })
+    };
+
+    assert!(writer.submit(vec![bind()]));
+    let outcome = tokio::time::timeout(HANG_GUARD, outcomes.recv())
+        .await
+        .expect("an outcome")
+        .expect("writer alive");
+    let err = outcome.result.expect_err("fenced");
+    assert!(err.contains("renewDeadline"), "{err}");
+    let p = api.get("fenced").await.expect("pod");
+    assert_eq!(p.spec.and_then(|s| s.node_name), None, "nothing was sent");
+
+    fence.renewed(Instant::now());
+    assert!(writer.submit(vec![bind()]));
+    let outcome = tokio::time::timeout(HANG_GUARD, outcomes.recv())
+        .await
+        .expect("an outcome")
+        .expect("writer alive");
+    assert_eq!(outcome.result, Ok(()));
+    let p = api.get("fenced").await.expect("pod");
+    assert_eq!(p.spec.and_then(|s| s.node_name).as_deref(), Some(&*node));
+}

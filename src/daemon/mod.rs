@@ -21,6 +21,7 @@ pub use translate::{Directory, POD_GROUP_CONDITION};
 
 use crate::config::SchedulerConfig;
 use crate::engine::{Engine, EngineConfig, ProfileConfig};
+use crate::kube::fence::Fence;
 use crate::kube::informers;
 use crate::kube::leader::LeaderElector;
 use crate::kube::writer::{Writer, WriterConfig};
@@ -186,11 +187,19 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
     // standby never starts scheduling while our last bindings are still landing.
     let (release_tx, release_rx) = watch::channel(false);
     let (leading_tx, leading_rx) = watch::channel(false);
+    // Leader fencing: every API write first checks that this replica's
+    // lease was renewed within renewDeadline (src/kube/fence.rs).
+    let fence = Arc::new(if config.leader_election.enabled {
+        Fence::new(config.leader_election.renew_deadline)
+    } else {
+        Fence::open()
+    });
     let elector = if config.leader_election.enabled {
         let elector = LeaderElector::new(
             client.clone(),
             opts.identity.clone(),
             config.leader_election.clone(),
+            fence.clone(),
         );
         tokio::spawn(elector.run(leading_tx, release_rx))
     } else {
@@ -216,7 +225,13 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
         hold_waiting: opts.status_grace,
         ..opts.writer.clone()
     };
-    let (writer, writer_task) = Writer::start(client, writer_config, metrics.clone(), bind_tx);
+    let (writer, writer_task) = Writer::start(
+        client,
+        writer_config,
+        metrics.clone(),
+        bind_tx,
+        fence.clone(),
+    );
     let served: HashSet<String> = config
         .profiles
         .iter()
@@ -232,6 +247,7 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
         observed: obs_rx,
         bind_outcomes: bind_rx,
         leading: leading_rx,
+        fence,
         shutdown: shutdown_rx,
         served,
     };

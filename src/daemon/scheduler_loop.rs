@@ -16,6 +16,7 @@ use tracing::{debug, info, warn};
 use super::translate::Directory;
 use crate::dispatch::Dispatch;
 use crate::engine::{Action, ClusterEvent, Engine, Sample, Stats};
+use crate::kube::fence::Fence;
 use crate::kube::informers::{Observed, informer_names};
 use crate::kube::writer::{BindOutcome, Writer};
 use crate::metrics::Metrics;
@@ -39,6 +40,8 @@ pub struct SchedulerLoop {
     pub observed: mpsc::Receiver<Observed>,
     pub bind_outcomes: mpsc::UnboundedReceiver<BindOutcome>,
     pub leading: watch::Receiver<bool>,
+    /// Leader fencing: a leader whose renewal is too old stands down.
+    pub fence: Arc<Fence>,
     pub shutdown: watch::Receiver<bool>,
     /// Scheduler names served (for the SLI: when a pending pod of ours was first seen).
     pub served: HashSet<String>,
@@ -102,6 +105,12 @@ impl SchedulerLoop {
             }
 
             let leading = *self.leading.borrow();
+            if leading && !self.fence.allows(Instant::now()) {
+                // Woken from a freeze (or cut off) past renewDeadline: the
+                // dispatcher already drops our writes; stop so the replica
+                // that holds the lease now is the only one scheduling.
+                bail!("this replica's lease was not renewed within renewDeadline: standing down");
+            }
             if st.was_leading && !leading {
                 bail!("leader election lost: stopping so that a single replica schedules");
             }

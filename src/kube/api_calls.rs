@@ -194,6 +194,20 @@ pub(super) struct Failure {
     pub message: String,
     pub transient: bool,
     pub conflict: bool,
+    /// Never sent: the leader fence was closed (`fence.rs`).
+    pub fenced: bool,
+}
+
+impl Failure {
+    /// A call dropped at the leader fence.
+    pub fn fenced() -> Self {
+        Failure {
+            message: "dropped: this replica's lease was not renewed within renewDeadline".into(),
+            transient: false,
+            conflict: false,
+            fenced: true,
+        }
+    }
 }
 
 pub(super) fn classify(e: &kube::Error) -> Failure {
@@ -202,11 +216,13 @@ pub(super) fn classify(e: &kube::Error) -> Failure {
             message: format!("{} ({} {})", s.message, s.code, s.reason),
             transient: s.code >= 500 || s.code == 429,
             conflict: s.code == 409,
+            fenced: false,
         },
         other => Failure {
             message: other.to_string(),
             transient: true,
             conflict: false,
+            fenced: false,
         },
     }
 }

@@ -10,10 +10,13 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, PostParams};
+use std::sync::Arc;
+
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use super::fence::Fence;
 use crate::config::LeaderElection;
 
 /// Runs the election until `shutdown` fires. `leading` is set true while this
@@ -24,15 +27,23 @@ pub struct LeaderElector {
     config: LeaderElection,
     /// The last record seen and when it was first seen unchanged.
     observed: Option<(LeaseSpec, Instant)>,
+    /// Opened by each successful renewal, closed on stepping down.
+    fence: Arc<Fence>,
 }
 
 impl LeaderElector {
-    pub fn new(client: kube::Client, identity: String, config: LeaderElection) -> Self {
+    pub fn new(
+        client: kube::Client,
+        identity: String,
+        config: LeaderElection,
+        fence: Arc<Fence>,
+    ) -> Self {
         LeaderElector {
             api: Api::namespaced(client, &config.resource_namespace),
             identity,
             config,
             observed: None,
+            fence,
         }
     }
 
@@ -41,9 +52,13 @@ impl LeaderElector {
         let mut last_renew = Instant::now();
         loop {
             let is_leader = *leading.borrow();
+            // The fence counts from when the renewal was sent: the record
+            // the others see is at least that fresh.
+            let sent_at = std::time::Instant::now();
             match self.try_acquire_or_renew().await {
                 Ok(true) => {
                     last_renew = Instant::now();
+                    self.fence.renewed(sent_at);
                     if !is_leader {
                         info!(identity = %self.identity, lease = %self.config.resource_name, "became leader");
                         leading.send_replace(true);
@@ -52,6 +67,7 @@ impl LeaderElector {
                 Ok(false) => {
                     if is_leader {
                         warn!(identity = %self.identity, "lease taken by another holder; stepping down");
+                        self.fence.revoke();
                         leading.send_replace(false);
                     }
                 }
@@ -59,6 +75,7 @@ impl LeaderElector {
                     warn!(error = %e, "leader election: cannot reach the lease");
                     if is_leader && last_renew.elapsed() > self.config.renew_deadline {
                         warn!(identity = %self.identity, "failed to renew the lease within renewDeadline; stepping down");
+                        self.fence.revoke();
                         leading.send_replace(false);
                     }
                 }
@@ -70,6 +87,7 @@ impl LeaderElector {
         }
         if *leading.borrow() {
             leading.send_replace(false);
+            self.fence.revoke();
             if let Err(e) = self.release().await {
                 warn!(error = %e, "could not release the lease on shutdown");
             } else {

@@ -3,6 +3,7 @@
 
 mod api_calls;
 pub mod client;
+pub mod fence;
 pub mod informers;
 pub mod leader;
 pub mod objects;

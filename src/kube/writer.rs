@@ -17,7 +17,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::api_calls::{attempt, classify};
+use super::api_calls::{Failure, attempt, classify};
+use super::fence::Fence;
 use crate::dispatch::{ApiCall, Backoff, CallQueue, Dispatch, Holds, Lane};
 use crate::metrics::Metrics;
 use crate::model::PodKey;
@@ -69,11 +70,13 @@ impl Writer {
     /// Starts the dispatcher. Binding outcomes arrive on `outcomes`. The
     /// dispatcher ends when every `Writer` is dropped and the calls queued
     /// or in flight have finished; held waiting messages are dropped then.
+    /// Every attempt first passes `fence` (leader fencing, `fence.rs`).
     pub fn start(
         client: kube::Client,
         config: WriterConfig,
         metrics: Arc<Metrics>,
         outcomes: mpsc::UnboundedSender<BindOutcome>,
+        fence: Arc<Fence>,
     ) -> (Writer, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let limiter = config.qps.and_then(|(qps, burst)| quota(qps, burst));
@@ -93,6 +96,7 @@ impl Writer {
                 outcomes,
                 limiter: limiter.map(RateLimiter::direct),
                 queue: CallQueue::default(),
+                fence,
             }),
         };
         (Writer { tx }, tokio::spawn(dispatcher.run(rx)))
@@ -122,6 +126,7 @@ struct Ctx {
     outcomes: mpsc::UnboundedSender<BindOutcome>,
     limiter: Option<DefaultDirectRateLimiter>,
     queue: CallQueue,
+    fence: Arc<Fence>,
 }
 
 struct Dispatcher {
@@ -228,6 +233,11 @@ impl Ctx {
             if let Some(limiter) = &self.limiter {
                 limiter.until_ready().await;
             }
+            // Checked immediately before the write, after any wait: a
+            // replica frozen past renewDeadline must not write on waking.
+            if !self.fence.allows(std::time::Instant::now()) {
+                break Err(Failure::fenced());
+            }
             match attempt(&self.client, &call).await {
                 Ok(()) => break Ok(()),
                 Err(e) => {
@@ -244,6 +254,7 @@ impl Ctx {
         };
         let label = match &result {
             Ok(()) => "success",
+            Err(f) if f.fenced => "fenced",
             Err(f) if f.conflict => "conflict",
             Err(_) => "error",
         };
