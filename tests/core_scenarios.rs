@@ -761,3 +761,94 @@ fn an_unreadable_pod_of_ours_is_told_once_per_error_and_scheduled_once_readable(
     h.put_invalid_pod(&key("bad"), Some(SCHEDULER), "spec.priority: invalid");
     assert_eq!(invalid(&h), 3);
 }
+
+/// The Trust issue's problem 5: a gang whose members name two schedulers
+/// that this engine both serves. Every member is told of the conflict,
+/// whichever profile serves it, and nobody is bound.
+#[test]
+fn a_scheduler_name_conflict_is_reported_on_every_member() {
+    let mut h = Harness::with_config(EngineConfig::new(vec![
+        ProfileConfig::new(SCHEDULER, Framework::default()),
+        ProfileConfig::new("muster-b", Framework::default()),
+    ]));
+    nodes(&mut h, 4, 4000);
+    let g = group_key("split");
+    h.put_def(gang_def("split", 3, 1));
+    h.put_pod(member("split-0", &g, 1000, 1));
+    h.put_pod(member("split-1", &g, 1000, 1));
+    let mut b = member("split-b", &g, 1000, 1);
+    b.scheduler_name = Arc::from("muster-b");
+    h.put_pod(b);
+    h.advance(Duration::from_secs(20));
+    checked(&h);
+    assert!(h.binds.is_empty());
+    for name in ["split-0", "split-1", "split-b"] {
+        let told = h.actions_where(|a| {
+            matches!(a, Action::PodUnschedulable { pod, message, .. }
+                if *pod == key(name) && message.contains("different schedulerNames"))
+        });
+        assert!(
+            !told.is_empty(),
+            "{name} has no condition naming the conflict"
+        );
+        let warned = h.actions_where(|a| {
+            matches!(a, Action::Event { object: muster::engine::ObjectRef::Pod(p), reason: "FailedScheduling", message, .. }
+                if *p == key(name) && message.contains("different schedulerNames"))
+        });
+        assert!(
+            !warned.is_empty(),
+            "{name} has no warning naming the conflict: {:?}",
+            h.actions
+        );
+    }
+}
+
+/// The Trust issue's problem 5: a member reserved at Permit no longer shows
+/// the gate's stale "waiting for N/M pods" condition; its condition says it
+/// is reserved and waiting for the rest of its gang.
+#[test]
+fn a_member_reserved_at_permit_says_so() {
+    let mut h = Harness::new();
+    nodes(&mut h, 2, 2000);
+    let g = group_key("grow");
+    h.put_def(gang_def("grow", 3, 1));
+    for i in 0..2 {
+        h.put_pod(member(&format!("grow-{i}"), &g, 1000, 1));
+    }
+    h.settle();
+    // Gated: 2 of 3 observed.
+    let gated = h.actions_where(|a| {
+        matches!(a, Action::PodUnschedulable { pod, message, .. }
+            if *pod == key("grow-0") && message.contains("2/3"))
+    });
+    assert!(!gated.is_empty(), "{:?}", h.actions);
+    // The third is observed but held by a scheduling gate: the other two
+    // reserve and wait at Permit for it.
+    let mut held = member("grow-2", &g, 1000, 1);
+    held.scheduling_gated = true;
+    h.put_pod(held);
+    h.settle();
+    checked(&h);
+    let waiting: Vec<PodKey> = h
+        .engine
+        .waiting()
+        .iter()
+        .map(|w| w.pod.key.clone())
+        .collect();
+    assert_eq!(waiting.len(), 2, "both wait at Permit");
+    for w in &waiting {
+        let last = h
+            .actions
+            .iter()
+            .rev()
+            .find_map(|(_, a)| match a {
+                Action::PodUnschedulable { pod, message, .. } if pod == w => Some(message.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        assert!(
+            last.contains("reserved") && last.contains("until 3 members") && !last.contains("2/3"),
+            "{w}: last condition {last:?}"
+        );
+    }
+}

@@ -70,12 +70,7 @@ impl Harness {
     pub fn with_config(cfg: EngineConfig) -> Self {
         // The one place a real clock is read: the fake clock needs an origin.
         let start = Instant::now();
-        let gang_disabled = cfg
-            .profiles
-            .iter()
-            .filter(|p| !p.gang_enabled)
-            .map(|p| p.scheduler_name.clone())
-            .collect();
+        let gang_disabled = cfg.gang_disabled();
         Harness {
             engine: Engine::new(cfg),
             start,

@@ -18,6 +18,11 @@ use crate::gang::GangNotice;
 use crate::model::{GroupKey, PodInfo, PodKey};
 use crate::queue::Requeue;
 
+/// `PodScheduled=False` reason of a member reserved at Permit: it holds a
+/// node and waits for its gang (not `Unschedulable`, which would tell a
+/// cluster autoscaler it needs room).
+pub const WAITING_AT_PERMIT: &str = "WaitingAtPermit";
+
 impl Engine {
     /// Pops one pod and runs a full cycle for it. Returns false when no pod is
     /// ready (the active queue is empty).
@@ -111,6 +116,26 @@ impl Engine {
         self.gang
             .post_filter(&pod, &refusal, &self.cache, &mut self.waiting, now);
         self.report_refusal(&pod.key, &refusal, false);
+        if refusal.group_wide
+            && let Some(group) = pod.group.key()
+        {
+            // Members held in backoff or served by another profile would
+            // otherwise never hear why their gang does not move.
+            let others: Vec<PodKey> = self
+                .cache
+                .group(group)
+                .map(|m| {
+                    m.pending()
+                        .iter()
+                        .filter(|k| **k != pod.key)
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            for other in others {
+                self.report_refusal(&other, &refusal, false);
+            }
+        }
         let how = match self.gang.denied_until(&pod, now) {
             Some(until) => Requeue::NotBefore(until),
             None => Requeue::Unschedulable,
@@ -129,6 +154,16 @@ impl Engine {
         };
         let have = self.cache.group(group).map_or(0, |m| m.assumed_or_bound());
         let min = self.gang.min_count(group).unwrap_or(0);
+        // The condition moves on with the pod: the gate's "waiting for N/M
+        // pods" no longer describes a member that holds a node. It names no
+        // count, so it stays true while siblings arrive (rewriting every
+        // waiting member's condition per arrival would cost a gang of n
+        // members n² writes); the event records the count at the time.
+        self.outbox.pod_condition(
+            &pod.key,
+            WAITING_AT_PERMIT,
+            &format!("reserved on {node}; waiting at permit until {min} members of {group} are assumed or bound"),
+        );
         self.outbox.event(
             ObjectRef::Pod(pod.key.clone()),
             EventType::Normal,

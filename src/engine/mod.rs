@@ -80,6 +80,16 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
+    /// Scheduler names of the profiles without gang scheduling: their
+    /// members are ordinary pods.
+    pub fn gang_disabled(&self) -> HashSet<Arc<str>> {
+        self.profiles
+            .iter()
+            .filter(|p| !p.gang_enabled)
+            .map(|p| p.scheduler_name.clone())
+            .collect()
+    }
+
     /// The given profiles with kube-scheduler's default queue timings.
     pub fn new(profiles: Vec<ProfileConfig>) -> Self {
         let q = QueueConfig::default();
@@ -202,12 +212,7 @@ impl Engine {
             .iter()
             .map(|p| p.scheduler_name.clone())
             .collect();
-        let gang_disabled = cfg
-            .profiles
-            .iter()
-            .filter(|p| !p.gang_enabled)
-            .map(|p| p.scheduler_name.clone())
-            .collect();
+        let gang_disabled = cfg.gang_disabled();
         let args = cfg
             .profiles
             .iter()

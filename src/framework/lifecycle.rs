@@ -25,6 +25,9 @@ pub struct Refusal {
     /// records it; the message says what happened (timeout, early release, ...).
     pub reason: &'static str,
     pub message: String,
+    /// About the pod's group as a whole (its members name different
+    /// schedulers): every pending member is told, not only the one tried.
+    pub group_wide: bool,
 }
 
 impl Refusal {
@@ -32,6 +35,15 @@ impl Refusal {
         Refusal {
             reason,
             message: message.into(),
+            group_wide: false,
+        }
+    }
+
+    /// A refusal every pending member of the group shares.
+    pub fn group_wide(reason: &'static str, message: impl Into<String>) -> Self {
+        Refusal {
+            group_wide: true,
+            ..Refusal::new(reason, message)
         }
     }
 }

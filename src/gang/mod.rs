@@ -319,7 +319,7 @@ impl CachePreFilterPlugin for GangScheduling {
             return PreFilterVerdict::Proceed;
         };
         if let Some(msg) = gate::scheduler_conflict(group, cache) {
-            return PreFilterVerdict::Refuse(Refusal::new("FailedScheduling", msg));
+            return PreFilterVerdict::Refuse(Refusal::group_wide("FailedScheduling", msg));
         }
         if let Some(msg) = gate::min_resources_shortfall(self, group, cache) {
             return PreFilterVerdict::Refuse(Refusal::new("FailedScheduling", msg));
