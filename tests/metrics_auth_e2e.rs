@@ -148,6 +148,25 @@ async fn metrics_and_debug_need_a_token_rbac_allows() {
         }
     }
 
+    // `muster load --scheduler-metrics https://... --scheduler-token-file`
+    // scrapes the same way.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{PROM_TOKEN}\n")).expect("token file");
+    let access = muster::load::probe::Access {
+        token_file: Some(token_file),
+        ca_file: None,
+    };
+    let source =
+        muster::load::probe::Source::metrics_with(&format!("https://{addr}/metrics"), &access)
+            .expect("https source");
+    let reading = source.read().await.expect("scrape with the token");
+    assert!(reading.attempts.unwrap_or(0.0) >= 1.0, "{reading:?}");
+    let anonymous = muster::load::probe::Source::metrics(&format!("https://{addr}/metrics"))
+        .expect("https source");
+    let err = anonymous.read().await.expect_err("no token, no metrics");
+    assert!(format!("{err:#}").contains("401"), "{err:#}");
+
     // Plain HTTP on the secure port gets no page.
     let plain = tokio::time::timeout(e2e::HANG_GUARD, plain_get(addr))
         .await

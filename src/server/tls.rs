@@ -85,6 +85,81 @@ fn self_signed() -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<
     Ok((vec![certified.cert.der().clone()], key))
 }
 
+/// A client configuration for reading a scheduler's endpoints: trusting the
+/// PEM certificates in `ca`, or with none, any certificate (the self-signed
+/// one a scheduler makes at start, as Prometheus' `insecureSkipVerify`).
+/// Signatures are checked either way.
+pub fn client_config(ca: Option<&Path>) -> anyhow::Result<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    // No ALPN: hyper-rustls sets its own, and the server speaks HTTP/1.1 to
+    // clients that offer none.
+    let config = match ca {
+        Some(path) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in read_certs(path)? {
+                roots.add(cert)?;
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+        None => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
+            .with_no_client_auth(),
+    };
+    Ok(config)
+}
+
+/// Accepts any server certificate, but checks the handshake's signatures.
+#[derive(Debug)]
+struct AcceptAnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
 /// A listener for `axum::serve` that yields TLS streams. A background task
 /// accepts TCP connections and runs handshakes; dropping the listener (when
 /// the server stops) stops it.
@@ -196,9 +271,11 @@ mod tests {
         assert!(err.to_string().contains("do not match"), "{err}");
         let missing = server_config(&CertSource::Files {
             cert: dir.path().join("none.crt"),
-            key: cert,
+            key: cert.clone(),
         })
         .unwrap_err();
         assert!(missing.to_string().contains("--tls-cert-file"), "{missing}");
+        client_config(None).unwrap();
+        client_config(Some(&cert)).unwrap();
     }
 }
