@@ -143,6 +143,13 @@ fn check_service_monitor(o: &Value) {
     assert!(!endpoints.is_empty());
     for e in endpoints {
         assert!(e["port"].is_string() && e["path"] == "/metrics", "{e}");
+        // Secure serving: HTTPS with Prometheus' own token.
+        assert_eq!(e["scheme"], "https", "{e}");
+        assert_eq!(
+            e["bearerTokenFile"],
+            "/var/run/secrets/kubernetes.io/serviceaccount/token"
+        );
+        assert!(e["tlsConfig"].is_object(), "{e}");
         let interval = e["interval"].as_str().expect("interval is a string");
         assert!(
             interval.ends_with('s') || interval.ends_with('m'),
@@ -217,6 +224,20 @@ fn check_deployment(objs: &[Value], name: &str, replicas: i32) {
     };
     assert_eq!(probe_path(&c.liveness_probe).as_deref(), Some("/livez"));
     assert_eq!(probe_path(&c.readiness_probe).as_deref(), Some("/readyz"));
+    for probe in [&c.liveness_probe, &c.readiness_probe] {
+        let scheme = probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref()?.scheme.clone());
+        assert_eq!(
+            scheme.as_deref(),
+            Some("HTTPS"),
+            "probes follow secure serving"
+        );
+    }
+    assert!(
+        !c.args.iter().flatten().any(|a| a == "--insecure-serving"),
+        "the deployed scheduler serves HTTPS"
+    );
     let res = c.resources.as_ref().expect("resources");
     for side in [&res.requests, &res.limits] {
         let side = side.as_ref().expect("requests and limits");
@@ -456,6 +477,39 @@ fn chart_values_change_what_they_should() {
         find(&single, "Deployment", "solo")["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
         0
     );
+    // A certificate of one's own: mounted and passed, and the ServiceMonitor
+    // verifies it; metrics-reader subjects get a binding.
+    let h = helm_template(
+        "muster",
+        NAMESPACE,
+        &[
+            "--set",
+            "tls.certSecret=muster-tls",
+            "--set",
+            "monitoring.metricsReaderSubjects[0].kind=ServiceAccount,monitoring.metricsReaderSubjects[0].name=prometheus-k8s,monitoring.metricsReaderSubjects[0].namespace=monitoring",
+        ],
+    );
+    check_types(&h);
+    check_deployment(&h, "muster", 2);
+    let d = find(&h, "Deployment", "muster");
+    let args = d["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    assert!(
+        args.as_array()
+            .unwrap()
+            .contains(&json!("--tls-cert-file=/etc/muster/tls/tls.crt")),
+        "{args}"
+    );
+    assert_eq!(
+        d["spec"]["template"]["spec"]["volumes"][1]["secret"]["secretName"],
+        "muster-tls"
+    );
+    let tls = &find(&h, "ServiceMonitor", "muster")["spec"]["endpoints"][0]["tlsConfig"];
+    assert_eq!(tls["ca"]["secret"]["name"], "muster-tls", "{tls}");
+    assert!(tls.get("insecureSkipVerify").is_none(), "{tls}");
+    let binding = find(&h, "ClusterRoleBinding", "muster-metrics-reader");
+    assert_eq!(binding["roleRef"]["name"], "muster-metrics-reader");
+    assert_eq!(binding["subjects"][0]["name"], "prometheus-k8s");
+
     // One monitoring object off, the others on.
     let h = helm_template(
         "muster",
@@ -542,6 +596,9 @@ async fn rendered_manifests_apply_to_the_simulated_cluster() {
 
 /// The user agent of the daemon's client: separates its calls from the test's.
 const DAEMON_AGENT: &str = "muster-under-test";
+/// A scraper whose request makes the daemon review a token and a permission.
+const SCRAPER: &str = "system:serviceaccount:monitoring:prometheus";
+const SCRAPER_TOKEN: &str = "scraper-token";
 
 /// What a grant or a call is about: (verb, group, resource[/subresource]).
 type Access = (String, String, String);
@@ -585,7 +642,12 @@ async fn record_daemon_calls(config: SchedulerConfig) -> BTreeSet<ApiCall> {
         .pod_start_delay(Duration::from_millis(10))
         .bookmark_interval(Duration::from_millis(500))
         .with_templates(vec![e2e::nodes(2, "4")])
-        .record_requests(true);
+        .record_requests(true)
+        .with_token_user(muster::apiserver::TokenUser::new(
+            SCRAPER,
+            SCRAPER_TOKEN,
+            &[],
+        ));
     let cluster = SimCluster::start(sim).await.expect("cluster starts");
     let env = e2e::Env {
         client: cluster.client().expect("client"),
@@ -607,10 +669,18 @@ async fn record_daemon_calls(config: SchedulerConfig) -> BTreeSet<ApiCall> {
     let daemon_client = kube::Client::try_from(kc).expect("daemon client");
     let mut opts = muster::daemon::DaemonOptions::new(config);
     opts.identity = "muster-0".into();
+    // As deployed: HTTPS, and a scrape is reviewed (TokenReview, then
+    // SubjectAccessReview) with the daemon's own client.
+    opts.serving = muster::daemon::ServingOptions::secure();
     let daemon = muster::daemon::start(daemon_client, opts)
         .await
         .expect("daemon starts");
-    e2e::wait_ready(&daemon).await;
+    e2e::wait_ready_https(&daemon).await;
+    let (code, body) = e2e::https_get(daemon.http_addr, "/metrics", Some(SCRAPER_TOKEN)).await;
+    assert_eq!(
+        code, 403,
+        "no RBAC lets the scraper read /metrics here: {body}"
+    );
 
     e2e::create_podgroup(&env, "team-a", "trainers", 2, None).await;
     e2e::create_pods(
@@ -800,6 +870,8 @@ async fn rbac_grants_exactly_the_calls_muster_makes() {
         ("patch", "scheduling.k8s.io", "podgroups/status"),
         ("create", "coordination.k8s.io", "leases"),
         ("update", "coordination.k8s.io", "leases"),
+        ("create", "authentication.k8s.io", "tokenreviews"),
+        ("create", "authorization.k8s.io", "subjectaccessreviews"),
     ] {
         let a = (
             needed.0.to_string(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::fault::{FaultRule, parse_duration};
-use super::{SimCluster, SimConfig};
+use super::{SimCluster, SimConfig, TokenUser};
 use crate::kwok::templates;
 
 /// Serve a simulated Kubernetes API with kwok-style fake nodes.
@@ -46,6 +46,15 @@ pub struct ClusterArgs {
     /// Change events kept for watch resumption (older → 410 Gone).
     #[arg(long, default_value_t = 100_000)]
     pub history: usize,
+    /// A user that authenticates with a bearer token, for TokenReview:
+    /// 'name=token[,group...]'; 'system:serviceaccount:<ns>:<sa>=token' is
+    /// that ServiceAccount (repeatable; see docs/simulated-cluster.md).
+    #[arg(long = "token-user", value_parser = parse_token_user)]
+    pub token_users: Vec<TokenUser>,
+}
+
+fn parse_token_user(s: &str) -> Result<TokenUser, String> {
+    s.parse()
 }
 
 fn parse_fault(s: &str) -> Result<FaultRule, String> {
@@ -74,6 +83,7 @@ impl ClusterArgs {
             pod_start_delay: self.pod_start_delay,
             pod_events: !self.no_pod_events,
             history: self.history,
+            token_users: self.token_users.clone(),
             ..SimConfig::default()
         })
     }
@@ -130,6 +140,8 @@ mod tests {
             "scheduling.volcano.sh",
             "--without-group",
             "scheduling.k8s.io/v1beta1",
+            "--token-user",
+            "alice=t0k,dev",
         ])
         .unwrap();
         let config = cli.args.to_config().unwrap();
@@ -137,6 +149,10 @@ mod tests {
         assert_eq!(config.faults.len(), 2);
         assert!(config.without_groups.contains("scheduling.volcano.sh"));
         assert!(config.without_groups.contains("scheduling.k8s.io/v1beta1"));
+        assert_eq!(
+            config.token_users,
+            [TokenUser::new("alice", "t0k", &["dev"])]
+        );
     }
 
     #[test]

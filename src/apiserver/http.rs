@@ -18,7 +18,7 @@ use super::registry::verbs;
 use super::request::ResourceRequest;
 use super::response::json_response;
 use super::status::{ApiError, ApiResult};
-use super::{binding, handlers, openapi};
+use super::{authn, binding, handlers, openapi, rbac};
 
 pub fn router(state: Arc<SimState>) -> Router {
     Router::new().fallback(dispatch).with_state(state)
@@ -49,6 +49,12 @@ async fn dispatch(
         ["openapi", "v3"] => Ok(json_response(openapi::index(&state.registry))),
         ["openapi", "v3", "api", version] => openapi_doc(&state, "", version, path),
         ["openapi", "v3", "apis", group, version] => openapi_doc(&state, group, version, path),
+        ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => {
+            authn::serve_token_review(&state, &method, &headers, &body).await
+        }
+        ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
+            rbac::serve_subject_access_review(&state, &method, &headers, &body).await
+        }
         ["api", "v1", rest @ ..] => {
             resource(&state, &method, "", "v1", rest, query, headers, body).await
         }

@@ -14,7 +14,11 @@
 //! - [`recorder`]: which API calls clients made (opt-in, for RBAC tests).
 //! - `views`: resources stored as another (events.k8s.io/v1 as core events).
 //! - [`kubeconfig`], [`cli`]: how clients and users reach it.
+//! - [`authn`], [`rbac`]: TokenReview from token users and
+//!   SubjectAccessReview from stored RBAC objects, for components that
+//!   delegate authentication and authorization.
 
+pub mod authn;
 mod binding;
 pub mod cli;
 mod create;
@@ -28,6 +32,7 @@ pub mod objects;
 mod openapi;
 pub mod patch;
 mod protobuf;
+pub mod rbac;
 pub mod recorder;
 pub mod registry;
 mod request;
@@ -51,6 +56,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::kwok::templates::{self, NodeTemplate};
+pub use authn::TokenUser;
+use authn::Tokens;
 use fault::{FaultRule, Faults};
 use kubelet::{Lifecycle, LifecycleConfig};
 use recorder::{ApiCall, Recorder};
@@ -80,6 +87,9 @@ pub struct SimConfig {
     pub bookmark_interval: Duration,
     /// Record the shape of every resource request (see [`SimCluster::requests`]).
     pub record_requests: bool,
+    /// Users that authenticate with a bearer token (TokenReview), also
+    /// written into the kubeconfig.
+    pub token_users: Vec<TokenUser>,
 }
 
 impl Default for SimConfig {
@@ -95,6 +105,7 @@ impl Default for SimConfig {
             watch_buffer: 1 << 16,
             bookmark_interval: Duration::from_secs(5),
             record_requests: false,
+            token_users: Vec::new(),
         }
     }
 }
@@ -146,6 +157,12 @@ impl SimConfig {
         self
     }
 
+    /// A user that authenticates with `token` ([`authn`]).
+    pub fn with_token_user(mut self, user: TokenUser) -> Self {
+        self.token_users.push(user);
+        self
+    }
+
     /// Records the distinct API calls clients make ([`SimCluster::requests`]).
     pub fn record_requests(mut self, on: bool) -> Self {
         self.record_requests = on;
@@ -164,6 +181,8 @@ pub(crate) struct SimState {
     pub addr: SocketAddr,
     /// Present when [`SimConfig::record_requests`] is on.
     pub recorder: Option<Recorder>,
+    /// Token users, for TokenReview.
+    pub tokens: Tokens,
 }
 
 /// A running simulated cluster. Dropping it without [`SimCluster::shutdown`]
@@ -172,6 +191,7 @@ pub struct SimCluster {
     addr: SocketAddr,
     state: Arc<SimState>,
     server: Option<JoinHandle<std::io::Result<()>>>,
+    token_users: Vec<TokenUser>,
 }
 
 /// Namespaces every cluster starts with.
@@ -202,6 +222,7 @@ impl SimCluster {
             bookmark_every: config.bookmark_interval,
             addr,
             recorder: config.record_requests.then(Recorder::default),
+            tokens: Tokens::new(&config.token_users),
         });
         seed(&state, &config.node_templates)?;
         let app = http::router(state.clone());
@@ -216,6 +237,7 @@ impl SimCluster {
             addr,
             state,
             server: Some(server),
+            token_users: config.token_users,
         })
     }
 
@@ -225,11 +247,11 @@ impl SimCluster {
 
     /// The kubeconfig YAML for this cluster.
     pub fn kubeconfig(&self) -> String {
-        kubeconfig::render(self.addr)
+        kubeconfig::render_with_users(self.addr, &self.token_users)
     }
 
     pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
-        kubeconfig::write(self.addr, path)
+        kubeconfig::write_with_users(self.addr, &self.token_users, path)
     }
 
     /// A kube-rs client for this cluster (default namespace `default`).

@@ -7,7 +7,7 @@ mod scheduler_loop;
 mod translate;
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
@@ -24,9 +24,12 @@ use crate::engine::{Engine, EngineConfig, ProfileConfig};
 use crate::kube::fence::Fence;
 use crate::kube::informers;
 use crate::kube::leader::LeaderElector;
+use crate::kube::review::KubeReviewer;
 use crate::kube::writer::{Writer, WriterConfig};
 use crate::metrics::Metrics;
-use crate::server::{self, Health, ServerState};
+use crate::server::auth::{AllowPaths, Auth, CacheTtls};
+use crate::server::tls::CertSource;
+use crate::server::{self, Health, ServerState, Serving};
 use scheduler_loop::SchedulerLoop;
 
 /// How long shutdown waits for in-flight API writes.
@@ -43,9 +46,33 @@ pub struct RunArgs {
     /// Scheduler configuration (a KubeSchedulerConfiguration subset; see docs/configuration.md).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Address for /metrics, /healthz, /livez, /readyz and /debug/queue.
+    /// Address for /metrics, /healthz, /livez, /readyz and /debug/* (HTTPS
+    /// unless --insecure-serving). --bind-address and --secure-port, as
+    /// kube-scheduler names them, override its IP and port.
     #[arg(long, default_value = "0.0.0.0:10259")]
     pub http_addr: SocketAddr,
+    /// The IP to serve on (overrides the IP of --http-addr).
+    #[arg(long)]
+    pub bind_address: Option<IpAddr>,
+    /// The port to serve HTTPS on (overrides the port of --http-addr).
+    #[arg(long)]
+    pub secure_port: Option<u16>,
+    /// PEM certificate (chain) to serve; without it a self-signed
+    /// certificate is generated at start.
+    #[arg(long, requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Paths served without authentication or authorization (comma-separated;
+    /// a trailing `*` matches a prefix).
+    #[arg(long, value_delimiter = ',', default_values = ["/healthz", "/readyz", "/livez"])]
+    pub authorization_always_allow_paths: Vec<String>,
+    /// Serve plain HTTP with no authentication, for local use only (what
+    /// `muster simulate` does): anyone who reaches the port reads every
+    /// tenant's pod and group names in /debug/queue.
+    #[arg(long, conflicts_with_all = ["tls_cert_file", "tls_private_key_file"])]
+    pub insecure_serving: bool,
     /// Identity in the leader-election Lease (default: hostname plus a random suffix).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
@@ -54,11 +81,45 @@ pub struct RunArgs {
     pub max_in_flight_writes: usize,
 }
 
+/// How the HTTP endpoints are served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServingOptions {
+    /// Plain HTTP, no authentication (`--insecure-serving`).
+    Insecure,
+    /// HTTPS with delegated authentication and authorization (`muster run`'s
+    /// default).
+    Secure {
+        cert: CertSource,
+        /// Paths that need neither a token nor a permission.
+        always_allow_paths: Vec<String>,
+    },
+}
+
+impl ServingOptions {
+    /// HTTPS with a self-signed certificate; probes always allowed.
+    pub fn secure() -> Self {
+        ServingOptions::Secure {
+            cert: CertSource::SelfSigned,
+            always_allow_paths: DEFAULT_ALWAYS_ALLOW_PATHS
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
+        }
+    }
+}
+
+/// `--authorization-always-allow-paths`' default, as kube-scheduler's.
+pub const DEFAULT_ALWAYS_ALLOW_PATHS: &[&str] = &["/healthz", "/readyz", "/livez"];
+
 /// What a daemon needs besides the API client.
 #[derive(Debug, Clone)]
 pub struct DaemonOptions {
     pub config: SchedulerConfig,
     pub http_addr: SocketAddr,
+    /// [`DaemonOptions::new`] serves plain HTTP on a loopback port (an
+    /// embedded daemon: tests, `muster simulate`); `muster run` serves HTTPS
+    /// with authentication unless `--insecure-serving`.
+    pub serving: ServingOptions,
     pub identity: String,
     pub writer: WriterConfig,
     /// How often a group-definition API that is not installed is looked for
@@ -82,6 +143,7 @@ impl DaemonOptions {
         DaemonOptions {
             config,
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            serving: ServingOptions::Insecure,
             identity: default_identity(),
             writer,
             absent_api_recheck: informers::ABSENT_API_RECHECK,
@@ -175,13 +237,33 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
         health: health.clone(),
         debug: debug.clone(),
     };
+    let (serving, scheme) = match &opts.serving {
+        ServingOptions::Insecure => (Serving::Insecure, "http"),
+        ServingOptions::Secure {
+            cert,
+            always_allow_paths,
+        } => {
+            let tls = server::tls::server_config(cert).context("the serving certificate")?;
+            let auth = Auth::new(
+                Arc::new(KubeReviewer::new(client.clone())),
+                AllowPaths::new(always_allow_paths.iter().cloned()),
+                CacheTtls::default(),
+            );
+            let auth = Arc::new(auth);
+            (Serving::Secure { tls, auth }, "https")
+        }
+    };
+    if scheme == "http" && !opts.http_addr.ip().is_loopback() {
+        warn!(addr = %opts.http_addr, "serving /metrics and /debug/queue without TLS or authentication");
+    }
     let mut server_shutdown = shutdown_rx.clone();
-    let (http_addr, server_task) = server::serve(opts.http_addr, server_state, async move {
-        let _ = server_shutdown.wait_for(|s| *s).await;
-    })
-    .await
-    .with_context(|| format!("binding the HTTP endpoint {}", opts.http_addr))?;
-    info!(%http_addr, "serving /metrics, /healthz, /livez, /readyz");
+    let (http_addr, server_task) =
+        server::serve(opts.http_addr, server_state, serving, async move {
+            let _ = server_shutdown.wait_for(|s| *s).await;
+        })
+        .await
+        .with_context(|| format!("binding the HTTP endpoint {}", opts.http_addr))?;
+    info!(%http_addr, scheme, "serving /metrics, /healthz, /livez, /readyz, /debug/*");
 
     // The lease is released only after in-flight writes have finished, so a
     // standby never starts scheduling while our last bindings are still landing.
@@ -332,13 +414,36 @@ pub async fn run(args: RunArgs) -> Result<()> {
         .or_else(|| config.client.kubeconfig.clone());
     let client = crate::kube::client::connect(kubeconfig.as_deref()).await?;
     let mut opts = DaemonOptions::new(config);
-    opts.http_addr = args.http_addr;
+    opts.http_addr = SocketAddr::new(
+        args.bind_address.unwrap_or(args.http_addr.ip()),
+        args.secure_port.unwrap_or(args.http_addr.port()),
+    );
+    opts.serving = serving_options(&args);
     opts.writer.max_in_flight = args.max_in_flight_writes.max(1);
     if let Some(id) = args.identity {
         opts.identity = id;
     }
     let daemon = start(client, opts).await?;
     daemon.run_until(shutdown_signal()).await
+}
+
+/// The serving half of `muster run`'s flags.
+fn serving_options(args: &RunArgs) -> ServingOptions {
+    if args.insecure_serving {
+        return ServingOptions::Insecure;
+    }
+    let cert = match (&args.tls_cert_file, &args.tls_private_key_file) {
+        (Some(cert), Some(key)) => CertSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        // clap requires both or neither.
+        _ => CertSource::SelfSigned,
+    };
+    ServingOptions::Secure {
+        cert,
+        always_allow_paths: args.authorization_always_allow_paths.clone(),
+    }
 }
 
 /// SIGINT or SIGTERM.
@@ -360,5 +465,57 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {}
         _ = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: RunArgs,
+    }
+
+    fn parse(flags: &[&str]) -> Result<RunArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("run").chain(flags.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn serving_is_secure_unless_opted_out() {
+        let args = parse(&[]).unwrap();
+        assert_eq!(serving_options(&args), ServingOptions::secure());
+        assert_eq!(args.http_addr, "0.0.0.0:10259".parse().unwrap());
+
+        let args = parse(&[
+            "--tls-cert-file=/c.pem",
+            "--tls-private-key-file=/k.pem",
+            "--authorization-always-allow-paths=/healthz,/debug/*",
+        ])
+        .unwrap();
+        assert_eq!(
+            serving_options(&args),
+            ServingOptions::Secure {
+                cert: CertSource::Files {
+                    cert: "/c.pem".into(),
+                    key: "/k.pem".into()
+                },
+                always_allow_paths: vec!["/healthz".into(), "/debug/*".into()],
+            }
+        );
+        let args = parse(&["--insecure-serving"]).unwrap();
+        assert_eq!(serving_options(&args), ServingOptions::Insecure);
+
+        assert!(parse(&["--tls-cert-file=/c.pem"]).is_err());
+        assert!(
+            parse(&[
+                "--insecure-serving",
+                "--tls-cert-file=/c",
+                "--tls-private-key-file=/k"
+            ])
+            .is_err()
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! Kubernetes API glue: lean watch types, informers, the executor of API
-//! writes and leader election. The only module tree that imports `kube`.
+//! writes, leader election, and the reviews that guard the daemon's
+//! endpoints. The only module tree that imports `kube`.
 
 mod api_calls;
 pub mod client;
@@ -7,4 +8,5 @@ pub mod fence;
 pub mod informers;
 pub mod leader;
 pub mod objects;
+pub mod review;
 pub mod writer;

@@ -58,10 +58,20 @@ pub struct LoadArgs {
     /// /proc/<pid>.
     #[arg(long)]
     pub scheduler_pid: Option<u32>,
-    /// The scheduler's metrics URL, e.g. http://127.0.0.1:10259/metrics:
+    /// The scheduler's metrics URL, e.g. https://127.0.0.1:10259/metrics
+    /// (http:// for one run with --insecure-serving):
     /// scheduling attempts, and RSS/CPU when no --scheduler-pid is given.
     #[arg(long)]
     pub scheduler_metrics: Option<String>,
+    /// For an https --scheduler-metrics (a scheduler serving securely): a
+    /// file holding a bearer token RBAC allows `get` on /metrics.
+    #[arg(long)]
+    pub scheduler_token_file: Option<PathBuf>,
+    /// For an https --scheduler-metrics: PEM CA certificate(s) to verify the
+    /// scheduler with; without it any certificate is accepted (its
+    /// self-signed one).
+    #[arg(long)]
+    pub scheduler_ca_file: Option<PathBuf>,
     /// Object creations (and null-scheduler bindings) in flight at once.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
@@ -269,10 +279,14 @@ struct Probes {
 
 impl Probes {
     fn new(args: &LoadArgs) -> Result<Probes> {
+        let access = probe::Access {
+            token_file: args.scheduler_token_file.clone(),
+            ca_file: args.scheduler_ca_file.clone(),
+        };
         let metrics = args
             .scheduler_metrics
             .as_deref()
-            .map(Source::metrics)
+            .map(|url| Source::metrics_with(url, &access))
             .transpose()?;
         let usage = match args.scheduler_pid {
             Some(pid) => Some(Source::Proc(pid)),

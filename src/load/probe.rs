@@ -2,8 +2,10 @@
 //! read from `/proc/<pid>` when the process is on this machine, or from the
 //! process's Prometheus `/metrics` otherwise (RSS sampled, so the peak is a
 //! lower bound there). The scheduler's `/metrics` also gives its scheduling
-//! attempts.
+//! attempts. A scheduler serving securely (`muster run`'s default) is
+//! scraped over https with a bearer token ([`Access`]).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -33,11 +35,23 @@ pub struct Reading {
 #[derive(Debug, Clone)]
 pub enum Source {
     Proc(u32),
-    /// One client for every scrape, so the connection is reused.
-    Metrics(hyper::Uri, Box<HttpClient>),
+    /// One client for every scrape, so the connection is reused; the
+    /// `Authorization` header value, if any.
+    Metrics(hyper::Uri, Box<HttpClient>, Option<String>),
 }
 
-type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
+type HttpClient = Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Empty<Bytes>,
+>;
+
+/// How an https metrics URL is reached: `--scheduler-token-file` and
+/// `--scheduler-ca-file`.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    pub token_file: Option<PathBuf>,
+    pub ca_file: Option<PathBuf>,
+}
 
 /// What a process cost between two readings.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -49,16 +63,48 @@ pub struct Usage {
 }
 
 impl Source {
-    /// `--scheduler-metrics` value: an http URL.
+    /// `--scheduler-metrics` value: an http URL (a scheduler run with
+    /// `--insecure-serving`).
     pub fn metrics(url: &str) -> Result<Source> {
+        Source::metrics_with(url, &Access::default())
+    }
+
+    /// An http or https URL; https with a bearer token from `access`.
+    pub fn metrics_with(url: &str, access: &Access) -> Result<Source> {
         let uri: hyper::Uri = url
             .parse()
             .with_context(|| format!("--scheduler-metrics {url:?} is not a URL"))?;
-        if uri.scheme_str() != Some("http") {
-            bail!("--scheduler-metrics {url:?}: only http:// URLs are supported");
+        match uri.scheme_str() {
+            Some("http") if access.token_file.is_some() => {
+                bail!(
+                    "--scheduler-token-file needs an https:// --scheduler-metrics (a token is not sent in the clear)"
+                )
+            }
+            Some("http" | "https") => {}
+            _ => bail!("--scheduler-metrics {url:?}: only http:// and https:// URLs are supported"),
         }
-        let client = Client::builder(TokioExecutor::new()).build_http();
-        Ok(Source::Metrics(uri, Box::new(client)))
+        let tls = crate::server::tls::client_config(access.ca_file.as_deref())
+            .context("--scheduler-ca-file")?;
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        let authorization = match &access.token_file {
+            Some(path) => {
+                let token = std::fs::read_to_string(path).with_context(|| {
+                    format!("reading --scheduler-token-file {}", path.display())
+                })?;
+                let token = token.trim();
+                if token.is_empty() {
+                    bail!("--scheduler-token-file {} is empty", path.display());
+                }
+                Some(format!("Bearer {token}"))
+            }
+            None => None,
+        };
+        Ok(Source::Metrics(uri, Box::new(client), authorization))
     }
 
     pub fn name(&self) -> &'static str {
@@ -71,7 +117,9 @@ impl Source {
     pub async fn read(&self) -> Result<Reading> {
         match self {
             Source::Proc(pid) => read_proc(*pid),
-            Source::Metrics(uri, client) => Ok(parse_metrics(&scrape(client, uri).await?)),
+            Source::Metrics(uri, client, auth) => {
+                Ok(parse_metrics(&scrape(client, uri, auth.as_deref()).await?))
+            }
         }
     }
 }
@@ -123,10 +171,17 @@ fn cpu_seconds(stat: &str) -> Option<f64> {
     Some((utime + stime) / TICKS_PER_SECOND)
 }
 
-async fn scrape(client: &HttpClient, uri: &hyper::Uri) -> Result<String> {
+async fn scrape(client: &HttpClient, uri: &hyper::Uri, auth: Option<&str>) -> Result<String> {
     let fetch = async {
+        let mut request = hyper::Request::get(uri.clone());
+        if let Some(value) = auth {
+            request = request.header(hyper::header::AUTHORIZATION, value);
+        }
+        let request = request
+            .body(Empty::new())
+            .with_context(|| format!("building the request for {uri}"))?;
         let response = client
-            .get(uri.clone())
+            .request(request)
             .await
             .with_context(|| format!("scraping {uri}"))?;
         let status = response.status();
@@ -218,7 +273,21 @@ mod tests {
             (u.peak_rss_bytes, u.cpu_seconds, u.source),
             (30, 3.5, "proc")
         );
-        assert!(Source::metrics("https://x/metrics").is_err());
+        assert!(Source::metrics("ftp://x/metrics").is_err());
+        assert!(Source::metrics("https://x/metrics").is_ok());
         assert!(Source::metrics("http://127.0.0.1:1/metrics").is_ok());
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "abc\n").unwrap();
+        let access = Access {
+            token_file: Some(token),
+            ca_file: None,
+        };
+        let err = Source::metrics_with("http://x/metrics", &access).unwrap_err();
+        assert!(err.to_string().contains("in the clear"), "{err}");
+        match Source::metrics_with("https://x/metrics", &access).unwrap() {
+            Source::Metrics(_, _, auth) => assert_eq!(auth.as_deref(), Some("Bearer abc")),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -8,6 +8,15 @@
 //! not: a standby is ready (so a rolling update can bring a new replica up
 //! while the old leader still runs), and leadership is reported by the
 //! `muster_leader` metric and `/debug/leader` instead.
+//!
+//! [`Serving::Secure`] (what `muster run` does unless `--insecure-serving`)
+//! serves them over TLS ([`tls`]) behind delegated authentication and
+//! authorization ([`auth`]): every tenant's pod and group names are in
+//! `/debug/queue`, so only those RBAC allows may read them.
+
+pub mod auth;
+mod cache;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -78,20 +87,44 @@ pub fn router(state: ServerState) -> Router {
         .with_state(state)
 }
 
-/// Binds `addr` and serves until `shutdown` completes. Returns the bound address
-/// through `on_bound` so callers can use port 0.
+/// How the endpoints are served.
+pub enum Serving {
+    /// Plain HTTP, no authentication: for local use (`muster simulate`,
+    /// in-process tests), never exposed beyond the machine.
+    Insecure,
+    /// HTTPS, and every path not always allowed needs a token RBAC allows.
+    Secure {
+        tls: Arc<rustls::ServerConfig>,
+        auth: Arc<auth::Auth>,
+    },
+}
+
+/// Binds `addr` and serves until `shutdown` completes. Returns the bound
+/// address, so callers can use port 0.
 pub async fn serve(
     addr: SocketAddr,
     state: ServerState,
+    serving: Serving,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>)> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    let handle = tokio::spawn(async move {
-        axum::serve(listener, router(state))
-            .with_graceful_shutdown(shutdown)
-            .await
-    });
+    let handle = match serving {
+        Serving::Insecure => tokio::spawn(async move {
+            axum::serve(listener, router(state))
+                .with_graceful_shutdown(shutdown)
+                .await
+        }),
+        Serving::Secure { tls, auth } => {
+            let app = router(state).layer(axum::middleware::from_fn_with_state(auth, auth::guard));
+            let listener = tls::TlsListener::new(listener, tls)?;
+            tokio::spawn(async move {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(shutdown)
+                    .await
+            })
+        }
+    };
     Ok((bound, handle))
 }
 
@@ -280,9 +313,14 @@ mod tests {
     #[tokio::test]
     async fn serve_binds_port_zero_and_stops_on_shutdown() {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let (addr, handle) = serve("127.0.0.1:0".parse().unwrap(), state(), async {
-            let _ = rx.await;
-        })
+        let (addr, handle) = serve(
+            "127.0.0.1:0".parse().unwrap(),
+            state(),
+            Serving::Insecure,
+            async {
+                let _ = rx.await;
+            },
+        )
         .await
         .unwrap();
         assert_ne!(addr.port(), 0);

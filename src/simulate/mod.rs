@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 
 use crate::apiserver::{SimCluster, SimConfig};
 use crate::config::SchedulerConfig;
-use crate::daemon::{self, DaemonOptions, RunningDaemon};
+use crate::daemon::{self, DaemonOptions, RunningDaemon, ServingOptions};
 use crate::runner::{self, Lines, RunOptions, Summary, summary};
 use crate::scenario::Scenario;
 
@@ -48,7 +48,11 @@ impl Simulation {
             .await
             .context("starting the simulated cluster")?;
         let client = cluster.client()?;
-        let daemon = daemon::start(client, DaemonOptions::new(config.clone()))
+        let mut opts = DaemonOptions::new(config.clone());
+        // Local use: the endpoints are on a loopback port, plain HTTP with
+        // no authentication (`muster run --insecure-serving`).
+        opts.serving = ServingOptions::Insecure;
+        let daemon = daemon::start(client, opts)
             .await
             .context("starting the scheduler")?;
         Ok(Simulation {

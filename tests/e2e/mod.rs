@@ -58,8 +58,11 @@ pub fn test_config(yaml_extra: &str) -> SchedulerConfig {
     SchedulerConfig::from_yaml(&yaml).expect("test configuration is valid")
 }
 
+/// A daemon serving plain HTTP (`--insecure-serving`), which the helpers
+/// here read with [`http_get`].
 pub async fn daemon(env: &Env, config: SchedulerConfig) -> RunningDaemon {
-    let opts = DaemonOptions::new(config);
+    let mut opts = DaemonOptions::new(config);
+    opts.serving = muster::daemon::ServingOptions::Insecure;
     muster::daemon::start(env.client.clone(), opts)
         .await
         .expect("daemon starts")
@@ -257,15 +260,73 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     .expect("send request");
     let mut out = String::new();
     s.read_to_string(&mut out).await.expect("read response");
+    parse_response(&out)
+}
+
+/// (status, body) of an HTTP/1.1 response read to the end.
+fn parse_response(out: &str) -> (u16, String) {
     let code = out
         .get(9..12)
         .and_then(|c| c.parse().ok())
-        .expect("status line");
+        .unwrap_or_else(|| panic!("no status line in {out:?}"));
     let body = out
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_string())
         .unwrap_or_default();
     (code, body)
+}
+
+/// GET a path on the daemon's HTTPS endpoint (any certificate accepted),
+/// with `Authorization: Bearer <token>` when a token is given.
+pub async fn https_get(
+    addr: std::net::SocketAddr,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, String) {
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Any certificate: the daemon's is self-signed.
+    let config = muster::server::tls::client_config(None).expect("TLS client");
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect to daemon");
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("server name");
+    let mut s = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: muster\r\n{auth}Connection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .expect("send request");
+    let mut out = Vec::new();
+    // A peer that closes without close_notify still sent a whole response.
+    if let Err(e) = s.read_to_end(&mut out).await {
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "{e}");
+    }
+    parse_response(&String::from_utf8_lossy(&out))
+}
+
+/// Waits until a daemon serving HTTPS reports ready (`/readyz` needs no token).
+pub async fn wait_ready_https(d: &RunningDaemon) {
+    let addr = d.http_addr;
+    let wait = async {
+        loop {
+            if https_get(addr, "/readyz", None).await.0 == 200 {
+                return;
+            }
+            // As wait_ready: readiness has no event stream; poll (bounded).
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(HANG_GUARD, wait)
+        .await
+        .expect("daemon became ready");
 }
 
 /// The value of one sample line (`name{labels} value`) in Prometheus text.
