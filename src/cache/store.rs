@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::groups::{GroupMembers, MemberState};
 use super::node_state::NodeState;
-use crate::model::{DefinitionKey, GroupKey, NodeInfo, PodInfo, PodKey, Resources};
+use crate::model::{DefinitionKey, GroupKey, NodeInfo, PodInfo, PodKey, Resources, deadline};
 
 /// What the cache knows about one pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -339,7 +339,7 @@ impl Cache {
                 key,
                 PodState::Assumed {
                     node,
-                    expires: Some(now + self.assumed_ttl),
+                    expires: Some(deadline::after(now, self.assumed_ttl)),
                 },
             );
         }
