@@ -70,7 +70,7 @@ impl<'a> Meta<'a> {
 pub struct Timeout {
     pub value: Duration,
     /// What was asked when it exceeded the cap.
-    pub capped: Option<CappedTimeout>,
+    pub capped: Option<Box<CappedTimeout>>,
 }
 
 impl Timeout {
@@ -84,10 +84,10 @@ impl Timeout {
         }
         Timeout {
             value: MAX_SCHEDULE_TIMEOUT,
-            capped: Some(CappedTimeout {
+            capped: Some(Box::new(CappedTimeout {
                 field,
                 requested: requested.to_string(),
-            }),
+            })),
         }
     }
 
@@ -103,7 +103,7 @@ impl Timeout {
     }
 
     /// Splits into the policy's timeout and the cap record.
-    pub fn split(t: Option<Timeout>) -> (Option<Duration>, Option<CappedTimeout>) {
+    pub fn split(t: Option<Timeout>) -> (Option<Duration>, Option<Box<CappedTimeout>>) {
         match t {
             Some(t) => (Some(t.value), t.capped),
             None => (None, None),
@@ -195,6 +195,10 @@ pub fn named_member(
     })
 }
 
+/// What a `minMember` spec yields when it is well formed: the policy, the
+/// gang's `minResources` and a timeout cap record.
+type MinMemberSpec = (GroupPolicy, Option<Resources>, Option<Box<CappedTimeout>>);
+
 /// A `minMember` gang definition (Coscheduling and Volcano share the shape):
 /// `spec.minMember`, `spec.minResources`, and a timeout from `timeout_field`
 /// when the dialect has one, else Muster's annotation. A malformed spec
@@ -207,7 +211,7 @@ pub fn min_member_definition(
     let meta = Meta::read(obj)?;
     let key = DefinitionKey::new(meta.namespace, source, meta.name);
     let spec = &obj["spec"];
-    let read = || -> Result<(GroupPolicy, Option<Resources>, Option<CappedTimeout>), String> {
+    let read = || -> Result<MinMemberSpec, String> {
         let min_count = positive_count(&spec["minMember"], "spec.minMember")?;
         let own_timeout = timeout_field
             .map(|f| (f, &spec[f]))

@@ -56,8 +56,8 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
 /// A policy read with its timeout cap → the policy, and the cap record
 /// when the policy is usable.
 pub(crate) fn split_capped(
-    read: Result<(GroupPolicy, Option<CappedTimeout>), String>,
-) -> (Result<GroupPolicy, String>, Option<CappedTimeout>) {
+    read: Result<(GroupPolicy, Option<Box<CappedTimeout>>), String>,
+) -> (Result<GroupPolicy, String>, Option<Box<CappedTimeout>>) {
     match read {
         Ok((policy, capped)) => (Ok(policy), capped),
         Err(e) => (Err(e), None),
@@ -70,7 +70,7 @@ pub(crate) fn scheduling_policy(
     policy: &Value,
     field: &str,
     meta: &Meta<'_>,
-) -> Result<(GroupPolicy, Option<CappedTimeout>), String> {
+) -> Result<(GroupPolicy, Option<Box<CappedTimeout>>), String> {
     let gang = policy.get("gang").filter(|v| !v.is_null());
     let basic = policy.get("basic").filter(|v| !v.is_null());
     match (gang, basic) {
@@ -187,10 +187,10 @@ mod tests {
             );
             assert_eq!(
                 d.timeout_capped,
-                Some(crate::model::CappedTimeout {
+                Some(Box::new(crate::model::CappedTimeout {
                     field: "annotation muster.dev/schedule-timeout-seconds".into(),
                     requested: huge.into(),
-                })
+                }))
             );
         }
         let d = def(

@@ -217,7 +217,7 @@ impl GangScheduling {
         let Some(members) = cache.group(group) else {
             return false;
         };
-        members.assumed_or_bound() >= min_count as usize
+        members.assumed_or_bound() >= usize::try_from(min_count).unwrap_or(usize::MAX)
             && self.placed_task_shortfall(group, cache).is_none()
     }
 

@@ -212,7 +212,7 @@ pub struct GroupDef {
     /// [`MAX_SCHEDULE_TIMEOUT`]: the policy's `schedule_timeout` is the cap,
     /// and this says what was asked and where, for the engine's warning event
     /// (reason `TimeoutCapped`) on the definition.
-    pub timeout_capped: Option<CappedTimeout>,
+    pub timeout_capped: Option<Box<CappedTimeout>>,
 }
 
 impl GroupDef {
