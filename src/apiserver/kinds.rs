@@ -70,6 +70,7 @@ fn default_pod(state: &SimState, pod: &mut Value) -> ApiResult<Option<String>> {
                     "pods \"{name}\" is forbidden: no PriorityClass with name {class} was found"
                 ),
                 details: None,
+                causes: Vec::new(),
             })?;
         spec.insert("priority".into(), json!(value));
     } else {

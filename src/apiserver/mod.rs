@@ -36,6 +36,7 @@ pub mod selectors;
 pub mod status;
 pub mod store;
 mod table;
+mod validate;
 mod views;
 pub mod watch;
 mod write;

@@ -71,6 +71,7 @@ impl ResourceRequest {
                 reason: "UnsupportedMediaType",
                 message,
                 details: None,
+                causes: Vec::new(),
             });
         }
         if ct.contains("cbor") {

@@ -13,6 +13,30 @@ pub struct ApiError {
     pub message: String,
     /// (name, group, kind) for `details`, when the error is about one object.
     pub details: Option<(String, String, String)>,
+    /// `details.causes`: the fields a validation error is about.
+    pub causes: Vec<Cause>,
+}
+
+/// One `details.causes` entry of a validation error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// `FieldValueInvalid`, as the real server's `field.ErrorType`.
+    pub reason: &'static str,
+    /// `spec.containers[0].resources.requests[cpu]`.
+    pub field: String,
+    /// `Invalid value: "-1": must be greater than or equal to 0`.
+    pub message: String,
+}
+
+impl Cause {
+    /// A value the field may not hold, and why.
+    pub fn invalid(field: String, value: &str, why: &str) -> Self {
+        Cause {
+            reason: "FieldValueInvalid",
+            field,
+            message: format!("Invalid value: {value:?}: {why}"),
+        }
+    }
 }
 
 impl ApiError {
@@ -22,6 +46,7 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            causes: Vec::new(),
         }
     }
 
@@ -78,6 +103,22 @@ impl ApiError {
         .with_details(name, group, kind)
     }
 
+    /// A 422 naming every invalid field: one cause reads `Pod "p" is
+    /// invalid: <field>: <message>`, several `... is invalid: [<a>, <b>]`.
+    pub fn invalid_fields(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
+        let mut all: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let why = match all.len() {
+            1 => all.remove(0),
+            _ => format!("[{}]", all.join(", ")),
+        };
+        let mut e = Self::invalid(group, kind, name, &why);
+        e.causes = causes;
+        e
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }
@@ -127,6 +168,13 @@ impl ApiError {
             let mut details = json!({ "name": name, "kind": kind });
             if !group.is_empty() {
                 details["group"] = json!(group);
+            }
+            if !self.causes.is_empty() {
+                details["causes"] = self
+                    .causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect();
             }
             status["details"] = details;
         }
