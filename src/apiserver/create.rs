@@ -75,7 +75,7 @@ pub fn create_object(
     {
         return Err(ApiError::not_found("", "namespaces", ns));
     }
-    validate::object(def, &name, &obj)?;
+    validate::object(state, def, &name, &obj)?;
     let bound = on_create(state, def, &mut obj)?;
     let mut attempts = 0;
     let stored = loop {

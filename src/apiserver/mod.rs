@@ -81,6 +81,10 @@ pub struct SimConfig {
     pub bookmark_interval: Duration,
     /// Record the shape of every resource request (see [`SimCluster::requests`]).
     pub record_requests: bool,
+    /// Validate writes as a real server does (`validate`); off, pods a real
+    /// server would refuse (negative quantities) are stored, to prove that
+    /// the scheduler defends itself.
+    pub validate: bool,
 }
 
 impl Default for SimConfig {
@@ -96,6 +100,7 @@ impl Default for SimConfig {
             watch_buffer: 1 << 16,
             bookmark_interval: Duration::from_secs(5),
             record_requests: false,
+            validate: true,
         }
     }
 }
@@ -147,6 +152,12 @@ impl SimConfig {
         self
     }
 
+    /// Turns write validation off or on ([`SimConfig::validate`]).
+    pub fn validate(mut self, on: bool) -> Self {
+        self.validate = on;
+        self
+    }
+
     /// Records the distinct API calls clients make ([`SimCluster::requests`]).
     pub fn record_requests(mut self, on: bool) -> Self {
         self.record_requests = on;
@@ -165,6 +176,8 @@ pub(crate) struct SimState {
     pub addr: SocketAddr,
     /// Present when [`SimConfig::record_requests`] is on.
     pub recorder: Option<Recorder>,
+    /// [`SimConfig::validate`].
+    pub validate: bool,
 }
 
 /// A running simulated cluster. Dropping it without [`SimCluster::shutdown`]
@@ -203,6 +216,7 @@ impl SimCluster {
             bookmark_every: config.bookmark_interval,
             addr,
             recorder: config.record_requests.then(Recorder::default),
+            validate: config.validate,
         });
         seed(&state, &config.node_templates)?;
         let app = http::router(state.clone());

@@ -99,7 +99,7 @@ pub(super) fn update(state: &SimState, req: &ResourceRequest) -> ApiResult<Respo
             .get(&def.key(), ns_key(req), name)
             .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
         let merged = merge_update(def, req.sub.as_deref(), &current.value(), body.clone());
-        validate::object(def, name, &merged)?;
+        validate::object(state, def, name, &merged)?;
         match state
             .store
             .replace(&def.key(), Some(expected.unwrap_or(current.rv)), merged)
@@ -146,7 +146,7 @@ pub(super) fn patch(state: &SimState, req: &ResourceRequest) -> ApiResult<Respon
             return Err(commit_error(def, name, CommitError::Conflict));
         }
         let merged = merge_update(def, req.sub.as_deref(), &old, new);
-        validate::object(def, name, &merged)?;
+        validate::object(state, def, name, &merged)?;
         match state.store.replace(&def.key(), Some(current.rv), merged) {
             Ok(stored) => return Ok(object_response(StatusCode::OK, def, &stored)),
             Err(CommitError::Conflict) => continue,
