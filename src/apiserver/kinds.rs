@@ -70,7 +70,6 @@ fn default_pod(state: &SimState, pod: &mut Value) -> ApiResult<Option<String>> {
                     "pods \"{name}\" is forbidden: no PriorityClass with name {class} was found"
                 ),
                 details: None,
-                causes: Vec::new(),
             })?;
         spec.insert("priority".into(), json!(value));
     } else {

@@ -71,7 +71,6 @@ impl ResourceRequest {
                 reason: "UnsupportedMediaType",
                 message,
                 details: None,
-                causes: Vec::new(),
             });
         }
         if ct.contains("cbor") {

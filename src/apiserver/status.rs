@@ -11,9 +11,18 @@ pub struct ApiError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
-    /// (name, group, kind) for `details`, when the error is about one object.
-    pub details: Option<(String, String, String)>,
-    /// `details.causes`: the fields a validation error is about.
+    /// `details`, when the error is about one object (boxed: errors travel
+    /// in every `Result` of the server and should stay small).
+    pub details: Option<Box<Details>>,
+}
+
+/// A `Status`'s `details`.
+#[derive(Debug, Clone, Default)]
+pub struct Details {
+    pub name: String,
+    pub group: String,
+    pub kind: String,
+    /// The fields a validation error is about.
     pub causes: Vec<Cause>,
 }
 
@@ -46,12 +55,16 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
-            causes: Vec::new(),
         }
     }
 
     pub fn with_details(mut self, name: &str, group: &str, kind: &str) -> Self {
-        self.details = Some((name.to_string(), group.to_string(), kind.to_string()));
+        self.details = Some(Box::new(Details {
+            name: name.to_string(),
+            group: group.to_string(),
+            kind: kind.to_string(),
+            causes: Vec::new(),
+        }));
         self
     }
 
@@ -115,7 +128,9 @@ impl ApiError {
             _ => format!("[{}]", all.join(", ")),
         };
         let mut e = Self::invalid(group, kind, name, &why);
-        e.causes = causes;
+        if let Some(d) = e.details.as_mut() {
+            d.causes = causes;
+        }
         e
     }
 
@@ -164,13 +179,13 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
-        if let Some((name, group, kind)) = &self.details {
-            let mut details = json!({ "name": name, "kind": kind });
-            if !group.is_empty() {
-                details["group"] = json!(group);
+        if let Some(d) = &self.details {
+            let mut details = json!({ "name": d.name, "kind": d.kind });
+            if !d.group.is_empty() {
+                details["group"] = json!(d.group);
             }
-            if !self.causes.is_empty() {
-                details["causes"] = self
+            if !d.causes.is_empty() {
+                details["causes"] = d
                     .causes
                     .iter()
                     .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
