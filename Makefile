@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools
 export MUSTER_KUBECTL ?= $(TOOLS)/kubectl
 export MUSTER_HELM ?= $(TOOLS)/helm
 
-.PHONY: all build run test tools fmt lint core unit bench bench-load sim-scale image clean
+.PHONY: all build run test tools fmt lint core unit bench bench-load sim-scale image clean fuzz
 
 all: build
 
@@ -62,6 +62,20 @@ bench-load:
 ## a no-op client; prints bindings/s, server peak memory and watcher list time.
 sim-scale:
 	$(CARGO) bench --bench sim_scale
+
+## Fuzz every parser of tenant input (tests/fuzz, docs/reliability.md) for
+## FUZZ_SECONDS each; not part of `make test`. Installs cargo-fuzz if missing;
+## RUSTC_BOOTSTRAP lets it use nightly flags on a stable toolchain.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= quantity selector pod group_definition config
+FUZZ_SANITIZER ?= address
+fuzz:
+	@$(CARGO) fuzz --version >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
+	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run --fuzz-dir tests/fuzz --target-dir $(CURDIR)/target/fuzz \
+	    -s $(FUZZ_SANITIZER) $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done
 
 ## Container image from deploy/Dockerfile (not part of `make test`). Needs a
 ## working docker or podman; fails with a message when there is none.

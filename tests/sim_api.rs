@@ -886,3 +886,84 @@ async fn pod_priority_comes_from_its_priority_class() {
     );
     cluster.shutdown().await.unwrap();
 }
+
+/// Like a real API server, negative resource quantities are refused at
+/// create, update and patch with a 422 `Invalid` naming each field in
+/// `details.causes` (the scheduler defends itself too: tenant_input_e2e).
+#[tokio::test]
+async fn negative_resource_quantities_are_invalid() {
+    let (cluster, client) = start(fast()).await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let negative: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "neg"},
+        "spec": {"containers": [
+            {"name": "ok", "image": "i", "resources": {"requests": {"cpu": "1"}}},
+            {"name": "c", "image": "i", "resources": {"requests": {"cpu": "-1"}, "limits": {"memory": "-1Gi"}}}
+        ], "overhead": {"cpu": "-100m"}},
+    }))
+    .unwrap();
+    let Err(kube::Error::Api(s)) = pods.create(&PostParams::default(), &negative).await else {
+        panic!("a negative request was accepted")
+    };
+    assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        s.message,
+        "Pod \"neg\" is invalid: [spec.containers[1].resources.requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0, \
+         spec.containers[1].resources.limits[memory]: Invalid value: \"-1Gi\": must be greater than or equal to 0, \
+         spec.overhead[cpu]: Invalid value: \"-100m\": must be greater than or equal to 0]"
+    );
+    let causes = s.details.unwrap().causes;
+    let fields: Vec<_> = causes.iter().map(|c| c.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.containers[1].resources.requests[cpu]",
+            "spec.containers[1].resources.limits[memory]",
+            "spec.overhead[cpu]"
+        ]
+    );
+    assert!(causes.iter().all(|c| c.reason == "FieldValueInvalid"));
+    assert_eq!(
+        causes[0].message,
+        "Invalid value: \"-1\": must be greater than or equal to 0"
+    );
+    assert_eq!(code(pods.get("neg").await).0, 404, "nothing was stored");
+
+    // A valid pod cannot be made negative afterwards, by update or patch.
+    let created = pods
+        .create(&PostParams::default(), &pod("p"))
+        .await
+        .unwrap();
+    let mut changed = created.clone();
+    changed.spec.as_mut().unwrap().init_containers = Some(vec![
+        serde_json::from_value(
+            json!({"name": "i", "image": "i", "resources": {"requests": {"memory": "-5"}}}),
+        )
+        .unwrap(),
+    ]);
+    let Err(kube::Error::Api(s)) = pods.replace("p", &PostParams::default(), &changed).await else {
+        panic!("update accepted a negative request")
+    };
+    assert_eq!(
+        (s.code, s.details.unwrap().causes[0].field.as_str()),
+        (422, "spec.initContainers[0].resources.requests[memory]")
+    );
+    let patch = json!({"spec": {"overhead": {"memory": "-1"}}});
+    let Err(kube::Error::Api(s)) = pods
+        .patch("p", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    else {
+        panic!("patch accepted a negative overhead")
+    };
+    assert_eq!(
+        (s.code, s.details.unwrap().causes[0].field.as_str()),
+        (422, "spec.overhead[memory]")
+    );
+    let zero: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "zero"},
+        "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "0"}}}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &zero).await.unwrap();
+    cluster.shutdown().await.unwrap();
+}

@@ -13,7 +13,7 @@ use super::registry::ResourceDef;
 use super::response::commit_error;
 use super::status::{ApiError, ApiResult};
 use super::store::{CommitError, Stored};
-use super::views;
+use super::{validate, views};
 
 /// Creates an object as a real server would: validates identity, fills
 /// system metadata, applies per-kind defaults, then stores it.
@@ -75,6 +75,7 @@ pub fn create_object(
     {
         return Err(ApiError::not_found("", "namespaces", ns));
     }
+    validate::object(state, def, &name, &obj)?;
     let bound = on_create(state, def, &mut obj)?;
     let mut attempts = 0;
     let stored = loop {

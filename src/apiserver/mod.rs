@@ -41,6 +41,7 @@ pub mod selectors;
 pub mod status;
 pub mod store;
 mod table;
+mod validate;
 mod views;
 pub mod watch;
 mod write;
@@ -90,6 +91,10 @@ pub struct SimConfig {
     /// Users that authenticate with a bearer token (TokenReview), also
     /// written into the kubeconfig.
     pub token_users: Vec<TokenUser>,
+    /// Validate writes as a real server does (`validate`); off, pods a real
+    /// server would refuse (negative quantities) are stored, to prove that
+    /// the scheduler defends itself.
+    pub validate: bool,
 }
 
 impl Default for SimConfig {
@@ -106,6 +111,7 @@ impl Default for SimConfig {
             bookmark_interval: Duration::from_secs(5),
             record_requests: false,
             token_users: Vec::new(),
+            validate: true,
         }
     }
 }
@@ -163,6 +169,12 @@ impl SimConfig {
         self
     }
 
+    /// Turns write validation off or on ([`SimConfig::validate`]).
+    pub fn validate(mut self, on: bool) -> Self {
+        self.validate = on;
+        self
+    }
+
     /// Records the distinct API calls clients make ([`SimCluster::requests`]).
     pub fn record_requests(mut self, on: bool) -> Self {
         self.record_requests = on;
@@ -183,6 +195,8 @@ pub(crate) struct SimState {
     pub recorder: Option<Recorder>,
     /// Token users, for TokenReview.
     pub tokens: Tokens,
+    /// [`SimConfig::validate`].
+    pub validate: bool,
 }
 
 /// A running simulated cluster. Dropping it without [`SimCluster::shutdown`]
@@ -223,6 +237,7 @@ impl SimCluster {
             addr,
             recorder: config.record_requests.then(Recorder::default),
             tokens: Tokens::new(&config.token_users),
+            validate: config.validate,
         });
         seed(&state, &config.node_templates)?;
         let app = http::router(state.clone());

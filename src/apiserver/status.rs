@@ -11,8 +11,41 @@ pub struct ApiError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
-    /// (name, group, kind) for `details`, when the error is about one object.
-    pub details: Option<(String, String, String)>,
+    /// `details`, when the error is about one object (boxed: errors travel
+    /// in every `Result` of the server and should stay small).
+    pub details: Option<Box<Details>>,
+}
+
+/// A `Status`'s `details`.
+#[derive(Debug, Clone, Default)]
+pub struct Details {
+    pub name: String,
+    pub group: String,
+    pub kind: String,
+    /// The fields a validation error is about.
+    pub causes: Vec<Cause>,
+}
+
+/// One `details.causes` entry of a validation error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// `FieldValueInvalid`, as the real server's `field.ErrorType`.
+    pub reason: &'static str,
+    /// `spec.containers[0].resources.requests[cpu]`.
+    pub field: String,
+    /// `Invalid value: "-1": must be greater than or equal to 0`.
+    pub message: String,
+}
+
+impl Cause {
+    /// A value the field may not hold, and why.
+    pub fn invalid(field: String, value: &str, why: &str) -> Self {
+        Cause {
+            reason: "FieldValueInvalid",
+            field,
+            message: format!("Invalid value: {value:?}: {why}"),
+        }
+    }
 }
 
 impl ApiError {
@@ -26,7 +59,12 @@ impl ApiError {
     }
 
     pub fn with_details(mut self, name: &str, group: &str, kind: &str) -> Self {
-        self.details = Some((name.to_string(), group.to_string(), kind.to_string()));
+        self.details = Some(Box::new(Details {
+            name: name.to_string(),
+            group: group.to_string(),
+            kind: kind.to_string(),
+            causes: Vec::new(),
+        }));
         self
     }
 
@@ -78,6 +116,24 @@ impl ApiError {
         .with_details(name, group, kind)
     }
 
+    /// A 422 naming every invalid field: one cause reads `Pod "p" is
+    /// invalid: <field>: <message>`, several `... is invalid: [<a>, <b>]`.
+    pub fn invalid_fields(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
+        let mut all: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let why = match all.len() {
+            1 => all.remove(0),
+            _ => format!("[{}]", all.join(", ")),
+        };
+        let mut e = Self::invalid(group, kind, name, &why);
+        if let Some(d) = e.details.as_mut() {
+            d.causes = causes;
+        }
+        e
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }
@@ -123,10 +179,17 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
-        if let Some((name, group, kind)) = &self.details {
-            let mut details = json!({ "name": name, "kind": kind });
-            if !group.is_empty() {
-                details["group"] = json!(group);
+        if let Some(d) = &self.details {
+            let mut details = json!({ "name": d.name, "kind": d.kind });
+            if !d.group.is_empty() {
+                details["group"] = json!(d.group);
+            }
+            if !d.causes.is_empty() {
+                details["causes"] = d
+                    .causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect();
             }
             status["details"] = details;
         }

@@ -18,7 +18,7 @@ use super::request::{RETRIES, ResourceRequest, name_of, ns_key, parse_rv, select
 use super::response::{commit_error, list_body, object_response};
 use super::status::{ApiError, ApiResult};
 use super::store::{CommitError, Stored};
-use super::views;
+use super::{validate, views};
 
 /// The object a write produces from the stored one and the client's
 /// version: system metadata is kept, and status vs. the rest is split the
@@ -99,6 +99,7 @@ pub(super) fn update(state: &SimState, req: &ResourceRequest) -> ApiResult<Respo
             .get(&def.key(), ns_key(req), name)
             .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
         let merged = merge_update(def, req.sub.as_deref(), &current.value(), body.clone());
+        validate::object(state, def, name, &merged)?;
         match state
             .store
             .replace(&def.key(), Some(expected.unwrap_or(current.rv)), merged)
@@ -145,6 +146,7 @@ pub(super) fn patch(state: &SimState, req: &ResourceRequest) -> ApiResult<Respon
             return Err(commit_error(def, name, CommitError::Conflict));
         }
         let merged = merge_update(def, req.sub.as_deref(), &old, new);
+        validate::object(state, def, name, &merged)?;
         match state.store.replace(&def.key(), Some(current.rv), merged) {
             Ok(stored) => return Ok(object_response(StatusCode::OK, def, &stored)),
             Err(CommitError::Conflict) => continue,

@@ -38,28 +38,34 @@ impl NodeState {
 
     pub fn add_pod(&mut self, pod: &PodInfo) {
         self.requested.add(&pod.requests);
-        self.non_zero_milli_cpu += pod.non_zero_milli_cpu;
-        self.non_zero_memory += pod.non_zero_memory;
+        // Saturating, like `Resources::add`: a pod's own sums fit, the
+        // node's total of many may not.
+        self.non_zero_milli_cpu = self
+            .non_zero_milli_cpu
+            .saturating_add(pod.non_zero_milli_cpu);
+        self.non_zero_memory = self.non_zero_memory.saturating_add(pod.non_zero_memory);
         self.used_ports.extend(pod.host_ports.iter().cloned());
-        self.generation += 1;
+        self.generation = self.generation.wrapping_add(1);
     }
 
     pub fn remove_pod(&mut self, pod: &PodInfo) {
         self.requested.sub(&pod.requests);
-        self.non_zero_milli_cpu -= pod.non_zero_milli_cpu;
-        self.non_zero_memory -= pod.non_zero_memory;
+        self.non_zero_milli_cpu = self
+            .non_zero_milli_cpu
+            .saturating_sub(pod.non_zero_milli_cpu);
+        self.non_zero_memory = self.non_zero_memory.saturating_sub(pod.non_zero_memory);
         for port in &pod.host_ports {
             if let Some(i) = self.used_ports.iter().position(|p| p == port) {
                 self.used_ports.swap_remove(i);
             }
         }
-        self.generation += 1;
+        self.generation = self.generation.wrapping_add(1);
     }
 
     /// Replaces the node's spec (labels, taints, allocatable) keeping its accounting.
     pub fn set_info(&mut self, info: Arc<NodeInfo>) {
         self.info = info;
-        self.generation += 1;
+        self.generation = self.generation.wrapping_add(1);
     }
 
     /// What is still free: allocatable minus requested (may be negative when a

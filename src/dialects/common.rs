@@ -6,8 +6,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::model::{
-    DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPhase, GroupPolicy, GroupSource,
-    Resources, parse_timestamp_ms,
+    CappedTimeout, DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPhase, GroupPolicy,
+    GroupSource, MAX_GROUP_COUNT, MAX_SCHEDULE_TIMEOUT, Resources, parse_timestamp_ms,
 };
 
 /// Annotation on a group definition that sets its gang timeout when the dialect
@@ -44,30 +44,101 @@ impl<'a> Meta<'a> {
         self.obj["metadata"]["annotations"][key].as_str()
     }
 
-    /// The timeout set by `muster.dev/schedule-timeout-seconds`, if any.
-    pub fn timeout_annotation(&self) -> Result<Option<Duration>, String> {
-        match self.annotation(SCHEDULE_TIMEOUT_ANNOTATION) {
-            None => Ok(None),
-            Some(v) => match v.trim().parse::<u64>() {
-                Ok(s) if s > 0 => Ok(Some(Duration::from_secs(s))),
-                _ => Err(format!(
-                    "annotation {SCHEDULE_TIMEOUT_ANNOTATION} must be a positive integer, got {v:?}"
-                )),
+    /// The timeout set by `muster.dev/schedule-timeout-seconds`, if any,
+    /// capped at [`MAX_SCHEDULE_TIMEOUT`].
+    pub fn timeout_annotation(&self) -> Result<Option<Timeout>, String> {
+        let Some(v) = self.annotation(SCHEDULE_TIMEOUT_ANNOTATION) else {
+            return Ok(None);
+        };
+        let digits = v.trim();
+        let digits = digits.strip_prefix('+').unwrap_or(digits);
+        let field = format!("annotation {SCHEDULE_TIMEOUT_ANNOTATION}");
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("{field} must be a positive integer, got {v:?}"));
+        }
+        // Only digits: a value too long for u64 is simply very large.
+        let seconds = digits.parse::<u64>().unwrap_or(u64::MAX);
+        if seconds == 0 {
+            return Err(format!("{field} must be a positive integer, got {v:?}"));
+        }
+        Ok(Some(Timeout::capped(seconds, field, digits)))
+    }
+}
+
+/// A gang timeout read from a definition, capped at [`MAX_SCHEDULE_TIMEOUT`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeout {
+    pub value: Duration,
+    /// What was asked when it exceeded the cap.
+    pub capped: Option<Box<CappedTimeout>>,
+}
+
+impl Timeout {
+    fn capped(seconds: u64, field: String, requested: &str) -> Self {
+        let asked = Duration::from_secs(seconds);
+        if asked <= MAX_SCHEDULE_TIMEOUT {
+            return Timeout {
+                value: asked,
+                capped: None,
+            };
+        }
+        Timeout {
+            value: MAX_SCHEDULE_TIMEOUT,
+            capped: Some(Box::new(CappedTimeout {
+                field,
+                requested: requested.to_string(),
+            })),
+        }
+    }
+
+    /// A positive number of seconds in a spec field (`spec.scheduleTimeoutSeconds`).
+    pub fn from_field(value: &Value, field: &str) -> Result<Self, String> {
+        match value.as_u64() {
+            Some(s) if s > 0 => Ok(Timeout::capped(s, field.to_string(), &s.to_string())),
+            _ => match value.as_i64() {
+                Some(n) => Err(format!("{field} must be positive, got {n}")),
+                None => Err(format!("{field} must be an integer, got {value}")),
             },
+        }
+    }
+
+    /// Splits into the policy's timeout and the cap record.
+    pub fn split(t: Option<Timeout>) -> (Option<Duration>, Option<Box<CappedTimeout>>) {
+        match t {
+            Some(t) => (Some(t.value), t.capped),
+            None => (None, None),
         }
     }
 }
 
-/// Reads a positive count (`minCount`, `minMember`) with a precise error.
+/// Reads a positive count (`minCount`, `minMember`) of at most
+/// [`MAX_GROUP_COUNT`] with a precise error.
 pub fn positive_count(value: &Value, field: &str) -> Result<u32, String> {
     match value {
         Value::Null => Err(format!("{field} is missing")),
         v => match v.as_i64() {
-            Some(n) if n > 0 && n <= i64::from(u32::MAX) => Ok(n as u32),
-            Some(n) => Err(format!("{field} must be positive, got {n}")),
-            None => Err(format!("{field} must be an integer, got {v}")),
+            Some(n) if n <= 0 => Err(format!("{field} must be positive, got {n}")),
+            Some(n) => bounded_count(n, field),
+            // Larger than i64 (`as_u64`) or not an integer at all.
+            None => match v.as_u64() {
+                Some(_) => Err(format!(
+                    "{field} must be at most {MAX_GROUP_COUNT}, got {v}"
+                )),
+                None => Err(format!("{field} must be an integer, got {v}")),
+            },
         },
     }
+}
+
+/// A non-negative count of at most [`MAX_GROUP_COUNT`], with a precise error.
+pub fn bounded_count(n: i64, field: &str) -> Result<u32, String> {
+    if n < 0 {
+        return Err(format!("{field} must not be negative, got {n}"));
+    }
+    u32::try_from(n)
+        .ok()
+        .filter(|c| *c <= MAX_GROUP_COUNT)
+        .ok_or_else(|| format!("{field} must be at most {MAX_GROUP_COUNT}, got {n}"))
 }
 
 /// Reads an optional `minResources` map (`{cpu: "3", memory: 4Gi}`) into the
@@ -124,6 +195,10 @@ pub fn named_member(
     })
 }
 
+/// What a `minMember` spec yields when it is well formed: the policy, the
+/// gang's `minResources` and a timeout cap record.
+type MinMemberSpec = (GroupPolicy, Option<Resources>, Option<Box<CappedTimeout>>);
+
 /// A `minMember` gang definition (Coscheduling and Volcano share the shape):
 /// `spec.minMember`, `spec.minResources`, and a timeout from `timeout_field`
 /// when the dialect has one, else Muster's annotation. A malformed spec
@@ -136,18 +211,16 @@ pub fn min_member_definition(
     let meta = Meta::read(obj)?;
     let key = DefinitionKey::new(meta.namespace, source, meta.name);
     let spec = &obj["spec"];
-    let read = || -> Result<(GroupPolicy, Option<Resources>), String> {
+    let read = || -> Result<MinMemberSpec, String> {
         let min_count = positive_count(&spec["minMember"], "spec.minMember")?;
         let own_timeout = timeout_field
             .map(|f| (f, &spec[f]))
             .filter(|(_, v)| !v.is_null());
-        let schedule_timeout = match own_timeout {
-            Some((field, v)) => Some(Duration::from_secs(u64::from(positive_count(
-                v,
-                &format!("spec.{field}"),
-            )?))),
+        let timeout = match own_timeout {
+            Some((field, v)) => Some(Timeout::from_field(v, &format!("spec.{field}"))?),
             None => meta.timeout_annotation()?,
         };
+        let (schedule_timeout, capped) = Timeout::split(timeout);
         let resources = min_resources(&spec["minResources"], "spec.minResources")?;
         Ok((
             GroupPolicy::Gang {
@@ -155,14 +228,16 @@ pub fn min_member_definition(
                 schedule_timeout,
             },
             resources,
+            capped,
         ))
     };
-    let (policy, min_resources) = match read() {
-        Ok((p, r)) => (Ok(p), r),
-        Err(e) => (Err(format!("{key}: {e}")), None),
+    let (policy, min_resources, timeout_capped) = match read() {
+        Ok((p, r, c)) => (Ok(p), r, c),
+        Err(e) => (Err(format!("{key}: {e}")), None, None),
     };
     Ok(GroupDef {
         min_resources,
+        timeout_capped,
         ..GroupDef::new(key, policy, meta.created_ms)
     })
 }

@@ -98,6 +98,29 @@ mod tests {
         assert_eq!(d.min_resources, None);
     }
 
+    /// Trust issue 1, in the dialect's own field.
+    #[test]
+    fn a_huge_schedule_timeout_seconds_is_capped() {
+        let d = def(json!({"minMember": 2, "scheduleTimeoutSeconds": 4294967295u32}));
+        assert_eq!(
+            d.policy,
+            Ok(GroupPolicy::Gang {
+                min_count: 2,
+                schedule_timeout: Some(Duration::from_secs(24 * 3600))
+            })
+        );
+        let capped = d.timeout_capped.unwrap();
+        assert_eq!(
+            (capped.field.as_str(), capped.requested.as_str()),
+            ("spec.scheduleTimeoutSeconds", "4294967295")
+        );
+        let err = def(json!({"minMember": 100_001})).policy.unwrap_err();
+        assert!(
+            err.ends_with("spec.minMember must be at most 100000, got 100001"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn malformed_specs() {
         for (spec, needle) in [

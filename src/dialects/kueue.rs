@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use super::common::bounded_count;
 use crate::model::wire::PodWire;
 use crate::model::{
     DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource, PodInfo, PodKey,
@@ -45,7 +46,7 @@ fn total_count(annotations: &BTreeMap<String, String>) -> Result<u32, String> {
         .get(TOTAL_COUNT_ANNOTATION)
         .ok_or_else(|| format!("annotation {TOTAL_COUNT_ANNOTATION} is missing"))?;
     match v.trim().parse::<i64>() {
-        Ok(n) if n > 0 && n <= i64::from(u32::MAX) => Ok(n as u32),
+        Ok(n) if n > 0 => bounded_count(n, &format!("annotation {TOTAL_COUNT_ANNOTATION}")),
         Ok(n) => Err(format!(
             "annotation {TOTAL_COUNT_ANNOTATION} must be positive, got {n}"
         )),

@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::common::{GangStatus, min_member_definition, named_member, priority_class_name};
+use super::common::{
+    GangStatus, bounded_count, min_member_definition, named_member, priority_class_name,
+};
 use crate::model::wire::PodWire;
 use crate::model::{GroupDef, GroupMembership, GroupPhase, GroupSource};
 
@@ -63,15 +65,14 @@ fn min_task_members(value: &Value) -> Result<BTreeMap<String, u32>, String> {
         if task.is_empty() {
             return Err("spec.minTaskMember has an empty task name".into());
         }
-        match v.as_i64().map(u32::try_from) {
-            Some(Ok(0)) => {}
-            Some(Ok(n)) => {
-                tasks.insert(task.clone(), n);
+        let field = format!("spec.minTaskMember.{task}");
+        match v.as_i64().filter(|n| *n >= 0) {
+            Some(0) => {}
+            Some(n) => {
+                tasks.insert(task.clone(), bounded_count(n, &field)?);
             }
-            _ => {
-                return Err(format!(
-                    "spec.minTaskMember.{task} must be a non-negative integer, got {v}"
-                ));
+            None => {
+                return Err(format!("{field} must be a non-negative integer, got {v}"));
             }
         }
     }

@@ -5,9 +5,11 @@
 
 use serde_json::Value;
 
-use super::common::{Meta, positive_count, priority_class_name};
+use super::common::{Meta, Timeout, positive_count, priority_class_name};
 use crate::model::wire::PodWire;
-use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource};
+use crate::model::{
+    CappedTimeout, DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource,
+};
 
 /// The condition the Workload API reserves for the scheduler on a PodGroup.
 pub const POD_GROUP_CONDITION: &str = "PodGroupInitiallyScheduled";
@@ -29,7 +31,11 @@ pub fn membership(pod: &PodWire, namespace: &str) -> Option<GroupMembership> {
 pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
     let meta = Meta::read(obj)?;
     let spec = &obj["spec"];
-    let policy = scheduling_policy(&spec["schedulingPolicy"], "schedulingPolicy", &meta);
+    let (policy, timeout_capped) = split_capped(scheduling_policy(
+        &spec["schedulingPolicy"],
+        "schedulingPolicy",
+        &meta,
+    ));
     let required_topology = spec["schedulingConstraints"]["topology"]
         .as_array()
         .and_then(|levels| levels.first())
@@ -39,6 +45,7 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
     Ok(GroupDef {
         required_topology,
         priority_class_name: priority_class_name(spec),
+        timeout_capped,
         ..GroupDef::new(
             DefinitionKey::new(meta.namespace, GroupSource::PodGroup, meta.name),
             policy.map_err(|e| format!("PodGroup {}/{}: {e}", meta.namespace, meta.name)),
@@ -49,19 +56,39 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
 
 /// A policy object (`schedulingPolicy`, or `policy` in v1alpha1): exactly one of
 /// `gang: {minCount}` or `basic: {}`. `field` names it in messages.
+/// A policy read with its timeout cap → the policy, and the cap record
+/// when the policy is usable.
+pub(crate) fn split_capped(
+    read: Result<(GroupPolicy, Option<Box<CappedTimeout>>), String>,
+) -> (Result<GroupPolicy, String>, Option<Box<CappedTimeout>>) {
+    match read {
+        Ok((policy, capped)) => (Ok(policy), capped),
+        Err(e) => (Err(e), None),
+    }
+}
+
+/// `schedulingPolicy` (or a v1alpha1 entry's `policy`) at `field`, with the
+/// timeout annotation; the second value records a timeout that was capped.
 pub(crate) fn scheduling_policy(
     policy: &Value,
     field: &str,
     meta: &Meta<'_>,
-) -> Result<GroupPolicy, String> {
+) -> Result<(GroupPolicy, Option<Box<CappedTimeout>>), String> {
     let gang = policy.get("gang").filter(|v| !v.is_null());
     let basic = policy.get("basic").filter(|v| !v.is_null());
     match (gang, basic) {
-        (Some(g), None) => Ok(GroupPolicy::Gang {
-            min_count: positive_count(&g["minCount"], &format!("{field}.gang.minCount"))?,
-            schedule_timeout: meta.timeout_annotation()?,
-        }),
-        (None, Some(_)) => Ok(GroupPolicy::Basic),
+        (Some(g), None) => {
+            let min_count = positive_count(&g["minCount"], &format!("{field}.gang.minCount"))?;
+            let (schedule_timeout, capped) = Timeout::split(meta.timeout_annotation()?);
+            Ok((
+                GroupPolicy::Gang {
+                    min_count,
+                    schedule_timeout,
+                },
+                capped,
+            ))
+        }
+        (None, Some(_)) => Ok((GroupPolicy::Basic, None)),
         (Some(_), Some(_)) => Err(format!(
             "{field} sets both gang and basic; exactly one is allowed"
         )),
@@ -141,6 +168,55 @@ mod tests {
         assert_eq!(
             def(json!({"schedulingPolicy": {"basic": {}}}), json!({})).policy,
             Ok(GroupPolicy::Basic)
+        );
+    }
+
+    /// Trust issue 1: `i64::MAX` seconds (or more than fits 64 bits) is
+    /// capped at a day, and the definition says what was asked.
+    #[test]
+    fn a_huge_timeout_annotation_is_capped() {
+        for huge in ["9223372036854775807", "99999999999999999999999", "86401"] {
+            let d = def(
+                json!({"schedulingPolicy": {"gang": {"minCount": 2}}}),
+                json!({"muster.dev/schedule-timeout-seconds": huge}),
+            );
+            assert_eq!(
+                d.policy,
+                Ok(GroupPolicy::Gang {
+                    min_count: 2,
+                    schedule_timeout: Some(Duration::from_secs(24 * 3600))
+                }),
+                "{huge}"
+            );
+            assert_eq!(
+                d.timeout_capped,
+                Some(Box::new(crate::model::CappedTimeout {
+                    field: "annotation muster.dev/schedule-timeout-seconds".into(),
+                    requested: huge.into(),
+                }))
+            );
+        }
+        let d = def(
+            json!({"schedulingPolicy": {"gang": {"minCount": 2}}}),
+            json!({"muster.dev/schedule-timeout-seconds": "86400"}),
+        );
+        assert!(
+            matches!(d.policy, Ok(GroupPolicy::Gang { schedule_timeout: Some(t), .. }) if t.as_secs() == 86400)
+        );
+        assert_eq!(d.timeout_capped, None, "exactly the maximum is not capped");
+    }
+
+    #[test]
+    fn a_count_beyond_the_maximum_is_refused() {
+        let err = def(
+            json!({"schedulingPolicy": {"gang": {"minCount": 100_001}}}),
+            json!({}),
+        )
+        .policy
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "PodGroup ml/train: schedulingPolicy.gang.minCount must be at most 100000, got 100001"
         );
     }
 

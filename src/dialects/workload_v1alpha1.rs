@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::common::Meta;
-use super::workload_api::scheduling_policy;
+use super::workload_api::{scheduling_policy, split_capped};
 use crate::model::wire::PodWire;
 use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupSource};
 
@@ -75,17 +75,22 @@ pub fn workload_definitions(obj: &Value) -> Result<Vec<GroupDef>, String> {
                 "spec.podGroups names {name:?} more than once"
             )));
         }
-        let policy = scheduling_policy(&entry["policy"], "policy", &meta).map_err(|e| {
+        let (policy, timeout_capped) =
+            split_capped(scheduling_policy(&entry["policy"], "policy", &meta));
+        let policy = policy.map_err(|e| {
             format!(
                 "Workload {}/{} podGroup {name:?}: {e}",
                 meta.namespace, meta.name
             )
         });
-        defs.push(GroupDef::new(
-            definition_key(meta.namespace, meta.name, name),
-            policy,
-            meta.created_ms,
-        ));
+        defs.push(GroupDef {
+            timeout_capped,
+            ..GroupDef::new(
+                definition_key(meta.namespace, meta.name, name),
+                policy,
+                meta.created_ms,
+            )
+        });
     }
     Ok(defs)
 }

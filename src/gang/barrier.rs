@@ -8,7 +8,7 @@ use crate::cache::Cache;
 use crate::framework::lifecycle::{
     PermitPlugin, PermitVerdict, PostFilterPlugin, Refusal, ReservePlugin, WaitingPods,
 };
-use crate::model::{GroupKey, GroupPolicy, PodInfo};
+use crate::model::{GroupKey, GroupPolicy, PodInfo, deadline};
 
 use super::{GangNotice, GangScheduling, gate, tasks};
 
@@ -46,7 +46,9 @@ impl PermitPlugin for GangScheduling {
                 if !self.deadlines.contains_key(group) {
                     let timeout =
                         schedule_timeout.unwrap_or(self.args_for(pod).permit_waiting_time);
-                    let deadline = now + timeout;
+                    // Saturating: a definition's timeout is capped when read, but the
+                    // barrier must not trust that it was.
+                    let deadline = deadline::after(now, timeout);
                     self.deadlines.insert(group.clone(), deadline);
                     self.timers.insert((deadline, group.clone()));
                 }
@@ -83,7 +85,7 @@ impl PostFilterPlugin for GangScheduling {
         );
         let rejected = self.reject_all(group, waiting, "FailedScheduling", &message);
         self.avoid_current_domain(group);
-        let denied_until = now + self.args_for(pod).group_backoff;
+        let denied_until = deadline::after(now, self.args_for(pod).group_backoff);
         self.denied.insert(group.clone(), denied_until);
         self.notices.push(GangNotice::EarlyReleased {
             group: group.clone(),
@@ -215,7 +217,7 @@ impl GangScheduling {
         let Some(members) = cache.group(group) else {
             return false;
         };
-        members.assumed_or_bound() >= min_count as usize
+        members.assumed_or_bound() >= usize::try_from(min_count).unwrap_or(usize::MAX)
             && self.placed_task_shortfall(group, cache).is_none()
     }
 

@@ -38,7 +38,7 @@ pub fn group_gate(gang: &GangScheduling, group: &GroupKey, cache: &Cache) -> Gat
         Ok(GroupPolicy::Basic) => Ok(()),
         Ok(GroupPolicy::Gang { min_count, .. }) => {
             let observed = cache.group(group).map_or(0, |m| m.observed());
-            if observed < min_count as usize {
+            if observed < usize::try_from(min_count).unwrap_or(usize::MAX) {
                 return Err(Gated::waiting(
                     "Unschedulable",
                     format!("waiting for {observed}/{min_count} pods of {group}"),

@@ -347,3 +347,41 @@ fn definition_priority_orders_members_without_their_own() {
         "a member naming its own class keeps its priority"
     );
 }
+
+/// Trust issue 1: a definition asking for `i64::MAX` seconds (or more) must
+/// not panic the barrier ("overflow when adding duration to instant"), nor
+/// may the configured backoff; the deadline saturates instead.
+#[test]
+fn a_huge_timeout_or_backoff_never_overflows_an_instant() {
+    for timeout in [Duration::from_secs(i64::MAX as u64), Duration::MAX] {
+        let mut f = fixture();
+        let args = GangArgs {
+            permit_waiting_time: Duration::MAX,
+            group_backoff: Duration::MAX,
+        };
+        f.gang = GangScheduling::new(args, HashMap::new());
+        let g = group_key("pg");
+        let mut def = gang_def("pg", 3, 1);
+        def.policy = Ok(GroupPolicy::Gang {
+            min_count: 3,
+            schedule_timeout: Some(timeout),
+        });
+        f.gang.upsert_def(def);
+        let t0 = f.t0;
+        assert_eq!(
+            f.arrive(member("a", &g, 100, 1), 0, t0),
+            PermitVerdict::Wait
+        );
+        let deadline = f.gang.next_deadline().unwrap();
+        assert!(deadline > t0 + Duration::from_secs(365 * 24 * 3600));
+        f.gang.expire(t0, &f.cache, &mut f.waiting);
+        assert_eq!(f.waiting.len(), 1, "not expired");
+        // An unschedulable member: the backoff is added to `now` as well.
+        let b = arc(member("b", &g, 100, 1));
+        f.cache.upsert_pod(b.clone());
+        let refusal = crate::framework::lifecycle::Refusal::new("Unschedulable", "no fit");
+        f.gang
+            .post_filter(&b, &refusal, &f.cache, &mut f.waiting, t0);
+        assert!(f.waiting.take_decided().len() == 1);
+    }
+}

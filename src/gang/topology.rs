@@ -150,7 +150,8 @@ fn domains_with(
                 if node.info.unschedulable {
                     continue;
                 }
-                d.room += copies_at(i, node);
+                // Saturating: a member requesting nothing fits `u64::MAX` times.
+                d.room = d.room.saturating_add(copies_at(i, node));
                 if with_free {
                     d.free.add(&node.free());
                 }

@@ -145,6 +145,27 @@ impl fmt::Display for GroupKey {
     }
 }
 
+/// The longest gang timeout a definition may ask for: one day. A longer one
+/// (an annotation, Coscheduling's `scheduleTimeoutSeconds`) is applied as this
+/// and recorded in [`GroupDef::timeout_capped`], so a tenant cannot pin
+/// members at the barrier for years nor overflow a deadline (docs/reliability.md).
+pub const MAX_SCHEDULE_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The largest member count a definition may ask for (`minCount`,
+/// `minMember`, a `minTaskMember` entry, Kueue's total count); a larger one
+/// makes the definition malformed with a precise error.
+pub const MAX_GROUP_COUNT: u32 = 100_000;
+
+/// A gang timeout a definition asked for beyond [`MAX_SCHEDULE_TIMEOUT`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CappedTimeout {
+    /// Where it was written: `annotation muster.dev/schedule-timeout-seconds`
+    /// or `spec.scheduleTimeoutSeconds`.
+    pub field: String,
+    /// The value as written, in seconds (it may not even fit 64 bits).
+    pub requested: String,
+}
+
 /// How a group is scheduled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupPolicy {
@@ -187,6 +208,11 @@ pub struct GroupDef {
     pub priority: Option<i32>,
     /// The Volcano queue the group names. Informational: Muster has no queues.
     pub queue: Option<String>,
+    /// Set when the definition asked for a timeout longer than
+    /// [`MAX_SCHEDULE_TIMEOUT`]: the policy's `schedule_timeout` is the cap,
+    /// and this says what was asked and where, for the engine's warning event
+    /// (reason `TimeoutCapped`) on the definition.
+    pub timeout_capped: Option<Box<CappedTimeout>>,
 }
 
 impl GroupDef {
@@ -202,6 +228,7 @@ impl GroupDef {
             priority_class_name: None,
             priority: None,
             queue: None,
+            timeout_capped: None,
         }
     }
 

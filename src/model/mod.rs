@@ -3,18 +3,20 @@
 //! Built from raw JSON through the `wire` shapes (so fields newer than the compiled
 //! API version are read) or from `k8s-openapi` objects. Nothing here does I/O.
 
+pub mod deadline;
 mod group;
 mod node;
 mod pod;
 mod quantity;
+mod requests;
 mod resources;
 mod selector;
 mod taint;
 pub mod wire;
 
 pub use group::{
-    DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPhase, GroupPolicy, GroupSource,
-    TASK_ANNOTATION,
+    CappedTimeout, DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPhase, GroupPolicy,
+    GroupSource, MAX_GROUP_COUNT, MAX_SCHEDULE_TIMEOUT, TASK_ANNOTATION,
 };
 pub use node::NodeInfo;
 pub use pod::{

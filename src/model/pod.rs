@@ -8,9 +8,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::node::quantities;
+use super::requests::effective_requests;
 use super::selector::{NodeSelector, NodeSelectorTerm, PreferredTerm};
-use super::wire::{ContainerWire, PodWire, is_kept_annotation};
+use super::wire::{PodWire, is_kept_annotation};
 use super::{GroupMembership, ModelError, Resources, Toleration};
 
 /// kube-scheduler's defaults for scoring pods that request nothing
@@ -248,91 +248,6 @@ pub fn parse_timestamp_ms(ts: Option<&str>) -> i64 {
         .unwrap_or(0)
 }
 
-fn container_requests(c: &ContainerWire) -> Result<Resources, ModelError> {
-    match &c.resources {
-        None => Ok(Resources::default()),
-        Some(r) => {
-            // A real API server defaults requests to limits when only limits are set;
-            // do the same so pods read before defaulting are not under-counted.
-            let mut merged = r.limits.clone();
-            merged.extend(r.requests.clone());
-            quantities(&merged)
-                .map_err(|e| ModelError::invalid(format!("container {:?}: {e}", c.name)))
-        }
-    }
-}
-
-/// kube-scheduler's `PodRequests`: the larger of (sum of app containers plus
-/// sidecars) and (the largest init container plus the sidecars started before it),
-/// then pod-level resources where set, then overhead; plus the non-zero variant
-/// for scoring.
-fn effective_requests(w: &PodWire) -> Result<(Resources, i64, i64), ModelError> {
-    let mut reqs = Resources::default();
-    let (mut nz_cpu, mut nz_mem) = (0i64, 0i64);
-    for c in &w.spec.containers {
-        let r = container_requests(c)?;
-        nz_cpu += non_zero(r.milli_cpu, DEFAULT_MILLI_CPU_REQUEST);
-        nz_mem += non_zero(r.memory, DEFAULT_MEMORY_REQUEST);
-        reqs.add(&r);
-    }
-    let mut sidecars = Resources::default();
-    let (mut sidecar_cpu, mut sidecar_mem) = (0i64, 0i64);
-    let mut init_max = Resources::default();
-    let (mut init_cpu_max, mut init_mem_max) = (0i64, 0i64);
-    for c in &w.spec.init_containers {
-        let r = container_requests(c)?;
-        let (c_cpu, c_mem) = (
-            non_zero(r.milli_cpu, DEFAULT_MILLI_CPU_REQUEST),
-            non_zero(r.memory, DEFAULT_MEMORY_REQUEST),
-        );
-        let (mut peak, peak_cpu, peak_mem);
-        if c.restart_policy.as_deref() == Some("Always") {
-            reqs.add(&r);
-            nz_cpu += c_cpu;
-            nz_mem += c_mem;
-            sidecars.add(&r);
-            sidecar_cpu += c_cpu;
-            sidecar_mem += c_mem;
-            peak = sidecars.clone();
-            peak_cpu = sidecar_cpu;
-            peak_mem = sidecar_mem;
-        } else {
-            peak = r;
-            peak.add(&sidecars);
-            peak_cpu = c_cpu + sidecar_cpu;
-            peak_mem = c_mem + sidecar_mem;
-        }
-        init_max.max_with(&peak);
-        init_cpu_max = init_cpu_max.max(peak_cpu);
-        init_mem_max = init_mem_max.max(peak_mem);
-    }
-    reqs.max_with(&init_max);
-    nz_cpu = nz_cpu.max(init_cpu_max);
-    nz_mem = nz_mem.max(init_mem_max);
-
-    if let Some(pod_level) = &w.spec.resources {
-        let r = quantities(&pod_level.requests)?;
-        if pod_level.requests.contains_key("cpu") {
-            reqs.milli_cpu = r.milli_cpu;
-            nz_cpu = r.milli_cpu;
-        }
-        if pod_level.requests.contains_key("memory") {
-            reqs.memory = r.memory;
-            nz_mem = r.memory;
-        }
-    }
-    let overhead = quantities(&w.spec.overhead)?;
-    reqs.add(&overhead);
-    nz_cpu += overhead.milli_cpu;
-    nz_mem += overhead.memory;
-    reqs.pods = 1;
-    Ok((reqs, nz_cpu, nz_mem))
-}
-
-fn non_zero(v: i64, default: i64) -> i64 {
-    if v == 0 { default } else { v }
-}
-
 fn host_ports(w: &PodWire) -> Vec<HostPort> {
     w.spec
         .containers
@@ -435,7 +350,86 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("ns/p") && err.contains("\"a\"") && err.contains("lots"),
+            err.contains("ns/p")
+                && err.contains("spec.containers[0].resources.requests.cpu")
+                && err.contains("lots"),
+            "{err}"
+        );
+    }
+
+    fn refusal(spec: serde_json::Value) -> String {
+        let v = json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec});
+        match PodInfo::from_json(&serde_json::to_vec(&v).unwrap()) {
+            Ok(p) => panic!("accepted with requests {:?}", p.requests),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// Trust issue 4: two containers of `7Ei` wrap a 64-bit sum.
+    #[test]
+    fn an_overflowing_sum_is_refused_naming_the_field() {
+        let big = json!({"requests": {"memory": "7Ei"}});
+        let err = refusal(json!({"containers": [
+            {"name": "a", "resources": big}, {"name": "b", "resources": big}]}));
+        assert_eq!(
+            err,
+            "pod ns/p: spec.containers[1].resources.requests.memory: sum overflows"
+        );
+        let err = refusal(json!({"containers": [{"name": "a", "resources": big}],
+            "overhead": {"memory": "7Ei"}}));
+        assert_eq!(err, "pod ns/p: spec.overhead.memory: sum overflows");
+        let err = refusal(json!({"containers": [{"name": "a", "resources": big}],
+            "initContainers": [{"name": "s", "restartPolicy": "Always", "resources": big}]}));
+        assert_eq!(
+            err,
+            "pod ns/p: spec.initContainers[0].resources.requests.memory: sum overflows"
+        );
+        let err = refusal(json!({"containers": [
+            {"name": "a", "resources": {"requests": {"example.com/x": "7E"}}},
+            {"name": "b", "resources": {"requests": {"example.com/x": "7E"}}}]}));
+        assert_eq!(
+            err,
+            "pod ns/p: spec.containers[1].resources.requests.example.com/x: sum overflows"
+        );
+    }
+
+    /// Trust issue 4: a negative request is refused, whoever let it through.
+    #[test]
+    fn a_negative_request_is_refused_naming_the_field() {
+        let err = refusal(
+            json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "-1"}}}]}),
+        );
+        assert_eq!(
+            err,
+            "pod ns/p: spec.containers[0].resources.requests.cpu: must not be negative, got \"-1\""
+        );
+        let err = refusal(
+            json!({"containers": [{"name": "a", "resources": {"limits": {"memory": "-1Gi"}}}]}),
+        );
+        assert_eq!(
+            err,
+            "pod ns/p: spec.containers[0].resources.limits.memory: must not be negative, got \"-1Gi\""
+        );
+        let err = refusal(json!({"containers": [], "overhead": {"cpu": "-100m"}}));
+        assert!(
+            err.contains("spec.overhead.cpu: must not be negative"),
+            "{err}"
+        );
+        let err = refusal(json!({"containers": [], "resources": {"requests": {"memory": "-1"}}}));
+        assert!(
+            err.contains("spec.resources.requests.memory: must not be negative"),
+            "{err}"
+        );
+    }
+
+    /// A CPU quantity whose millicores do not fit 64 bits is refused, not clamped.
+    #[test]
+    fn a_cpu_request_beyond_64_bit_millicores_is_refused() {
+        let err = refusal(
+            json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "9223372036854775807"}}}]}),
+        );
+        assert!(
+            err.contains("spec.containers[0].resources.requests.cpu"),
             "{err}"
         );
     }

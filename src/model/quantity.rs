@@ -62,7 +62,9 @@ impl Quantity {
         } else {
             digits.parse().map_err(|_| err("bad digits"))?
         };
-        let mut exp10: i32 = -(frac_part.len() as i32);
+        // i64 so that no suffix or exponent arithmetic can overflow: the
+        // fraction's length is bounded by the input's, the rest by 30 each way.
+        let mut exp10: i64 = -i64::try_from(frac_part.len()).map_err(|_| err("too many digits"))?;
         let mut binary_mult: i128 = 1;
         match suffix {
             "" => {}
@@ -82,7 +84,7 @@ impl Quantity {
             "Pi" => binary_mult = 1 << 50,
             "Ei" => binary_mult = 1 << 60,
             other if other.starts_with(['e', 'E']) => {
-                let e: i32 = other[1..].parse().map_err(|_| err("bad exponent"))?;
+                let e: i64 = other[1..].parse().map_err(|_| err("bad exponent"))?;
                 if !(-30..=30).contains(&e) {
                     return Err(err("exponent out of range"));
                 }
@@ -93,22 +95,28 @@ impl Quantity {
         // Scale to nano units: value * 10^(exp10 + 9).
         let shift = exp10 + 9;
         let scaled = if shift >= 0 {
-            if shift > 38 {
-                return Err(err("value too large"));
-            }
-            mantissa
-                .checked_mul(10i128.pow(shift as u32))
+            u32::try_from(shift)
+                .ok()
+                .filter(|s| *s <= 38)
+                .and_then(|s| mantissa.checked_mul(10i128.pow(s)))
                 .and_then(|v| v.checked_mul(binary_mult))
         } else {
-            // Round up (towards +inf in magnitude) like resource.Quantity does for requests.
-            let div = 10i128.checked_pow((-shift) as u32);
-            div.and_then(|d| {
-                let v = mantissa.checked_mul(binary_mult)?;
-                Some((v + d - 1) / d)
+            // Round up (towards +inf in magnitude) like resource.Quantity does
+            // for requests. Dividing first and adding the remainder's carry
+            // cannot overflow, unlike `(v + d - 1) / d`.
+            mantissa.checked_mul(binary_mult).map(|v| {
+                match u32::try_from(-shift)
+                    .ok()
+                    .and_then(|s| 10i128.checked_pow(s))
+                {
+                    Some(d) => v / d + i128::from(v % d != 0),
+                    // A divisor beyond 128 bits: any non-zero value rounds up to 1n.
+                    None => i128::from(v != 0),
+                }
             })
         };
         let nanos = scaled.ok_or_else(|| err("value too large"))?;
-        if nanos > i64::MAX as i128 * 1_000_000_000 {
+        if nanos > i128::from(i64::MAX) * 1_000_000_000 {
             return Err(err("value too large"));
         }
         Ok(Quantity {
@@ -121,15 +129,30 @@ impl Quantity {
         ceil_div(self.nanos, 1_000_000_000)
     }
 
-    /// The value in thousandths, rounded up (millicores).
+    /// The value in thousandths, rounded up (millicores), clamped to 64
+    /// bits; see [`Quantity::checked_milli_value`].
     pub fn milli_value(self) -> i64 {
         ceil_div(self.nanos, 1_000_000)
+    }
+
+    /// The value in thousandths, or `None` when that does not fit 64 bits
+    /// (a parsed value always fits in whole units, not always in thousandths).
+    pub fn checked_milli_value(self) -> Option<i64> {
+        let n =
+            self.nanos.div_euclid(1_000_000) + i128::from(self.nanos.rem_euclid(1_000_000) != 0);
+        i64::try_from(n).ok()
+    }
+
+    /// Whether the quantity is below zero (the API server refuses such
+    /// requests; the scheduler does not trust that it did).
+    pub fn is_negative(self) -> bool {
+        self.nanos < 0
     }
 }
 
 fn ceil_div(n: i128, d: i128) -> i64 {
     let q = n.div_euclid(d) + i128::from(n.rem_euclid(d) != 0);
-    q.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    i64::try_from(q).unwrap_or(if q < 0 { i64::MIN } else { i64::MAX })
 }
 
 impl fmt::Display for Quantity {
@@ -180,6 +203,16 @@ mod tests {
         for bad in ["", "abc", "1x", "1..2", "--1", "1Zi", "."] {
             assert!(Quantity::parse(bad).is_err(), "{bad:?} should fail");
         }
+    }
+
+    /// Rounding a long fraction up must not overflow 128 bits (it panicked
+    /// in debug builds and wrapped in release ones).
+    #[test]
+    fn rounding_a_long_fraction_never_overflows() {
+        let long = format!("0.{}140000000000000000000Ei", "0".repeat(26));
+        assert!(Quantity::parse(&long).is_ok());
+        let long = format!("0.{}99999999999999999999999999999Ei", "0".repeat(16));
+        let _ = Quantity::parse(&long);
     }
 
     #[test]

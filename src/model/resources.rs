@@ -32,7 +32,16 @@ impl Resources {
     ) -> Result<Self, QuantityError> {
         let mut r = Resources::default();
         for (name, value) in items {
-            r.set(name, Quantity::parse(value)?);
+            let q = Quantity::parse(value)?;
+            // A whole-unit value always fits 64 bits, millicores may not:
+            // refuse rather than clamp, so the sums stay meaningful.
+            if name == CPU && q.checked_milli_value().is_none() {
+                return Err(QuantityError {
+                    input: value.to_string(),
+                    reason: "value too large in millicores",
+                });
+            }
+            r.set(name, q);
         }
         Ok(r)
     }
@@ -53,6 +62,25 @@ impl Resources {
         }
     }
 
+    /// Copies one named resource's amount from `other` (absent reads as 0).
+    pub fn set_from(&mut self, name: &str, other: &Resources) {
+        match name {
+            CPU => self.milli_cpu = other.milli_cpu,
+            MEMORY => self.memory = other.memory,
+            EPHEMERAL_STORAGE => self.ephemeral_storage = other.ephemeral_storage,
+            PODS => self.pods = other.pods,
+            other_name if is_scalar_resource(other_name) => match other.scalar.get(other_name) {
+                Some(v) => {
+                    self.scalar.insert(Arc::from(other_name), *v);
+                }
+                None => {
+                    self.scalar.remove(other_name);
+                }
+            },
+            _ => {}
+        }
+    }
+
     /// The amount of one named resource (0 when absent).
     pub fn get(&self, name: &str) -> i64 {
         match name {
@@ -64,24 +92,57 @@ impl Resources {
         }
     }
 
+    /// Adds `other`, saturating: the cache sums what bound pods request and a
+    /// sum at `i64::MAX` still reads as "full" (pods are refused when their
+    /// own sums overflow, see [`Resources::checked_add`]).
     pub fn add(&mut self, other: &Resources) {
-        self.milli_cpu += other.milli_cpu;
-        self.memory += other.memory;
-        self.ephemeral_storage += other.ephemeral_storage;
-        self.pods += other.pods;
+        self.milli_cpu = self.milli_cpu.saturating_add(other.milli_cpu);
+        self.memory = self.memory.saturating_add(other.memory);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_add(other.ephemeral_storage);
+        self.pods = self.pods.saturating_add(other.pods);
         for (k, v) in &other.scalar {
-            *self.scalar.entry(k.clone()).or_insert(0) += v;
+            let e = self.scalar.entry(k.clone()).or_insert(0);
+            *e = e.saturating_add(*v);
         }
     }
 
-    pub fn sub(&mut self, other: &Resources) {
-        self.milli_cpu -= other.milli_cpu;
-        self.memory -= other.memory;
-        self.ephemeral_storage -= other.ephemeral_storage;
-        self.pods -= other.pods;
+    /// Adds `other`, or names the first resource whose sum overflows 64 bits
+    /// (`self` is then partly updated and should be dropped).
+    pub fn checked_add(&mut self, other: &Resources) -> Result<(), Arc<str>> {
+        let fixed = [
+            (&mut self.milli_cpu, other.milli_cpu, CPU),
+            (&mut self.memory, other.memory, MEMORY),
+            (
+                &mut self.ephemeral_storage,
+                other.ephemeral_storage,
+                EPHEMERAL_STORAGE,
+            ),
+            (&mut self.pods, other.pods, PODS),
+        ];
+        for (mine, theirs, name) in fixed {
+            *mine = mine.checked_add(theirs).ok_or_else(|| Arc::from(name))?;
+        }
         for (k, v) in &other.scalar {
             let e = self.scalar.entry(k.clone()).or_insert(0);
-            *e -= v;
+            *e = e.checked_add(*v).ok_or_else(|| k.clone())?;
+        }
+        Ok(())
+    }
+
+    /// Subtracts `other`, saturating (the inverse of [`Resources::add`]
+    /// whenever that did not saturate).
+    pub fn sub(&mut self, other: &Resources) {
+        self.milli_cpu = self.milli_cpu.saturating_sub(other.milli_cpu);
+        self.memory = self.memory.saturating_sub(other.memory);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_sub(other.ephemeral_storage);
+        self.pods = self.pods.saturating_sub(other.pods);
+        for (k, v) in &other.scalar {
+            let e = self.scalar.entry(k.clone()).or_insert(0);
+            *e = e.saturating_sub(*v);
             if *e == 0 {
                 self.scalar.remove(k);
             }
@@ -181,6 +242,25 @@ mod tests {
         b.sub(&a);
         assert!(b.is_zero());
         assert!(b.scalar.is_empty());
+    }
+
+    #[test]
+    fn sums_saturate_or_name_the_overflowing_resource() {
+        let big = Resources::from_quantities([("memory", "7Ei"), ("example.com/x", "7E")]).unwrap();
+        let mut sum = big.clone();
+        sum.add(&big);
+        assert_eq!(sum.memory, i64::MAX);
+        assert_eq!(sum.get("example.com/x"), i64::MAX);
+        let mut sum = big.clone();
+        assert_eq!(sum.checked_add(&big).unwrap_err().as_ref(), MEMORY);
+        let only_x = Resources::from_quantities([("example.com/x", "7E")]).unwrap();
+        let mut sum = only_x.clone();
+        assert_eq!(
+            sum.checked_add(&only_x).unwrap_err().as_ref(),
+            "example.com/x"
+        );
+        assert!(Resources::from_quantities([("cpu", "9223372036854775807")]).is_err());
+        assert!(Resources::from_quantities([("memory", "9223372036854775807")]).is_ok());
     }
 
     #[test]

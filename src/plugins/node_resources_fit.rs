@@ -10,7 +10,7 @@ use crate::framework::{CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, Rejecti
 use crate::model::PodInfo;
 
 use super::resource_allocation::{
-    Requests, ResourceKey, WeightedResource, allocatable_and_requested, pod_request,
+    Requests, ResourceKey, WeightedResource, allocatable_and_requested, mul_div, pod_request,
     resource_specs, wire::WireResourceSpec,
 };
 use crate::framework::args::{self, ConfigError};
@@ -152,8 +152,9 @@ impl NodeResourcesFit {
             if let Some((alloc, requested)) =
                 allocatable_and_requested(&r.key, node, req, Requests::NonZero)
             {
-                sum += per_resource(requested, alloc) * r.weight;
-                weights += r.weight;
+                // Per-resource scores are 0..=100 and weights 1..=100 (validated).
+                sum = sum.saturating_add(per_resource(requested, alloc).saturating_mul(r.weight));
+                weights = weights.saturating_add(r.weight);
             }
         }
         (sum, weights)
@@ -193,15 +194,26 @@ impl FilterPlugin for NodeResourcesFit {
             None => rejection = Some(Rejection::new(reason)),
             Some(r) => r.more_reasons.push(reason),
         };
-        if used.pods + 1 > alloc.pods {
+        // Saturating throughout: amounts come from tenant quantities.
+        if used.pods.saturating_add(1) > alloc.pods {
             fail(Cow::Borrowed(REASON_TOO_MANY_PODS));
         }
         let fixed = [
-            (want.milli_cpu, alloc.milli_cpu - used.milli_cpu, REASON_CPU),
-            (want.memory, alloc.memory - used.memory, REASON_MEMORY),
+            (
+                want.milli_cpu,
+                alloc.milli_cpu.saturating_sub(used.milli_cpu),
+                REASON_CPU,
+            ),
+            (
+                want.memory,
+                alloc.memory.saturating_sub(used.memory),
+                REASON_MEMORY,
+            ),
             (
                 want.ephemeral_storage,
-                alloc.ephemeral_storage - used.ephemeral_storage,
+                alloc
+                    .ephemeral_storage
+                    .saturating_sub(used.ephemeral_storage),
                 REASON_EPHEMERAL_STORAGE,
             ),
         ];
@@ -214,8 +226,12 @@ impl FilterPlugin for NodeResourcesFit {
             if request == 0 || self.is_ignored(name) {
                 continue;
             }
-            let free = alloc.scalar.get(name).copied().unwrap_or(0)
-                - used.scalar.get(name).copied().unwrap_or(0);
+            let free = alloc
+                .scalar
+                .get(name)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(used.scalar.get(name).copied().unwrap_or(0));
             // A node without the resource at all has 0 free: Insufficient too.
             if request > free {
                 fail(Cow::Owned(format!("Insufficient {name}")));
@@ -231,18 +247,27 @@ impl FilterPlugin for NodeResourcesFit {
         let used = &node.requested;
         let fits = |request: i64, free: i64| request <= 0 || request <= free;
         used.pods < alloc.pods
-            && fits(want.milli_cpu, alloc.milli_cpu - used.milli_cpu)
-            && fits(want.memory, alloc.memory - used.memory)
+            && fits(
+                want.milli_cpu,
+                alloc.milli_cpu.saturating_sub(used.milli_cpu),
+            )
+            && fits(want.memory, alloc.memory.saturating_sub(used.memory))
             && fits(
                 want.ephemeral_storage,
-                alloc.ephemeral_storage - used.ephemeral_storage,
+                alloc
+                    .ephemeral_storage
+                    .saturating_sub(used.ephemeral_storage),
             )
             && want.scalar.iter().all(|(name, &request)| {
                 request == 0
                     || self.is_ignored(name)
                     || request
-                        <= alloc.scalar.get(name).copied().unwrap_or(0)
-                            - used.scalar.get(name).copied().unwrap_or(0)
+                        <= alloc
+                            .scalar
+                            .get(name)
+                            .copied()
+                            .unwrap_or(0)
+                            .saturating_sub(used.scalar.get(name).copied().unwrap_or(0))
             })
     }
 }
@@ -255,14 +280,14 @@ impl ScorePlugin for NodeResourcesFit {
                     if requested > capacity {
                         0
                     } else {
-                        (capacity - requested) * MAX_NODE_SCORE / capacity
+                        mul_div(capacity.saturating_sub(requested), MAX_NODE_SCORE, capacity)
                     }
                 });
                 if weights == 0 { 0 } else { sum / weights }
             }
             ScoringStrategyType::MostAllocated => {
                 let (sum, weights) = self.weighted_mean(pod, node, |requested, capacity| {
-                    requested.min(capacity) * MAX_NODE_SCORE / capacity
+                    mul_div(requested.min(capacity), MAX_NODE_SCORE, capacity)
                 });
                 if weights == 0 { 0 } else { sum / weights }
             }
@@ -286,12 +311,12 @@ impl NodeResourcesFit {
             let utilization = if requested > capacity {
                 MAX_UTILIZATION
             } else {
-                requested * MAX_UTILIZATION / capacity
+                mul_div(requested, MAX_UTILIZATION, capacity)
             };
             let s = self.shape_score(utilization);
             if s > 0 {
-                sum += s * r.weight;
-                weights += r.weight;
+                sum = sum.saturating_add(s.saturating_mul(r.weight));
+                weights = weights.saturating_add(r.weight);
             }
         }
         if weights == 0 {
@@ -595,6 +620,47 @@ mod tests {
         let n = node("n", &[("cpu", "4")]).build();
         assert_eq!(fit.score(&s, &pod_requesting(&[("cpu", "1")]), &n), 25);
         assert_eq!(fit.score(&s, &pod_requesting(&[("cpu", "8")]), &n), 100);
+    }
+
+    /// Trust: amounts near 64 bits (tenant requests, a huge node) never
+    /// overflow a score's `amount * 100`, under any strategy.
+    #[test]
+    fn huge_amounts_score_without_overflow() {
+        let s = CycleState::new();
+        let shape = vec![
+            UtilizationShapePoint {
+                utilization: 0,
+                score: 10,
+            },
+            UtilizationShapePoint {
+                utilization: 100,
+                score: 0,
+            },
+        ];
+        let n = node("n", &[("cpu", "9000000000000000"), ("memory", "7Ei")])
+            .with_pod(pod_requesting(&[("memory", "6Ei")]))
+            .build();
+        let p = pod_requesting(&[("cpu", "1"), ("memory", "1Ei")]);
+        for kind in [
+            ScoringStrategyType::LeastAllocated,
+            ScoringStrategyType::MostAllocated,
+            ScoringStrategyType::RequestedToCapacityRatio,
+        ] {
+            let fit = NodeResourcesFit::new(&NodeResourcesFitArgs {
+                scoring_strategy: ScoringStrategy {
+                    kind,
+                    resources: vec![ResourceSpec::new("cpu", 1), ResourceSpec::new("memory", 1)],
+                    shape: shape.clone(),
+                },
+                ..Default::default()
+            });
+            let score = fit.score(&s, &p, &n);
+            assert!((0..=MAX_NODE_SCORE).contains(&score), "{kind:?}: {score}");
+            assert!(fit.filter(&s, &p, &n).is_ok(), "{kind:?}");
+        }
+        let mut scores = [i64::MAX, i64::MAX / 2, 0];
+        super::super::normalize::default_normalize(&mut scores, false);
+        assert_eq!(scores, [MAX_NODE_SCORE, 49, 0]);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! kube-scheduler's `DefaultNormalizeScore`: scale scores so the highest becomes
 //! `MAX_NODE_SCORE`, optionally reversed (fewer is better).
 
+use super::resource_allocation::mul_div;
 use crate::framework::MAX_NODE_SCORE;
 
 pub fn default_normalize(scores: &mut [i64], reverse: bool) {
@@ -13,7 +14,8 @@ pub fn default_normalize(scores: &mut [i64], reverse: bool) {
         return;
     }
     for s in scores.iter_mut() {
-        let scaled = MAX_NODE_SCORE * *s / max;
+        // Scores may sum tenant weights: scale without overflow.
+        let scaled = mul_div(*s, MAX_NODE_SCORE, max);
         *s = if reverse {
             MAX_NODE_SCORE - scaled
         } else {

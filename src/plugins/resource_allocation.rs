@@ -99,7 +99,16 @@ pub fn allocatable_and_requested(
         }
         ResourceKey::Ignored => return None,
     };
-    (allocatable != 0).then_some((allocatable, requested + pod_request))
+    // Saturating: the sums come from tenant quantities. A node offering a
+    // negative amount takes no part either (nothing to divide by).
+    (allocatable > 0).then_some((allocatable, requested.saturating_add(pod_request)))
+}
+
+/// `value * scale / divisor` without overflow (128-bit intermediate),
+/// clamped to 64 bits; `divisor` must be positive.
+pub fn mul_div(value: i64, scale: i64, divisor: i64) -> i64 {
+    let q = i128::from(value) * i128::from(scale) / i128::from(divisor.max(1));
+    i64::try_from(q).unwrap_or(if q < 0 { i64::MIN } else { i64::MAX })
 }
 
 /// Wire shapes the resource plugins' args share.

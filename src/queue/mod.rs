@@ -17,7 +17,7 @@ use priority_queue::PriorityQueue;
 
 pub use order::{OrderKey, QueueGroup};
 
-use crate::model::{GroupKey, PodInfo, PodKey};
+use crate::model::{GroupKey, PodInfo, PodKey, deadline};
 
 /// Why a pod may not enter the active queue yet (a PreEnqueue verdict).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -262,13 +262,14 @@ impl SchedulingQueue {
     /// Pops the next pod for a scheduling cycle and counts the attempt.
     pub fn pop(&mut self) -> Option<Arc<PodInfo>> {
         let (key, _) = self.active.pop()?;
-        *self.attempts.entry(key.clone()).or_insert(0) += 1;
+        let n = self.attempts.entry(key.clone()).or_insert(0);
+        *n = n.saturating_add(1);
         self.take(&key).map(|e| e.info)
     }
 
     /// Puts a pod that left for a cycle back.
     pub fn requeue(&mut self, info: Arc<PodInfo>, order: OrderKey, how: Requeue, now: Instant) {
-        let own = now + self.backoff_for(self.attempts(&info.key));
+        let own = deadline::after(now, self.backoff_for(self.attempts(&info.key)));
         let slot = match how {
             Requeue::Backoff => Self::backoff_or_active(own, now),
             Requeue::NotBefore(t) => Self::backoff_or_active(own.max(t), now),
@@ -306,7 +307,7 @@ impl SchedulingQueue {
         let keys: Vec<(Instant, PodKey)> = self
             .unschedulable
             .iter()
-            .take_while(|(t, _)| *t + max <= now)
+            .take_while(|(t, _)| deadline::elapsed(*t, max, now))
             .cloned()
             .collect();
         self.retry_unschedulable(keys, now, &gate);
