@@ -852,3 +852,28 @@ fn a_member_reserved_at_permit_says_so() {
         );
     }
 }
+
+/// A capped gang timeout is reported on the definition once per value asked
+/// for, not again on every resync.
+#[test]
+fn a_capped_timeout_is_reported_once_per_value() {
+    use muster::model::CappedTimeout;
+    let mut h = Harness::new();
+    nodes(&mut h, 1, 4000);
+    let capped = |requested: &str| {
+        let mut d = gang_def("long", 2, 1);
+        d.timeout_capped = Some(Box::new(CappedTimeout {
+            field: "annotation muster.dev/schedule-timeout-seconds".into(),
+            requested: requested.into(),
+        }));
+        d
+    };
+    h.put_def(capped("9223372036854775807"));
+    h.put_def(capped("9223372036854775807"));
+    h.settle();
+    assert_eq!(h.events("TimeoutCapped"), 1);
+    h.put_def(capped("99999999"));
+    h.settle();
+    assert_eq!(h.events("TimeoutCapped"), 2);
+    assert_eq!(h.events_with("TimeoutCapped", "capped at 86400s"), 2);
+}

@@ -146,6 +146,17 @@ async fn a_huge_gang_timeout_is_capped_and_the_gang_schedules() {
     let pods = wait_pods(&env, "default", |p| names_bound(p, "forever-").len() == 3).await;
     assert_eq!(names_bound(&pods, "forever-").len(), 3);
     wait_podgroup_condition(&env, "default", "forever", |c| c["status"] == "True").await;
+    // The tenant is told: a warning on the PodGroup names the field and the cap.
+    let capped = wait_event(&env, "default", |e| {
+        e.reason.as_deref() == Some("TimeoutCapped")
+            && e.involved_object.name.as_deref() == Some("forever")
+    })
+    .await;
+    let message = capped.message.unwrap_or_default();
+    assert!(
+        message.contains("muster.dev/schedule-timeout-seconds") && message.contains("86400"),
+        "{message}"
+    );
 
     create_pods(&env, "default", vec![pod("after", "1", "muster", None)]).await;
     wait_pods(&env, "default", |p| p.get("after").is_some_and(bound)).await;

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Engine;
+use super::actions::{EventType, ObjectRef};
 use crate::dialects::Synthesized;
-use crate::model::{GroupDef, GroupMembership, PodInfo, PodKey};
+use crate::model::{GroupDef, GroupKey, GroupMembership, PodInfo, PodKey};
 
 impl Engine {
     /// A pod as the engine schedules it: priority resolved, and its group
@@ -103,6 +104,33 @@ impl Engine {
     /// A definition as the informer reported it: its class resolved first.
     pub(super) fn on_def_observed(&mut self, def: GroupDef, now: Instant) {
         let def = self.classes.resolve_def(def);
+        self.report_capped_timeout(&def);
         self.apply_def(def, now);
+    }
+
+    /// A tenant asked for a gang timeout beyond the maximum: it applies
+    /// capped, and the definition says so once per requested value.
+    fn report_capped_timeout(&mut self, def: &GroupDef) {
+        let Some(capped) = def.timeout_capped.as_deref() else {
+            self.capped_timeouts.remove(&def.key);
+            return;
+        };
+        if self.capped_timeouts.get(&def.key) == Some(&capped.requested) {
+            return;
+        }
+        self.capped_timeouts
+            .insert(def.key.clone(), capped.requested.clone());
+        self.outbox.event(
+            ObjectRef::Group(GroupKey::new(def.key.clone())),
+            EventType::Warning,
+            "TimeoutCapped",
+            format!(
+                "{}: {} asks for {}s; capped at {}s, the maximum gang timeout",
+                def.key,
+                capped.field,
+                capped.requested,
+                crate::model::MAX_SCHEDULE_TIMEOUT.as_secs()
+            ),
+        );
     }
 }

@@ -197,6 +197,9 @@ pub struct Engine {
     /// Duration samples for histograms; `None` unless `record_samples` is set.
     samples: Option<std::collections::VecDeque<introspection::Sample>>,
     classes: priority::PriorityClasses,
+    /// Definitions whose gang timeout was capped, with the value reported,
+    /// so a resync does not repeat the event.
+    capped_timeouts: HashMap<DefinitionKey, String>,
     /// Kueue group definitions, synthesized from their member pods.
     kueue: KueueGroups,
     /// Profiles that do not gang-schedule.
@@ -254,6 +257,7 @@ impl Engine {
             classes: priority::PriorityClasses::default(),
             kueue: KueueGroups::default(),
             gang_disabled,
+            capped_timeouts: HashMap::new(),
             invalid_reported: HashMap::new(),
         }
     }
@@ -272,7 +276,10 @@ impl Engine {
                 error,
             } => self.on_pod_invalid(pod, uid, scheduler_name, error, now),
             ClusterEvent::GroupDefUpserted(def) => self.on_def_observed(def, now),
-            ClusterEvent::GroupDefDeleted(key) => self.on_def_deleted(&key, now),
+            ClusterEvent::GroupDefDeleted(key) => {
+                self.capped_timeouts.remove(&key);
+                self.on_def_deleted(&key, now)
+            }
             ClusterEvent::PriorityClassUpserted {
                 name,
                 value,
