@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools
 export MUSTER_KUBECTL ?= $(TOOLS)/kubectl
 export MUSTER_HELM ?= $(TOOLS)/helm
 
-.PHONY: all build run test tools fmt lint core unit bench bench-load sim-scale image clean fuzz
+.PHONY: all build run test tools fmt lint core unit bench bench-load sim-scale chaos fuzz image clean
 
 all: build
 
@@ -76,6 +76,12 @@ fuzz:
 	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run --fuzz-dir tests/fuzz --target-dir $(CURDIR)/target/fuzz \
 	    -s $(FUZZ_SANITIZER) $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
+
+## The chaos suite (tests/chaos.rs, also one run in `make test`) repeated for
+## CHAOS_SECONDS (default 600); writes target/chaos-report.md.
+CHAOS_SECONDS ?= 600
+chaos:
+	bash tests/support/chaos-soak.sh $(CHAOS_SECONDS)
 
 ## Container image from deploy/Dockerfile (not part of `make test`). Needs a
 ## working docker or podman; fails with a message when there is none.

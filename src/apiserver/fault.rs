@@ -13,6 +13,7 @@
 //! | `latency-ms`        | delay added before matching requests are served           |
 //! | `watch-close-every` | close every watch stream after this duration (`500ms`, `30s`, `2m`) |
 
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use super::status::ApiError;
@@ -125,19 +126,31 @@ impl FaultRule {
     }
 }
 
-/// All fault rules of a cluster.
-#[derive(Debug, Clone, Default)]
-pub struct Faults(Vec<FaultRule>);
+/// All fault rules of a cluster. They can be replaced while it serves
+/// ([`super::SimCluster::set_faults`]), so a chaos run changes the weather
+/// step by step; a request sees the rules in force when it arrives.
+#[derive(Debug, Default)]
+pub struct Faults(RwLock<Arc<Vec<FaultRule>>>);
 
 impl Faults {
     pub fn new(rules: Vec<FaultRule>) -> Self {
-        Faults(rules)
+        Faults(RwLock::new(Arc::new(rules)))
+    }
+
+    /// Replaces every rule.
+    pub fn set(&self, rules: Vec<FaultRule>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(rules);
+    }
+
+    fn rules(&self) -> Arc<Vec<FaultRule>> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Delays, then fails or lets through one request. `resource` is the
     /// plural, with `/subresource` when there is one.
     pub async fn before(&self, verb: &str, group: &str, resource: &str) -> Result<(), ApiError> {
-        for rule in self.0.iter().filter(|r| r.applies(verb, group, resource)) {
+        let rules = self.rules();
+        for rule in rules.iter().filter(|r| r.applies(verb, group, resource)) {
             if let Some(latency) = rule.latency {
                 tokio::time::sleep(latency).await;
             }
@@ -152,7 +165,10 @@ impl Faults {
 
     /// The shortest forced watch lifetime, if any rule sets one.
     pub fn watch_close_every(&self) -> Option<Duration> {
-        self.0.iter().filter_map(|r| r.watch_close_every).min()
+        self.rules()
+            .iter()
+            .filter_map(|r| r.watch_close_every)
+            .min()
     }
 }
 
@@ -225,5 +241,16 @@ mod tests {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+    }
+
+    #[tokio::test]
+    async fn rules_change_while_serving() {
+        let faults = Faults::new(vec!["resource=pods,code=503".parse().unwrap()]);
+        assert!(faults.before("get", "", "pods").await.is_err());
+        faults.set(vec!["watch-close-every=2s".parse().unwrap()]);
+        assert!(faults.before("get", "", "pods").await.is_ok());
+        assert_eq!(faults.watch_close_every(), Some(Duration::from_secs(2)));
+        faults.set(Vec::new());
+        assert_eq!(faults.watch_close_every(), None);
     }
 }

@@ -285,6 +285,13 @@ impl SimCluster {
             .unwrap_or_default()
     }
 
+    /// Replaces the fault rules while the cluster serves (a chaos run's next
+    /// step). Requests already delayed keep the rule they met; watches pick
+    /// up a new `watch-close-every` when they are next opened.
+    pub fn set_faults(&self, rules: Vec<FaultRule>) {
+        self.state.faults.set(rules);
+    }
+
     /// Stops accepting requests, ends every watch, and waits for the server.
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
         self.state.shutdown.cancel();
