@@ -23,7 +23,6 @@ mod e2e;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use e2e::*;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -255,18 +254,21 @@ fn write_errors(rate: f64, latency_ms: u64) -> Vec<FaultRule> {
 
 /// Waits until the Lease's holder satisfies `wanted`.
 async fn lease_holder(env: &Env, wanted: impl Fn(&str) -> bool) -> String {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
     let leases: Api<Lease> = Api::namespaced(env.client.clone(), NS);
+    let config = watcher::Config::default().fields(&format!("metadata.name={LEASE}"));
+    let mut stream = Box::pin(watcher::watcher(leases, config));
     let wait = async {
-        loop {
-            if let Ok(l) = leases.get(LEASE).await
+        while let Some(event) = stream.next().await {
+            if let Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) = event
                 && let Some(h) = l.spec.and_then(|s| s.holder_identity)
                 && wanted(&h)
             {
                 return h;
             }
-            // The Lease is polled: its renewals are what moves, every 500 ms.
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        panic!("lease watch ended");
     };
     tokio::time::timeout(HANG_GUARD, wait)
         .await
@@ -357,17 +359,19 @@ async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
     let n = batch(&env, "thawed", 2, 0).await;
     settle(&env, "thawed", n, &cpu).await;
     let mut thawed = pair.remove(frozen);
-    let exited = tokio::task::spawn_blocking(move || {
-        for _ in 0..400 {
-            if let Ok(Some(status)) = thawed.child.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        None
-    })
+    // Waits for the process to exit (its own event), bounded by the hang guard.
+    let exited = tokio::time::timeout(
+        HANG_GUARD,
+        tokio::task::spawn_blocking(move || {
+            let status = thawed.child.wait().ok();
+            drop(thawed);
+            status
+        }),
+    )
     .await
-    .expect("join");
+    .ok()
+    .and_then(Result::ok)
+    .flatten();
     assert!(
         exited.is_some_and(|s| !s.success()),
         "the thawed former leader stands down"
