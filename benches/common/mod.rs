@@ -85,10 +85,10 @@ pub fn cluster() -> Vec<NodeState> {
             let fill = (rng.next() % 91) as i64; // percent of the node requested
             let residents = 1 + rng.next() % 8;
             for _ in 0..residents {
-                node.add_pod(&resident(
+                node.add_pod(&Arc::new(resident(
                     cpu * 1000 * fill / 100 / residents as i64,
                     mem_gi * fill / 100 / residents as i64,
-                ));
+                )));
             }
             node
         })

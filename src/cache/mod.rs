@@ -5,10 +5,12 @@
 //! scheduling loop is single-threaded, so the slice is consistent for the whole
 //! cycle and is updated incrementally by events, never rebuilt.
 
+mod facts;
 mod groups;
 mod node_state;
 mod store;
 
+pub use facts::{ClusterFacts, Labels};
 pub use groups::{GroupMembers, MemberState};
 pub use node_state::NodeState;
 pub use store::{Cache, CachedPod, PodChange, PodState};

@@ -16,6 +16,9 @@ pub struct NodeState {
     pub non_zero_memory: i64,
     /// Host ports in use, one entry per pod port (duplicates kept for removal).
     pub used_ports: Vec<HostPort>,
+    /// Every pod accounted on the node (bound, or assumed by this scheduler),
+    /// for plugins that match other pods (inter-pod affinity, spread).
+    pub pods: Vec<Arc<PodInfo>>,
     /// Bumped on every change; lets callers detect a node that changed.
     pub generation: u64,
 }
@@ -28,6 +31,7 @@ impl NodeState {
             non_zero_milli_cpu: 0,
             non_zero_memory: 0,
             used_ports: Vec::new(),
+            pods: Vec::new(),
             generation: 0,
         }
     }
@@ -36,7 +40,8 @@ impl NodeState {
         &self.info.name
     }
 
-    pub fn add_pod(&mut self, pod: &PodInfo) {
+    pub fn add_pod(&mut self, pod: &Arc<PodInfo>) {
+        self.pods.push(pod.clone());
         self.requested.add(&pod.requests);
         // Saturating, like `Resources::add`: a pod's own sums fit, the
         // node's total of many may not.
@@ -49,6 +54,9 @@ impl NodeState {
     }
 
     pub fn remove_pod(&mut self, pod: &PodInfo) {
+        if let Some(i) = self.pods.iter().position(|p| p.key == pod.key) {
+            self.pods.swap_remove(i);
+        }
         self.requested.sub(&pod.requests);
         self.non_zero_milli_cpu = self
             .non_zero_milli_cpu

@@ -10,6 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use super::facts::ClusterFacts;
 use super::groups::{GroupMembers, MemberState};
 use super::node_state::NodeState;
 use crate::model::{DefinitionKey, GroupKey, NodeInfo, PodInfo, PodKey, Resources};
@@ -116,6 +117,7 @@ pub struct Cache {
     /// Bumped when a node is added or removed or its labels change: what
     /// indexes of nodes by label (required topology) are keyed on.
     labels_generation: u64,
+    facts: ClusterFacts,
 }
 
 impl Cache {
@@ -132,6 +134,7 @@ impl Cache {
             total_requested: Resources::default(),
             served: served.into_iter().collect(),
             labels_generation: 0,
+            facts: ClusterFacts::default(),
         }
     }
 
@@ -140,6 +143,15 @@ impl Cache {
     /// The node table: the snapshot a scheduling cycle places pods on.
     pub fn nodes(&self) -> &[NodeState] {
         &self.nodes
+    }
+
+    /// Cluster-scoped facts (namespaces, ...), updated by informer events.
+    pub fn facts(&self) -> &ClusterFacts {
+        &self.facts
+    }
+
+    pub fn facts_mut(&mut self) -> &mut ClusterFacts {
+        &mut self.facts
     }
 
     /// Changes whenever a node is added or removed (indices move) or a

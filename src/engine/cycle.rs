@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{Engine, EventType, ObjectRef, ReleasedGang, Sample};
+use crate::framework::Snapshot;
 use crate::framework::lifecycle::{
     CachePreFilterPlugin, PermitPlugin, PermitVerdict, PostFilterPlugin, PreFilterVerdict,
     QueueSortPlugin, Refusal, ReservePlugin, Verdict, WaitingPod,
@@ -57,7 +58,7 @@ impl Engine {
         };
         let placement = match profile.framework.schedule_within(
             &pod,
-            self.cache.nodes(),
+            &Snapshot::new(self.cache.nodes(), self.cache.facts()),
             &mut profile.next_start,
             restriction.as_ref(),
         ) {

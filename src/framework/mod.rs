@@ -12,12 +12,14 @@ pub mod args;
 pub mod cycle_state;
 pub mod lifecycle;
 pub mod placement;
+pub mod snapshot;
 
 use std::borrow::Cow;
 
 pub use args::{Args, ConfigError, PluginArgs};
 pub use cycle_state::CycleState;
 pub use placement::{FitError, Framework, Placement};
+pub use snapshot::Snapshot;
 
 use crate::cache::NodeState;
 use crate::model::PodInfo;
@@ -102,8 +104,15 @@ pub struct NodeRestriction {
 }
 
 /// PreFilter: per-cycle pre-computation into `CycleState`, optional narrowing.
+/// `snapshot` is the whole cluster of this cycle (every node, with its pods),
+/// for plugins that count across nodes (inter-pod affinity, spread).
 pub trait PreFilterPlugin: Plugin {
-    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo) -> PreFilterResult;
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot<'_>,
+    ) -> PreFilterResult;
 }
 
 /// Filter: can `pod` run on `node`?
@@ -121,8 +130,15 @@ pub trait FilterPlugin: Plugin {
 /// Score: how good is `node` for `pod`, before normalisation.
 pub trait ScorePlugin: Plugin {
     /// Per-cycle pre-computation; returning `false` skips this plugin for the pod
-    /// (kube-scheduler's PreScore `Skip`).
-    fn pre_score(&self, _state: &mut CycleState, _pod: &PodInfo) -> bool {
+    /// (kube-scheduler's PreScore `Skip`). `feasible` indexes the nodes of
+    /// `snapshot` that passed Filter.
+    fn pre_score(
+        &self,
+        _state: &mut CycleState,
+        _pod: &PodInfo,
+        _snapshot: &Snapshot<'_>,
+        _feasible: &[usize],
+    ) -> bool {
         true
     }
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeState) -> i64;

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::{
     CycleState, FilterPlugin, NodeRestriction, PreFilterPlugin, PreFilterResult, ScorePlugin,
+    Snapshot,
 };
 use crate::cache::NodeState;
 use crate::model::PodInfo;
@@ -92,18 +93,20 @@ impl Framework {
         nodes: &[NodeState],
         next_start: &mut usize,
     ) -> Result<Placement, FitError> {
-        self.schedule_within(pod, nodes, next_start, None)
+        self.schedule_within(pod, &Snapshot::of_nodes(nodes), next_start, None)
     }
 
-    /// [`Framework::schedule`] on the nodes of `restriction` only (when given);
-    /// the nodes left out count its reason in the fit error.
+    /// [`Framework::schedule`] on a whole snapshot, on the nodes of
+    /// `restriction` only (when given); the nodes left out count its reason
+    /// in the fit error.
     pub fn schedule_within(
         &self,
         pod: &PodInfo,
-        nodes: &[NodeState],
+        snapshot: &Snapshot<'_>,
         next_start: &mut usize,
         restriction: Option<&NodeRestriction>,
     ) -> Result<Placement, FitError> {
+        let nodes = snapshot.nodes;
         if nodes.is_empty() {
             return Err(FitError {
                 num_all_nodes: 0,
@@ -113,7 +116,7 @@ impl Framework {
             });
         }
         let mut state = CycleState::new();
-        let (candidates, absent) = self.run_pre_filters(&mut state, pod, nodes, restriction)?;
+        let (candidates, absent) = self.run_pre_filters(&mut state, pod, snapshot, restriction)?;
         let need = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, candidates.len());
         let search = FilterPass {
             filters: &self.filters,
@@ -138,7 +141,7 @@ impl Framework {
                 let totals = ScorePass {
                     scorers: &self.scorers,
                     pod,
-                    nodes,
+                    snapshot,
                     feasible: &search.feasible,
                     parallel_min_nodes: self.parallel_min_nodes,
                 }
@@ -163,13 +166,14 @@ impl Framework {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        nodes: &[NodeState],
+        snapshot: &Snapshot<'_>,
         restriction: Option<&NodeRestriction>,
     ) -> Result<(Candidates, Absent), FitError> {
+        let nodes = snapshot.nodes;
         let mut allowed: Option<Vec<Arc<str>>> = None;
         let mut narrowed_by = Vec::new();
         for plugin in &self.pre_filters {
-            match plugin.pre_filter(state, pod) {
+            match plugin.pre_filter(state, pod, snapshot) {
                 PreFilterResult::AllNodes => {}
                 PreFilterResult::Reject(r) => {
                     return Err(FitError::pre_filter(nodes.len(), r.reason, r.unresolvable));

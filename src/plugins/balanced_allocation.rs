@@ -9,7 +9,7 @@
 //! on one node).
 
 use crate::cache::NodeState;
-use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, ScorePlugin};
+use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, ScorePlugin, Snapshot};
 use crate::model::PodInfo;
 
 use super::resource_allocation::{
@@ -80,7 +80,7 @@ impl Plugin for BalancedAllocation {
 }
 
 impl ScorePlugin for BalancedAllocation {
-    fn pre_score(&self, _: &mut CycleState, pod: &PodInfo) -> bool {
+    fn pre_score(&self, _: &mut CycleState, pod: &PodInfo, _: &Snapshot<'_>, _: &[usize]) -> bool {
         self.resources
             .iter()
             .any(|key| pod_request(key, pod, Requests::Actual) != 0)
@@ -198,8 +198,9 @@ mod tests {
     fn best_effort_pods_are_skipped() {
         let mut s = CycleState::new();
         let ba = BalancedAllocation::default();
-        assert!(!ba.pre_score(&mut s, &pod_requesting(&[])));
-        assert!(ba.pre_score(&mut s, &pod_requesting(&[("memory", "1Gi")])));
+        let none = Snapshot::of_nodes(&[]);
+        assert!(!ba.pre_score(&mut s, &pod_requesting(&[]), &none, &[]));
+        assert!(ba.pre_score(&mut s, &pod_requesting(&[("memory", "1Gi")]), &none, &[]));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::cache::NodeState;
 use crate::framework::{
     CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Rejection, ScorePlugin,
+    Snapshot,
 };
 use crate::model::{NodeSelector, Operator, PodInfo};
 
@@ -30,7 +31,7 @@ impl Plugin for NodeAffinity {
 }
 
 impl PreFilterPlugin for NodeAffinity {
-    fn pre_filter(&self, _: &mut CycleState, pod: &PodInfo) -> PreFilterResult {
+    fn pre_filter(&self, _: &mut CycleState, pod: &PodInfo, _: &Snapshot<'_>) -> PreFilterResult {
         match pod.required_affinity.as_ref().and_then(pinned_node_names) {
             None => PreFilterResult::AllNodes,
             Some(names) if names.is_empty() => {
@@ -89,7 +90,7 @@ impl FilterPlugin for NodeAffinity {
 
 impl ScorePlugin for NodeAffinity {
     /// Nothing to score without preferred terms (upstream skips too).
-    fn pre_score(&self, _: &mut CycleState, pod: &PodInfo) -> bool {
+    fn pre_score(&self, _: &mut CycleState, pod: &PodInfo, _: &Snapshot<'_>, _: &[usize]) -> bool {
         !pod.preferred_affinity.is_empty()
     }
 
@@ -167,7 +168,7 @@ mod tests {
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n3"]}]}
         ]));
         assert_eq!(
-            NodeAffinity.pre_filter(&mut s, &pinned),
+            NodeAffinity.pre_filter(&mut s, &pinned, &Snapshot::of_nodes(&[])),
             PreFilterResult::OnlyNodes(vec!["n1".into(), "n2".into(), "n3".into()])
         );
         let one_open = affinity(json!([
@@ -175,18 +176,18 @@ mod tests {
             {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}
         ]));
         assert_eq!(
-            NodeAffinity.pre_filter(&mut s, &one_open),
+            NodeAffinity.pre_filter(&mut s, &one_open, &Snapshot::of_nodes(&[])),
             PreFilterResult::AllNodes
         );
         let conflict = affinity(json!([{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": ["n1"]},
             {"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]));
         assert_eq!(
-            NodeAffinity.pre_filter(&mut s, &conflict),
+            NodeAffinity.pre_filter(&mut s, &conflict, &Snapshot::of_nodes(&[])),
             PreFilterResult::Reject(Rejection::unresolvable("pod affinity terms conflict"))
         );
         assert_eq!(
-            NodeAffinity.pre_filter(&mut s, &pod(json!({}))),
+            NodeAffinity.pre_filter(&mut s, &pod(json!({})), &Snapshot::of_nodes(&[])),
             PreFilterResult::AllNodes
         );
     }
@@ -200,8 +201,8 @@ mod tests {
                 {"weight": 6, "preference": {"matchExpressions": [{"key": "ssd", "operator": "Exists"}]}}
             ]}}}),
         );
-        assert!(NodeAffinity.pre_score(&mut s, &p));
-        assert!(!NodeAffinity.pre_score(&mut s, &pod(json!({}))));
+        assert!(NodeAffinity.pre_score(&mut s, &p, &Snapshot::of_nodes(&[]), &[]));
+        assert!(!NodeAffinity.pre_score(&mut s, &pod(json!({})), &Snapshot::of_nodes(&[]), &[]));
         let nodes = [
             node("0", &[]).build(),
             node("1", &[]).label("zone", "a").build(),

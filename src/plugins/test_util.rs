@@ -70,7 +70,7 @@ impl NodeBuilder {
     pub fn build(self) -> NodeState {
         let mut state = NodeState::new(Arc::new(self.info));
         for p in &self.pods {
-            state.add_pod(p);
+            state.add_pod(&Arc::new(p.clone()));
         }
         state
     }

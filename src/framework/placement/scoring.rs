@@ -5,16 +5,15 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::super::{CycleState, MAX_NODE_SCORE, ScorePlugin};
+use super::super::{CycleState, MAX_NODE_SCORE, ScorePlugin, Snapshot};
 use super::TieBreaker;
-use crate::cache::NodeState;
 use crate::model::PodInfo;
 
 /// Everything one scoring pass reads.
 pub(super) struct ScorePass<'a> {
     pub scorers: &'a [(Arc<dyn ScorePlugin>, i64)],
     pub pod: &'a PodInfo,
-    pub nodes: &'a [NodeState],
+    pub snapshot: &'a Snapshot<'a>,
     /// Indices into `nodes` of the feasible nodes.
     pub feasible: &'a [usize],
     /// Score in parallel only from this many nodes.
@@ -30,7 +29,7 @@ impl ScorePass<'_> {
         let active: Vec<&(Arc<dyn ScorePlugin>, i64)> = self
             .scorers
             .iter()
-            .filter(|(plugin, _)| plugin.pre_score(state, self.pod))
+            .filter(|(plugin, _)| plugin.pre_score(state, self.pod, self.snapshot, self.feasible))
             .collect();
         if active.is_empty() || n == 0 {
             return totals;
@@ -55,9 +54,9 @@ impl ScorePass<'_> {
         let n = self.feasible.len();
         let score_node = |i: usize, out: &mut [i64]| {
             if let Some(&ahead) = self.feasible.get(i + 4) {
-                super::filtering::prefetch(&*self.nodes[ahead].info);
+                super::filtering::prefetch(&*self.snapshot.nodes[ahead].info);
             }
-            let node = &self.nodes[self.feasible[i]];
+            let node = &self.snapshot.nodes[self.feasible[i]];
             for (slot, (plugin, _)) in out.iter_mut().zip(active) {
                 *slot = plugin.score(state, self.pod, node);
             }

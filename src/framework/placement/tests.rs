@@ -113,7 +113,12 @@ fn restriction_confines_placement_and_counts_the_rest() {
     let big = pod_requesting(&[("cpu", "2")]);
     let f = Framework::default();
     let err = f
-        .schedule_within(&big, &nodes, &mut 0, Some(&restriction))
+        .schedule_within(
+            &big,
+            &Snapshot::of_nodes(&nodes),
+            &mut 0,
+            Some(&restriction),
+        )
         .unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -122,7 +127,12 @@ fn restriction_confines_placement_and_counts_the_rest() {
     let small = pod_requesting(&[("cpu", "500m")]);
     for start in 0..5 {
         let placed = f
-            .schedule_within(&small, &nodes, &mut start.clone(), Some(&restriction))
+            .schedule_within(
+                &small,
+                &Snapshot::of_nodes(&nodes),
+                &mut start.clone(),
+                Some(&restriction),
+            )
             .unwrap();
         assert!(["n1", "n2"].contains(&&*placed.node_name), "{placed:?}");
     }
@@ -133,7 +143,12 @@ fn restriction_confines_placement_and_counts_the_rest() {
                 {"key": "metadata.name", "operator": "In", "values": ["big"]}]}]}}}
     }));
     let err = f
-        .schedule_within(&pinned, &nodes, &mut 0, Some(&restriction))
+        .schedule_within(
+            &pinned,
+            &Snapshot::of_nodes(&nodes),
+            &mut 0,
+            Some(&restriction),
+        )
         .unwrap_err();
     assert_eq!(
         err.to_string(),

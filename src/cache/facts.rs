@@ -1,0 +1,46 @@
+//! `ClusterFacts`: cluster-scoped objects, other than nodes and pods, that
+//! placement reads (namespace labels for inter-pod affinity's
+//! `namespaceSelector`; storage objects for the volume plugins), kept up to
+//! date by informer events.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
+
+/// Labels of one namespace.
+pub type Labels = BTreeMap<String, String>;
+
+#[derive(Debug, Default, Clone)]
+pub struct ClusterFacts {
+    namespaces: HashMap<Arc<str>, Arc<Labels>>,
+}
+
+impl ClusterFacts {
+    /// Facts of a cluster with nothing in it (shared, never mutated).
+    pub fn empty() -> &'static ClusterFacts {
+        static EMPTY: OnceLock<ClusterFacts> = OnceLock::new();
+        EMPTY.get_or_init(ClusterFacts::default)
+    }
+
+    /// Records a namespace and its labels; returns whether they changed.
+    pub fn upsert_namespace(&mut self, name: &str, labels: Labels) -> bool {
+        if self.namespaces.get(name).is_some_and(|l| **l == labels) {
+            return false;
+        }
+        self.namespaces.insert(Arc::from(name), Arc::new(labels));
+        true
+    }
+
+    pub fn remove_namespace(&mut self, name: &str) -> bool {
+        self.namespaces.remove(name).is_some()
+    }
+
+    /// The labels of `namespace`, when it has been observed.
+    pub fn namespace_labels(&self, namespace: &str) -> Option<&Labels> {
+        self.namespaces.get(namespace).map(|l| &**l)
+    }
+
+    /// Every observed namespace with its labels.
+    pub fn namespaces(&self) -> impl Iterator<Item = (&str, &Labels)> {
+        self.namespaces.iter().map(|(n, l)| (&**n, &**l))
+    }
+}
