@@ -78,10 +78,13 @@ fuzz:
 	done
 
 ## The chaos suite (tests/chaos.rs, also one run in `make test`) repeated for
-## CHAOS_SECONDS (default 600); writes target/chaos-report.md.
+## CHAOS_SECONDS (default 600): CHAOS_SEEDS (space-separated) run first, then
+## random seeds; CHAOS_STALL_SECONDS (default 35) stalls the scheduler's pod
+## watch in each run. Writes target/chaos-report.md with the seeds.
 CHAOS_SECONDS ?= 600
+CHAOS_SEEDS ?=
 chaos:
-	bash tests/support/chaos-soak.sh $(CHAOS_SECONDS)
+	bash tests/support/chaos-soak.sh $(CHAOS_SECONDS) $(CHAOS_SEEDS)
 
 ## Container image from deploy/Dockerfile (not part of `make test`). Needs a
 ## working docker or podman; fails with a message when there is none.

@@ -12,11 +12,18 @@
 //! - the scheduler is alive (it binds the next batch), and a thawed former
 //!   leader stands down instead of writing.
 //!
-//! Steps: calm; 20% and 50% of the scheduler's writes failing (with
-//! latency); watches closed every second; another scheduler's pods taking
-//! capacity at the same time; kill -9 while bindings are in flight, a new
-//! replica finishing; the leader frozen past its lease while a standby takes
-//! over, then thawed.
+//! Steps, the fault steps in an order drawn from the seed (`CHAOS_SEED`,
+//! random when unset and printed), which also draws each batch's size:
+//! calm; 20% and 50% of the scheduler's writes failing (with latency);
+//! watches closed every second; every watch resume of the scheduler told
+//! `410 Gone` (a compaction), so it relists; the scheduler's pod watch
+//! stalled (`CHAOS_STALL_SECONDS`, default 5) while its bindings complete
+//! and pods that do not fit wait; a node deleted under reserved gang
+//! members, then restored; a waiting gang's minCount lowered, and another
+//! waiting gang's PodGroup deleted then recreated; another scheduler's pods
+//! taking capacity at the same time; kill -9 while bindings are in flight,
+//! a new replica finishing; the leader frozen past its lease while a
+//! standby takes over, then thawed.
 
 mod e2e;
 
@@ -27,8 +34,9 @@ use std::process::{Child, Command, Stdio};
 use e2e::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use muster::apiserver::fault::FaultRule;
+use serde_json::json;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -147,6 +155,19 @@ fn audit_no_overcommit(pods: &BTreeMap<String, Pod>, allocatable: &BTreeMap<Stri
     for (node, used) in used {
         let have = allocatable.get(node).copied().unwrap_or(0);
         assert!(used <= have, "I2: node {node} has {used}m bound of {have}m");
+    }
+}
+
+/// No pod is bound to a node that does not exist (a deleted node's
+/// reservations must not be bound).
+fn audit_nodes_exist(pods: &BTreeMap<String, Pod>, nodes: &BTreeMap<String, i64>) {
+    for (name, p) in pods.iter().filter(|(_, p)| !terminal(p)) {
+        if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            assert!(
+                nodes.contains_key(node),
+                "pod {name} bound to missing node {node}"
+            );
+        }
     }
 }
 
@@ -275,8 +296,272 @@ async fn lease_holder(env: &Env, wanted: impl Fn(&str) -> bool) -> String {
         .expect("a leader before the hang guard")
 }
 
+/// The run's seed: `CHAOS_SEED`, else drawn and printed so a failure can be
+/// replayed (`CHAOS_SEED=<n> cargo test --test chaos`).
+fn seed() -> u64 {
+    let seed = std::env::var("CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("chaos: seed={seed}");
+    seed
+}
+
+/// How long the scheduler's pod watch stays stalled (`CHAOS_STALL_SECONDS`).
+fn stall_for() -> std::time::Duration {
+    let secs = std::env::var("CHAOS_STALL_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    std::time::Duration::from_secs(secs)
+}
+
+/// The scheduler's requests only (it sends `muster/<version>`): the test's
+/// own client, which audits, is not affected.
+fn scheduler_only(spec: &str) -> FaultRule {
+    format!("{spec},user-agent=muster/")
+        .parse()
+        .expect("fault rule")
+}
+
+/// A batch that fits the cluster (6 nodes of 4 cpu): 2–4 gangs of three and
+/// 2–8 plain pods.
+fn sizes(rng: &mut fastrand::Rng) -> (usize, usize) {
+    (rng.usize(2..=4), rng.usize(2..=8))
+}
+
+/// The pod watch of the scheduler stalls while its bindings complete: the
+/// confirmations are held back, pods that did not fit keep retrying. The
+/// reservations of bound pods must hold however long the stall lasts
+/// (no expiry); once the stall ends and capacity is freed, the rest bind.
+async fn stalled_pod_watch(env: &Env, cpu: &BTreeMap<String, i64>) {
+    let total: i64 = cpu.values().sum::<i64>() / 1000;
+    let overflow = 2;
+    env.cluster.set_faults(vec![scheduler_only(
+        "resource=pods/binding,latency-ms=1000",
+    )]);
+    let n = batch(env, "stall", 4, total as usize - 12 + overflow).await;
+    // Wait until the scheduler has seen every pod: the overflow is refused
+    // because the rest hold (assumed) capacity.
+    let seen = wait_pods(env, NS, |pods| {
+        audit_no_overcommit(pods, cpu);
+        unschedulable(pods).len() >= overflow
+    })
+    .await;
+    let refused = unschedulable(&seen);
+    env.cluster.set_faults(vec![
+        scheduler_only("resource=pods/binding,latency-ms=1000"),
+        scheduler_only("verb=watch,resource=pods,watch-stall=true"),
+    ]);
+    eprintln!(
+        "chaos: step stall: scheduler pod watch stalled for {:?}",
+        stall_for()
+    );
+    let stalled = async {
+        wait_pods(env, NS, |pods| {
+            audit_no_overcommit(pods, cpu);
+            false
+        })
+        .await
+    };
+    let _ = tokio::time::timeout(stall_for(), stalled).await;
+    env.cluster.set_faults(Vec::new());
+    let pods = wait_pods(env, NS, |pods| {
+        audit_no_overcommit(pods, cpu);
+        pods.values().filter(|p| bound(p)).count() >= n - overflow
+    })
+    .await;
+    // Free room for the refused pods: delete as many bound plain pods.
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let freed: Vec<&String> = pods
+        .iter()
+        .filter(|(name, p)| name.starts_with("plain-") && bound(p))
+        .map(|(name, _)| name)
+        .take(refused.len())
+        .collect();
+    for name in freed {
+        api.delete(name, &DeleteParams::default())
+            .await
+            .expect("delete pod");
+    }
+    let pods = wait_pods(env, NS, |pods| {
+        audit_no_overcommit(pods, cpu);
+        refused.iter().all(|n| pods.get(n).is_some_and(bound))
+    })
+    .await;
+    audit_no_partial_gang(&pods);
+}
+
+/// Pods whose `PodScheduled` condition says `Unschedulable`.
+fn unschedulable(pods: &BTreeMap<String, Pod>) -> Vec<String> {
+    pods.iter()
+        .filter(|(_, p)| !bound(p) && condition_reason(p) == Some("Unschedulable"))
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+/// The reason of a pod's `PodScheduled` condition, if any.
+fn condition_reason(p: &Pod) -> Option<&str> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled")
+        .and_then(|c| c.reason.as_deref())
+}
+
+/// Waits until the named pods all wait at Permit (reserved).
+async fn wait_at_permit(env: &Env, names: &[String], cpu: &BTreeMap<String, i64>) {
+    wait_pods(env, NS, |pods| {
+        audit_no_overcommit(pods, cpu);
+        names.iter().all(|n| {
+            pods.get(n)
+                .is_some_and(|p| condition_reason(p) == Some("WaitingAtPermit"))
+        })
+    })
+    .await;
+}
+
+/// A gang's member pinned to one node (by name, as a DaemonSet pins).
+fn pinned(name: &str, group: &str, node: &str) -> Pod {
+    let mut p = pod(name, "1", "muster", Some(group));
+    if let Some(spec) = p.spec.as_mut() {
+        spec.affinity = Some(
+            serde_json::from_value(
+                json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": [node]}
+                    ]}]
+                }}}),
+            )
+            .expect("affinity json"),
+        );
+    }
+    p
+}
+
+/// A member held by a scheduling gate: it counts toward its gang's quorum,
+/// so its siblings reach Permit and wait there, reserved, for it.
+fn held(name: &str, group: &str) -> Pod {
+    gated(pod(name, "1", "muster", Some(group)))
+}
+
+/// Deletes pods by name.
+async fn delete_pods(env: &Env, names: &[String]) {
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    for name in names {
+        api.delete(name, &DeleteParams::default())
+            .await
+            .expect("delete pod");
+    }
+}
+
+/// Two members of a three-member gang reserved on a node that is then
+/// deleted, the third held by a gate: nothing may be bound to the deleted
+/// node. The third is released, the node returns, and the gang binds whole.
+async fn node_deleted_under_reservations(env: &Env, cpu: &BTreeMap<String, i64>) {
+    let node = cpu.keys().next().expect("a node").clone();
+    let group = "gang-nodedel-0";
+    create_podgroup(env, NS, group, GANG_SIZE as u32, None).await;
+    let early: Vec<String> = (0..2).map(|m| format!("{group}-m{m}")).collect();
+    let mut members: Vec<Pod> = early.iter().map(|n| pinned(n, group, &node)).collect();
+    let last = format!("{group}-m2");
+    members.push(held(&last, group));
+    create_pods(env, NS, members).await;
+    wait_at_permit(env, &early, cpu).await;
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    nodes
+        .delete(&node, &DeleteParams::default())
+        .await
+        .expect("delete node");
+    let mut without = cpu.clone();
+    without.remove(&node);
+    ungate(env, NS, &last).await;
+    // Until the node returns, no member may bind (to it, or partially): the
+    // reserved members were requeued and find no node.
+    wait_pods(env, NS, |pods| {
+        audit_nodes_exist(pods, &without);
+        audit_no_partial_gang(pods);
+        pods.iter()
+            .filter(|(n, _)| n.starts_with(group))
+            .filter(|(_, p)| condition_reason(p) == Some("Unschedulable"))
+            .count()
+            >= 1
+            && early.iter().all(|n| {
+                pods.get(n)
+                    .is_some_and(|p| condition_reason(p) != Some("WaitingAtPermit"))
+            })
+    })
+    .await;
+    add_node(env, &node, "4").await;
+    PODS.fetch_add(GANG_SIZE, Ordering::Relaxed);
+    GANGS.fetch_add(1, Ordering::Relaxed);
+    settle(env, "nodedel", GANG_SIZE, cpu).await;
+}
+
+/// Patches a PodGroup's `minCount`.
+async fn set_min_count(env: &Env, group: &str, min_count: u32) {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), NS, &podgroup_resource());
+    let patch =
+        Patch::Merge(json!({"spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}));
+    api.patch(group, &PatchParams::default(), &patch)
+        .await
+        .expect("patch minCount");
+}
+
+/// Two gangs of minCount four whose fourth member is held by a gate, three
+/// members waiting at Permit: one's minCount is lowered to three (its three
+/// bind), the other's PodGroup is deleted (its members are rejected and wait
+/// for a definition, none bound) and recreated with minCount three (they
+/// bind).
+async fn group_changes_while_waiting(env: &Env, cpu: &BTreeMap<String, i64>) {
+    let lowered = "gang-groupchg-0";
+    let deleted = "gang-groupchg-1";
+    let mut waiting = Vec::new();
+    let mut held_back = Vec::new();
+    for group in [lowered, deleted] {
+        create_podgroup(env, NS, group, GANG_SIZE as u32 + 1, None).await;
+        let names: Vec<String> = (0..GANG_SIZE).map(|m| format!("{group}-m{m}")).collect();
+        let mut members: Vec<Pod> = names
+            .iter()
+            .map(|n| pod(n, "1", "muster", Some(group)))
+            .collect();
+        members.push(held(&format!("{group}-held"), group));
+        held_back.push(format!("{group}-held"));
+        create_pods(env, NS, members).await;
+        waiting.extend(names);
+    }
+    wait_at_permit(env, &waiting, cpu).await;
+    set_min_count(env, lowered, GANG_SIZE as u32).await;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), NS, &podgroup_resource());
+    api.delete(deleted, &DeleteParams::default())
+        .await
+        .expect("delete podgroup");
+    wait_pods(env, NS, |pods| {
+        audit_no_overcommit(pods, cpu);
+        audit_no_partial_gang(pods);
+        let lowered_bound = names_bound(pods, lowered).len() == GANG_SIZE;
+        let deleted_unbound = names_bound(pods, deleted).is_empty()
+            && pods
+                .iter()
+                .filter(|(n, _)| n.starts_with(deleted))
+                .all(|(_, p)| condition_reason(p) != Some("WaitingAtPermit"));
+        lowered_bound && deleted_unbound
+    })
+    .await;
+    create_podgroup(env, NS, deleted, GANG_SIZE as u32, None).await;
+    PODS.fetch_add(2 * (GANG_SIZE + 1), Ordering::Relaxed);
+    GANGS.fetch_add(2, Ordering::Relaxed);
+    settle(env, "groupchg", 2 * GANG_SIZE, cpu).await;
+    delete_pods(env, &held_back).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
+    let mut rng = fastrand::Rng::with_seed(seed());
     let env = cluster(vec![nodes(6, "4")]).await;
     let tmp = tempfile::tempdir().expect("tempdir");
     let keep = std::env::var_os("CHAOS_KEEP_LOGS").is_some();
@@ -289,8 +574,9 @@ async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
     let cpu = allocatable(&env).await;
     let a = spawn_scheduler(&dir, "a");
 
-    // Calm, then 20% and 50% failing writes with latency, then watch closes.
-    let steps: [(&str, Vec<FaultRule>); 4] = [
+    // The weather steps, in an order drawn from the seed: calm, 20% and 50%
+    // failing writes with latency, watch closes, 410 on every resume.
+    let mut steps: Vec<(&str, Vec<FaultRule>)> = vec![
         ("calm", Vec::new()),
         ("err20", write_errors(0.2, 0)),
         ("err50", write_errors(0.5, 50)),
@@ -298,14 +584,32 @@ async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
             "watchclose",
             vec!["watch-close-every=1s".parse().expect("fault rule")],
         ),
+        (
+            "gone",
+            vec![
+                "watch-close-every=1s".parse().expect("fault rule"),
+                scheduler_only("resume-gone=1"),
+            ],
+        ),
     ];
+    rng.shuffle(&mut steps);
     for (tag, rules) in steps {
         env.cluster.set_faults(rules);
-        let n = batch(&env, tag, 4, 6).await;
+        let (gangs, plain) = sizes(&mut rng);
+        let n = batch(&env, tag, gangs, plain).await;
         settle(&env, tag, n, &cpu).await;
         env.cluster.set_faults(Vec::new());
         clear(&env).await;
     }
+
+    // The scheduler's pod watch stalled while its bindings complete.
+    stalled_pod_watch(&env, &cpu).await;
+    clear(&env).await;
+    // A node deleted under reservations; groups changed under waiting gangs.
+    node_deleted_under_reservations(&env, &cpu).await;
+    clear(&env).await;
+    group_changes_while_waiting(&env, &cpu).await;
+    clear(&env).await;
 
     // Another scheduler's pods hold capacity (bound at creation, one per
     // node, just before ours arrive): Muster must count them.
@@ -381,7 +685,7 @@ async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
     let n = batch(&env, "after", 2, 2).await;
     settle(&env, "after", n, &cpu).await;
     eprintln!(
-        "chaos: summary pods={} gangs={} fault_steps=5 kills=1 freezes=1 i2_audits={} i1_audits={} violations=0",
+        "chaos: summary pods={} gangs={} fault_steps=10 kills=1 freezes=1 i2_audits={} i1_audits={} violations=0",
         PODS.load(Ordering::Relaxed),
         GANGS.load(Ordering::Relaxed),
         AUDITS_I2.load(Ordering::Relaxed),

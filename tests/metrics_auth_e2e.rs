@@ -93,6 +93,44 @@ async fn rbac(client: &kube::Client) {
     }
 }
 
+/// `kubectl auth can-i get /metrics` as each token user: the cluster answers
+/// a SelfSubjectAccessReview for the requester from the same RBAC.
+async fn can_i_read_metrics(env: &Env) {
+    use k8s_openapi::api::authorization::v1::{
+        NonResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("kubeconfig");
+    env.cluster.write_kubeconfig(&path).expect("kubeconfig");
+    for (context, allowed) in [(PROMETHEUS, true), ("eve", false)] {
+        let kc = kube::config::Kubeconfig::read_from(&path).expect("read kubeconfig");
+        let options = kube::config::KubeConfigOptions {
+            context: Some(context.to_string()),
+            ..Default::default()
+        };
+        let config = kube::Config::from_custom_kubeconfig(kc, &options)
+            .await
+            .expect("context");
+        let client = kube::Client::try_from(config).expect("client");
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                non_resource_attributes: Some(NonResourceAttributes {
+                    path: Some("/metrics".into()),
+                    verb: Some("get".into()),
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = Api::<SelfSubjectAccessReview>::all(client)
+            .create(&PostParams::default(), &review)
+            .await
+            .expect("self review");
+        let status = answer.status.expect("status");
+        assert_eq!(status.allowed, allowed, "{context}: {status:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_and_debug_need_a_token_rbac_allows() {
     let config = SimConfig::default()
@@ -107,6 +145,7 @@ async fn metrics_and_debug_need_a_token_rbac_allows() {
         cluster,
     };
     rbac(&env.client).await;
+    can_i_read_metrics(&env).await;
     // A tenant's pod, whose name /debug/queue would show.
     e2e::create_pods(
         &env,

@@ -429,3 +429,58 @@ async fn shutdown_ends_open_watches() {
         .unwrap();
     assert!(end.is_none() || end.unwrap().is_err());
 }
+
+#[tokio::test]
+async fn injected_faults_stall_a_watch_and_expire_resumes() {
+    let (cluster, client) = start(fast()).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let first = cms
+        .create(&PostParams::default(), &config_map("first", &[]))
+        .await
+        .unwrap();
+    let rv = first.metadata.resource_version.unwrap();
+    // A resume is told 410 while `resume-gone` is in force.
+    cluster.set_faults(vec!["resume-gone=1".parse::<FaultRule>().unwrap()]);
+    let mut stream = cms
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    match next(&mut stream).await.unwrap() {
+        WatchEvent::Error(status) => assert_eq!(status.code, 410),
+        other => panic!("expected 410, got {other:?}"),
+    }
+    // A stalled watch holds its events until the stall is lifted; another
+    // client's (by User-Agent) is not affected.
+    cluster.set_faults(vec![
+        "verb=watch,watch-stall=true,user-agent=stalled/"
+            .parse::<FaultRule>()
+            .unwrap(),
+    ]);
+    let mut live = cms
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    cms.create(&PostParams::default(), &config_map("second", &[]))
+        .await
+        .unwrap();
+    match next(&mut live).await.unwrap() {
+        WatchEvent::Added(cm) => assert_eq!(cm.metadata.name.as_deref(), Some("second")),
+        other => panic!("expected the unstalled watch's ADDED, got {other:?}"),
+    }
+    cluster.set_faults(vec![
+        "verb=watch,watch-stall=true".parse::<FaultRule>().unwrap(),
+    ]);
+    cms.create(&PostParams::default(), &config_map("third", &[]))
+        .await
+        .unwrap();
+    let held = tokio::time::timeout(Duration::from_millis(300), next(&mut live)).await;
+    assert!(held.is_err(), "a stalled watch delivers nothing");
+    cluster.set_faults(Vec::new());
+    match next(&mut live).await.unwrap() {
+        WatchEvent::Added(cm) => assert_eq!(cm.metadata.name.as_deref(), Some("third")),
+        other => panic!("expected the held ADDED, got {other:?}"),
+    }
+    cluster.shutdown().await.unwrap();
+}

@@ -22,6 +22,8 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::fault::Target;
+
 use super::SimState;
 use super::status::{ApiError, ApiResult};
 
@@ -98,6 +100,11 @@ impl Tokens {
         Tokens(users.iter().map(|u| (u.token.clone(), u.clone())).collect())
     }
 
+    /// The user a bearer token names, with every group.
+    pub fn user(&self, token: &str) -> Option<(String, Vec<String>)> {
+        self.0.get(token).map(|u| (u.name.clone(), u.all_groups()))
+    }
+
     /// The TokenReview status for `token`.
     pub fn review(&self, token: &str) -> Value {
         match self.0.get(token) {
@@ -112,6 +119,26 @@ impl Tokens {
             None => json!({"authenticated": false, "error": "invalid bearer token"}),
         }
     }
+}
+
+/// The user a request acts as: the token user its bearer token names;
+/// anyone else is the kubeconfig's administrator (`system:masters`), since
+/// the simulator serves every request (see the module comment).
+pub(super) fn requester(state: &SimState, headers: &HeaderMap) -> (String, Vec<String>) {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|token| state.tokens.user(token.trim()))
+        .unwrap_or_else(|| {
+            (
+                "kubernetes-admin".to_string(),
+                vec![
+                    "system:masters".to_string(),
+                    "system:authenticated".to_string(),
+                ],
+            )
+        })
 }
 
 /// `POST tokenreviews`.
@@ -158,7 +185,11 @@ pub(super) async fn review_request(
     if let Some(r) = &state.recorder {
         r.record(headers, "create", group, plural, None, None);
     }
-    state.faults.before("create", group, plural).await?;
+    let ua = super::request::user_agent(headers);
+    state
+        .faults
+        .before(Target::new("create", group, plural, ua))
+        .await?;
     let mut review: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
     if !review.is_object() {
@@ -168,6 +199,7 @@ pub(super) async fn review_request(
     }
     let kind = match plural {
         "tokenreviews" => "TokenReview",
+        "selfsubjectaccessreviews" => "SelfSubjectAccessReview",
         _ => "SubjectAccessReview",
     };
     review["apiVersion"] = json!(format!("{group}/v1"));

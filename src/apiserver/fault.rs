@@ -12,9 +12,14 @@
 //! | `code`              | HTTP status of injected failures, 400-599 (default 500 when `rate` is set) |
 //! | `latency-ms`        | delay added before matching requests are served           |
 //! | `watch-close-every` | close every watch stream after this duration (`500ms`, `30s`, `2m`) |
+//! | `watch-stall`       | `true`: matching watch streams hold their events while the rule is in force, then deliver them (a stalled connection) |
+//! | `resume-gone`       | probability in [0, 1] that a watch resuming from a `resourceVersion` is told `410 Gone` (as after an etcd compaction) |
+//! | `user-agent`        | only requests whose `User-Agent` starts with this (e.g. `muster/`) |
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use super::status::ApiError;
 
@@ -28,6 +33,31 @@ pub struct FaultRule {
     pub code: Option<u16>,
     pub latency: Option<Duration>,
     pub watch_close_every: Option<Duration>,
+    pub watch_stall: bool,
+    pub resume_gone: f64,
+    pub user_agent: Option<String>,
+}
+
+/// What a request is, as fault rules match it.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub verb: &'a str,
+    pub group: &'a str,
+    /// The plural, with `/subresource` when there is one.
+    pub resource: &'a str,
+    /// The `User-Agent` header, empty when none was sent.
+    pub user_agent: &'a str,
+}
+
+impl<'a> Target<'a> {
+    pub fn new(verb: &'a str, group: &'a str, resource: &'a str, user_agent: &'a str) -> Self {
+        Target {
+            verb,
+            group,
+            resource,
+            user_agent,
+        }
+    }
 }
 
 const VERBS: &[&str] = &[
@@ -53,6 +83,9 @@ impl std::str::FromStr for FaultRule {
             code: None,
             latency: None,
             watch_close_every: None,
+            watch_stall: false,
+            resume_gone: 0.0,
+            user_agent: None,
         };
         let mut rate = None;
         for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -93,9 +126,20 @@ impl std::str::FromStr for FaultRule {
                     }
                     rule.watch_close_every = Some(d);
                 }
+                "watch-stall" => {
+                    rule.watch_stall = value.parse().map_err(|_| bad("true or false"))?;
+                }
+                "resume-gone" => {
+                    let r: f64 = value.parse().map_err(|_| bad("a number"))?;
+                    if !(0.0..=1.0).contains(&r) {
+                        return Err(bad("between 0 and 1"));
+                    }
+                    rule.resume_gone = r;
+                }
+                "user-agent" => rule.user_agent = Some(value.to_string()),
                 other => {
                     return Err(format!(
-                        "fault {spec:?}: unknown key {other:?} (expected verb, resource, group, rate, code, latency-ms, watch-close-every)"
+                        "fault {spec:?}: unknown key {other:?} (expected verb, resource, group, rate, code, latency-ms, watch-close-every, watch-stall, resume-gone, user-agent)"
                     ));
                 }
             }
@@ -109,9 +153,14 @@ impl std::str::FromStr for FaultRule {
             (Some(r), Some(_)) => rule.rate = r,
             (None, None) => {}
         }
-        if rule.code.is_none() && rule.latency.is_none() && rule.watch_close_every.is_none() {
+        if rule.code.is_none()
+            && rule.latency.is_none()
+            && rule.watch_close_every.is_none()
+            && !rule.watch_stall
+            && rule.resume_gone == 0.0
+        {
             return Err(format!(
-                "fault {spec:?} has no effect: give rate/code, latency-ms or watch-close-every"
+                "fault {spec:?} has no effect: give rate/code, latency-ms, watch-close-every, watch-stall or resume-gone"
             ));
         }
         Ok(rule)
@@ -119,10 +168,14 @@ impl std::str::FromStr for FaultRule {
 }
 
 impl FaultRule {
-    fn applies(&self, verb: &str, group: &str, resource: &str) -> bool {
-        self.verb.as_deref().is_none_or(|v| v == verb)
-            && self.group.as_deref().is_none_or(|g| g == group)
-            && self.resource.as_deref().is_none_or(|r| r == resource)
+    fn applies(&self, t: &Target<'_>) -> bool {
+        self.verb.as_deref().is_none_or(|v| v == t.verb)
+            && self.group.as_deref().is_none_or(|g| g == t.group)
+            && self.resource.as_deref().is_none_or(|r| r == t.resource)
+            && self
+                .user_agent
+                .as_deref()
+                .is_none_or(|ua| t.user_agent.starts_with(ua))
     }
 }
 
@@ -130,27 +183,34 @@ impl FaultRule {
 /// ([`super::SimCluster::set_faults`]), so a chaos run changes the weather
 /// step by step; a request sees the rules in force when it arrives.
 #[derive(Debug, Default)]
-pub struct Faults(RwLock<Arc<Vec<FaultRule>>>);
+pub struct Faults {
+    rules: RwLock<Arc<Vec<FaultRule>>>,
+    /// Woken whenever the rules change (stalled watches re-check).
+    changed: Notify,
+}
 
 impl Faults {
     pub fn new(rules: Vec<FaultRule>) -> Self {
-        Faults(RwLock::new(Arc::new(rules)))
+        Faults {
+            rules: RwLock::new(Arc::new(rules)),
+            changed: Notify::new(),
+        }
     }
 
     /// Replaces every rule.
     pub fn set(&self, rules: Vec<FaultRule>) {
-        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(rules);
+        *self.rules.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(rules);
+        self.changed.notify_waiters();
     }
 
     fn rules(&self) -> Arc<Vec<FaultRule>> {
-        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.rules.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Delays, then fails or lets through one request. `resource` is the
-    /// plural, with `/subresource` when there is one.
-    pub async fn before(&self, verb: &str, group: &str, resource: &str) -> Result<(), ApiError> {
+    /// Delays, then fails or lets through one request.
+    pub async fn before(&self, target: Target<'_>) -> Result<(), ApiError> {
         let rules = self.rules();
-        for rule in rules.iter().filter(|r| r.applies(verb, group, resource)) {
+        for rule in rules.iter().filter(|r| r.applies(&target)) {
             if let Some(latency) = rule.latency {
                 tokio::time::sleep(latency).await;
             }
@@ -161,6 +221,34 @@ impl Faults {
             }
         }
         Ok(())
+    }
+
+    /// Whether a watch resuming from a resourceVersion is told `410 Gone`.
+    pub fn resume_gone(&self, target: Target<'_>) -> bool {
+        let rules = self.rules();
+        rules
+            .iter()
+            .filter(|r| r.resume_gone > 0.0 && r.applies(&target))
+            .any(|r| fastrand::f64() < r.resume_gone)
+    }
+
+    /// Waits while a `watch-stall` rule matches `target`; returns at once
+    /// when none does. Rules are re-checked whenever they change.
+    pub async fn wait_unstalled(&self, target: Target<'_>) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the check, so a change in between is not missed.
+            changed.as_mut().enable();
+            let stalled = self
+                .rules()
+                .iter()
+                .any(|r| r.watch_stall && r.applies(&target));
+            if !stalled {
+                return;
+            }
+            changed.await;
+        }
     }
 
     /// The shortest forced watch lifetime, if any rule sets one.
@@ -209,8 +297,8 @@ mod tests {
             .unwrap();
         assert_eq!(r.rate, 0.05);
         assert_eq!(r.code, Some(500));
-        assert!(r.applies("create", "", "pods/binding"));
-        assert!(!r.applies("create", "", "pods"));
+        assert!(r.applies(&Target::new("create", "", "pods/binding", "")));
+        assert!(!r.applies(&Target::new("create", "", "pods", "")));
         let r: FaultRule = "resource=pods,latency-ms=20".parse().unwrap();
         assert_eq!(r.latency, Some(Duration::from_millis(20)));
         assert_eq!(r.code, None);
@@ -230,6 +318,9 @@ mod tests {
             ("colour=red,code=500", "unknown key"),
             ("watch-close-every=soon", "invalid duration"),
             ("latency", "expected key=value"),
+            ("watch-stall=maybe", "true or false"),
+            ("resume-gone=3", "between 0 and 1"),
+            ("user-agent=muster/", "has no effect"),
         ] {
             let err = spec.parse::<FaultRule>().unwrap_err();
             assert!(err.contains(needle), "{spec}: {err}");
@@ -246,11 +337,44 @@ mod tests {
     #[tokio::test]
     async fn rules_change_while_serving() {
         let faults = Faults::new(vec!["resource=pods,code=503".parse().unwrap()]);
-        assert!(faults.before("get", "", "pods").await.is_err());
+        let get = Target::new("get", "", "pods", "");
+        assert!(faults.before(get).await.is_err());
         faults.set(vec!["watch-close-every=2s".parse().unwrap()]);
-        assert!(faults.before("get", "", "pods").await.is_ok());
+        assert!(faults.before(get).await.is_ok());
         assert_eq!(faults.watch_close_every(), Some(Duration::from_secs(2)));
         faults.set(Vec::new());
         assert_eq!(faults.watch_close_every(), None);
+    }
+
+    #[test]
+    fn user_agent_narrows_a_rule() {
+        let r: FaultRule = "resource=pods,watch-stall=true,user-agent=muster/"
+            .parse()
+            .unwrap();
+        assert!(r.watch_stall);
+        assert!(r.applies(&Target::new("watch", "", "pods", "muster/0.4.0")));
+        assert!(!r.applies(&Target::new("watch", "", "pods", "kubectl/v1.37")));
+        assert!(!r.applies(&Target::new("watch", "", "pods", "")));
+    }
+
+    #[tokio::test]
+    async fn a_stalled_watch_resumes_when_the_rule_is_lifted() {
+        let faults = Arc::new(Faults::new(vec![
+            "resource=pods,watch-stall=true".parse().unwrap(),
+        ]));
+        let pods = Target::new("watch", "", "pods", "");
+        let nodes = Target::new("watch", "", "nodes", "");
+        faults.wait_unstalled(nodes).await;
+        let waiter = {
+            let faults = faults.clone();
+            tokio::spawn(async move { faults.wait_unstalled(pods).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        faults.set(Vec::new());
+        waiter.await.unwrap();
+        let gone = Faults::new(vec!["resume-gone=1".parse().unwrap()]);
+        assert!(gone.resume_gone(pods));
+        assert!(!Faults::default().resume_gone(pods));
     }
 }

@@ -158,9 +158,16 @@ fn watch(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
         close_after,
         table: req.table(),
     };
+    let faults = watch::WatchFaults {
+        faults: state.faults.clone(),
+        group: req.def.group.clone(),
+        plural: req.def.plural.clone(),
+        user_agent: req.user_agent().to_string(),
+    };
     let body = watch::serve(
         state.store.clone(),
         request,
+        faults,
         state.bookmark_every,
         state.shutdown.clone(),
     );

@@ -14,8 +14,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::SimState;
+use super::fault::Target;
 use super::registry::verbs;
-use super::request::ResourceRequest;
+use super::request::{self, ResourceRequest};
 use super::response::json_response;
 use super::status::{ApiError, ApiResult};
 use super::{authn, binding, handlers, openapi, rbac};
@@ -55,6 +56,12 @@ async fn dispatch(
         ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
             rbac::serve_subject_access_review(&state, &method, &headers, &body).await
         }
+        [
+            "apis",
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+        ] => rbac::serve_self_subject_access_review(&state, &method, &headers, &body).await,
         ["api", "v1", rest @ ..] => {
             resource(&state, &method, "", "v1", rest, query, headers, body).await
         }
@@ -100,7 +107,11 @@ async fn resource(
         if let Some(r) = &state.recorder {
             r.record(&req.headers, "create", "", "bindings", None, Some(ns));
         }
-        state.faults.before("create", "", "bindings").await?;
+        let ua = request::user_agent(&req.headers);
+        state
+            .faults
+            .before(Target::new("create", "", "bindings", ua))
+            .await?;
         return binding::bind(state, &req).await;
     }
     let (namespace, plural, name, sub) = match rest {
@@ -157,7 +168,10 @@ async fn resource(
             req.namespace.as_deref(),
         );
     }
-    state.faults.before(verb, group, &fault_target).await?;
+    state
+        .faults
+        .before(Target::new(verb, group, &fault_target, req.user_agent()))
+        .await?;
     handlers::handle(state, verb, &req).await
 }
 

@@ -12,9 +12,16 @@
 //!   (`system:serviceaccount:<ns>:<name>`); `*` matches any verb, group or
 //!   resource; `resourceNames` limit a rule to named objects.
 //! - `system:masters` is allowed everything, as on a real server.
+//! - Aggregated ClusterRoles (`aggregationRule.clusterRoleSelectors`) hold
+//!   the rules of every ClusterRole their selectors match. A real server's
+//!   controller writes those rules into the object; here they are gathered
+//!   when a decision is made, so decisions agree but `kubectl get` shows the
+//!   aggregated role's own rules only.
+//! - `POST selfsubjectaccessreviews` (`kubectl auth can-i`) answers for the
+//!   requester: the token user its bearer token names, else the
+//!   administrator.
 //!
-//! Not modelled: aggregated ClusterRoles (`aggregationRule`), the default
-//! bootstrap roles (create the ones a test needs), and SelfSubjectAccessReview.
+//! Not modelled: the default bootstrap roles (create the ones a test needs).
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode};
@@ -117,7 +124,7 @@ impl Policy {
             items.iter().map(|o| o.value()).collect()
         };
         Policy {
-            cluster_roles: all("clusterroles"),
+            cluster_roles: aggregate(all("clusterroles")),
             cluster_role_bindings: all("clusterrolebindings"),
             roles: all("roles"),
             role_bindings: all("rolebindings"),
@@ -269,6 +276,106 @@ fn rule_allows(rule: &Value, req: &Request) -> bool {
     }
 }
 
+/// Fills each aggregated ClusterRole's rules with those of the ClusterRoles
+/// its `clusterRoleSelectors` match (one level, as the controller does: an
+/// aggregated role's own aggregated rules count once they are written).
+fn aggregate(mut roles: Vec<Value>) -> Vec<Value> {
+    let gathered: Vec<Option<Vec<Value>>> = roles
+        .iter()
+        .map(|role| {
+            let selectors = role
+                .pointer("/aggregationRule/clusterRoleSelectors")?
+                .as_array()?;
+            let rules = roles
+                .iter()
+                .filter(|other| !std::ptr::eq(*other, role))
+                .filter(|other| {
+                    let labels = other.pointer("/metadata/labels");
+                    selectors.iter().any(|sel| selector_matches(sel, labels))
+                })
+                .filter_map(|other| other.get("rules").and_then(Value::as_array))
+                .flatten()
+                .cloned()
+                .collect();
+            Some(rules)
+        })
+        .collect();
+    for (role, rules) in roles.iter_mut().zip(gathered) {
+        if let Some(rules) = rules {
+            role["rules"] = Value::Array(rules);
+        }
+    }
+    roles
+}
+
+/// A metav1 LabelSelector object against labels: every `matchLabels` entry
+/// and every `matchExpressions` requirement holds. An empty selector matches
+/// nothing here, as the aggregation controller treats it.
+fn selector_matches(selector: &Value, labels: Option<&Value>) -> bool {
+    let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+    let match_labels = selector.get("matchLabels").and_then(Value::as_object);
+    let exprs = selector.get("matchExpressions").and_then(Value::as_array);
+    if match_labels.is_none_or(|m| m.is_empty()) && exprs.is_none_or(|e| e.is_empty()) {
+        return false;
+    }
+    let labels_ok = match_labels
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| label(k) == v.as_str());
+    let exprs_ok = exprs.into_iter().flatten().all(|e| {
+        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+        let values = list(e, "values");
+        match e.get("operator").and_then(Value::as_str) {
+            Some("In") => label(key).is_some_and(|v| values.contains(&v)),
+            Some("NotIn") => label(key).is_none_or(|v| !values.contains(&v)),
+            Some("Exists") => label(key).is_some(),
+            Some("DoesNotExist") => label(key).is_none(),
+            _ => false,
+        }
+    });
+    labels_ok && exprs_ok
+}
+
+/// `POST selfsubjectaccessreviews`: a SubjectAccessReview for the requester.
+pub(super) async fn serve_self_subject_access_review(
+    state: &SimState,
+    method: &Method,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> ApiResult<Response> {
+    let mut review = review_request(
+        state,
+        method,
+        headers,
+        body,
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+    )
+    .await?;
+    let (user, groups) = super::authn::requester(state, headers);
+    let mut spec = review["spec"].clone();
+    if spec.is_object() {
+        spec["user"] = json!(user);
+        spec["groups"] = json!(groups);
+    }
+    review["status"] = decide(state, &spec);
+    Ok((StatusCode::CREATED, axum::Json(review)).into_response())
+}
+
+/// The status of a review of `spec`.
+fn decide(state: &SimState, spec: &Value) -> Value {
+    match Request::from_spec(spec) {
+        Some(req) => {
+            let (allowed, reason) = Policy::from_store(state).authorize(&req);
+            json!({"allowed": allowed, "reason": reason})
+        }
+        None => json!({
+            "allowed": false,
+            "evaluationError": "spec needs resourceAttributes or nonResourceAttributes",
+        }),
+    }
+}
+
 /// `POST subjectaccessreviews`.
 pub(super) async fn serve_subject_access_review(
     state: &SimState,
@@ -285,17 +392,7 @@ pub(super) async fn serve_subject_access_review(
         "subjectaccessreviews",
     )
     .await?;
-    let status = match Request::from_spec(&review["spec"]) {
-        Some(req) => {
-            let (allowed, reason) = Policy::from_store(state).authorize(&req);
-            json!({"allowed": allowed, "reason": reason})
-        }
-        None => json!({
-            "allowed": false,
-            "evaluationError": "spec needs resourceAttributes or nonResourceAttributes",
-        }),
-    };
-    review["status"] = status;
+    review["status"] = decide(state, &review["spec"]);
     Ok((StatusCode::CREATED, axum::Json(review)).into_response())
 }
 
@@ -331,6 +428,42 @@ mod tests {
                        "subjects": [{"kind": "User", "name": "alice", "apiGroup": GROUP}]}),
             ],
         }
+    }
+
+    #[test]
+    fn aggregated_cluster_roles_gather_the_rules_they_select() {
+        let roles = aggregate(vec![
+            json!({"metadata": {"name": "monitoring"},
+                   "aggregationRule": {"clusterRoleSelectors": [
+                       {"matchLabels": {"rbac.example.com/aggregate-to-monitoring": "true"}}]},
+                   "rules": []}),
+            json!({"metadata": {"name": "metrics", "labels": {"rbac.example.com/aggregate-to-monitoring": "true"}},
+                   "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}),
+            json!({"metadata": {"name": "other", "labels": {"team": "x"}},
+                   "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}),
+            json!({"metadata": {"name": "by-expression"},
+                   "aggregationRule": {"clusterRoleSelectors": [
+                       {"matchExpressions": [{"key": "team", "operator": "In", "values": ["x", "y"]}]}]}}),
+        ]);
+        let policy = Policy {
+            cluster_roles: roles,
+            cluster_role_bindings: vec![
+                json!({"metadata": {"name": "b"},
+                       "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": "monitoring"},
+                       "subjects": [{"kind": "User", "name": "prom", "apiGroup": GROUP}]}),
+                json!({"metadata": {"name": "c"},
+                       "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": "by-expression"},
+                       "subjects": [{"kind": "User", "name": "eve", "apiGroup": GROUP}]}),
+            ],
+            ..Policy::default()
+        };
+        assert!(policy.authorize(&path("prom", &[], "get", "/metrics")).0);
+        assert!(!policy.authorize(&path("prom", &[], "get", "/healthz")).0);
+        let secrets = resource("eve", "get", "default", "", "secrets", "", "");
+        assert!(policy.authorize(&secrets).0);
+        let mut not_eve = secrets.clone();
+        not_eve.user = "prom".into();
+        assert!(!policy.authorize(&not_eve).0);
     }
 
     fn path(user: &str, groups: &[&str], verb: &str, p: &str) -> Request {

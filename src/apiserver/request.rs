@@ -30,7 +30,19 @@ pub struct ResourceRequest {
     pub body: Bytes,
 }
 
+/// The request's `User-Agent`, empty when none was sent.
+pub fn user_agent(headers: &HeaderMap) -> &str {
+    headers
+        .get("user-agent")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
 impl ResourceRequest {
+    pub fn user_agent(&self) -> &str {
+        user_agent(&self.headers)
+    }
+
     pub fn param(&self, key: &str) -> Option<&str> {
         self.query
             .get(key)

@@ -1,8 +1,10 @@
 //! Per-kind validation a real API server performs on writes, for the fields
 //! the scheduler reads: a pod's resource quantities (container and init
-//! container requests and limits, pod-level resources, overhead) must not be
-//! negative. A violation is a 422 `Invalid` Status whose `details.causes` name
-//! each field, worded as the real server words them. The scheduler does not
+//! container requests and limits, pod-level resources, overhead) must parse
+//! (else the body cannot be decoded: a 400 `BadRequest`, as a real server
+//! answers), must not be negative, and a request must not exceed its limit.
+//! A violation is a 422 `Invalid` Status whose `details.causes` name each
+//! field, worded as the real server words them. The scheduler does not
 //! rely on this (it refuses such pods itself, `model::requests`), but clients
 //! and tests see the same answer they would from a real cluster.
 
@@ -19,6 +21,12 @@ pub fn object(state: &SimState, def: &ResourceDef, name: &str, obj: &Value) -> A
     if !(state.validate && def.group.is_empty() && def.kind == "Pod") {
         return Ok(());
     }
+    if let Some(bad) = unparsable_quantity(obj) {
+        // A real server fails while decoding the body, before validation.
+        return Err(ApiError::bad_request(format!(
+            "Pod in version \"v1\" cannot be handled as a Pod: quantities must match the regular expression '{QUANTITY_PATTERN}' (got {bad:?})"
+        )));
+    }
     let causes = pod(obj);
     if causes.is_empty() {
         return Ok(());
@@ -28,30 +36,89 @@ pub fn object(state: &SimState, def: &ResourceDef, name: &str, obj: &Value) -> A
     ))
 }
 
-/// The causes of a pod's invalidity, in field order.
-fn pod(obj: &Value) -> Vec<Cause> {
-    let spec = &obj["spec"];
-    let mut causes = Vec::new();
+/// The grammar of a quantity, as the real server's decoding error quotes it.
+const QUANTITY_PATTERN: &str = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$";
+
+/// Every resource map of a pod with its field path.
+fn resource_maps(spec: &Value) -> Vec<(String, &Value)> {
+    let mut maps = Vec::new();
     for list in ["containers", "initContainers"] {
-        let Some(containers) = spec[list].as_array() else {
-            continue;
-        };
-        for (i, c) in containers.iter().enumerate() {
+        for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
             for part in ["requests", "limits"] {
                 let path = format!("spec.{list}[{i}].resources.{part}");
-                non_negative(&c["resources"][part], &path, &mut causes);
+                maps.push((path, &c["resources"][part]));
             }
         }
     }
     for part in ["requests", "limits"] {
-        non_negative(
-            &spec["resources"][part],
-            &format!("spec.resources.{part}"),
-            &mut causes,
-        );
+        maps.push((format!("spec.resources.{part}"), &spec["resources"][part]));
     }
-    non_negative(&spec["overhead"], "spec.overhead", &mut causes);
+    maps.push(("spec.overhead".to_string(), &spec["overhead"]));
+    maps
+}
+
+/// The raw text of a quantity that does not parse, if any.
+fn unparsable_quantity(obj: &Value) -> Option<String> {
+    resource_maps(&obj["spec"])
+        .into_iter()
+        .filter_map(|(_, map)| map.as_object())
+        .flat_map(|map| map.values())
+        .filter_map(raw_quantity)
+        .find(|raw| Quantity::parse(raw).is_err())
+}
+
+/// A quantity's text: a string, or a bare JSON number.
+fn raw_quantity(q: &Value) -> Option<String> {
+    match q {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// The causes of a pod's invalidity, in field order.
+fn pod(obj: &Value) -> Vec<Cause> {
+    let spec = &obj["spec"];
+    let mut causes = Vec::new();
+    for (path, map) in resource_maps(spec) {
+        non_negative(map, &path, &mut causes);
+    }
+    for list in ["containers", "initContainers"] {
+        for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
+            let path = format!("spec.{list}[{i}].resources.requests");
+            within_limits(&c["resources"], &path, &mut causes);
+        }
+    }
+    within_limits(&spec["resources"], "spec.resources.requests", &mut causes);
     causes
+}
+
+/// Every request above the limit of the same resource.
+fn within_limits(resources: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let (Some(requests), Some(limits)) = (
+        resources["requests"].as_object(),
+        resources["limits"].as_object(),
+    ) else {
+        return;
+    };
+    for (name, request) in requests {
+        let (Some(req_raw), Some(lim_raw)) = (
+            raw_quantity(request),
+            limits.get(name).and_then(raw_quantity),
+        ) else {
+            continue;
+        };
+        let (Ok(req), Ok(lim)) = (Quantity::parse(&req_raw), Quantity::parse(&lim_raw)) else {
+            continue;
+        };
+        if req > lim {
+            causes.push(Cause::invalid(
+                format!("{path}[{name}]"),
+                &req_raw,
+                &format!("must be less than or equal to {name} limit of {lim_raw}"),
+            ));
+        }
+    }
 }
 
 /// Every quantity of the map at `path` that parses to a negative value.
@@ -108,5 +175,30 @@ mod tests {
             pod(&json!({"spec": {"containers": [{"resources": {"requests": {"cpu": "x"}}}]}}))
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_request_above_its_limit_is_invalid() {
+        let p = json!({"spec": {"containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}
+        ]}});
+        let causes = pod(&p);
+        assert_eq!(causes.len(), 1);
+        assert_eq!(
+            causes[0].field,
+            "spec.containers[0].resources.requests[cpu]"
+        );
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: \"2\": must be less than or equal to cpu limit of 1"
+        );
+    }
+
+    #[test]
+    fn an_unparsable_quantity_is_found() {
+        let p = json!({"spec": {"containers": [{"resources": {"limits": {"memory": "lots"}}}]}});
+        assert_eq!(unparsable_quantity(&p).as_deref(), Some("lots"));
+        let ok = json!({"spec": {"containers": [{"resources": {"requests": {"cpu": 2}}}]}});
+        assert_eq!(unparsable_quantity(&ok), None);
     }
 }

@@ -19,6 +19,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
+use super::fault::{Faults, Target};
 use super::registry::ResourceDef;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::status::ApiError;
@@ -98,11 +99,32 @@ impl WatchRequest {
     }
 }
 
+/// The injected faults a watch is subject to (`watch-stall`,
+/// `resume-gone`), and what the rules match it on.
+pub struct WatchFaults {
+    pub faults: Arc<Faults>,
+    pub group: String,
+    pub plural: String,
+    pub user_agent: String,
+}
+
+impl WatchFaults {
+    fn target(&self) -> Target<'_> {
+        Target::new("watch", &self.group, &self.plural, &self.user_agent)
+    }
+
+    /// Holds the stream while a `watch-stall` rule matches it.
+    async fn wait_unstalled(&self) {
+        self.faults.wait_unstalled(self.target()).await;
+    }
+}
+
 /// Starts a watch and returns the streaming body. The stream ends on
 /// timeout, on `shutdown`, or when the client goes away.
 pub fn serve(
     store: Arc<Store>,
     req: WatchRequest,
+    faults: WatchFaults,
     bookmark_every: Duration,
     shutdown: CancellationToken,
 ) -> Body {
@@ -113,7 +135,7 @@ pub fn serve(
             table: req.table,
             headers_sent: false,
         };
-        run(&store, &req, bookmark_every, &shutdown, &mut out).await;
+        run(&store, &req, &faults, bookmark_every, &shutdown, &mut out).await;
     });
     Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>))
 }
@@ -177,11 +199,12 @@ impl Sink {
 async fn run(
     store: &Store,
     req: &WatchRequest,
+    faults: &WatchFaults,
     bookmark_every: Duration,
     shutdown: &CancellationToken,
     out: &mut Sink,
 ) {
-    let Some((mut live, mut last_rv)) = replay(store, req, out).await else {
+    let Some((mut live, mut last_rv)) = replay(store, req, faults, out).await else {
         return;
     };
     let deadline = async {
@@ -203,6 +226,13 @@ async fn run(
                 Ok(event) => {
                     if event.obj.rv <= last_rv {
                         continue;
+                    }
+                    // A stalled connection: the event waits (and later ones
+                    // queue in the broadcast buffer, or overflow it into a 410).
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = out.tx.closed() => return,
+                        _ = faults.wait_unstalled() => {}
                     }
                     last_rv = event.obj.rv;
                     match req.translate(&event) {
@@ -231,9 +261,15 @@ async fn run(
 async fn replay(
     store: &Store,
     req: &WatchRequest,
+    faults: &WatchFaults,
     out: &mut Sink,
 ) -> Option<(broadcast::Receiver<Arc<Event>>, u64)> {
     match req.start {
+        Start::After(since) if faults.faults.resume_gone(faults.target()) => {
+            let msg = format!("too old resource version: {since} (compacted)");
+            let _ = out.error(ApiError::gone(msg)).await;
+            None
+        }
         Start::After(since) => match store.watch_from(&req.resource, since) {
             Ok(start) => {
                 for event in &start.backlog {

@@ -367,11 +367,17 @@ fn percentage(path: &str, v: Option<i64>) -> Result<Option<u32>, ConfigError> {
     }
 }
 
+/// A whole number of seconds, 1 to a day: longer backoffs would only hide
+/// pods, and every deadline stays far from overflow.
 fn positive_seconds(path: &str, v: Option<i64>, default: u64) -> Result<Duration, ConfigError> {
+    const DAY: u64 = 24 * 60 * 60;
     match v {
         None => Ok(Duration::from_secs(default)),
-        Some(s) if s > 0 => Ok(Duration::from_secs(s as u64)),
-        Some(s) => Err(ConfigError::at(path, format!("must be positive, got {s}"))),
+        Some(s) if s > 0 && s.unsigned_abs() <= DAY => Ok(Duration::from_secs(s.unsigned_abs())),
+        Some(s) => Err(ConfigError::at(
+            path,
+            format!("must be between 1 and {DAY} (24 hours), got {s}"),
+        )),
     }
 }
 

@@ -412,7 +412,11 @@ pub async fn run(args: RunArgs) -> Result<()> {
         .kubeconfig
         .clone()
         .or_else(|| config.client.kubeconfig.clone());
-    let client = crate::kube::client::connect(kubeconfig.as_deref()).await?;
+    let client = crate::kube::client::connect(
+        kubeconfig.as_deref(),
+        crate::kube::client::SCHEDULER_USER_AGENT,
+    )
+    .await?;
     let mut opts = DaemonOptions::new(config);
     opts.http_addr = SocketAddr::new(
         args.bind_address.unwrap_or(args.http_addr.ip()),

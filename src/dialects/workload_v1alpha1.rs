@@ -48,6 +48,10 @@ pub fn definition_key(namespace: &str, workload: &str, pod_group: &str) -> Defin
     )
 }
 
+/// The most entries `spec.podGroups` may have (the API's validation limit);
+/// a longer list is refused whole rather than read in part.
+pub const MAX_WORKLOAD_POD_GROUPS: usize = 8;
+
 /// Translates a Workload into one definition per `spec.podGroups` entry. A
 /// malformed entry policy becomes that entry's `policy: Err`; an entry that
 /// cannot be named (missing or duplicate name) makes the object unreadable.
@@ -58,6 +62,12 @@ pub fn workload_definitions(obj: &Value) -> Result<Vec<GroupDef>, String> {
         .as_array()
         .filter(|a| !a.is_empty())
         .ok_or_else(|| whole("spec.podGroups is missing or empty".into()))?;
+    if entries.len() > MAX_WORKLOAD_POD_GROUPS {
+        return Err(whole(format!(
+            "spec.podGroups has {} entries, more than the {MAX_WORKLOAD_POD_GROUPS} allowed",
+            entries.len()
+        )));
+    }
     let mut seen = HashSet::new();
     let mut defs = Vec::with_capacity(entries.len());
     for (i, entry) in entries.iter().enumerate() {
@@ -171,6 +181,14 @@ mod tests {
             (
                 json!([{"name": "x", "policy": {"basic": {}}}, {"name": "x", "policy": {"basic": {}}}]),
                 "names \"x\" more than once",
+            ),
+            (
+                Value::Array(
+                    (0..9)
+                        .map(|i| json!({"name": format!("g{i}"), "policy": {"basic": {}}}))
+                        .collect(),
+                ),
+                "has 9 entries, more than the 8 allowed",
             ),
         ] {
             let err = workload(groups).unwrap_err();

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::framework::args::{self, ConfigError};
+use crate::model::MAX_SCHEDULE_TIMEOUT;
 
 /// The gang plugin's name in profiles.
 pub const NAME: &str = "GangScheduling";
@@ -42,27 +43,39 @@ struct WireArgs {
 }
 
 /// Decodes and validates the gang plugin's args at `path`:
-/// `permitWaitingTimeSeconds` positive, `podGroupBackoffSeconds` not negative.
+/// `permitWaitingTimeSeconds` positive, `podGroupBackoffSeconds` not
+/// negative, and neither above [`MAX_SCHEDULE_TIMEOUT`] (the longest wait a
+/// group may ask for; a configuration asking more is refused, not capped).
 pub fn decode_args(path: &str, value: serde_json::Value) -> Result<GangArgs, ConfigError> {
     let raw: WireArgs = args::decode(path, value)?;
     let d = GangArgs::default();
     let permit_waiting_time = match raw.permit_waiting_time_seconds {
         None => d.permit_waiting_time,
-        Some(s) if s > 0 => Duration::from_secs(s.unsigned_abs()),
+        Some(s) if s > 0 && s.unsigned_abs() <= MAX_SCHEDULE_TIMEOUT.as_secs() => {
+            Duration::from_secs(s.unsigned_abs())
+        }
         Some(s) => {
             return Err(ConfigError::at(
                 format!("{path}.permitWaitingTimeSeconds"),
-                format!("must be positive, got {s}"),
+                format!(
+                    "must be between 1 and {} (24 hours), got {s}",
+                    MAX_SCHEDULE_TIMEOUT.as_secs()
+                ),
             ));
         }
     };
     let group_backoff = match raw.pod_group_backoff_seconds {
         None => d.group_backoff,
-        Some(s) if s >= 0 => Duration::from_secs(s.unsigned_abs()),
+        Some(s) if s >= 0 && s.unsigned_abs() <= MAX_SCHEDULE_TIMEOUT.as_secs() => {
+            Duration::from_secs(s.unsigned_abs())
+        }
         Some(s) => {
             return Err(ConfigError::at(
                 format!("{path}.podGroupBackoffSeconds"),
-                format!("must be >= 0, got {s}"),
+                format!(
+                    "must be between 0 and {} (24 hours), got {s}",
+                    MAX_SCHEDULE_TIMEOUT.as_secs()
+                ),
             ));
         }
     };
@@ -93,6 +106,10 @@ mod tests {
         let e = decode_args("a", json!({"permitWaitingTimeSeconds": 0})).unwrap_err();
         assert_eq!(e.path, "a.permitWaitingTimeSeconds");
         let e = decode_args("a", json!({"podGroupBackoffSeconds": -1})).unwrap_err();
+        assert_eq!(e.path, "a.podGroupBackoffSeconds");
+        let e = decode_args("a", json!({"permitWaitingTimeSeconds": i64::MAX})).unwrap_err();
+        assert!(e.message.contains("between 1 and 86400"), "{}", e.message);
+        let e = decode_args("a", json!({"podGroupBackoffSeconds": 86401})).unwrap_err();
         assert_eq!(e.path, "a.podGroupBackoffSeconds");
     }
 }

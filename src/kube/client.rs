@@ -5,10 +5,18 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+/// The `User-Agent` of the scheduler's requests (`muster/<version>`), as
+/// kube-scheduler sends `kube-scheduler/<version>`: audit logs and API
+/// priority-and-fairness rules can tell its traffic apart.
+pub const SCHEDULER_USER_AGENT: &str = concat!("muster/", env!("CARGO_PKG_VERSION"));
+
+/// The `User-Agent` of `muster load`'s requests.
+pub const LOAD_USER_AGENT: &str = concat!("muster-load/", env!("CARGO_PKG_VERSION"));
+
 /// Resolves the API client: `--kubeconfig`, then the configuration's
 /// `clientConnection.kubeconfig`, then kube-rs inference (in-cluster, $KUBECONFIG, ~/.kube/config).
-pub async fn connect(kubeconfig: Option<&Path>) -> Result<kube::Client> {
-    let config = match kubeconfig {
+pub async fn connect(kubeconfig: Option<&Path>, user_agent: &'static str) -> Result<kube::Client> {
+    let mut config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -20,5 +28,9 @@ pub async fn connect(kubeconfig: Option<&Path>) -> Result<kube::Client> {
             .await
             .context("no kubeconfig given and none could be inferred")?,
     };
+    config.headers.push((
+        axum::http::header::USER_AGENT,
+        axum::http::HeaderValue::from_static(user_agent),
+    ));
     kube::Client::try_from(config).context("building the API client")
 }

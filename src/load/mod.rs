@@ -97,7 +97,11 @@ pub async fn run(args: LoadArgs) -> Result<()> {
         None => None,
     };
     let probes = Probes::new(&args)?;
-    let client = crate::kube::client::connect(args.kubeconfig.as_deref()).await?;
+    let client = crate::kube::client::connect(
+        args.kubeconfig.as_deref(),
+        crate::kube::client::LOAD_USER_AGENT,
+    )
+    .await?;
     client
         .apiserver_version()
         .await

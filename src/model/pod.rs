@@ -163,7 +163,16 @@ impl PodInfo {
             .map(|na| {
                 na.preferred_during_scheduling_ignored_during_execution
                     .iter()
-                    .map(|p| {
+                    .enumerate()
+                    .map(|(i, p)| {
+                        // The API server allows 1-100; a larger weight would
+                        // let one term outweigh every other score.
+                        if !(1..=100).contains(&p.weight) {
+                            return Err(ModelError::invalid(format!(
+                                "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].weight: must be in the range 1-100, got {}",
+                                p.weight
+                            )));
+                        }
                         NodeSelectorTerm::from_wire(&p.preference).map(|term| PreferredTerm {
                             weight: p.weight,
                             term,
@@ -340,6 +349,22 @@ mod tests {
         assert_eq!(&*p.host_ports[0].protocol, "TCP");
         assert!(p.required_affinity.is_some());
         assert_eq!(p.preferred_affinity[0].weight, 5);
+    }
+
+    #[test]
+    fn preferred_weight_outside_1_to_100_is_refused() {
+        for weight in [0, 101, i32::MAX] {
+            let v = json!({"metadata": {"name": "p", "namespace": "ns"},
+                "spec": {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": weight, "preference": {"matchExpressions": [{"key": "ssd", "operator": "Exists"}]}}]}}}});
+            let err = PodInfo::from_json(&serde_json::to_vec(&v).unwrap())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("[0].weight: must be in the range 1-100"),
+                "{err}"
+            );
+        }
     }
 
     #[test]
