@@ -9,9 +9,14 @@ use std::sync::{Arc, OnceLock};
 /// Labels of one namespace.
 pub type Labels = BTreeMap<String, String>;
 
+use super::images::ImageSpread;
+
 #[derive(Debug, Default, Clone)]
 pub struct ClusterFacts {
     namespaces: HashMap<Arc<str>, Arc<Labels>>,
+    /// On how many nodes each image is present (kept by the cache's node
+    /// upserts and removals).
+    pub images: ImageSpread,
 }
 
 impl ClusterFacts {

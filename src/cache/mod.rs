@@ -7,10 +7,12 @@
 
 mod facts;
 mod groups;
+mod images;
 mod node_state;
 mod store;
 
 pub use facts::{ClusterFacts, Labels};
 pub use groups::{GroupMembers, MemberState};
+pub use images::ImageSpread;
 pub use node_state::NodeState;
 pub use store::{Cache, CachedPod, PodChange, PodState};

@@ -213,6 +213,10 @@ impl Cache {
         if let Some(&i) = self.node_index.get(&info.name) {
             self.total_allocatable.sub(&self.nodes[i].info.allocatable);
             self.total_allocatable.add(&info.allocatable);
+            if self.nodes[i].info.images != info.images {
+                self.facts.images.remove_node(&self.nodes[i].info);
+                self.facts.images.add_node(&info);
+            }
             if self.nodes[i].info.labels != info.labels {
                 self.labels_generation += 1;
             }
@@ -228,6 +232,7 @@ impl Cache {
             }
         }
         self.total_allocatable.add(&info.allocatable);
+        self.facts.images.add_node(&info);
         self.node_index.insert(info.name.clone(), self.nodes.len());
         self.nodes.push(state);
         true
@@ -245,6 +250,7 @@ impl Cache {
             self.node_index.insert(moved.info.name.clone(), i);
         }
         self.total_allocatable.sub(&removed.info.allocatable);
+        self.facts.images.remove_node(&removed.info);
         self.total_requested.sub(&removed.requested);
         let mut assumed: Vec<PodKey> = self
             .by_node

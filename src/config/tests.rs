@@ -22,7 +22,7 @@ fn empty_document_gives_defaults() {
             "NodeResourcesFit"
         ]
     );
-    assert_eq!(p.scores().count(), 4);
+    assert_eq!(p.scores().count(), 5);
     assert_eq!(p.gang, Some(GangArgs::default()));
     assert_eq!(c.pod_initial_backoff, Duration::from_secs(1));
     assert_eq!(c.pod_max_backoff, Duration::from_secs(10));
@@ -142,7 +142,7 @@ fn bad_values_are_precise() {
         (
             "podInitialBackoffSeconds: 0\n",
             "podInitialBackoffSeconds",
-            "positive",
+            "between 1 and 86400",
         ),
         (
             "podInitialBackoffSeconds: 20\n",
@@ -212,7 +212,7 @@ fn bad_values_are_precise() {
         (
             "profiles: [{pluginConfig: [{name: GangScheduling, args: {permitWaitingTimeSeconds: -1}}]}]\n",
             "profiles[0].pluginConfig[0].args.permitWaitingTimeSeconds",
-            "positive",
+            "between 1 and 86400",
         ),
         (
             "profiles: [{pluginConfig: [{name: NodeResourcesFit, args: {scoringStrategy: {type: Random}}}]}]\n",

@@ -54,6 +54,7 @@ pub fn pod(name: &str, milli_cpu: i64, memory_gib: i64) -> PodInfo {
         preferred_affinity: Vec::new(),
         tolerations: Vec::new(),
         host_ports: Vec::new(),
+        images: Vec::new(),
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
         group: GroupMembership::None,

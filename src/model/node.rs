@@ -13,7 +13,14 @@ pub struct NodeInfo {
     pub taints: Vec<Taint>,
     pub unschedulable: bool,
     pub allocatable: Resources,
+    /// Every name of every image present (`status.images[].names`), sorted,
+    /// with the image's size in bytes: what `ImageLocality` looks up.
+    pub images: Vec<(Arc<str>, i64)>,
 }
+
+/// The most image names read from one node: the kubelet reports 50 images
+/// by default (`nodeStatusMaxImages`), each under a few names.
+pub const MAX_NODE_IMAGE_NAMES: usize = 1024;
 
 impl NodeInfo {
     /// A node with the given allocatable resources and no labels or taints.
@@ -24,6 +31,7 @@ impl NodeInfo {
             taints: Vec::new(),
             unschedulable: false,
             allocatable,
+            images: Vec::new(),
         }
     }
 
@@ -56,6 +64,7 @@ impl NodeInfo {
             taints,
             unschedulable: w.spec.unschedulable.unwrap_or(false),
             allocatable,
+            images: images(w),
         })
     }
 
@@ -63,6 +72,38 @@ impl NodeInfo {
         let wire: NodeWire = serde_json::from_slice(json)
             .map_err(|e| ModelError::invalid(format!("node JSON: {e}")))?;
         Self::from_wire(&wire)
+    }
+}
+
+/// Each name of each reported image with its size (negative sizes read as
+/// 0), sorted and deduplicated, at most [`MAX_NODE_IMAGE_NAMES`].
+fn images(w: &NodeWire) -> Vec<(Arc<str>, i64)> {
+    let mut names: Vec<(Arc<str>, i64)> = w
+        .status
+        .images
+        .iter()
+        .flat_map(|image| {
+            let size = image.size_bytes.unwrap_or(0).max(0);
+            image
+                .names
+                .iter()
+                .map(move |n| (Arc::from(n.as_str()), size))
+        })
+        .take(MAX_NODE_IMAGE_NAMES)
+        .collect();
+    names.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    names.dedup_by(|a, b| a.0 == b.0);
+    names
+}
+
+impl NodeInfo {
+    /// The size of image `name` when the node has it.
+    pub fn image_size(&self, name: &str) -> Option<i64> {
+        self.images
+            .binary_search_by(|(n, _)| (**n).cmp(name))
+            .ok()
+            .and_then(|i| self.images.get(i))
+            .map(|(_, size)| *size)
     }
 }
 

@@ -114,6 +114,9 @@ pub struct PodInfo {
     pub preferred_affinity: Vec<PreferredTerm>,
     pub tolerations: Vec<super::Toleration>,
     pub host_ports: Vec<HostPort>,
+    /// Images of init containers then containers, normalized as the
+    /// container runtime names them (`busybox` is `busybox:latest`).
+    pub images: Vec<Arc<str>>,
     pub labels: BTreeMap<String, String>,
     /// Only the annotations the scheduler reads (`wire::KEPT_ANNOTATION_PREFIXES`).
     pub annotations: BTreeMap<String, String>,
@@ -229,6 +232,7 @@ impl PodInfo {
             preferred_affinity,
             tolerations,
             host_ports: host_ports(w),
+            images: images(w),
             labels: w.metadata.labels.clone(),
             annotations: w
                 .metadata
@@ -255,6 +259,29 @@ pub fn parse_timestamp_ms(ts: Option<&str>) -> i64 {
     ts.and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
         .map(|t| t.timestamp_millis())
         .unwrap_or(0)
+}
+
+/// Container images, init containers first, each normalized.
+fn images(w: &PodWire) -> Vec<Arc<str>> {
+    w.spec
+        .init_containers
+        .iter()
+        .chain(&w.spec.containers)
+        .filter_map(|c| c.image.as_deref())
+        .map(|image| Arc::from(normalized_image_name(image).as_str()))
+        .collect()
+}
+
+/// A reference with neither tag nor digest gets `:latest`, as the runtime
+/// pulls it: a `:` after the last `/` is a tag (or a digest's `sha256:`).
+pub fn normalized_image_name(image: &str) -> String {
+    let last_colon = image.rfind(':');
+    let last_slash = image.rfind('/');
+    match (last_colon, last_slash) {
+        (Some(c), Some(s)) if c > s => image.to_string(),
+        (Some(_), None) => image.to_string(),
+        _ => format!("{image}:latest"),
+    }
 }
 
 fn host_ports(w: &PodWire) -> Vec<HostPort> {
@@ -349,6 +376,23 @@ mod tests {
         assert_eq!(&*p.host_ports[0].protocol, "TCP");
         assert!(p.required_affinity.is_some());
         assert_eq!(p.preferred_affinity[0].weight, 5);
+    }
+
+    #[test]
+    fn image_names_are_normalized() {
+        for (given, wanted) in [
+            ("busybox", "busybox:latest"),
+            ("busybox:1.36", "busybox:1.36"),
+            ("registry:5000/team/app", "registry:5000/team/app:latest"),
+            ("registry:5000/team/app:v2", "registry:5000/team/app:v2"),
+            ("gcr.io/x/app@sha256:abc", "gcr.io/x/app@sha256:abc"),
+        ] {
+            assert_eq!(normalized_image_name(given), wanted, "{given}");
+        }
+        let p = pod(json!({"initContainers": [{"name": "i", "image": "init"}],
+                            "containers": [{"name": "a", "image": "app:v1"}, {"name": "b"}]}));
+        let images: Vec<&str> = p.images.iter().map(|i| &**i).collect();
+        assert_eq!(images, ["init:latest", "app:v1"]);
     }
 
     #[test]

@@ -186,6 +186,8 @@ pub struct WorkloadRefWire {
 #[serde(rename_all = "camelCase", default)]
 pub struct ContainerWire {
     pub name: String,
+    /// The image reference (`ImageLocality` scores nodes that have it).
+    pub image: Option<String>,
     pub resources: Option<ResourceRequirementsWire>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ContainerPortWire>,
@@ -312,6 +314,17 @@ pub struct NodeStatusWire {
     pub capacity: BTreeMap<String, QuantityWire>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub allocatable: BTreeMap<String, QuantityWire>,
+    /// Images the kubelet reports present (`ImageLocality`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ContainerImageWire>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ContainerImageWire {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+    pub size_bytes: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]

@@ -83,7 +83,7 @@ mod tests {
         let f = Framework::default();
         let (filters, scores) = names(&f);
         assert_eq!(filters.len(), 6);
-        assert_eq!(scores.len(), 4);
+        assert_eq!(scores.len(), 5);
         assert_eq!(f.pre_filters.len(), 1, "NodeAffinity's PreFilter");
     }
 

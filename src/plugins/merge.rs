@@ -379,7 +379,8 @@ mod tests {
                 ("TaintToleration", 3),
                 ("NodeAffinity", 2),
                 ("NodeResourcesFit", 1),
-                ("NodeResourcesBalancedAllocation", 1)
+                ("NodeResourcesBalancedAllocation", 1),
+                ("ImageLocality", 1)
             ]
         );
         assert!(d.is_enabled(Point::Permit, "GangScheduling"));

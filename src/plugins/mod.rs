@@ -3,13 +3,14 @@
 //!
 //! Filters: `NodeUnschedulable`, `NodeName`, `TaintToleration`, `NodeAffinity`,
 //! `NodePorts`, `NodeResourcesFit`. Scores: `TaintToleration`, `NodeAffinity`,
-//! `NodeResourcesFit`, `NodeResourcesBalancedAllocation`. Reasons and formulas
+//! `NodeResourcesFit`, `NodeResourcesBalancedAllocation`, `ImageLocality`. Reasons and formulas
 //! are documented in `docs/plugins.md`. `registry` is the table of every
 //! plugin (these and the gang plugin), `merge` applies a profile's `plugins`
 //! and `pluginConfig` over its defaults, `build` makes the `Framework`.
 
 pub mod balanced_allocation;
 pub mod build;
+pub mod image_locality;
 pub mod merge;
 pub mod node_affinity;
 pub mod node_name;

@@ -16,7 +16,7 @@ use crate::framework::{Args, ConfigError, FilterPlugin, PluginArgs, PreFilterPlu
 use crate::gang;
 
 use super::{
-    balanced_allocation, node_affinity, node_name, node_ports, node_resources_fit,
+    balanced_allocation, image_locality, node_affinity, node_name, node_ports, node_resources_fit,
     node_unschedulable, taint_toleration,
 };
 
@@ -319,6 +319,21 @@ pub static REGISTRY: &[Registration] = &[
         },
     },
     Registration {
+        name: image_locality::NAME,
+        alias: None,
+        points: &[Score],
+        multi_point: &[Score],
+        enabled_by_default: true,
+        default_weight: 1,
+        together: &[],
+        can_disable: true,
+        args: None,
+        build: |_| Instance {
+            score: Some(Arc::new(image_locality::ImageLocality)),
+            ..Instance::default()
+        },
+    },
+    Registration {
         name: "DefaultBinder",
         alias: None,
         points: &[Bind],
@@ -344,7 +359,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "EBSLimits",
     "GCEPDLimits",
     "AzureDiskLimits",
-    "ImageLocality",
     "DefaultPreemption",
     "DynamicResources",
     "NodeDeclaredFeatures",

@@ -2,8 +2,63 @@
 //! one line: a parser never panics, and when it refuses its input the error
 //! says something (a field, a reason), never nothing.
 
+//!
+//! The same functions replay the kept corpus (`tests/fuzz/regressions/`) in
+//! `make test` (`tests/fuzz_regressions.rs` includes this file).
+
+use muster::apiserver::selectors::{FieldSelector, LabelSelector};
+use muster::config::SchedulerConfig;
 use muster::dialects::{DEFINITION_SOURCES, KueueGroups};
-use muster::model::{GroupPolicy, MAX_GROUP_COUNT, MAX_SCHEDULE_TIMEOUT, NodeInfo, PodInfo};
+use muster::model::{
+    GroupPolicy, MAX_GROUP_COUNT, MAX_SCHEDULE_TIMEOUT, NodeInfo, PodInfo, Quantity,
+};
+
+/// A quantity: parsed values convert without panicking, or a reason.
+pub fn quantity(data: &[u8]) {
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    match Quantity::parse(s) {
+        Ok(q) => {
+            let _ = (
+                q.value(),
+                q.milli_value(),
+                q.checked_milli_value(),
+                q.to_string(),
+            );
+        }
+        Err(e) => assert!(!e.reason.is_empty()),
+    }
+}
+
+/// Label and field selectors: parsed ones match without panicking, or a reason.
+pub fn selector(data: &[u8]) {
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    match LabelSelector::parse(s) {
+        Ok(sel) => {
+            let _ = sel.matches(|k| (k.len() % 2 == 0).then_some("1"));
+        }
+        Err(e) => assert!(!e.is_empty()),
+    }
+    match FieldSelector::parse(s) {
+        Ok(sel) => {
+            let _ = sel.matches(|p| Some(p.to_string()));
+        }
+        Err(e) => assert!(!e.is_empty()),
+    }
+}
+
+/// The scheduler configuration: loaded, or an error that says something.
+pub fn config(data: &[u8]) {
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Err(e) = SchedulerConfig::from_yaml(s) {
+        assert!(!e.to_string().is_empty());
+    }
+}
 
 /// A refusal must carry a message longer than its fixed prefix.
 pub fn precise(error: &str, prefix: &str) {
