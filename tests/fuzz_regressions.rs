@@ -33,9 +33,12 @@ fn replay(target: &str, check: fn(&[u8])) -> usize {
     n
 }
 
+/// A fuzz target's name and the property it checks.
+type Target = (&'static str, fn(&[u8]));
+
 #[test]
 fn kept_fuzz_inputs_still_pass() {
-    let targets: [(&str, fn(&[u8])); 5] = [
+    let targets: [Target; 5] = [
         ("quantity", props::quantity),
         ("selector", props::selector),
         ("pod", props::pod),
