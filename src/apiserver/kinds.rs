@@ -48,6 +48,7 @@ fn default_pod(state: &SimState, pod: &mut Value) -> ApiResult<Option<String>> {
         .or_insert_with(|| json!(30));
     spec.entry("dnsPolicy")
         .or_insert_with(|| json!("ClusterFirst"));
+    default_host_network_ports(spec);
     // Priority admission: resolve priorityClassName into spec.priority.
     if let Some(class) = spec
         .get("priorityClassName")
@@ -87,6 +88,31 @@ fn default_pod(state: &SimState, pod: &mut Value) -> ApiResult<Option<String>> {
         set_condition(status, condition("PodScheduled", true, None));
     }
     Ok(node)
+}
+
+/// A host-network pod's container ports are ports on the host: the API
+/// server's defaulting sets each unset `hostPort` to its `containerPort`
+/// (which is how NodePorts sees them).
+fn default_host_network_ports(spec: &mut serde_json::Map<String, Value>) {
+    if spec.get("hostNetwork").and_then(Value::as_bool) != Some(true) {
+        return;
+    }
+    for list in ["initContainers", "containers"] {
+        let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for ports in containers
+            .iter_mut()
+            .filter_map(|c| c.get_mut("ports").and_then(Value::as_array_mut))
+        {
+            for port in ports.iter_mut().filter_map(Value::as_object_mut) {
+                let unset = port.get("hostPort").and_then(Value::as_i64).unwrap_or(0) == 0;
+                if let (true, Some(container)) = (unset, port.get("containerPort").cloned()) {
+                    port.insert("hostPort".into(), container);
+                }
+            }
+        }
+    }
 }
 
 fn accept_crd(crd: &mut Value) -> ApiResult<()> {
@@ -170,5 +196,23 @@ pub(super) fn after_delete(state: &SimState, def: &ResourceDef, obj: &Stored) {
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_network_pods_get_host_ports() {
+        let mut spec = json!({"hostNetwork": true, "containers": [
+            {"name": "a", "ports": [{"containerPort": 8080}, {"containerPort": 9090, "hostPort": 9091}]}
+        ]});
+        default_host_network_ports(spec.as_object_mut().unwrap());
+        assert_eq!(spec["containers"][0]["ports"][0]["hostPort"], 8080);
+        assert_eq!(spec["containers"][0]["ports"][1]["hostPort"], 9091);
+        let mut plain = json!({"containers": [{"name": "a", "ports": [{"containerPort": 80}]}]});
+        default_host_network_ports(plain.as_object_mut().unwrap());
+        assert!(plain["containers"][0]["ports"][0].get("hostPort").is_none());
     }
 }

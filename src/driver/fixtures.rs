@@ -55,6 +55,7 @@ pub fn pod(name: &str, milli_cpu: i64, memory_gib: i64) -> PodInfo {
         tolerations: Vec::new(),
         host_ports: Vec::new(),
         images: Vec::new(),
+        resource_claims: Vec::new(),
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
         group: GroupMembership::None,

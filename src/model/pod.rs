@@ -114,6 +114,9 @@ pub struct PodInfo {
     pub preferred_affinity: Vec<PreferredTerm>,
     pub tolerations: Vec<super::Toleration>,
     pub host_ports: Vec<HostPort>,
+    /// `spec.resourceClaims` names: dynamic resource allocation, which
+    /// Muster refuses (`plugins::dynamic_resources`).
+    pub resource_claims: Vec<Arc<str>>,
     /// Images of init containers then containers, normalized as the
     /// container runtime names them (`busybox` is `busybox:latest`).
     pub images: Vec<Arc<str>>,
@@ -233,6 +236,12 @@ impl PodInfo {
             tolerations,
             host_ports: host_ports(w),
             images: images(w),
+            resource_claims: w
+                .spec
+                .resource_claims
+                .iter()
+                .map(|c| Arc::from(c.name.as_str()))
+                .collect(),
             labels: w.metadata.labels.clone(),
             annotations: w
                 .metadata

@@ -153,6 +153,9 @@ pub struct PodSpecWire {
     pub scheduling_group: Option<SchedulingGroupWire>,
     /// Kubernetes 1.35: `spec.workloadRef`.
     pub workload_ref: Option<WorkloadRefWire>,
+    /// Dynamic resource allocation claims (refused: `DynamicResources`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resource_claims: Vec<NameWire>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]

@@ -10,6 +10,7 @@
 
 pub mod balanced_allocation;
 pub mod build;
+pub mod dynamic_resources;
 pub mod image_locality;
 pub mod merge;
 pub mod node_affinity;
@@ -18,6 +19,7 @@ pub mod node_ports;
 pub mod node_resources_fit;
 pub mod node_unschedulable;
 mod normalize;
+pub mod pod_spec_fields;
 pub mod registry;
 pub mod resource_allocation;
 pub mod taint_toleration;

@@ -16,8 +16,8 @@ use crate::framework::{Args, ConfigError, FilterPlugin, PluginArgs, PreFilterPlu
 use crate::gang;
 
 use super::{
-    balanced_allocation, image_locality, node_affinity, node_name, node_ports, node_resources_fit,
-    node_unschedulable, taint_toleration,
+    balanced_allocation, dynamic_resources, image_locality, node_affinity, node_name, node_ports,
+    node_resources_fit, node_unschedulable, taint_toleration,
 };
 
 /// kube-scheduler's extension points, in the order they run.
@@ -299,6 +299,22 @@ pub static REGISTRY: &[Registration] = &[
         build: |_| Instance::default(),
     },
     Registration {
+        name: dynamic_resources::NAME,
+        alias: None,
+        points: &[PreFilter],
+        multi_point: &[PreFilter],
+        enabled_by_default: true,
+        default_weight: 0,
+        together: &[],
+        // Disabling it would bind pods as if their claims did not exist.
+        can_disable: false,
+        args: None,
+        build: |_| Instance {
+            pre_filter: Some(Arc::new(dynamic_resources::DynamicResources)),
+            ..Instance::default()
+        },
+    },
+    Registration {
         name: balanced_allocation::NAME,
         alias: None,
         points: &[PreScore, Score],
@@ -360,7 +376,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "GCEPDLimits",
     "AzureDiskLimits",
     "DefaultPreemption",
-    "DynamicResources",
     "NodeDeclaredFeatures",
 ];
 
