@@ -34,6 +34,25 @@ impl Engine {
         }
     }
 
+    /// Namespace labels decide `namespaceSelector` terms: a change may make
+    /// an unschedulable pod fit.
+    pub(super) fn on_namespace_upserted(
+        &mut self,
+        name: &str,
+        labels: crate::cache::Labels,
+        now: Instant,
+    ) {
+        if self.cache.facts_mut().upsert_namespace(name, labels) {
+            self.flush_unschedulable(now);
+        }
+    }
+
+    pub(super) fn on_namespace_deleted(&mut self, name: &str, now: Instant) {
+        if self.cache.facts_mut().remove_namespace(name) {
+            self.flush_unschedulable(now);
+        }
+    }
+
     pub(super) fn on_pod_upserted(&mut self, pod: Arc<PodInfo>, now: Instant) {
         let pod = self.admit_pod(pod);
         self.invalid_reported.remove(&pod.key);

@@ -134,6 +134,13 @@ pub enum ClusterEvent {
         global_default: bool,
     },
     PriorityClassDeleted(Arc<str>),
+    /// A namespace appeared or its labels changed (what inter-pod
+    /// affinity's `namespaceSelector` reads).
+    NamespaceUpserted {
+        name: Arc<str>,
+        labels: crate::cache::Labels,
+    },
+    NamespaceDeleted(Arc<str>),
     /// The outcome of an `Action::Bind` (`uid` and `node` as in the action: a
     /// result for an earlier pod of the same name changes no scheduling
     /// state). A success emits the pod's `Action::Scheduled`.
@@ -286,6 +293,10 @@ impl Engine {
                 global_default,
             } => self.on_priority_class_upserted(name, value, global_default, now),
             ClusterEvent::PriorityClassDeleted(name) => self.on_priority_class_deleted(&name, now),
+            ClusterEvent::NamespaceUpserted { name, labels } => {
+                self.on_namespace_upserted(&name, labels, now)
+            }
+            ClusterEvent::NamespaceDeleted(name) => self.on_namespace_deleted(&name, now),
             ClusterEvent::BindFinished {
                 pod,
                 uid,
