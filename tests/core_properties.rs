@@ -514,6 +514,46 @@ fn anti_affine_gang_larger_than_the_cluster_stays_whole_pending() {
     assert_eq!(nodes.len(), 3, "{nodes:?}");
 }
 
+/// A pod refused for lack of the pod its required affinity needs is retried
+/// as soon as such a pod is placed, not at the periodic flush.
+#[test]
+fn affinity_waiter_is_retried_when_its_target_is_placed() {
+    use muster::model::{LabelSelector, Operator, PodAffinityTerm, Requirement};
+    let mut h = Harness::new();
+    for i in 0..2 {
+        let mut n = node(&format!("n{i}"), 8000, 64);
+        n.labels.insert("zone".into(), "z".into());
+        h.add_node(n);
+    }
+    let mut web = pod("web", 500, 1);
+    web.pod_affinity.required_affinity.push(PodAffinityTerm {
+        label_selector: LabelSelector::All(vec![Requirement {
+            key: "app".into(),
+            op: Operator::In,
+            values: vec!["db".into()],
+        }]),
+        namespaces: vec![web.key.namespace.clone()],
+        namespace_selector: LabelSelector::Nothing,
+        topology_key: "zone".into(),
+        match_label_keys: Vec::new(),
+        mismatch_label_keys: Vec::new(),
+    });
+    h.put_pod(web);
+    h.settle();
+    assert!(h.events_with("FailedScheduling", "didn't match pod affinity rules") > 0);
+    let mut db = pod("db", 500, 1);
+    db.labels.insert("app".into(), "db".into());
+    h.put_pod(db);
+    h.settle();
+    assert!(h.node_of(&key("db")).is_some());
+    h.advance(Duration::from_secs(3));
+    checked(&h);
+    assert!(
+        h.node_of(&key("web")).is_some(),
+        "retried after db was placed"
+    );
+}
+
 // ---- properties ---------------------------------------------------------------
 
 #[derive(Debug, Clone)]

@@ -87,7 +87,12 @@ impl Engine {
                 }
             }
         }
-        if change.released_resources() {
+        let newly_placed = change.current.node().is_some()
+            && (change.confirmed_assumed()
+                || change.previous.as_ref().and_then(PodState::node) != change.current.node());
+        if change.released_resources()
+            || (newly_placed && std::mem::take(&mut self.awaiting_affinity_target))
+        {
             self.flush_unschedulable(now);
         }
         if let Some(group) = pod.group.key() {

@@ -213,6 +213,10 @@ pub struct Engine {
     gang_disabled: HashSet<Arc<str>>,
     /// Unreadable pods of ours already reported, with the error reported.
     invalid_reported: HashMap<PodKey, String>,
+    /// A pod was refused because no pod its required pod affinity needs was
+    /// placed yet: the next pod placed on a node retries the unschedulable
+    /// pods (kube-scheduler requeues them on an assigned pod's arrival).
+    awaiting_affinity_target: bool,
 }
 
 impl Engine {
@@ -266,6 +270,7 @@ impl Engine {
             gang_disabled,
             capped_timeouts: HashMap::new(),
             invalid_reported: HashMap::new(),
+            awaiting_affinity_target: false,
         }
     }
 
