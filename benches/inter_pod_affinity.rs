@@ -73,7 +73,7 @@ fn cluster() -> Vec<NodeState> {
             for k in 0..PODS_PER_NODE {
                 let i = n * PODS_PER_NODE + k;
                 let app = format!("app-{}", i % APPS);
-                let spec = if i % 5 == 0 {
+                let spec = if i.is_multiple_of(5) {
                     with_terms += 1;
                     json!({"nodeName": name, "affinity": terms(with_terms, &app)})
                 } else {
