@@ -1,4 +1,4 @@
-//! Property tests over random event sequences (invariants I1–I4 after every
+//! Property tests over random event sequences (invariants I1–I5 after every
 //! step) and the edge-case table of gang-semantics.md as explicit tests.
 
 use std::sync::Arc;
@@ -441,6 +441,119 @@ fn gating_status_is_written_on_change_not_per_member() {
     );
 }
 
+// ---- inter-pod anti-affinity (I5) -------------------------------------------------
+
+/// I5 is a real check: without the InterPodAffinity filter two anti-affine
+/// pods share a node and the invariant says so; with it they do not.
+#[test]
+fn i5_catches_anti_affine_pods_sharing_a_node() {
+    let run = |framework: Framework| {
+        let mut h = Harness::with_config(EngineConfig::new(vec![ProfileConfig::new(
+            SCHEDULER, framework,
+        )]));
+        let mut n = node("n0", 8000, 64);
+        n.labels.insert(HOSTNAME.into(), "n0".into());
+        h.add_node(n);
+        for name in ["a", "b"] {
+            let mut p = pod(name, 500, 1);
+            anti_affine(&mut p, "spread", HOSTNAME);
+            h.put_pod(p);
+        }
+        h.settle();
+        h
+    };
+    let mut without = Framework::default();
+    without.filters.retain(|p| p.name() != "InterPodAffinity");
+    without
+        .pre_filters
+        .retain(|p| p.name() != "InterPodAffinity");
+    let e = run(without).check_invariants().unwrap_err();
+    assert!(e.starts_with("I5:"), "{e}");
+    let h = run(Framework::default());
+    checked(&h);
+    assert_eq!(h.binds.len(), 1, "one of the two runs");
+}
+
+/// A gang of three mutually anti-affine members (one per node) on two
+/// nodes: no member is bound, and the refusal names the anti-affinity.
+#[test]
+fn anti_affine_gang_larger_than_the_cluster_stays_whole_pending() {
+    let mut h = Harness::new();
+    for i in 0..2 {
+        let mut n = node(&format!("n{i}"), 8000, 64);
+        n.labels.insert(HOSTNAME.into(), format!("n{i}"));
+        h.add_node(n);
+    }
+    let g = group_key("spread");
+    h.put_def(gang_def("spread", 3, 0));
+    for m in 0..3 {
+        let mut p = member(&format!("spread-{m}"), &g, 500, 1);
+        anti_affine(&mut p, "spread", HOSTNAME);
+        h.put_pod(p);
+    }
+    h.settle();
+    h.advance(Duration::from_secs(30));
+    checked(&h);
+    assert_eq!(h.binds.len(), 0);
+    assert!(
+        h.events_with("FailedScheduling", "didn't match pod anti-affinity rules") > 0,
+        "{:?}",
+        h.actions
+    );
+    // A third node lets the whole gang run, one member per node.
+    let mut n = node("n2", 8000, 64);
+    n.labels.insert(HOSTNAME.into(), "n2".into());
+    h.add_node(n);
+    h.advance(Duration::from_secs(30));
+    checked(&h);
+    let mut nodes: Vec<_> = (0..3)
+        .filter_map(|m| h.node_of(&key(&format!("spread-{m}"))))
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    assert_eq!(nodes.len(), 3, "{nodes:?}");
+}
+
+/// A pod refused for lack of the pod its required affinity needs is retried
+/// as soon as such a pod is placed, not at the periodic flush.
+#[test]
+fn affinity_waiter_is_retried_when_its_target_is_placed() {
+    use muster::model::{LabelSelector, Operator, PodAffinityTerm, Requirement};
+    let mut h = Harness::new();
+    for i in 0..2 {
+        let mut n = node(&format!("n{i}"), 8000, 64);
+        n.labels.insert("zone".into(), "z".into());
+        h.add_node(n);
+    }
+    let mut web = pod("web", 500, 1);
+    web.pod_affinity.required_affinity.push(PodAffinityTerm {
+        label_selector: LabelSelector::All(vec![Requirement {
+            key: "app".into(),
+            op: Operator::In,
+            values: vec!["db".into()],
+        }]),
+        namespaces: vec![web.key.namespace.clone()],
+        namespace_selector: LabelSelector::Nothing,
+        topology_key: "zone".into(),
+        match_label_keys: Vec::new(),
+        mismatch_label_keys: Vec::new(),
+    });
+    h.put_pod(web);
+    h.settle();
+    assert!(h.events_with("FailedScheduling", "didn't match pod affinity rules") > 0);
+    let mut db = pod("db", 500, 1);
+    db.labels.insert("app".into(), "db".into());
+    h.put_pod(db);
+    h.settle();
+    assert!(h.node_of(&key("db")).is_some());
+    h.advance(Duration::from_secs(3));
+    checked(&h);
+    assert!(
+        h.node_of(&key("web")).is_some(),
+        "retried after db was placed"
+    );
+}
+
 // ---- properties ---------------------------------------------------------------
 
 #[derive(Debug, Clone)]
@@ -466,6 +579,14 @@ enum Op {
         one_rack: bool,
         /// The definition names PriorityClass `c<n>`.
         class: Option<u8>,
+        /// Members are mutually anti-affine, one per node (I5).
+        spread: bool,
+    },
+    /// A plain pod labelled `app: spread` with required anti-affinity to
+    /// `app: spread` by rack (`by_rack`) or by node (I5).
+    AddAntiAffine {
+        cpu: i64,
+        by_rack: bool,
     },
     /// A Kueue pod group (no definition object) of `members` pods announcing `total`.
     AddKueueGang {
@@ -517,9 +638,10 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (1..=4i64, 0..=2u8).prop_map(|(c, rack)| Op::AddNode { cpu: c * 1000, rack }),
         1 => any::<Index>().prop_map(Op::DeleteNode),
         2 => (1..=6i64, prop::option::weighted(0.3, 0..3u8)).prop_map(|(c, class)| Op::AddPlain { cpu: c * 250, class }),
-        3 => (1..=4u32, 0..=5usize, 1..=6i64, any::<bool>(), prop::option::of(1..=30u64), prop::bool::weighted(0.3), prop::option::weighted(0.3, 0..3u8))
-            .prop_map(|(min, members, c, def_first, timeout_s, one_rack, class)| Op::AddGang {
-                min, members, cpu: c * 250, def_first, timeout_s, one_rack, class }),
+        3 => (1..=4u32, 0..=5usize, 1..=6i64, any::<bool>(), prop::option::of(1..=30u64), prop::bool::weighted(0.3), prop::option::weighted(0.3, 0..3u8), prop::bool::weighted(0.3))
+            .prop_map(|(min, members, c, def_first, timeout_s, one_rack, class, spread)| Op::AddGang {
+                min, members, cpu: c * 250, def_first, timeout_s, one_rack, class, spread }),
+        2 => (1..=4i64, any::<bool>()).prop_map(|(c, by_rack)| Op::AddAntiAffine { cpu: c * 250, by_rack }),
         1 => (1..=4u32, 0..=5usize, 1..=6i64).prop_map(|(total, members, c)| Op::AddKueueGang { total, members, cpu: c * 250 }),
         1 => (any::<Index>(), 1..=6i64).prop_map(|(group, c)| Op::AddSoloMember { group, cpu: c * 250 }),
         1 => (0..3u8, -5..=5i32, prop::bool::weighted(0.3)).prop_map(|(class, v, global_default)| Op::PutClass { class, value: v * 100, global_default }),
@@ -543,6 +665,26 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 const RACK: &str = "topology.kubernetes.io/rack";
+const HOSTNAME: &str = "kubernetes.io/hostname";
+
+/// Labels `p` with `app` and gives it required anti-affinity to pods with
+/// the same `app` in its namespace, by `topology_key`.
+fn anti_affine(p: &mut muster::model::PodInfo, app: &str, topology_key: &str) {
+    use muster::model::{LabelSelector, Operator, PodAffinityTerm, Requirement};
+    p.labels.insert("app".into(), app.into());
+    p.pod_affinity.required_anti_affinity.push(PodAffinityTerm {
+        label_selector: LabelSelector::All(vec![Requirement {
+            key: "app".into(),
+            op: Operator::In,
+            values: vec![app.into()],
+        }]),
+        namespaces: vec![p.key.namespace.clone()],
+        namespace_selector: LabelSelector::Nothing,
+        topology_key: topology_key.into(),
+        match_label_keys: Vec::new(),
+        mismatch_label_keys: Vec::new(),
+    });
+}
 
 /// The running members of each group that requires one rack, on nodes that
 /// still exist, are all in one rack (members of the profile without gang
@@ -647,6 +789,7 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
         Op::AddNode { cpu, rack } => {
             let name = w.name("node-");
             let mut n = node(&name, *cpu, 64);
+            n.labels.insert(HOSTNAME.into(), name.clone());
             if *rack < 2 {
                 n.labels.insert(RACK.into(), format!("rack-{rack}"));
             }
@@ -675,6 +818,7 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
             timeout_s,
             one_rack,
             class,
+            spread,
         } => {
             let name = w.name("gang-");
             let mut def = gang_def(&name, *min, w.next as i64);
@@ -691,6 +835,9 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
             for m in 0..*members {
                 let mut p = member(&format!("{name}-{m}"), &g, *cpu, 1);
                 p.created_ms = w.next as i64;
+                if *spread {
+                    anti_affine(&mut p, &name, HOSTNAME);
+                }
                 w.pods.push(p.key.clone());
                 h.put_pod(p);
             }
@@ -698,6 +845,14 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
                 h.put_def(def.clone());
             }
             w.groups.push(def);
+        }
+        Op::AddAntiAffine { cpu, by_rack } => {
+            let name = w.name("spread-");
+            let mut p = pod(&name, *cpu, 1);
+            p.created_ms = w.next as i64;
+            anti_affine(&mut p, "spread", if *by_rack { RACK } else { HOSTNAME });
+            w.pods.push(p.key.clone());
+            h.put_pod(p);
         }
         Op::AddMember { group, cpu } => {
             if !w.groups.is_empty() {
@@ -854,7 +1009,7 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
 
-    /// I1–I4 hold after every step of any event sequence.
+    /// I1–I5 hold after every step of any event sequence.
     #[test]
     fn invariants_hold_under_random_events(
         start_nodes in 0..=6usize,

@@ -19,6 +19,12 @@ pub struct NodeState {
     /// Every pod accounted on the node (bound, or assumed by this scheduler),
     /// for plugins that match other pods (inter-pod affinity, spread).
     pub pods: Vec<Arc<PodInfo>>,
+    /// The subset of `pods` with any inter-pod affinity or anti-affinity
+    /// term, and with required anti-affinity terms: inter-pod affinity's
+    /// PreFilter and PreScore scan these instead of every pod (as
+    /// kube-scheduler's `PodsWithAffinity` / `PodsWithRequiredAntiAffinity`).
+    pub pods_with_affinity: Vec<Arc<PodInfo>>,
+    pub pods_with_required_anti_affinity: Vec<Arc<PodInfo>>,
     /// Bumped on every change; lets callers detect a node that changed.
     pub generation: u64,
 }
@@ -32,6 +38,8 @@ impl NodeState {
             non_zero_memory: 0,
             used_ports: Vec::new(),
             pods: Vec::new(),
+            pods_with_affinity: Vec::new(),
+            pods_with_required_anti_affinity: Vec::new(),
             generation: 0,
         }
     }
@@ -42,6 +50,12 @@ impl NodeState {
 
     pub fn add_pod(&mut self, pod: &Arc<PodInfo>) {
         self.pods.push(pod.clone());
+        if !pod.pod_affinity.is_empty() {
+            self.pods_with_affinity.push(pod.clone());
+        }
+        if !pod.pod_affinity.required_anti_affinity.is_empty() {
+            self.pods_with_required_anti_affinity.push(pod.clone());
+        }
         self.requested.add(&pod.requests);
         // Saturating, like `Resources::add`: a pod's own sums fit, the
         // node's total of many may not.
@@ -54,8 +68,14 @@ impl NodeState {
     }
 
     pub fn remove_pod(&mut self, pod: &PodInfo) {
-        if let Some(i) = self.pods.iter().position(|p| p.key == pod.key) {
-            self.pods.swap_remove(i);
+        for list in [
+            &mut self.pods,
+            &mut self.pods_with_affinity,
+            &mut self.pods_with_required_anti_affinity,
+        ] {
+            if let Some(i) = list.iter().position(|p| p.key == pod.key) {
+                list.swap_remove(i);
+            }
         }
         self.requested.sub(&pod.requests);
         self.non_zero_milli_cpu = self
@@ -82,5 +102,50 @@ impl NodeState {
         let mut free = self.info.allocatable.clone();
         free.sub(&self.requested);
         free
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, spec: serde_json::Value) -> Arc<PodInfo> {
+        let v = serde_json::json!({"metadata": {"name": name, "namespace": "ns"}, "spec": spec});
+        Arc::new(PodInfo::from_json(&serde_json::to_vec(&v).unwrap()).unwrap())
+    }
+
+    #[test]
+    fn keeps_the_affinity_lists_beside_pods() {
+        let term = serde_json::json!({"labelSelector": {}, "topologyKey": "zone"});
+        let plain = pod("plain", serde_json::json!({}));
+        let preferred = pod(
+            "preferred",
+            serde_json::json!({"affinity": {"podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": term}]}}}),
+        );
+        let anti = pod(
+            "anti",
+            serde_json::json!({"affinity": {"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [term]}}}),
+        );
+        let mut n = NodeState::new(Arc::new(NodeInfo::new("n", Resources::default())));
+        for p in [&plain, &preferred, &anti] {
+            n.add_pod(p);
+        }
+        let names = |l: &[Arc<PodInfo>]| {
+            let mut v: Vec<String> = l.iter().map(|p| p.key.name.to_string()).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(&n.pods), ["anti", "plain", "preferred"]);
+        assert_eq!(names(&n.pods_with_affinity), ["anti", "preferred"]);
+        assert_eq!(names(&n.pods_with_required_anti_affinity), ["anti"]);
+        n.remove_pod(&anti);
+        assert_eq!(names(&n.pods_with_affinity), ["preferred"]);
+        assert!(n.pods_with_required_anti_affinity.is_empty());
+        n.remove_pod(&preferred);
+        assert!(n.pods_with_affinity.is_empty());
+        assert_eq!(names(&n.pods), ["plain"]);
     }
 }

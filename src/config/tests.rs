@@ -19,10 +19,11 @@ fn empty_document_gives_defaults() {
             "TaintToleration",
             "NodeAffinity",
             "NodePorts",
-            "NodeResourcesFit"
+            "NodeResourcesFit",
+            "InterPodAffinity"
         ]
     );
-    assert_eq!(p.scores().count(), 5);
+    assert_eq!(p.scores().count(), 6);
     assert_eq!(p.gang, Some(GangArgs::default()));
     assert_eq!(c.pod_initial_backoff, Duration::from_secs(1));
     assert_eq!(c.pod_max_backoff, Duration::from_secs(10));
@@ -109,7 +110,7 @@ fn disabling_gang_and_wildcards() {
     .unwrap();
     assert_eq!(c.profiles[0].gang, None);
     assert_eq!(c.profiles[0].scores().count(), 0);
-    assert_eq!(c.profiles[0].filters().count(), 6);
+    assert_eq!(c.profiles[0].filters().count(), 7);
 }
 
 #[test]

@@ -201,6 +201,11 @@ impl SchedulerLoop {
             Observed::PriorityClassDeleted(name) => {
                 ClusterEvent::PriorityClassDeleted(Arc::from(name))
             }
+            Observed::NamespaceUpserted { name, labels } => ClusterEvent::NamespaceUpserted {
+                name: Arc::from(name),
+                labels,
+            },
+            Observed::NamespaceDeleted(name) => ClusterEvent::NamespaceDeleted(Arc::from(name)),
             Observed::DefinitionServed { informer, version } => {
                 match version {
                     Some(v) => st.directory.served_versions.insert(informer, v),

@@ -52,6 +52,7 @@ pub fn pod(name: &str, milli_cpu: i64, memory_gib: i64) -> PodInfo {
         node_selector: BTreeMap::new(),
         required_affinity: None,
         preferred_affinity: Vec::new(),
+        pod_affinity: Default::default(),
         tolerations: Vec::new(),
         host_ports: Vec::new(),
         images: Vec::new(),

@@ -8,7 +8,7 @@ use super::Harness;
 use crate::cache::PodState;
 use crate::dialects::kueue::TOTAL_COUNT_ANNOTATION;
 use crate::engine::{Action, PodLocation};
-use crate::model::{GroupKey, GroupPolicy, GroupSource, Resources};
+use crate::model::{GroupKey, GroupPolicy, GroupSource, PodAffinityTerm, PodKey, Resources};
 
 impl Harness {
     /// I1–I4; the first violation found, described.
@@ -16,7 +16,72 @@ impl Harness {
         self.check_no_partial_gang()?;
         self.check_no_overcommit()?;
         self.check_no_orphan_reservation()?;
-        self.check_no_lost_pod()
+        self.check_no_lost_pod()?;
+        self.check_no_anti_affinity_violation()
+    }
+
+    /// I5 — no binding violates required pod anti-affinity: when a `Bind` is
+    /// issued, no pod bound or being bound shares a topology pair with it
+    /// where either pod's required anti-affinity term selects the other.
+    /// Checked as actions are drained (see `check_binds_respect_anti_affinity`).
+    pub fn check_no_anti_affinity_violation(&self) -> Result<(), String> {
+        match self.i5_violations.first() {
+            Some(v) => Err(format!("I5: {v}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Called with each batch of drained actions, after its binds were put in flight.
+    pub(super) fn check_binds_respect_anti_affinity(&mut self, actions: &[Action]) {
+        // Every pod holding a node: bound, or with a bind in flight.
+        let mut holders: BTreeMap<&PodKey, &Arc<str>> = self
+            .pods
+            .values()
+            .filter(|p| p.occupies_node())
+            .filter_map(|p| p.node_name.as_ref().map(|n| (&p.key, n)))
+            .collect();
+        for b in &self.in_flight {
+            holders.insert(&b.pod, &b.node);
+        }
+        let facts = self.engine.cache().facts();
+        let mut found = Vec::new();
+        for action in actions {
+            let Action::Bind { pod, node, .. } = action else {
+                continue;
+            };
+            let (Some(p), Some(n)) = (self.pods.get(pod), self.nodes.get(node)) else {
+                continue;
+            };
+            for (key, other_node) in &holders {
+                let (Some(q), Some(m)) = (self.pods.get(*key), self.nodes.get(*other_node)) else {
+                    continue;
+                };
+                if q.key == p.key {
+                    continue;
+                }
+                for (a, b) in [(p, q), (q, p)] {
+                    let selects = |t: &PodAffinityTerm| {
+                        t.matches(&b.key.namespace, &b.labels, || {
+                            facts.namespace_labels(&b.key.namespace)
+                        })
+                    };
+                    for t in a.pod_affinity.required_anti_affinity.iter() {
+                        let same_pair =
+                            match (n.labels.get(&t.topology_key), m.labels.get(&t.topology_key)) {
+                                (Some(x), Some(y)) => x == y,
+                                _ => false,
+                            };
+                        if same_pair && selects(t) {
+                            found.push(format!(
+                                "{} bound to {node} next to {} on {other_node}: {}'s anti-affinity on {} selects {}",
+                                p.key, q.key, a.key, t.topology_key, b.key
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        self.i5_violations.extend(found);
     }
 
     /// I1 — no partial gang: every `Bind` of a gang member was issued while at

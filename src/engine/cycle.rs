@@ -64,6 +64,12 @@ impl Engine {
         ) {
             Ok(p) => p,
             Err(fit) => {
+                if fit
+                    .reasons
+                    .contains_key(crate::plugins::inter_pod_affinity::REASON_AFFINITY)
+                {
+                    self.awaiting_affinity_target = true;
+                }
                 return self.refuse(pod, Refusal::new("FailedScheduling", fit.to_string()), now);
             }
         };

@@ -34,6 +34,25 @@ impl Engine {
         }
     }
 
+    /// Namespace labels decide `namespaceSelector` terms: a change may make
+    /// an unschedulable pod fit.
+    pub(super) fn on_namespace_upserted(
+        &mut self,
+        name: &str,
+        labels: crate::cache::Labels,
+        now: Instant,
+    ) {
+        if self.cache.facts_mut().upsert_namespace(name, labels) {
+            self.flush_unschedulable(now);
+        }
+    }
+
+    pub(super) fn on_namespace_deleted(&mut self, name: &str, now: Instant) {
+        if self.cache.facts_mut().remove_namespace(name) {
+            self.flush_unschedulable(now);
+        }
+    }
+
     pub(super) fn on_pod_upserted(&mut self, pod: Arc<PodInfo>, now: Instant) {
         let pod = self.admit_pod(pod);
         self.invalid_reported.remove(&pod.key);
@@ -68,7 +87,12 @@ impl Engine {
                 }
             }
         }
-        if change.released_resources() {
+        let newly_placed = change.current.node().is_some()
+            && (change.confirmed_assumed()
+                || change.previous.as_ref().and_then(PodState::node) != change.current.node());
+        if change.released_resources()
+            || (newly_placed && std::mem::take(&mut self.awaiting_affinity_target))
+        {
             self.flush_unschedulable(now);
         }
         if let Some(group) = pod.group.key() {

@@ -134,6 +134,13 @@ pub enum ClusterEvent {
         global_default: bool,
     },
     PriorityClassDeleted(Arc<str>),
+    /// A namespace appeared or its labels changed (what inter-pod
+    /// affinity's `namespaceSelector` reads).
+    NamespaceUpserted {
+        name: Arc<str>,
+        labels: crate::cache::Labels,
+    },
+    NamespaceDeleted(Arc<str>),
     /// The outcome of an `Action::Bind` (`uid` and `node` as in the action: a
     /// result for an earlier pod of the same name changes no scheduling
     /// state). A success emits the pod's `Action::Scheduled`.
@@ -206,6 +213,10 @@ pub struct Engine {
     gang_disabled: HashSet<Arc<str>>,
     /// Unreadable pods of ours already reported, with the error reported.
     invalid_reported: HashMap<PodKey, String>,
+    /// A pod was refused because no pod its required pod affinity needs was
+    /// placed yet: the next pod placed on a node retries the unschedulable
+    /// pods (kube-scheduler requeues them on an assigned pod's arrival).
+    awaiting_affinity_target: bool,
 }
 
 impl Engine {
@@ -259,6 +270,7 @@ impl Engine {
             gang_disabled,
             capped_timeouts: HashMap::new(),
             invalid_reported: HashMap::new(),
+            awaiting_affinity_target: false,
         }
     }
 
@@ -286,6 +298,10 @@ impl Engine {
                 global_default,
             } => self.on_priority_class_upserted(name, value, global_default, now),
             ClusterEvent::PriorityClassDeleted(name) => self.on_priority_class_deleted(&name, now),
+            ClusterEvent::NamespaceUpserted { name, labels } => {
+                self.on_namespace_upserted(&name, labels, now)
+            }
+            ClusterEvent::NamespaceDeleted(name) => self.on_namespace_deleted(&name, now),
             ClusterEvent::BindFinished {
                 pod,
                 uid,

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::WatchStreamExt;
@@ -54,6 +55,12 @@ pub enum Observed {
         global_default: bool,
     },
     PriorityClassDeleted(String),
+    /// A namespace and its labels (inter-pod affinity's `namespaceSelector`).
+    NamespaceUpserted {
+        name: String,
+        labels: std::collections::BTreeMap<String, String>,
+    },
+    NamespaceDeleted(String),
     /// The named informer finished its initial list.
     Synced(&'static str),
     /// A definition kind (by informer name, `DefinitionSource::name`) is served
@@ -65,7 +72,7 @@ pub enum Observed {
 }
 
 /// Informers that must list before the scheduler is ready.
-pub const REQUIRED_INFORMERS: &[&str] = &["nodes", "pods", "priorityclasses"];
+pub const REQUIRED_INFORMERS: &[&str] = &["nodes", "pods", "priorityclasses", "namespaces"];
 
 /// How often an absent group-definition API is looked for again, by default
 /// (`DaemonOptions::absent_api_recheck` overrides it, e.g. in tests).
@@ -82,6 +89,7 @@ pub fn start(
         tokio::spawn(run_nodes(Api::all(client.clone()), tx.clone())),
         tokio::spawn(run_pods(Api::all(client.clone()), tx.clone())),
         tokio::spawn(run_priority_classes(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_namespaces(Api::all(client.clone()), tx.clone())),
     ];
     for source in DEFINITION_SOURCES {
         tasks.push(tokio::spawn(run_definitions(
@@ -308,6 +316,26 @@ async fn run_priority_classes(api: Api<PriorityClass>, tx: mpsc::Sender<Observed
         key,
         upsert,
         Observed::PriorityClassDeleted,
+    )
+    .await;
+}
+
+async fn run_namespaces(api: Api<Namespace>, tx: mpsc::Sender<Observed>) {
+    let key = |ns: &Namespace| ns.metadata.name.clone().unwrap_or_default();
+    let upsert = |ns: Namespace| {
+        Upsert::Live(Observed::NamespaceUpserted {
+            name: ns.metadata.name.unwrap_or_default(),
+            labels: ns.metadata.labels.unwrap_or_default(),
+        })
+    };
+    run_keyed(
+        "namespaces",
+        api,
+        watch_config(),
+        tx,
+        key,
+        upsert,
+        Observed::NamespaceDeleted,
     )
     .await;
 }

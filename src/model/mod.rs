@@ -5,8 +5,10 @@
 
 pub mod deadline;
 mod group;
+mod label_selector;
 mod node;
 mod pod;
+mod pod_affinity;
 mod quantity;
 mod requests;
 mod resources;
@@ -18,10 +20,15 @@ pub use group::{
     CappedTimeout, DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPhase, GroupPolicy,
     GroupSource, MAX_GROUP_COUNT, MAX_SCHEDULE_TIMEOUT, TASK_ANNOTATION,
 };
+pub use label_selector::{LabelSelector, LabelSelectorRequirementWire, LabelSelectorWire};
 pub use node::NodeInfo;
 pub use pod::{
     DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, HostPort, PodInfo, PodKey, PodPhase,
     parse_timestamp_ms,
+};
+pub use pod_affinity::{
+    MAX_TERMS as MAX_POD_AFFINITY_TERMS, PodAffinity, PodAffinityTerm, PodAffinityTermWire,
+    PodAffinityWire, WeightedPodAffinityTerm, WeightedPodAffinityTermWire,
 };
 pub use quantity::{Quantity, QuantityError};
 pub use resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources, is_scalar_resource};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::requests::effective_requests;
 use super::selector::{NodeSelector, NodeSelectorTerm, PreferredTerm};
 use super::wire::{PodWire, is_kept_annotation};
-use super::{GroupMembership, ModelError, Resources, Toleration};
+use super::{GroupMembership, ModelError, PodAffinity, Resources, Toleration};
 
 /// kube-scheduler's defaults for scoring pods that request nothing
 /// (`DefaultMilliCPURequest`, `DefaultMemoryRequest`).
@@ -112,6 +112,8 @@ pub struct PodInfo {
     pub node_selector: BTreeMap<String, String>,
     pub required_affinity: Option<NodeSelector>,
     pub preferred_affinity: Vec<PreferredTerm>,
+    /// Inter-pod affinity and anti-affinity (`podAffinity`, `podAntiAffinity`).
+    pub pod_affinity: PodAffinity,
     pub tolerations: Vec<super::Toleration>,
     pub host_ports: Vec<HostPort>,
     /// `spec.resourceClaims` names: dynamic resource allocation, which
@@ -189,6 +191,19 @@ impl PodInfo {
             .transpose()
             .map_err(ctx)?
             .unwrap_or_default();
+        let pod_affinity = PodAffinity::from_wire(
+            w.spec
+                .affinity
+                .as_ref()
+                .and_then(|a| a.pod_affinity.as_ref()),
+            w.spec
+                .affinity
+                .as_ref()
+                .and_then(|a| a.pod_anti_affinity.as_ref()),
+            namespace,
+            &w.metadata.labels,
+        )
+        .map_err(ctx)?;
         let tolerations = w
             .spec
             .tolerations
@@ -233,6 +248,7 @@ impl PodInfo {
             node_selector: w.spec.node_selector.clone(),
             required_affinity,
             preferred_affinity,
+            pod_affinity,
             tolerations,
             host_ports: host_ports(w),
             images: images(w),

@@ -251,6 +251,10 @@ pub struct TolerationWire {
 #[serde(rename_all = "camelCase", default)]
 pub struct AffinityWire {
     pub node_affinity: Option<NodeAffinityWire>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_affinity: Option<super::pod_affinity::PodAffinityWire>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_anti_affinity: Option<super::pod_affinity::PodAffinityWire>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]

@@ -20,8 +20,9 @@ pub fn build_framework(
     // One object per plugin, shared by every point it runs at.
     let mut instances: HashMap<&'static str, Instance> = HashMap::new();
     for e in enabled
-        .at(Point::Filter)
+        .at(Point::PreFilter)
         .iter()
+        .chain(enabled.at(Point::Filter))
         .chain(enabled.at(Point::Score))
     {
         instances
@@ -29,17 +30,19 @@ pub fn build_framework(
             .or_insert_with(|| (e.plugin.build)(args));
     }
     let mut framework = Framework::empty();
-    for e in enabled.at(Point::Filter) {
-        let Some(built) = instances.get(e.plugin.name) else {
-            continue;
-        };
-        if let Some(f) = &built.filter {
-            framework.filters.push(Arc::clone(f));
-        }
-        if enabled.is_enabled(Point::PreFilter, e.plugin.name)
-            && let Some(p) = &built.pre_filter
+    // PreFilter in its own order: a plugin may have a PreFilter and no
+    // Filter (DynamicResources refuses there).
+    for e in enabled.at(Point::PreFilter) {
+        if let Some(p) = instances
+            .get(e.plugin.name)
+            .and_then(|b| b.pre_filter.as_ref())
         {
             framework.pre_filters.push(Arc::clone(p));
+        }
+    }
+    for e in enabled.at(Point::Filter) {
+        if let Some(f) = instances.get(e.plugin.name).and_then(|b| b.filter.as_ref()) {
+            framework.filters.push(Arc::clone(f));
         }
     }
     for e in enabled.at(Point::Score) {
@@ -82,9 +85,13 @@ mod tests {
     fn default_framework_is_the_default_profile() {
         let f = Framework::default();
         let (filters, scores) = names(&f);
-        assert_eq!(filters.len(), 6);
-        assert_eq!(scores.len(), 5);
-        assert_eq!(f.pre_filters.len(), 1, "NodeAffinity's PreFilter");
+        assert_eq!(filters.len(), 7);
+        assert_eq!(scores.len(), 6);
+        assert!(scores.contains(&("InterPodAffinity", 2)), "{scores:?}");
+        assert_eq!(
+            f.pre_filters.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            ["NodeAffinity", "InterPodAffinity", "DynamicResources"]
+        );
     }
 
     #[test]

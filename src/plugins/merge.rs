@@ -370,7 +370,8 @@ mod tests {
                 "TaintToleration",
                 "NodeAffinity",
                 "NodePorts",
-                "NodeResourcesFit"
+                "NodeResourcesFit",
+                "InterPodAffinity"
             ]
         );
         assert_eq!(
@@ -379,6 +380,7 @@ mod tests {
                 ("TaintToleration", 3),
                 ("NodeAffinity", 2),
                 ("NodeResourcesFit", 1),
+                ("InterPodAffinity", 2),
                 ("NodeResourcesBalancedAllocation", 1),
                 ("ImageLocality", 1)
             ]
@@ -397,7 +399,7 @@ mod tests {
         )
         .unwrap();
         assert!(!e.is_enabled(Point::Filter, "NodePorts"));
-        assert_eq!(e.at(Point::Filter).len(), 5);
+        assert_eq!(e.at(Point::Filter).len(), 6);
         assert_eq!(
             names(&e, Point::Score),
             [("NodeResourcesFit", 5), ("NodeAffinity", 2)]

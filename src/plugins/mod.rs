@@ -1,17 +1,16 @@
 //! kube-scheduler's in-tree placement plugins Muster ships, one file each, and
 //! the registry that assembles them into a profile's `Framework`.
 //!
-//! Filters: `NodeUnschedulable`, `NodeName`, `TaintToleration`, `NodeAffinity`,
-//! `NodePorts`, `NodeResourcesFit`. Scores: `TaintToleration`, `NodeAffinity`,
-//! `NodeResourcesFit`, `NodeResourcesBalancedAllocation`, `ImageLocality`. Reasons and formulas
-//! are documented in `docs/plugins.md`. `registry` is the table of every
-//! plugin (these and the gang plugin), `merge` applies a profile's `plugins`
-//! and `pluginConfig` over its defaults, `build` makes the `Framework`.
+//! Which plugins there are, at which points, is the table in `registry`
+//! (these and the gang plugin); their reasons and formulas are documented in
+//! `docs/plugins.md`. `merge` applies a profile's `plugins` and
+//! `pluginConfig` over the defaults, `build` makes the `Framework`.
 
 pub mod balanced_allocation;
 pub mod build;
 pub mod dynamic_resources;
 pub mod image_locality;
+pub mod inter_pod_affinity;
 pub mod merge;
 pub mod node_affinity;
 pub mod node_name;
@@ -28,6 +27,7 @@ pub(crate) mod test_util;
 
 pub use balanced_allocation::{BalancedAllocation, BalancedAllocationArgs};
 pub use build::build_framework;
+pub use inter_pod_affinity::{InterPodAffinity, InterPodAffinityArgs};
 pub use merge::{EnabledPlugins, PluginConfigSpec, PluginsSpec, merge_args, merge_plugins};
 pub use node_affinity::NodeAffinity;
 pub use node_name::NodeName;

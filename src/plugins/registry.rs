@@ -16,8 +16,8 @@ use crate::framework::{Args, ConfigError, FilterPlugin, PluginArgs, PreFilterPlu
 use crate::gang;
 
 use super::{
-    balanced_allocation, dynamic_resources, image_locality, node_affinity, node_name, node_ports,
-    node_resources_fit, node_unschedulable, taint_toleration,
+    balanced_allocation, dynamic_resources, image_locality, inter_pod_affinity, node_affinity,
+    node_name, node_ports, node_resources_fit, node_unschedulable, taint_toleration,
 };
 
 /// kube-scheduler's extension points, in the order they run.
@@ -299,6 +299,30 @@ pub static REGISTRY: &[Registration] = &[
         build: |_| Instance::default(),
     },
     Registration {
+        name: inter_pod_affinity::NAME,
+        alias: None,
+        points: &[PreFilter, Filter, PreScore, Score],
+        multi_point: &[PreFilter, Filter, PreScore, Score],
+        enabled_by_default: true,
+        default_weight: 2,
+        together: &[&[PreFilter, Filter], &[PreScore, Score]],
+        can_disable: true,
+        args: Some(ArgsSpec {
+            default: || Arc::new(inter_pod_affinity::InterPodAffinityArgs::default()),
+            decode: |path, v| Ok(Arc::new(inter_pod_affinity::decode_args(path, v)?)),
+        }),
+        build: |args| {
+            let p = Arc::new(inter_pod_affinity::InterPodAffinity::new(
+                &args.get_or_default(inter_pod_affinity::NAME),
+            ));
+            Instance {
+                pre_filter: Some(p.clone()),
+                filter: Some(p.clone()),
+                score: Some(p),
+            }
+        },
+    },
+    Registration {
         name: dynamic_resources::NAME,
         alias: None,
         points: &[PreFilter],
@@ -366,7 +390,6 @@ pub static REGISTRY: &[Registration] = &[
 /// kube-scheduler plugins Muster does not implement (yet): naming one is an
 /// error that says so, rather than scheduling silently without it.
 pub const NOT_IMPLEMENTED: &[&str] = &[
-    "InterPodAffinity",
     "PodTopologySpread",
     "VolumeBinding",
     "VolumeRestrictions",
@@ -461,7 +484,7 @@ mod tests {
     #[test]
     fn unknown_names_are_explained() {
         assert_eq!(resolve("x", "Coscheduling").unwrap().name, "GangScheduling");
-        let e = resolve("x", "InterPodAffinity").unwrap_err();
+        let e = resolve("x", "DefaultPreemption").unwrap_err();
         assert!(e.message.contains("does not implement"), "{e}");
         let e = resolve("x", "Bogus").unwrap_err();
         assert!(e.message.contains("not a plugin Muster knows"), "{e}");

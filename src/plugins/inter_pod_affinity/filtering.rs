@@ -1,0 +1,201 @@
+//! PreFilter's topology counts and Filter's three checks.
+//!
+//! PreFilter counts, per topology pair, (1) the existing pods whose required
+//! anti-affinity terms select the incoming pod — only pods in a node's
+//! `pods_with_required_anti_affinity` are read — and, when the incoming pod
+//! has required terms, (2) the existing pods matching all of its affinity
+//! terms and (3) those matching each anti-affinity term. Filter then looks up
+//! the node's values of the terms' topology keys: O(terms) per node.
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+
+use super::counts::TopologyCounts;
+use crate::cache::NodeState;
+use crate::framework::Snapshot;
+use crate::model::{PodAffinityTerm, PodInfo};
+
+/// Below this many nodes PreFilter's scans stay on the calling thread (the
+/// same trade-off as the placement runner's `DEFAULT_PARALLEL_MIN_NODES`).
+const PARALLEL_MIN_NODES: usize = 1024;
+
+/// What PreFilter computed for one pod.
+#[derive(Debug, Default)]
+pub(super) struct FilterState {
+    /// Existing pods' required anti-affinity terms that select the incoming pod.
+    pub existing_anti_affinity: TopologyCounts,
+    /// Existing pods matching every required affinity term of the incoming pod.
+    pub affinity: TopologyCounts,
+    /// Existing pods matching a required anti-affinity term of the incoming pod.
+    pub anti_affinity: TopologyCounts,
+    /// The incoming pod matches all of its own required affinity terms.
+    pub matches_own_affinity: bool,
+}
+
+impl FilterState {
+    /// The counts for `pod`; `None` when nothing can reject a node (neither
+    /// the pod nor any existing pod has a required term that applies).
+    pub(super) fn compute(pod: &PodInfo, snapshot: &Snapshot<'_>) -> Option<Self> {
+        let terms = &pod.pod_affinity;
+        let has_required =
+            !terms.required_affinity.is_empty() || !terms.required_anti_affinity.is_empty();
+        // The common case, no terms anywhere: one pass over the node list,
+        // no fan-out, no allocation.
+        if !has_required
+            && snapshot
+                .nodes
+                .iter()
+                .all(|n| n.pods_with_required_anti_affinity.is_empty())
+        {
+            return None;
+        }
+        let own_ns_labels = snapshot.facts.namespace_labels(&pod.key.namespace);
+        let existing_anti_affinity = fold_nodes(snapshot.nodes, |counts, node| {
+            for existing in &node.pods_with_required_anti_affinity {
+                for t in &existing.pod_affinity.required_anti_affinity {
+                    if t.matches(&pod.key.namespace, &pod.labels, || own_ns_labels) {
+                        counts.add_on(&t.topology_key, &node.info.labels, 1);
+                    }
+                }
+            }
+        });
+        if !has_required && existing_anti_affinity.is_empty() {
+            return None;
+        }
+        let (affinity, anti_affinity) = if has_required {
+            incoming_counts(pod, snapshot)
+        } else {
+            Default::default()
+        };
+        let matches_own_affinity = !terms.required_affinity.is_empty()
+            && matches_all(&terms.required_affinity, pod, own_ns_labels);
+        Some(FilterState {
+            existing_anti_affinity,
+            affinity,
+            anti_affinity,
+            matches_own_affinity,
+        })
+    }
+
+    /// The incoming pod's required affinity on a node with `labels`: the node
+    /// has every term's topology key and each pair holds a matching pod —
+    /// or no pod in the cluster matches yet and the pod matches its own terms
+    /// (the first pod of a self-affine group may go anywhere).
+    pub(super) fn satisfies_affinity(
+        &self,
+        pod: &PodInfo,
+        labels: &BTreeMap<String, String>,
+    ) -> bool {
+        let mut pods_exist = true;
+        for t in &pod.pod_affinity.required_affinity {
+            let Some(value) = labels.get(&t.topology_key) else {
+                return false;
+            };
+            if self.affinity.get(&t.topology_key, value) <= 0 {
+                pods_exist = false;
+            }
+        }
+        pods_exist || (self.affinity.is_empty() && self.matches_own_affinity)
+    }
+
+    /// The incoming pod's required anti-affinity: no matching pod in any pair
+    /// of the node (a node without the key is in no pair, so it passes).
+    pub(super) fn satisfies_anti_affinity(
+        &self,
+        pod: &PodInfo,
+        labels: &BTreeMap<String, String>,
+    ) -> bool {
+        self.anti_affinity.is_empty()
+            || pod.pod_affinity.required_anti_affinity.iter().all(|t| {
+                labels
+                    .get(&t.topology_key)
+                    .is_none_or(|v| self.anti_affinity.get(&t.topology_key, v) <= 0)
+            })
+    }
+
+    /// Existing pods' required anti-affinity: no pair of the node holds a
+    /// pod whose term selects the incoming pod.
+    pub(super) fn satisfies_existing_anti_affinity(
+        &self,
+        labels: &BTreeMap<String, String>,
+    ) -> bool {
+        !self.existing_anti_affinity.any_positive_on(labels)
+    }
+}
+
+/// Counts (2) and (3) over every pod of every node.
+fn incoming_counts(pod: &PodInfo, snapshot: &Snapshot<'_>) -> (TopologyCounts, TopologyCounts) {
+    let terms = &pod.pod_affinity;
+    let facts = snapshot.facts;
+    let scan = |(mut affinity, mut anti): (TopologyCounts, TopologyCounts), node: &NodeState| {
+        let labels = &node.info.labels;
+        for existing in &node.pods {
+            let ns_labels = || facts.namespace_labels(&existing.key.namespace);
+            if !terms.required_affinity.is_empty()
+                && terms
+                    .required_affinity
+                    .iter()
+                    .all(|t| t.matches(&existing.key.namespace, &existing.labels, ns_labels))
+            {
+                for t in &terms.required_affinity {
+                    affinity.add_on(&t.topology_key, labels, 1);
+                }
+            }
+            for t in &terms.required_anti_affinity {
+                if t.matches(&existing.key.namespace, &existing.labels, ns_labels) {
+                    anti.add_on(&t.topology_key, labels, 1);
+                }
+            }
+        }
+        (affinity, anti)
+    };
+    let nodes = snapshot.nodes;
+    if nodes.len() < PARALLEL_MIN_NODES || rayon::current_num_threads() < 2 {
+        return nodes.iter().fold(Default::default(), scan);
+    }
+    nodes
+        .par_iter()
+        .with_min_len(256)
+        .fold(Default::default, scan)
+        .reduce(Default::default, |(mut a1, mut n1), (a2, n2)| {
+            a1.merge(a2);
+            n1.merge(n2);
+            (a1, n1)
+        })
+}
+
+/// Folds `visit` over the nodes into one `TopologyCounts`, in parallel for
+/// large clusters.
+fn fold_nodes(
+    nodes: &[NodeState],
+    visit: impl Fn(&mut TopologyCounts, &NodeState) + Sync,
+) -> TopologyCounts {
+    let step = |mut counts: TopologyCounts, node: &NodeState| {
+        visit(&mut counts, node);
+        counts
+    };
+    if nodes.len() < PARALLEL_MIN_NODES || rayon::current_num_threads() < 2 {
+        return nodes.iter().fold(TopologyCounts::default(), step);
+    }
+    nodes
+        .par_iter()
+        .with_min_len(256)
+        .fold(TopologyCounts::default, step)
+        .reduce(TopologyCounts::default, |mut a, b| {
+            a.merge(b);
+            a
+        })
+}
+
+/// Whether `pod` matches every term (no terms: false, as upstream).
+fn matches_all(
+    terms: &[PodAffinityTerm],
+    pod: &PodInfo,
+    own_ns_labels: Option<&BTreeMap<String, String>>,
+) -> bool {
+    !terms.is_empty()
+        && terms
+            .iter()
+            .all(|t| t.matches(&pod.key.namespace, &pod.labels, || own_ns_labels))
+}
