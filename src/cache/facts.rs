@@ -12,6 +12,8 @@ pub type Labels = BTreeMap<String, String>;
 #[derive(Debug, Default, Clone)]
 pub struct ClusterFacts {
     namespaces: HashMap<Arc<str>, Arc<Labels>>,
+    /// Claims, volumes, classes and CSI objects (the volume plugins').
+    pub volumes: super::volumes::VolumeFacts,
 }
 
 impl ClusterFacts {

@@ -19,7 +19,11 @@ fn empty_document_gives_defaults() {
             "TaintToleration",
             "NodeAffinity",
             "NodePorts",
-            "NodeResourcesFit"
+            "NodeResourcesFit",
+            "VolumeRestrictions",
+            "NodeVolumeLimits",
+            "VolumeBinding",
+            "VolumeZone"
         ]
     );
     assert_eq!(p.scores().count(), 4);
@@ -109,7 +113,7 @@ fn disabling_gang_and_wildcards() {
     .unwrap();
     assert_eq!(c.profiles[0].gang, None);
     assert_eq!(c.profiles[0].scores().count(), 0);
-    assert_eq!(c.profiles[0].filters().count(), 6);
+    assert_eq!(c.profiles[0].filters().count(), 10);
 }
 
 #[test]

@@ -12,6 +12,7 @@ mod requests;
 mod resources;
 mod selector;
 mod taint;
+pub mod volumes;
 pub mod wire;
 
 pub use group::{

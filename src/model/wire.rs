@@ -153,6 +153,9 @@ pub struct PodSpecWire {
     pub scheduling_group: Option<SchedulingGroupWire>,
     /// Kubernetes 1.35: `spec.workloadRef`.
     pub workload_ref: Option<WorkloadRefWire>,
+    /// The volume sources the volume plugins read (`super::volumes`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<super::volumes::VolumeWire>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]

@@ -23,6 +23,7 @@ pub fn build_framework(
         .at(Point::Filter)
         .iter()
         .chain(enabled.at(Point::Score))
+        .chain(enabled.at(Point::PreBind))
     {
         instances
             .entry(e.plugin.name)
@@ -46,6 +47,11 @@ pub fn build_framework(
         if let Some(s) = instances.get(e.plugin.name).and_then(|b| b.score.as_ref()) {
             // A weight of 0 means "unset" in the API: kube-scheduler uses 1.
             framework.scorers.push((Arc::clone(s), e.weight.max(1)));
+        }
+    }
+    for e in enabled.at(Point::PreBind) {
+        if let Some(timeout) = instances.get(e.plugin.name).and_then(|b| b.pre_bind_volumes) {
+            framework.volume_bind_timeout = Some(timeout);
         }
     }
     framework.percentage_of_nodes_to_score = percentage;
@@ -82,9 +88,18 @@ mod tests {
     fn default_framework_is_the_default_profile() {
         let f = Framework::default();
         let (filters, scores) = names(&f);
-        assert_eq!(filters.len(), 6);
+        assert_eq!(filters.len(), 10);
         assert_eq!(scores.len(), 4);
-        assert_eq!(f.pre_filters.len(), 1, "NodeAffinity's PreFilter");
+        assert_eq!(
+            f.pre_filters.len(),
+            5,
+            "NodeAffinity's and the four volume plugins' PreFilters"
+        );
+        assert_eq!(
+            f.volume_bind_timeout,
+            Some(std::time::Duration::from_secs(600)),
+            "VolumeBinding's PreBind"
+        );
     }
 
     #[test]

@@ -370,7 +370,11 @@ mod tests {
                 "TaintToleration",
                 "NodeAffinity",
                 "NodePorts",
-                "NodeResourcesFit"
+                "NodeResourcesFit",
+                "VolumeRestrictions",
+                "NodeVolumeLimits",
+                "VolumeBinding",
+                "VolumeZone"
             ]
         );
         assert_eq!(
@@ -396,7 +400,7 @@ mod tests {
         )
         .unwrap();
         assert!(!e.is_enabled(Point::Filter, "NodePorts"));
-        assert_eq!(e.at(Point::Filter).len(), 5);
+        assert_eq!(e.at(Point::Filter).len(), 9);
         assert_eq!(
             names(&e, Point::Score),
             [("NodeResourcesFit", 5), ("NodeAffinity", 2)]

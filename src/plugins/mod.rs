@@ -2,7 +2,8 @@
 //! the registry that assembles them into a profile's `Framework`.
 //!
 //! Filters: `NodeUnschedulable`, `NodeName`, `TaintToleration`, `NodeAffinity`,
-//! `NodePorts`, `NodeResourcesFit`. Scores: `TaintToleration`, `NodeAffinity`,
+//! `NodePorts`, `NodeResourcesFit`, `VolumeRestrictions`, `NodeVolumeLimits`,
+//! `VolumeBinding` (with its PreBind), `VolumeZone`. Scores: `TaintToleration`, `NodeAffinity`,
 //! `NodeResourcesFit`, `NodeResourcesBalancedAllocation`. Reasons and formulas
 //! are documented in `docs/plugins.md`. `registry` is the table of every
 //! plugin (these and the gang plugin), `merge` applies a profile's `plugins`
@@ -16,10 +17,14 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_resources_fit;
 pub mod node_unschedulable;
+pub mod node_volume_limits;
 mod normalize;
 pub mod registry;
 pub mod resource_allocation;
 pub mod taint_toleration;
+pub mod volume_binding;
+pub mod volume_restrictions;
+pub mod volume_zone;
 #[cfg(test)]
 pub(crate) mod test_util;
 
