@@ -15,6 +15,7 @@ mod cycle;
 mod events;
 mod inputs;
 mod introspection;
+mod prebind;
 mod priority;
 mod stats;
 
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use actions::{Action, EventType, ObjectRef, SCHEDULED_REASON, scheduled_message};
+pub use prebind::PRE_BIND_FAILED;
 pub use introspection::{AttemptCounts, Sample};
 pub use stats::{DurationSummary, GroupCounts, PendingPods, Stats};
 
@@ -143,6 +145,16 @@ pub enum ClusterEvent {
         node: Arc<str>,
         result: Result<(), String>,
     },
+    /// A storage object (claim, volume, class, CSINode, CSIDriver) observed.
+    Volume(crate::cache::VolumeChange),
+    /// The outcome of an `Action::PreBindVolumes` (same `pod`, `uid`,
+    /// `node`): on success the pod keeps waiting for its claims to be Bound.
+    VolumesPreBound {
+        pod: PodKey,
+        uid: Arc<str>,
+        node: Arc<str>,
+        result: Result<(), String>,
+    },
 }
 
 /// Where a pending pod is (invariant I4: exactly one place at every moment).
@@ -206,6 +218,8 @@ pub struct Engine {
     gang_disabled: HashSet<Arc<str>>,
     /// Unreadable pods of ours already reported, with the error reported.
     invalid_reported: HashMap<PodKey, String>,
+    /// Pods past Permit waiting for their claims to be bound (PreBind).
+    pre_binding: prebind::PreBindings,
 }
 
 impl Engine {
@@ -259,6 +273,7 @@ impl Engine {
             gang_disabled,
             capped_timeouts: HashMap::new(),
             invalid_reported: HashMap::new(),
+            pre_binding: prebind::PreBindings::default(),
         }
     }
 
@@ -292,6 +307,10 @@ impl Engine {
                 node,
                 result,
             } => self.on_bind_finished(&pod, &uid, &node, result, now),
+            ClusterEvent::Volume(change) => self.on_volume_change(change, now),
+            ClusterEvent::VolumesPreBound {
+                pod, uid, result, ..
+            } => self.on_volumes_pre_bound(&pod, &uid, result, now),
         }
         self.apply_gang_outcomes(now);
     }
@@ -300,6 +319,7 @@ impl Engine {
     /// flush, assumed-pod expiry.
     pub fn tick(&mut self, now: Instant) {
         self.gang.expire(now, &self.cache, &mut self.waiting);
+        self.expire_pre_bindings(now);
         self.apply_gang_outcomes(now);
         let (gang, cache) = (&self.gang, &self.cache);
         let gate = |p: &PodInfo| {
@@ -322,7 +342,11 @@ impl Engine {
 
     /// When `tick` next has something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
-        [self.queue.next_deadline(), self.gang.next_deadline()]
+        [
+            self.queue.next_deadline(),
+            self.gang.next_deadline(),
+            self.pre_binding.next_deadline(),
+        ]
             .into_iter()
             .flatten()
             .min()
@@ -361,6 +385,16 @@ impl Engine {
 
     pub fn cache(&self) -> &Cache {
         &self.cache
+    }
+
+    /// Pods past Permit waiting for their claims to be bound.
+    pub fn pre_binding_count(&self) -> usize {
+        self.pre_binding.len()
+    }
+
+    /// Whether the pod waits in PreBind for its claims.
+    pub fn is_pre_binding(&self, key: &PodKey) -> bool {
+        self.pre_binding.contains(key)
     }
 
     pub fn waiting(&self) -> &WaitingPods {
