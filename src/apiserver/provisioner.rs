@@ -91,9 +91,10 @@ fn reconcile(store: &Store) {
         // A volume that names this claim (PreBind's static binding, or the
         // claim's own spec.volumeName).
         let named = volumes.iter().find(|(_, pv)| {
-            pv.claim_ref.as_ref().is_some_and(|r| {
-                r.key == claim.key && (r.uid.is_empty() || r.uid == claim.uid)
-            }) || claim.volume_name.as_deref() == Some(&*pv.name)
+            pv.claim_ref
+                .as_ref()
+                .is_some_and(|r| r.key == claim.key && (r.uid.is_empty() || r.uid == claim.uid))
+                || claim.volume_name.as_deref() == Some(&*pv.name)
         });
         if let Some((pv_stored, pv)) = named {
             bind(store, &stored, &claim, pv_stored, pv);
@@ -131,7 +132,13 @@ fn annotation(obj: &Value, key: &str) -> Option<String> {
 
 /// Binds both sides: the volume's claimRef and phase, then the claim's
 /// volumeName and phase.
-fn bind(store: &Store, claim_stored: &Stored, claim: &Claim, pv_stored: &Stored, pv: &PersistentVolume) {
+fn bind(
+    store: &Store,
+    claim_stored: &Stored,
+    claim: &Claim,
+    pv_stored: &Stored,
+    pv: &PersistentVolume,
+) {
     let mut pv_value = pv_stored.value();
     let pv_done = str_at(&pv_value, "/status/phase") == Some("Bound")
         && str_at(&pv_value, "/spec/claimRef/uid") == Some(&*claim.uid);
@@ -150,7 +157,10 @@ fn bind(store: &Store, claim_stored: &Stored, claim: &Claim, pv_stored: &Stored,
     }
     let mut claim_value = claim_stored.value();
     child_mut(as_map(&mut claim_value), "spec").insert("volumeName".into(), json!(&*pv.name));
-    let annotations = child_mut(child_mut(as_map(&mut claim_value), "metadata"), "annotations");
+    let annotations = child_mut(
+        child_mut(as_map(&mut claim_value), "metadata"),
+        "annotations",
+    );
     annotations.insert("pv.kubernetes.io/bind-completed".into(), json!("yes"));
     let status = child_mut(as_map(&mut claim_value), "status");
     status.insert("phase".into(), json!("Bound"));
@@ -175,7 +185,13 @@ fn bind(store: &Store, claim_stored: &Stored, claim: &Claim, pv_stored: &Stored,
 
 /// Creates the claim's volume (bound to it: its claimRef set, phase Bound);
 /// the next pass binds the claim.
-fn provision(store: &Store, claim_value: &Value, claim: &Claim, class: &StorageClass, node: Option<&str>) {
+fn provision(
+    store: &Store,
+    claim_value: &Value,
+    claim: &Claim,
+    class: &StorageClass,
+    node: Option<&str>,
+) {
     let name = format!("pvc-{}", claim.uid);
     if store.get(VOLUMES, "", &name).is_some() {
         return;
@@ -191,8 +207,10 @@ fn provision(store: &Store, claim_value: &Value, claim: &Claim, class: &StorageC
                         .map(str::to_string)
                 })
                 .unwrap_or_else(|| node.to_string());
-            Some(json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": [hostname]}]}]}}))
+            Some(
+                json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [hostname]}]}]}}),
+            )
         }
         None => class.allowed_topologies.as_ref().map(|t| {
             let terms: Vec<Value> = t

@@ -6,13 +6,13 @@
 //! cycle and is updated incrementally by events, never rebuilt.
 
 mod facts;
-pub mod volumes;
 mod groups;
 mod node_state;
 mod store;
+pub mod volumes;
 
 pub use facts::{ClusterFacts, Labels};
-pub use volumes::{VolumeChange, VolumeFacts};
 pub use groups::{GroupMembers, MemberState};
 pub use node_state::NodeState;
 pub use store::{Cache, CachedPod, PodChange, PodState};
+pub use volumes::{VolumeChange, VolumeFacts};

@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use actions::{Action, EventType, ObjectRef, SCHEDULED_REASON, scheduled_message};
-pub use prebind::PRE_BIND_FAILED;
 pub use introspection::{AttemptCounts, Sample};
+pub use prebind::PRE_BIND_FAILED;
 pub use stats::{DurationSummary, GroupCounts, PendingPods, Stats};
 
 use crate::cache::Cache;
@@ -347,9 +347,9 @@ impl Engine {
             self.gang.next_deadline(),
             self.pre_binding.next_deadline(),
         ]
-            .into_iter()
-            .flatten()
-            .min()
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The API writes accumulated since the last call.

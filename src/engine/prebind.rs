@@ -163,7 +163,10 @@ impl Engine {
             for c in &p.wait_for {
                 match volumes.claim(&c.namespace, &c.name) {
                     None => {
-                        failed.push((key.clone(), format!("persistentvolumeclaim {:?} not found", &*c.name)));
+                        failed.push((
+                            key.clone(),
+                            format!("persistentvolumeclaim {:?} not found", &*c.name),
+                        ));
                         all_bound = false;
                         break;
                     }
@@ -217,5 +220,200 @@ impl Engine {
         );
         self.requeue_from_cache(key, Requeue::Backoff, now);
         self.flush_unschedulable(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::super::{Action, ClusterEvent, Engine, EngineConfig, PodLocation, ProfileConfig};
+    use super::*;
+    use crate::driver::fixtures::{SCHEDULER, arc, node, pod};
+    use crate::framework::Framework;
+    use crate::model::volumes::{
+        Claim, ClaimWire, ClaimWrite, PersistentVolume, PodVolume, PvWire, StorageClass,
+        StorageClassWire,
+    };
+
+    fn engine() -> Engine {
+        Engine::new(EngineConfig::new(vec![ProfileConfig::new(
+            SCHEDULER,
+            Framework::default(),
+        )]))
+    }
+
+    fn claim(name: &str, spec: serde_json::Value, phase: &str) -> ClusterEvent {
+        let w: ClaimWire = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": spec, "status": {"phase": phase}}))
+        .unwrap();
+        ClusterEvent::Volume(VolumeChange::ClaimUpserted(Arc::new(
+            Claim::from_wire(&w).unwrap(),
+        )))
+    }
+
+    fn class_wffc() -> ClusterEvent {
+        let w: StorageClassWire = serde_json::from_value(json!({"metadata": {"name": "local"},
+            "provisioner": "csi.example.com", "volumeBindingMode": "WaitForFirstConsumer"}))
+        .unwrap();
+        ClusterEvent::Volume(VolumeChange::ClassUpserted(Arc::new(
+            StorageClass::from_wire(&w).unwrap(),
+        )))
+    }
+
+    fn volume_on(name: &str, host: &str) -> ClusterEvent {
+        let w: PvWire = serde_json::from_value(json!({"metadata": {"name": name},
+            "spec": {"storageClassName": "local", "capacity": {"storage": "1Gi"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [host]}]}]}}},
+            "status": {"phase": "Bound"}}))
+        .unwrap();
+        ClusterEvent::Volume(VolumeChange::VolumeUpserted(Arc::new(
+            PersistentVolume::from_wire(&w).unwrap(),
+        )))
+    }
+
+    fn with_claim(name: &str, claim: &str) -> crate::model::PodInfo {
+        let mut p = pod(name, 100, 1);
+        p.volumes = vec![PodVolume::Claim {
+            claim: Arc::from(claim),
+            ephemeral: false,
+            template_class: None,
+        }];
+        p
+    }
+
+    /// A pod with a WaitForFirstConsumer claim, scheduled: its PreBind
+    /// writes are out and it waits in Binding.
+    fn scheduled(e: &mut Engine, t0: Instant) -> crate::model::PodInfo {
+        e.on_event(ClusterEvent::NodeUpserted(arc(node("n0", 4000, 8))), t0);
+        e.on_event(class_wffc(), t0);
+        e.on_event(
+            claim("data", json!({"storageClassName": "local"}), "Pending"),
+            t0,
+        );
+        let p = with_claim("web-0", "data");
+        e.on_event(ClusterEvent::PodUpserted(arc(p.clone())), t0);
+        e.run_until_idle(t0);
+        let actions = e.drain_actions();
+        assert!(
+            !actions.iter().any(|a| matches!(a, Action::Bind { .. })),
+            "{actions:?}"
+        );
+        let writes: Vec<&Vec<ClaimWrite>> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::PreBindVolumes { writes, node, .. } if &**node == "n0" => Some(writes),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            writes,
+            [&vec![ClaimWrite::SelectNode {
+                claim: PodKey::new("default", "data")
+            }]]
+        );
+        assert_eq!(e.location(&p.key), Some(PodLocation::Binding));
+        assert!(e.is_pre_binding(&p.key));
+        assert_eq!(e.next_deadline(), Some(t0 + Duration::from_secs(600)));
+        p
+    }
+
+    #[test]
+    fn the_pod_binds_once_its_claim_is_bound() {
+        let mut e = engine();
+        let t0 = Instant::now();
+        let p = scheduled(&mut e, t0);
+        let done = ClusterEvent::VolumesPreBound {
+            pod: p.key.clone(),
+            uid: p.uid.clone(),
+            node: Arc::from("n0"),
+            result: Ok(()),
+        };
+        e.on_event(done, t0);
+        assert!(e.drain_actions().is_empty(), "still waiting for the claim");
+        e.on_event(volume_on("pvc-1", "n0"), t0);
+        let bound = claim(
+            "data",
+            json!({"storageClassName": "local", "volumeName": "pvc-1"}),
+            "Bound",
+        );
+        e.on_event(bound, t0);
+        let actions = e.drain_actions();
+        assert!(
+            actions
+                .iter()
+                .any(|a| matches!(a, Action::Bind { node, .. } if &**node == "n0")),
+            "{actions:?}"
+        );
+        assert!(!e.is_pre_binding(&p.key));
+        assert_eq!(e.next_deadline(), None);
+    }
+
+    #[test]
+    fn a_timeout_or_a_failed_write_requeues_the_pod_with_the_reason() {
+        for fail in ["timeout", "write"] {
+            let mut e = engine();
+            let t0 = Instant::now();
+            let p = scheduled(&mut e, t0);
+            let t1 = t0 + Duration::from_secs(601);
+            if fail == "timeout" {
+                e.tick(t1);
+            } else {
+                let failed = ClusterEvent::VolumesPreBound {
+                    pod: p.key.clone(),
+                    uid: p.uid.clone(),
+                    node: Arc::from("n0"),
+                    result: Err("forbidden".into()),
+                };
+                e.on_event(failed, t1);
+            }
+            assert_eq!(e.location(&p.key), Some(PodLocation::Backoff), "{fail}");
+            assert_eq!(e.cache().nodes()[0].requested.milli_cpu, 0, "{fail}");
+            let expected = if fail == "timeout" {
+                "context deadline exceeded"
+            } else {
+                "forbidden"
+            };
+            let actions = e.drain_actions();
+            assert!(
+                actions.iter().any(|a| matches!(a, Action::PodUnschedulable { reason: PRE_BIND_FAILED, message, .. }
+                    if message.starts_with("running PreBind plugin \"VolumeBinding\"") && message.ends_with(expected))),
+                "{fail}: {actions:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_missing_claim_keeps_the_pod_pending_until_it_appears() {
+        let mut e = engine();
+        let t0 = Instant::now();
+        e.on_event(ClusterEvent::NodeUpserted(arc(node("n0", 4000, 8))), t0);
+        let p = with_claim("web-0", "data");
+        e.on_event(ClusterEvent::PodUpserted(arc(p.clone())), t0);
+        e.run_until_idle(t0);
+        assert_eq!(e.location(&p.key), Some(PodLocation::Unschedulable));
+        let actions = e.drain_actions();
+        assert!(
+            actions
+                .iter()
+                .any(|a| matches!(a, Action::PodUnschedulable { message, .. }
+            if message.contains("persistentvolumeclaim \"data\" not found"))),
+            "{actions:?}"
+        );
+        // A bound claim appears: the pod is retried and binds at once.
+        e.on_event(volume_on("pv0", "n0"), t0);
+        e.on_event(claim("data", json!({"volumeName": "pv0"}), "Bound"), t0);
+        // Out of the unschedulable pool (into backoff: it just failed).
+        assert_eq!(e.location(&p.key), Some(PodLocation::Backoff));
+        e.run_until_idle(t0 + Duration::from_secs(2));
+        assert!(
+            e.drain_actions()
+                .iter()
+                .any(|a| matches!(a, Action::Bind { .. }))
+        );
     }
 }

@@ -27,8 +27,8 @@ use super::objects::{
     LeanClaim, LeanCsiDriver, LeanCsiNode, LeanNode, LeanPod, LeanStorageClass, LeanVolume,
 };
 use crate::cache::VolumeChange;
-use crate::model::volumes::{Claim, CsiDriver, CsiNode, PersistentVolume, StorageClass};
 use crate::dialects::{DEFINITION_SOURCES, DefinitionSource};
+use crate::model::volumes::{Claim, CsiDriver, CsiNode, PersistentVolume, StorageClass};
 use crate::model::{DefinitionKey, GroupDef, NodeInfo, PodInfo, PodKey};
 
 /// What the informers observed.

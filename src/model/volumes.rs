@@ -406,7 +406,9 @@ impl Claim {
     pub fn from_wire(w: &ClaimWire) -> Result<Self, ModelError> {
         let name = non_empty(w.metadata.name.as_deref(), "claim has no metadata.name")?;
         let namespace = w.metadata.namespace.as_deref().unwrap_or("default");
-        let ctx = |e: String| ModelError::invalid(format!("persistentvolumeclaim {namespace}/{name}: {e}"));
+        let ctx = |e: String| {
+            ModelError::invalid(format!("persistentvolumeclaim {namespace}/{name}: {e}"))
+        };
         let request_bytes = match w
             .spec
             .resources
@@ -562,11 +564,12 @@ impl PersistentVolume {
             }),
             storage_class: Arc::from(w.spec.storage_class_name.as_deref().unwrap_or("")),
             node_affinity,
-            csi: w
-                .spec
-                .csi
-                .as_ref()
-                .map(|c| (Arc::from(c.driver.as_str()), Arc::from(c.volume_handle.as_str()))),
+            csi: w.spec.csi.as_ref().map(|c| {
+                (
+                    Arc::from(c.driver.as_str()),
+                    Arc::from(c.volume_handle.as_str()),
+                )
+            }),
             block: w.spec.volume_mode.as_deref() == Some("Block"),
             phase: Arc::from(w.status.phase.as_deref().unwrap_or("Pending")),
         })
@@ -645,7 +648,10 @@ pub struct StorageClass {
 
 impl StorageClass {
     pub fn from_wire(w: &StorageClassWire) -> Result<Self, ModelError> {
-        let name = non_empty(w.metadata.name.as_deref(), "storage class has no metadata.name")?;
+        let name = non_empty(
+            w.metadata.name.as_deref(),
+            "storage class has no metadata.name",
+        )?;
         let wait_for_first_consumer = match w.volume_binding_mode.as_deref() {
             None | Some("Immediate") => false,
             Some("WaitForFirstConsumer") => true,
@@ -837,10 +843,16 @@ mod tests {
         .unwrap();
         let v = pod_volumes("web-0", &vols).unwrap();
         assert_eq!(v.len(), 4, "the configMap is not a volume the plugins read");
-        assert!(matches!(&v[0], PodVolume::Claim { claim, ephemeral: false, .. } if &**claim == "data-0"));
-        assert!(matches!(&v[1], PodVolume::Claim { claim, ephemeral: true, template_class: Some(c) }
-            if &**claim == "web-0-scratch" && &**c == "fast"));
-        assert!(matches!(&v[2], PodVolume::InlineCsi { driver, .. } if &**driver == "ebs.csi.aws.com"));
+        assert!(
+            matches!(&v[0], PodVolume::Claim { claim, ephemeral: false, .. } if &**claim == "data-0")
+        );
+        assert!(
+            matches!(&v[1], PodVolume::Claim { claim, ephemeral: true, template_class: Some(c) }
+            if &**claim == "web-0-scratch" && &**c == "fast")
+        );
+        assert!(
+            matches!(&v[2], PodVolume::InlineCsi { driver, .. } if &**driver == "ebs.csi.aws.com")
+        );
         assert!(pod_volumes("p", &[]).unwrap().is_empty());
     }
 
@@ -886,19 +898,27 @@ mod tests {
 
     #[test]
     fn volume_matching_is_the_pv_controllers() {
-        let c = claim(json!({"accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+        let c = claim(
+            json!({"accessModes": ["ReadWriteOnce"], "storageClassName": "local",
             "resources": {"requests": {"storage": "5Gi"}},
-            "selector": {"matchLabels": {"tier": "db"}}}));
+            "selector": {"matchLabels": {"tier": "db"}}}),
+        );
         let base = json!({"accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
             "storageClassName": "local", "capacity": {"storage": "10Gi"}});
         assert!(pv(base.clone(), json!({"tier": "db"})).can_bind(&c));
-        assert!(!pv(base.clone(), json!({"tier": "web"})).can_bind(&c), "selector");
+        assert!(
+            !pv(base.clone(), json!({"tier": "web"})).can_bind(&c),
+            "selector"
+        );
         let mut small = base.clone();
         small["capacity"]["storage"] = json!("1Gi");
         assert!(!pv(small, json!({"tier": "db"})).can_bind(&c), "capacity");
         let mut other_class = base.clone();
         other_class["storageClassName"] = json!("fast");
-        assert!(!pv(other_class, json!({"tier": "db"})).can_bind(&c), "class");
+        assert!(
+            !pv(other_class, json!({"tier": "db"})).can_bind(&c),
+            "class"
+        );
         let mut rox = base.clone();
         rox["accessModes"] = json!(["ReadOnlyMany"]);
         assert!(!pv(rox, json!({"tier": "db"})).can_bind(&c), "modes");
@@ -907,7 +927,10 @@ mod tests {
         assert!(!pv(taken, json!({"tier": "db"})).can_bind(&c), "claimed");
         let mut mine = base;
         mine["claimRef"] = json!({"namespace": "ns", "name": "c"});
-        assert!(pv(mine, json!({"tier": "db"})).can_bind(&c), "pre-bound to it");
+        assert!(
+            pv(mine, json!({"tier": "db"})).can_bind(&c),
+            "pre-bound to it"
+        );
     }
 
     #[test]

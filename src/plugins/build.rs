@@ -50,7 +50,10 @@ pub fn build_framework(
         }
     }
     for e in enabled.at(Point::PreBind) {
-        if let Some(timeout) = instances.get(e.plugin.name).and_then(|b| b.pre_bind_volumes) {
+        if let Some(timeout) = instances
+            .get(e.plugin.name)
+            .and_then(|b| b.pre_bind_volumes)
+        {
             framework.volume_bind_timeout = Some(timeout);
         }
     }

@@ -22,11 +22,11 @@ mod normalize;
 pub mod registry;
 pub mod resource_allocation;
 pub mod taint_toleration;
+#[cfg(test)]
+pub(crate) mod test_util;
 pub mod volume_binding;
 pub mod volume_restrictions;
 pub mod volume_zone;
-#[cfg(test)]
-pub(crate) mod test_util;
 
 pub use balanced_allocation::{BalancedAllocation, BalancedAllocationArgs};
 pub use build::build_framework;

@@ -91,11 +91,7 @@ impl PreFilterPlugin for NodeVolumeLimits {
         pod: &PodInfo,
         snapshot: &Snapshot<'_>,
     ) -> PreFilterResult {
-        if pod
-            .volumes
-            .iter()
-            .all(|v| matches!(v, PodVolume::Disk(_)))
-        {
+        if pod.volumes.iter().all(|v| matches!(v, PodVolume::Disk(_))) {
             return PreFilterResult::AllNodes;
         }
         let facts = &snapshot.facts.volumes;
@@ -127,7 +123,11 @@ impl FilterPlugin for NodeVolumeLimits {
             return Ok(());
         }
         let mut attached = HashSet::new();
-        for other in node.pods.iter().filter(|o| o.key != pod.key && !o.volumes.is_empty()) {
+        for other in node
+            .pods
+            .iter()
+            .filter(|o| o.key != pod.key && !o.volumes.is_empty())
+        {
             csi_volumes(other, &st.facts, &mut attached);
         }
         // Only drivers the pod adds volumes of can be exceeded by it.
@@ -167,7 +167,11 @@ mod tests {
     }
 
     fn csi_pv(name: &str, handle: &str) -> VolumeChange {
-        volume(name, json!({"csi": {"driver": "ebs", "volumeHandle": handle}}), json!({}))
+        volume(
+            name,
+            json!({"csi": {"driver": "ebs", "volumeHandle": handle}}),
+            json!({}),
+        )
     }
 
     fn user(name: &str, claims: &[&str]) -> PodInfo {
@@ -200,7 +204,10 @@ mod tests {
     fn volumes_beyond_the_drivers_count_are_refused() {
         let n = node("n", &[]).with_pod(user("old", &["c1"])).build();
         let incoming = user("p", &["c2", "c3"]);
-        assert_eq!(check(&incoming, &cluster(2), &n), Err(Rejection::new(REASON)));
+        assert_eq!(
+            check(&incoming, &cluster(2), &n),
+            Err(Rejection::new(REASON))
+        );
         assert_eq!(check(&incoming, &cluster(3), &n), Ok(()));
     }
 
@@ -208,7 +215,10 @@ mod tests {
     fn a_volume_already_attached_is_not_counted_twice() {
         let n = node("n", &[]).with_pod(user("old", &["c1"])).build();
         assert_eq!(check(&user("p", &["c1"]), &cluster(1), &n), Ok(()));
-        assert_eq!(check(&user("p", &["c2"]), &cluster(1), &n), Err(Rejection::new(REASON)));
+        assert_eq!(
+            check(&user("p", &["c2"]), &cluster(1), &n),
+            Err(Rejection::new(REASON))
+        );
     }
 
     #[test]
@@ -217,7 +227,10 @@ mod tests {
         assert_eq!(check(&user("p", &["c2", "c3"]), &cluster(0), &n), Ok(()));
         let n = node("n", &[]).build();
         assert_eq!(check(&pod_named("p", json!({})), &cluster(0), &n), Ok(()));
-        let inline = pod_named("p", json!({"volumes": [{"name": "v", "csi": {"driver": "ebs"}}]}));
+        let inline = pod_named(
+            "p",
+            json!({"volumes": [{"name": "v", "csi": {"driver": "ebs"}}]}),
+        );
         assert_eq!(check(&inline, &cluster(0), &n), Err(Rejection::new(REASON)));
     }
 }

@@ -17,8 +17,8 @@ use crate::gang;
 
 use super::{
     balanced_allocation, node_affinity, node_name, node_ports, node_resources_fit,
-    node_unschedulable, node_volume_limits, taint_toleration, volume_binding,
-    volume_restrictions, volume_zone,
+    node_unschedulable, node_volume_limits, taint_toleration, volume_binding, volume_restrictions,
+    volume_zone,
 };
 
 /// kube-scheduler's extension points, in the order they run.

@@ -187,6 +187,9 @@ fn resolve(pod: &PodInfo, facts: &VolumeFacts) -> Result<PodClaims, Rejection> {
     Ok(out)
 }
 
+/// Each unbound claim with the static volume it gets (`None`: provisioned).
+type Choice<'a> = Vec<(&'a Unbound, Option<Arc<str>>)>;
+
 /// For each unbound claim: the static volume it would get on this node
 /// (`Some`), or dynamic provisioning (`None`); `Err` when neither works.
 /// Volumes in `taken` (chosen for other pods, not yet observed bound) are
@@ -196,15 +199,13 @@ fn choose<'a>(
     node: &str,
     labels: &BTreeMap<String, String>,
     taken: &HashSet<Arc<str>>,
-) -> Result<Vec<(&'a Unbound, Option<Arc<str>>)>, ()> {
-    let mut picked: Vec<(&Unbound, Option<Arc<str>>)> = Vec::with_capacity(unbound.len());
+) -> Result<Choice<'a>, ()> {
+    let mut picked: Choice<'a> = Vec::with_capacity(unbound.len());
     for u in unbound {
         let static_pv = u.candidates.iter().find(|pv| {
             pv.reachable_from(node, labels)
                 && !taken.contains(&pv.name)
-                && !picked
-                    .iter()
-                    .any(|(_, p)| p.as_deref() == Some(&*pv.name))
+                && !picked.iter().any(|(_, p)| p.as_deref() == Some(&*pv.name))
         });
         if let Some(pv) = static_pv {
             picked.push((u, Some(pv.name.clone())));
@@ -251,10 +252,15 @@ impl FilterPlugin for VolumeBinding {
         }
         let (name, labels) = (&*node.info.name, &node.info.labels);
         let mut reasons: Vec<Cow<'static, str>> = Vec::new();
-        if claims.bound.iter().any(|pv| !pv.reachable_from(name, labels)) {
+        if claims
+            .bound
+            .iter()
+            .any(|pv| !pv.reachable_from(name, labels))
+        {
             reasons.push(REASON_NODE_CONFLICT.into());
         }
-        if !claims.unbound.is_empty() && choose(&claims.unbound, name, labels, &HashSet::new()).is_err()
+        if !claims.unbound.is_empty()
+            && choose(&claims.unbound, name, labels, &HashSet::new()).is_err()
         {
             reasons.push(REASON_BIND_CONFLICT.into());
         }
@@ -297,11 +303,15 @@ pub fn plan_pre_bind(
     if claims.missing_volume {
         return Err(REASON_PV_NOT_EXIST.into());
     }
-    if claims.bound.iter().any(|pv| !pv.reachable_from(name, labels)) {
+    if claims
+        .bound
+        .iter()
+        .any(|pv| !pv.reachable_from(name, labels))
+    {
         return Err(REASON_NODE_CONFLICT.into());
     }
-    let chosen =
-        choose(&claims.unbound, name, labels, taken).map_err(|()| REASON_BIND_CONFLICT.to_string())?;
+    let chosen = choose(&claims.unbound, name, labels, taken)
+        .map_err(|()| REASON_BIND_CONFLICT.to_string())?;
     let writes = chosen
         .into_iter()
         .map(|(u, pv)| match pv {
@@ -352,8 +362,17 @@ pub(crate) mod tests {
         VolumeChange::VolumeUpserted(Arc::new(PersistentVolume::from_wire(&w).unwrap()))
     }
 
-    pub fn class(name: &str, provisioner: &str, wffc: bool, topo: serde_json::Value) -> VolumeChange {
-        let mode = if wffc { "WaitForFirstConsumer" } else { "Immediate" };
+    pub fn class(
+        name: &str,
+        provisioner: &str,
+        wffc: bool,
+        topo: serde_json::Value,
+    ) -> VolumeChange {
+        let mode = if wffc {
+            "WaitForFirstConsumer"
+        } else {
+            "Immediate"
+        };
         let w: StorageClassWire = serde_json::from_value(json!({
             "metadata": {"name": name}, "provisioner": provisioner,
             "volumeBindingMode": mode, "allowedTopologies": topo}))
@@ -428,7 +447,10 @@ pub(crate) mod tests {
     fn missing_deleted_and_immediate_unbound_claims_refuse_the_pod() {
         let p = with_claims(&["data"]);
         let err = run(&p, &facts(vec![]), &nodes()).remove(0).unwrap_err();
-        assert_eq!(err, Rejection::unresolvable("persistentvolumeclaim \"data\" not found"));
+        assert_eq!(
+            err,
+            Rejection::unresolvable("persistentvolumeclaim \"data\" not found")
+        );
 
         let immediate = facts(vec![
             class("fast", "csi.example.com", false, json!([])),
@@ -437,9 +459,16 @@ pub(crate) mod tests {
         let err = run(&p, &immediate, &nodes()).remove(0).unwrap_err();
         assert_eq!(err, Rejection::unresolvable(REASON_UNBOUND_IMMEDIATE));
 
-        let no_class = facts(vec![claim("data", json!({"storageClassName": "gone"}), "Pending")]);
+        let no_class = facts(vec![claim(
+            "data",
+            json!({"storageClassName": "gone"}),
+            "Pending",
+        )]);
         let err = run(&p, &no_class, &nodes()).remove(0).unwrap_err();
-        assert!(err.reason.contains("storageclass.storage.k8s.io \"gone\" not found"));
+        assert!(
+            err.reason
+                .contains("storageclass.storage.k8s.io \"gone\" not found")
+        );
     }
 
     #[test]
@@ -447,7 +476,11 @@ pub(crate) mod tests {
         let p = with_claims(&["data"]);
         let f = facts(vec![
             pv_on("pv1", "n2", "local"),
-            claim("data", json!({"volumeName": "pv1", "storageClassName": "local"}), "Bound"),
+            claim(
+                "data",
+                json!({"volumeName": "pv1", "storageClassName": "local"}),
+                "Bound",
+            ),
         ]);
         let out = run(&p, &f, &nodes());
         assert_eq!(out[0], Err(Rejection::unresolvable(REASON_NODE_CONFLICT)));
@@ -551,7 +584,10 @@ pub(crate) mod tests {
             Err(REASON_BIND_CONFLICT.to_string())
         );
         let none = pod(json!({"containers": []}));
-        assert_eq!(plan_pre_bind(&none, n, &f.volumes, &HashSet::new()), Ok(None));
+        assert_eq!(
+            plan_pre_bind(&none, n, &f.volumes, &HashSet::new()),
+            Ok(None)
+        );
     }
 
     trait ParseKey {
@@ -566,9 +602,14 @@ pub(crate) mod tests {
 
     #[test]
     fn args_default_validate_and_refuse_scoring() {
-        assert_eq!(decode_args("a", json!(null)).unwrap().bind_timeout, DEFAULT_BIND_TIMEOUT);
         assert_eq!(
-            decode_args("a", json!({"bindTimeoutSeconds": 5})).unwrap().bind_timeout,
+            decode_args("a", json!(null)).unwrap().bind_timeout,
+            DEFAULT_BIND_TIMEOUT
+        );
+        assert_eq!(
+            decode_args("a", json!({"bindTimeoutSeconds": 5}))
+                .unwrap()
+                .bind_timeout,
             Duration::from_secs(5)
         );
         let e = decode_args("a", json!({"bindTimeoutSeconds": -1})).unwrap_err();

@@ -68,7 +68,10 @@ impl PreFilterPlugin for VolumeRestrictions {
             .iter()
             .flat_map(|n| n.pods.iter())
             .filter(|other| other.key != pod.key && !other.volumes.is_empty())
-            .any(|other| rwop.iter().any(|c| uses_claim(other, &pod.key.namespace, c)));
+            .any(|other| {
+                rwop.iter()
+                    .any(|c| uses_claim(other, &pod.key.namespace, c))
+            });
         if in_use {
             return PreFilterResult::Reject(Rejection::new(REASON_RWOP_CONFLICT));
         }
@@ -105,32 +108,51 @@ mod tests {
     use crate::plugins::volume_binding::tests::{claim, facts, with_claims};
     use serde_json::json;
 
-    fn pre_filter(p: &PodInfo, f: &crate::cache::ClusterFacts, nodes: &[NodeState]) -> PreFilterResult {
+    fn pre_filter(
+        p: &PodInfo,
+        f: &crate::cache::ClusterFacts,
+        nodes: &[NodeState],
+    ) -> PreFilterResult {
         VolumeRestrictions.pre_filter(&mut CycleState::new(), p, &Snapshot::new(nodes, f))
     }
 
     #[test]
     fn read_write_once_pod_claims_serve_one_pod() {
         let f = facts(vec![
-            claim("solo", json!({"accessModes": ["ReadWriteOncePod"]}), "Bound"),
+            claim(
+                "solo",
+                json!({"accessModes": ["ReadWriteOncePod"]}),
+                "Bound",
+            ),
             claim("shared", json!({"accessModes": ["ReadWriteOnce"]}), "Bound"),
         ]);
         let holder = pod_named(
             "holder",
             json!({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "solo"}}]}),
         );
-        let nodes = vec![node("n1", &[]).with_pod(holder).build(), node("n2", &[]).build()];
+        let nodes = vec![
+            node("n1", &[]).with_pod(holder).build(),
+            node("n2", &[]).build(),
+        ];
         assert_eq!(
             pre_filter(&with_claims(&["solo"]), &f, &nodes),
             PreFilterResult::Reject(Rejection::new(REASON_RWOP_CONFLICT))
         );
-        assert_eq!(pre_filter(&with_claims(&["shared"]), &f, &nodes), PreFilterResult::AllNodes);
+        assert_eq!(
+            pre_filter(&with_claims(&["shared"]), &f, &nodes),
+            PreFilterResult::AllNodes
+        );
         // Nobody else uses it.
         let empty = vec![node("n1", &[]).build()];
-        assert_eq!(pre_filter(&with_claims(&["solo"]), &f, &empty), PreFilterResult::AllNodes);
+        assert_eq!(
+            pre_filter(&with_claims(&["solo"]), &f, &empty),
+            PreFilterResult::AllNodes
+        );
         assert_eq!(
             pre_filter(&with_claims(&["gone"]), &f, &empty),
-            PreFilterResult::Reject(Rejection::unresolvable("persistentvolumeclaim \"gone\" not found"))
+            PreFilterResult::Reject(Rejection::unresolvable(
+                "persistentvolumeclaim \"gone\" not found"
+            ))
         );
     }
 

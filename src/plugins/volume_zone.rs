@@ -135,7 +135,10 @@ mod tests {
             VolumeZone.pre_filter(&mut state, &p, &Snapshot::new(&nodes, &f)),
             PreFilterResult::AllNodes
         );
-        nodes.iter().map(|n| VolumeZone.filter(&state, &p, n)).collect()
+        nodes
+            .iter()
+            .map(|n| VolumeZone.filter(&state, &p, n))
+            .collect()
     }
 
     #[test]
@@ -164,6 +167,8 @@ mod tests {
         assert_eq!(run(&wffc), PreFilterResult::AllNodes);
         let immediate = facts(vec![claim("data", json!({}), "Pending")]);
         assert!(matches!(run(&immediate), PreFilterResult::Reject(r) if r.unresolvable));
-        assert!(matches!(run(&facts(vec![])), PreFilterResult::Reject(r) if r.reason.contains("not found")));
+        assert!(
+            matches!(run(&facts(vec![])), PreFilterResult::Reject(r) if r.reason.contains("not found"))
+        );
     }
 }
