@@ -171,7 +171,23 @@ impl Engine {
                         break;
                     }
                     Some(claim) if !claim.bound => all_bound = false,
-                    Some(_) => {}
+                    Some(claim) => {
+                        // Bound, possibly to a volume provisioned for an
+                        // earlier attempt on another node: it must serve this one.
+                        let pv = claim.volume_name.as_deref().and_then(|v| volumes.volume(v));
+                        let node = self.cache.node(&p.node);
+                        if let (Some(pv), Some(node)) = (pv, node)
+                            && !pv.reachable_from(&node.info.name, &node.info.labels)
+                        {
+                            let why = format!(
+                                "pv {:?} node affinity doesn't match node {:?}",
+                                &*pv.name, &*p.node
+                            );
+                            failed.push((key.clone(), why));
+                            all_bound = false;
+                            break;
+                        }
+                    }
                 }
             }
             if all_bound {
@@ -351,6 +367,28 @@ mod tests {
         );
         assert!(!e.is_pre_binding(&p.key));
         assert_eq!(e.next_deadline(), None);
+    }
+
+    #[test]
+    fn a_claim_bound_to_a_volume_of_another_node_fails_the_pre_bind() {
+        let mut e = engine();
+        let t0 = Instant::now();
+        let p = scheduled(&mut e, t0);
+        e.on_event(volume_on("stale", "n9"), t0);
+        let bound = claim(
+            "data",
+            json!({"storageClassName": "local", "volumeName": "stale"}),
+            "Bound",
+        );
+        e.on_event(bound, t0);
+        assert_eq!(e.location(&p.key), Some(PodLocation::Backoff));
+        let actions = e.drain_actions();
+        assert!(!actions.iter().any(|a| matches!(a, Action::Bind { .. })));
+        assert!(
+            actions.iter().any(|a| matches!(a, Action::Event { message, .. }
+                if message.ends_with("pv \"stale\" node affinity doesn't match node \"n0\""))),
+            "{actions:?}"
+        );
     }
 
     #[test]

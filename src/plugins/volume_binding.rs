@@ -143,6 +143,13 @@ fn resolve(pod: &PodInfo, facts: &VolumeFacts) -> Result<PodClaims, Rejection> {
             )));
         }
         if let Some(volume) = &claim.volume_name {
+            // Only a fully bound claim (volumeName and phase Bound) counts as
+            // bound; one the PV controller is still binding waits, as an
+            // unbound immediate claim does upstream.
+            if !claim.bound {
+                immediate = true;
+                continue;
+            }
             match facts.volume(volume) {
                 Some(pv) => out.bound.push(pv.clone()),
                 None => out.missing_volume = true,
@@ -469,6 +476,17 @@ pub(crate) mod tests {
             err.reason
                 .contains("storageclass.storage.k8s.io \"gone\" not found")
         );
+    }
+
+    #[test]
+    fn a_claim_still_being_bound_waits() {
+        let p = with_claims(&["data"]);
+        let f = facts(vec![
+            pv_on("pv1", "n2", "local"),
+            claim("data", json!({"volumeName": "pv1"}), "Pending"),
+        ]);
+        let err = run(&p, &f, &nodes()).remove(0).unwrap_err();
+        assert_eq!(err, Rejection::unresolvable(REASON_UNBOUND_IMMEDIATE));
     }
 
     #[test]
