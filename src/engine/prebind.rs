@@ -110,7 +110,8 @@ impl Engine {
                         node: node.clone(),
                         wait_for,
                         volumes,
-                        deadline: now + timeout,
+                        // bindTimeoutSeconds is at most a day: the sum fits.
+                        deadline: now.checked_add(timeout).unwrap_or(now),
                     },
                 );
                 if !writes.is_empty() {
@@ -385,7 +386,9 @@ mod tests {
         let actions = e.drain_actions();
         assert!(!actions.iter().any(|a| matches!(a, Action::Bind { .. })));
         assert!(
-            actions.iter().any(|a| matches!(a, Action::Event { message, .. }
+            actions
+                .iter()
+                .any(|a| matches!(a, Action::Event { message, .. }
                 if message.ends_with("pv \"stale\" node affinity doesn't match node \"n0\""))),
             "{actions:?}"
         );
