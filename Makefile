@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools
 export MUSTER_KUBECTL ?= $(TOOLS)/kubectl
 export MUSTER_HELM ?= $(TOOLS)/helm
 
-.PHONY: all build run test tools fmt lint core unit bench bench-load sim-scale chaos fuzz image clean
+.PHONY: all build run test tools fmt lint core unit bench bench-load sim-scale chaos fuzz fuzz-keep image clean
 
 all: build
 
@@ -76,6 +76,12 @@ fuzz:
 	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run --fuzz-dir tests/fuzz --target-dir $(CURDIR)/target/fuzz \
 	    -s $(FUZZ_SANITIZER) $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
+
+## Minimize what `make fuzz` found (cargo fuzz cmin) and pack it into
+## tests/fuzz/regressions/<target>.bin, which `make test` replays.
+fuzz-keep:
+	@$(CARGO) fuzz --version >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
+	FUZZ_TARGETS="$(FUZZ_TARGETS)" FUZZ_SANITIZER=$(FUZZ_SANITIZER) bash tests/support/fuzz-keep.sh
 
 ## The chaos suite (tests/chaos.rs, also one run in `make test`) repeated for
 ## CHAOS_SECONDS (default 600): CHAOS_SEEDS (space-separated) run first, then

@@ -606,7 +606,27 @@ type Access = (String, String, String);
 /// Grants that no recorded call exercises, each with the reason it is kept.
 const UNEXERCISED_ALLOWED: &[(&str, &str, &str, &str)] = &[
     // The recorded run keeps Muster's lease: a graceful stop releases it with
-    // an update, and `create` happens once. Nothing else is granted unexercised.
+    // an update, and `create` happens once. Nothing else is granted unexercised
+    // but VolumeBinding's PreBind writes, which tests/volumes_e2e.rs exercises
+    // (this run has no pod with a claim).
+    (
+        "patch",
+        "",
+        "persistentvolumeclaims",
+        "PreBind selects the node of WaitForFirstConsumer claims (tests/volumes_e2e.rs)",
+    ),
+    (
+        "get",
+        "",
+        "persistentvolumes",
+        "PreBind reads a static volume before binding it (tests/volumes_e2e.rs)",
+    ),
+    (
+        "patch",
+        "",
+        "persistentvolumes",
+        "PreBind binds a static volume to a claim (tests/volumes_e2e.rs)",
+    ),
 ];
 
 /// Expands rules into single grants.

@@ -29,6 +29,14 @@ pub(super) fn on_create(
         ("", "namespaces") => {
             child_mut(as_map(obj), "status").insert("phase".into(), json!("Active"));
         }
+        // The PV controller's first word on new claims and volumes
+        // (`provisioner.rs` takes it from there).
+        ("", "persistentvolumeclaims") => {
+            child_mut(as_map(obj), "status").insert("phase".into(), json!("Pending"));
+        }
+        ("", "persistentvolumes") => {
+            child_mut(as_map(obj), "status").insert("phase".into(), json!("Available"));
+        }
         ("apiextensions.k8s.io", "customresourcedefinitions") => accept_crd(obj)?,
         _ => {}
     }

@@ -10,6 +10,7 @@
 //!   per-kind behaviour (pod defaults, node status, namespaces, CRDs).
 //! - [`patch`], [`selectors`], [`status`], [`objects`], `protobuf`: request mechanics.
 //! - [`kubelet`]: the fake kubelet (kwok-style node and pod lifecycle) (node templates are `crate::kwok`).
+//! - [`provisioner`]: the simulated PV controller and CSI external-provisioner (claims get volumes).
 //! - [`fault`]: injected errors, latency and watch closes.
 //! - [`recorder`]: which API calls clients made (opt-in, for RBAC tests).
 //! - `views`: resources stored as another (events.k8s.io/v1 as core events).
@@ -32,6 +33,7 @@ pub mod objects;
 mod openapi;
 pub mod patch;
 mod protobuf;
+pub mod provisioner;
 pub mod rbac;
 pub mod recorder;
 pub mod registry;
@@ -239,6 +241,7 @@ impl SimCluster {
             tokens: Tokens::new(&config.token_users),
             validate: config.validate,
         });
+        provisioner::spawn(state.store.clone(), shutdown.clone());
         seed(&state, &config.node_templates)?;
         let app = http::router(state.clone());
         let stop = shutdown.clone();

@@ -17,6 +17,8 @@ pub struct ClusterFacts {
     /// On how many nodes each image is present (kept by the cache's node
     /// upserts and removals).
     pub images: ImageSpread,
+    /// Claims, volumes, classes and CSI objects (the volume plugins').
+    pub volumes: super::volumes::VolumeFacts,
 }
 
 impl ClusterFacts {

@@ -10,9 +10,11 @@ mod groups;
 mod images;
 mod node_state;
 mod store;
+pub mod volumes;
 
 pub use facts::{ClusterFacts, Labels};
 pub use groups::{GroupMembers, MemberState};
 pub use images::ImageSpread;
 pub use node_state::NodeState;
 pub use store::{Cache, CachedPod, PodChange, PodState};
+pub use volumes::{VolumeChange, VolumeFacts};

@@ -20,6 +20,10 @@ fn empty_document_gives_defaults() {
             "NodeAffinity",
             "NodePorts",
             "NodeResourcesFit",
+            "VolumeRestrictions",
+            "NodeVolumeLimits",
+            "VolumeBinding",
+            "VolumeZone",
             "InterPodAffinity"
         ]
     );
@@ -110,7 +114,7 @@ fn disabling_gang_and_wildcards() {
     .unwrap();
     assert_eq!(c.profiles[0].gang, None);
     assert_eq!(c.profiles[0].scores().count(), 0);
-    assert_eq!(c.profiles[0].filters().count(), 7);
+    assert_eq!(c.profiles[0].filters().count(), 11);
 }
 
 #[test]

@@ -18,7 +18,7 @@ use crate::dispatch::Dispatch;
 use crate::engine::{Action, ClusterEvent, Engine, Sample, Stats};
 use crate::kube::fence::Fence;
 use crate::kube::informers::{Observed, informer_names};
-use crate::kube::writer::{BindOutcome, Writer};
+use crate::kube::writer::{BindOutcome, BindStage, Writer};
 use crate::metrics::Metrics;
 use crate::model::PodKey;
 use crate::server::Health;
@@ -132,11 +132,24 @@ impl SchedulerLoop {
 
     fn bind_finished(&mut self, outcome: BindOutcome) {
         let BindOutcome {
+            stage,
             pod,
             uid,
             node,
             result,
         } = outcome;
+        if stage == BindStage::PreBindVolumes {
+            if let Err(e) = &result {
+                warn!(pod = %pod, node = %node, error = %e, "volume PreBind failed; the pod will be retried");
+            }
+            let event = ClusterEvent::VolumesPreBound {
+                pod,
+                uid,
+                node,
+                result,
+            };
+            return self.engine.on_event(event, Instant::now());
+        }
         if let Err(e) = &result {
             warn!(pod = %pod, node = %node, error = %e, "binding failed; the pod will be retried");
         }
@@ -206,6 +219,7 @@ impl SchedulerLoop {
                 labels,
             },
             Observed::NamespaceDeleted(name) => ClusterEvent::NamespaceDeleted(Arc::from(name)),
+            Observed::Volume(change) => ClusterEvent::Volume(change),
             Observed::DefinitionServed { informer, version } => {
                 match version {
                     Some(v) => st.directory.served_versions.insert(informer, v),

@@ -78,6 +78,17 @@ impl Directory {
     ) -> Option<ApiCall> {
         match action {
             Action::Bind { pod, uid, node } => Some(ApiCall::Bind { pod, uid, node }),
+            Action::PreBindVolumes {
+                pod,
+                uid,
+                node,
+                writes,
+            } => Some(ApiCall::PreBindVolumes {
+                pod,
+                uid,
+                node,
+                writes,
+            }),
             // Two calls: see `translate`.
             Action::PodInvalid { .. } => None,
             Action::PodUnschedulable {

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::engine::{Action, ObjectRef};
+use crate::model::volumes::ClaimWrite;
 use crate::model::{GroupKey, PodKey};
 
 /// An API resource (group, version, kind and plural), free of any client
@@ -45,6 +46,14 @@ pub enum ApiCall {
         pod: PodKey,
         uid: Arc<str>,
         node: Arc<str>,
+    },
+    /// VolumeBinding's PreBind writes for a pod placed on `node`: annotate
+    /// claims with the selected node, bind static volumes to claims.
+    PreBindVolumes {
+        pod: PodKey,
+        uid: Arc<str>,
+        node: Arc<str>,
+        writes: Vec<ClaimWrite>,
     },
     /// Set the pod's `PodScheduled` condition (`False` with a reason while pending).
     PodCondition {
@@ -112,9 +121,9 @@ impl Lane {
 impl ApiCall {
     pub fn object(&self) -> ObjectId {
         match self {
-            ApiCall::Bind { pod, .. } | ApiCall::PodCondition { pod, .. } => {
-                ObjectId::Pod(pod.clone())
-            }
+            ApiCall::Bind { pod, .. }
+            | ApiCall::PreBindVolumes { pod, .. }
+            | ApiCall::PodCondition { pod, .. } => ObjectId::Pod(pod.clone()),
             ApiCall::Event { target, .. } if target.kind == "Pod" && target.api_version == "v1" => {
                 ObjectId::Pod(PodKey::new(&target.namespace, &target.name))
             }
@@ -144,7 +153,7 @@ impl ApiCall {
 
     pub fn lane(&self) -> Lane {
         match self {
-            ApiCall::Bind { .. } => Lane::Bindings,
+            ApiCall::Bind { .. } | ApiCall::PreBindVolumes { .. } => Lane::Bindings,
             _ => Lane::Reports,
         }
     }
@@ -153,6 +162,7 @@ impl ApiCall {
     pub fn operation(&self) -> &'static str {
         match self {
             ApiCall::Bind { .. } => "bind",
+            ApiCall::PreBindVolumes { .. } => "prebind_volumes",
             ApiCall::PodCondition { .. } => "pod_status",
             ApiCall::Event { .. } => "event",
             ApiCall::GroupCondition { .. } | ApiCall::GroupStatus { .. } => "group_status",
@@ -203,9 +213,10 @@ impl Intent {
                 }
             }
             // An unreadable pod is never bound: nothing would settle it.
-            Action::Scheduled { .. } | Action::PodInvalid { .. } | Action::Event { .. } => {
-                Intent::Immediate
-            }
+            Action::Scheduled { .. }
+            | Action::PodInvalid { .. }
+            | Action::Event { .. }
+            | Action::PreBindVolumes { .. } => Intent::Immediate,
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::model::volumes::ClaimWrite;
 use crate::model::{GroupKey, GroupPhase, PodKey};
 
 /// An object an event is recorded on.
@@ -28,6 +29,16 @@ pub enum Action {
         pod: PodKey,
         uid: Arc<str>,
         node: Arc<str>,
+    },
+    /// VolumeBinding's PreBind: make the claim writes (select the node, bind
+    /// a static volume); report the outcome with
+    /// `ClusterEvent::VolumesPreBound`. The pod's `Bind` follows once its
+    /// claims are observed Bound.
+    PreBindVolumes {
+        pod: PodKey,
+        uid: Arc<str>,
+        node: Arc<str>,
+        writes: Vec<ClaimWrite>,
     },
     /// Set the pod's `PodScheduled=False` condition. Emitted once per change of
     /// message, never per retry.
@@ -104,6 +115,21 @@ impl Outbox {
     pub fn bind(&mut self, pod: PodKey, uid: Arc<str>, node: Arc<str>) {
         self.pod_conditions.remove(&pod);
         self.actions.push(Action::Bind { pod, uid, node });
+    }
+
+    pub fn pre_bind_volumes(
+        &mut self,
+        pod: PodKey,
+        uid: Arc<str>,
+        node: Arc<str>,
+        writes: Vec<ClaimWrite>,
+    ) {
+        self.actions.push(Action::PreBindVolumes {
+            pod,
+            uid,
+            node,
+            writes,
+        });
     }
 
     pub fn invalid_pod(&mut self, pod: PodKey, uid: Arc<str>, message: String) {

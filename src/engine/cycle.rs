@@ -96,7 +96,7 @@ impl Engine {
             now,
         );
         match verdict {
-            PermitVerdict::Allow => self.bind(&pod, placement.node_name),
+            PermitVerdict::Allow => self.bind_or_pre_bind(&pod, placement.node_name, now),
             PermitVerdict::Wait => {
                 self.waiting.insert(WaitingPod {
                     pod: pod.clone(),
@@ -149,10 +149,6 @@ impl Engine {
         };
         let order = self.gang.order_key(&pod);
         self.queue.requeue(pod, order, how, now);
-    }
-
-    fn bind(&mut self, pod: &PodInfo, node: Arc<str>) {
-        self.outbox.bind(pod.key.clone(), pod.uid.clone(), node);
     }
 
     fn gang_waiting_event(&mut self, pod: &PodInfo, node: &str) {
@@ -210,7 +206,7 @@ impl Engine {
                         let waited = now.saturating_duration_since(w.since);
                         self.stats.permit_wait.observe(waited);
                         self.sample(Sample::PermitWait(waited));
-                        self.bind(&w.pod, w.node);
+                        self.bind_or_pre_bind(&w.pod, w.node, now);
                     }
                     Verdict::Rejected(refusal) => {
                         released_capacity |= self.cache.forget(&w.pod.key);

@@ -20,6 +20,7 @@ impl Engine {
 
     pub(super) fn on_node_deleted(&mut self, name: &str, now: Instant) {
         for key in self.cache.remove_node(name) {
+            self.pre_binding.remove(&key);
             if let Some(w) = self.waiting.remove(&key) {
                 self.gang.unreserve(&w.pod, &self.waiting, now);
             }
@@ -66,6 +67,7 @@ impl Engine {
             if let Some(w) = self.waiting.remove(&key) {
                 self.gang.unreserve(&w.pod, &self.waiting, now);
             }
+            self.pre_binding.remove(&key);
             self.forget_released(&key);
         }
         match &change.current {
@@ -216,6 +218,7 @@ impl Engine {
     /// The pod is no longer pending here: out of the queue and the barrier.
     fn leave_scheduling(&mut self, key: &PodKey, now: Instant) {
         self.queue.remove(key);
+        self.pre_binding.remove(key);
         if let Some(w) = self.waiting.remove(key) {
             self.cache.forget(key);
             self.gang.unreserve(&w.pod, &self.waiting, now);

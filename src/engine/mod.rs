@@ -15,6 +15,7 @@ mod cycle;
 mod events;
 mod inputs;
 mod introspection;
+mod prebind;
 mod priority;
 mod stats;
 
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant};
 
 pub use actions::{Action, EventType, ObjectRef, SCHEDULED_REASON, scheduled_message};
 pub use introspection::{AttemptCounts, Sample};
+pub use prebind::PRE_BIND_FAILED;
 pub use stats::{DurationSummary, GroupCounts, PendingPods, Stats};
 
 use crate::cache::Cache;
@@ -150,6 +152,16 @@ pub enum ClusterEvent {
         node: Arc<str>,
         result: Result<(), String>,
     },
+    /// A storage object (claim, volume, class, CSINode, CSIDriver) observed.
+    Volume(crate::cache::VolumeChange),
+    /// The outcome of an `Action::PreBindVolumes` (same `pod`, `uid`,
+    /// `node`): on success the pod keeps waiting for its claims to be Bound.
+    VolumesPreBound {
+        pod: PodKey,
+        uid: Arc<str>,
+        node: Arc<str>,
+        result: Result<(), String>,
+    },
 }
 
 /// Where a pending pod is (invariant I4: exactly one place at every moment).
@@ -217,6 +229,8 @@ pub struct Engine {
     /// placed yet: the next pod placed on a node retries the unschedulable
     /// pods (kube-scheduler requeues them on an assigned pod's arrival).
     awaiting_affinity_target: bool,
+    /// Pods past Permit waiting for their claims to be bound (PreBind).
+    pre_binding: prebind::PreBindings,
 }
 
 impl Engine {
@@ -271,6 +285,7 @@ impl Engine {
             capped_timeouts: HashMap::new(),
             invalid_reported: HashMap::new(),
             awaiting_affinity_target: false,
+            pre_binding: prebind::PreBindings::default(),
         }
     }
 
@@ -308,6 +323,10 @@ impl Engine {
                 node,
                 result,
             } => self.on_bind_finished(&pod, &uid, &node, result, now),
+            ClusterEvent::Volume(change) => self.on_volume_change(change, now),
+            ClusterEvent::VolumesPreBound {
+                pod, uid, result, ..
+            } => self.on_volumes_pre_bound(&pod, &uid, result, now),
         }
         self.apply_gang_outcomes(now);
     }
@@ -316,6 +335,7 @@ impl Engine {
     /// flush, assumed-pod expiry.
     pub fn tick(&mut self, now: Instant) {
         self.gang.expire(now, &self.cache, &mut self.waiting);
+        self.expire_pre_bindings(now);
         self.apply_gang_outcomes(now);
         let (gang, cache) = (&self.gang, &self.cache);
         let gate = |p: &PodInfo| {
@@ -338,10 +358,14 @@ impl Engine {
 
     /// When `tick` next has something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
-        [self.queue.next_deadline(), self.gang.next_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.queue.next_deadline(),
+            self.gang.next_deadline(),
+            self.pre_binding.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The API writes accumulated since the last call.
@@ -377,6 +401,16 @@ impl Engine {
 
     pub fn cache(&self) -> &Cache {
         &self.cache
+    }
+
+    /// Pods past Permit waiting for their claims to be bound.
+    pub fn pre_binding_count(&self) -> usize {
+        self.pre_binding.len()
+    }
+
+    /// Whether the pod waits in PreBind for its claims.
+    pub fn is_pre_binding(&self, key: &PodKey) -> bool {
+        self.pre_binding.contains(key)
     }
 
     pub fn waiting(&self) -> &WaitingPods {

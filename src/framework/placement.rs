@@ -50,6 +50,10 @@ pub struct Framework {
     pub tie_breaker: TieBreaker,
     /// Filter and Score fan out with rayon only for at least this many nodes.
     pub parallel_min_nodes: usize,
+    /// VolumeBinding's PreBind, when enabled: after Permit the engine writes
+    /// the pod's claim bindings and waits up to this long for them to be
+    /// Bound before binding the pod.
+    pub volume_bind_timeout: Option<std::time::Duration>,
 }
 
 /// A successful placement.
@@ -74,6 +78,7 @@ impl Framework {
             percentage_of_nodes_to_score: None,
             tie_breaker: TieBreaker::default(),
             parallel_min_nodes: DEFAULT_PARALLEL_MIN_NODES,
+            volume_bind_timeout: None,
         }
     }
 

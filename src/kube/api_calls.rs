@@ -1,7 +1,9 @@
 //! Performing one `ApiCall` against the API server: the binding POST, the
 //! status patches, and events (repeats of an identical event bump its count).
 
-use k8s_openapi::api::core::v1::{Binding, Event, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{
+    Binding, Event, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams, PostParams,
@@ -9,6 +11,7 @@ use kube::api::{
 use serde_json::json;
 
 use crate::dispatch::{ApiCall, EventTarget, ResourceRef};
+use crate::model::volumes::{ClaimWrite, SELECTED_NODE_ANNOTATION};
 
 /// The component name on events and in managed fields.
 pub const COMPONENT: &str = "muster";
@@ -39,6 +42,12 @@ pub(super) async fn attempt(client: &kube::Client, call: &ApiCall) -> Result<(),
             )
             .await
             .map(|_| ())
+        }
+        ApiCall::PreBindVolumes { node, writes, .. } => {
+            for w in writes {
+                pre_bind_write(client, node, w).await?;
+            }
+            Ok(())
         }
         ApiCall::PodCondition {
             pod,
@@ -86,6 +95,61 @@ pub(super) async fn attempt(client: &kube::Client, call: &ApiCall) -> Result<(),
                 Api::namespaced_with(client.clone(), namespace, &api_resource(resource));
             let patch = json!({ "status": status });
             api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(|_| ())
+        }
+    }
+}
+
+/// One claim write of VolumeBinding's PreBind. Binding a static volume is
+/// conditional on the volume's resourceVersion, read just before, and on its
+/// `claimRef` being free or this claim's: a volume taken by another claim
+/// meanwhile fails the PreBind (409) instead of being stolen.
+async fn pre_bind_write(
+    client: &kube::Client,
+    node: &str,
+    write: &ClaimWrite,
+) -> Result<(), kube::Error> {
+    match write {
+        ClaimWrite::SelectNode { claim } => {
+            let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &claim.namespace);
+            let patch = json!({"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: node}}});
+            api.patch(&claim.name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(|_| ())
+        }
+        ClaimWrite::BindVolume {
+            claim,
+            claim_uid,
+            volume,
+        } => {
+            let api: Api<PersistentVolume> = Api::all(client.clone());
+            let pv = api.get(volume).await?;
+            let taken = pv
+                .spec
+                .as_ref()
+                .and_then(|s| s.claim_ref.as_ref())
+                .is_some_and(|r| {
+                    r.name.as_deref() != Some(&*claim.name)
+                        || r.namespace.as_deref() != Some(&*claim.namespace)
+                });
+            if taken {
+                let message = format!("persistentvolume {volume:?} is bound to another claim");
+                let status = kube::core::Status::failure(&message, "Conflict").with_code(409);
+                return Err(kube::Error::Api(status.boxed()));
+            }
+            let patch = json!({
+                "metadata": {
+                    "resourceVersion": pv.metadata.resource_version,
+                    "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"},
+                },
+                "spec": {"claimRef": {
+                    "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                    "namespace": &*claim.namespace, "name": &*claim.name,
+                    "uid": (!claim_uid.is_empty()).then(|| claim_uid.to_string()),
+                }},
+            });
+            api.patch(volume, &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .map(|_| ())
         }

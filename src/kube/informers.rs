@@ -24,8 +24,12 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use super::objects::{LeanNode, LeanPod};
+use super::objects::{
+    LeanClaim, LeanCsiDriver, LeanCsiNode, LeanNode, LeanPod, LeanStorageClass, LeanVolume,
+};
+use crate::cache::VolumeChange;
 use crate::dialects::{DEFINITION_SOURCES, DefinitionSource};
+use crate::model::volumes::{Claim, CsiDriver, CsiNode, PersistentVolume, StorageClass};
 use crate::model::{DefinitionKey, GroupDef, NodeInfo, PodInfo, PodKey};
 
 /// What the informers observed.
@@ -61,6 +65,8 @@ pub enum Observed {
         labels: std::collections::BTreeMap<String, String>,
     },
     NamespaceDeleted(String),
+    /// A storage object the volume plugins read.
+    Volume(VolumeChange),
     /// The named informer finished its initial list.
     Synced(&'static str),
     /// A definition kind (by informer name, `DefinitionSource::name`) is served
@@ -72,7 +78,17 @@ pub enum Observed {
 }
 
 /// Informers that must list before the scheduler is ready.
-pub const REQUIRED_INFORMERS: &[&str] = &["nodes", "pods", "priorityclasses", "namespaces"];
+pub const REQUIRED_INFORMERS: &[&str] = &[
+    "nodes",
+    "pods",
+    "priorityclasses",
+    "namespaces",
+    "persistentvolumeclaims",
+    "persistentvolumes",
+    "storageclasses",
+    "csinodes",
+    "csidrivers",
+];
 
 /// How often an absent group-definition API is looked for again, by default
 /// (`DaemonOptions::absent_api_recheck` overrides it, e.g. in tests).
@@ -90,6 +106,11 @@ pub fn start(
         tokio::spawn(run_pods(Api::all(client.clone()), tx.clone())),
         tokio::spawn(run_priority_classes(Api::all(client.clone()), tx.clone())),
         tokio::spawn(run_namespaces(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_claims(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_volumes(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_storage_classes(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_csi_nodes(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_csi_drivers(Api::all(client.clone()), tx.clone())),
     ];
     for source in DEFINITION_SOURCES {
         tasks.push(tokio::spawn(run_definitions(
@@ -338,6 +359,126 @@ async fn run_namespaces(api: Api<Namespace>, tx: mpsc::Sender<Observed>) {
         Observed::NamespaceDeleted,
     )
     .await;
+}
+
+/// A storage object decoded into its model; an unreadable one is reported
+/// and treated as absent (pods using it are told it is not found).
+fn storage_upsert<T>(
+    kind: &str,
+    name: String,
+    decoded: Result<T, crate::model::ModelError>,
+    live: fn(Arc<T>) -> VolumeChange,
+    gone: VolumeChange,
+) -> Upsert {
+    match decoded {
+        Ok(v) => Upsert::Live(Observed::Volume(live(Arc::new(v)))),
+        Err(e) => {
+            warn!(kind, object = %name, error = %e, "ignoring unreadable storage object");
+            Upsert::Gone(Observed::Volume(gone))
+        }
+    }
+}
+
+fn cluster_key(meta: &kube::api::ObjectMeta) -> String {
+    meta.name.clone().unwrap_or_default()
+}
+
+async fn run_claims(api: Api<LeanClaim>, tx: mpsc::Sender<Observed>) {
+    fn key(c: &LeanClaim) -> PodKey {
+        PodKey::new(
+            c.metadata.namespace.as_deref().unwrap_or("default"),
+            c.metadata.name.as_deref().unwrap_or(""),
+        )
+    }
+    let upsert = |c: LeanClaim| {
+        let k = key(&c);
+        storage_upsert(
+            "PersistentVolumeClaim",
+            k.to_string(),
+            Claim::from_wire(&c.into_wire()),
+            VolumeChange::ClaimUpserted,
+            VolumeChange::ClaimDeleted(k),
+        )
+    };
+    let deleted = |k| Observed::Volume(VolumeChange::ClaimDeleted(k));
+    let name = "persistentvolumeclaims";
+    run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
+}
+
+async fn run_volumes(api: Api<LeanVolume>, tx: mpsc::Sender<Observed>) {
+    fn key(v: &LeanVolume) -> String {
+        cluster_key(&v.metadata)
+    }
+    let upsert = |v: LeanVolume| {
+        let k = key(&v);
+        storage_upsert(
+            "PersistentVolume",
+            k.clone(),
+            PersistentVolume::from_wire(&v.into_wire()),
+            VolumeChange::VolumeUpserted,
+            VolumeChange::VolumeDeleted(Arc::from(k)),
+        )
+    };
+    let deleted = |k: String| Observed::Volume(VolumeChange::VolumeDeleted(Arc::from(k)));
+    let name = "persistentvolumes";
+    run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
+}
+
+async fn run_storage_classes(api: Api<LeanStorageClass>, tx: mpsc::Sender<Observed>) {
+    fn key(c: &LeanStorageClass) -> String {
+        cluster_key(&c.metadata)
+    }
+    let upsert = |c: LeanStorageClass| {
+        let k = key(&c);
+        storage_upsert(
+            "StorageClass",
+            k.clone(),
+            StorageClass::from_wire(&c.into_wire()),
+            VolumeChange::ClassUpserted,
+            VolumeChange::ClassDeleted(Arc::from(k)),
+        )
+    };
+    let deleted = |k: String| Observed::Volume(VolumeChange::ClassDeleted(Arc::from(k)));
+    let name = "storageclasses";
+    run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
+}
+
+async fn run_csi_nodes(api: Api<LeanCsiNode>, tx: mpsc::Sender<Observed>) {
+    fn key(c: &LeanCsiNode) -> String {
+        cluster_key(&c.metadata)
+    }
+    let upsert = |c: LeanCsiNode| {
+        let k = key(&c);
+        storage_upsert(
+            "CSINode",
+            k.clone(),
+            CsiNode::from_wire(&c.into_wire()),
+            VolumeChange::CsiNodeUpserted,
+            VolumeChange::CsiNodeDeleted(Arc::from(k)),
+        )
+    };
+    let deleted = |k: String| Observed::Volume(VolumeChange::CsiNodeDeleted(Arc::from(k)));
+    let name = "csinodes";
+    run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
+}
+
+async fn run_csi_drivers(api: Api<LeanCsiDriver>, tx: mpsc::Sender<Observed>) {
+    fn key(c: &LeanCsiDriver) -> String {
+        cluster_key(&c.metadata)
+    }
+    let upsert = |c: LeanCsiDriver| {
+        let k = key(&c);
+        storage_upsert(
+            "CSIDriver",
+            k.clone(),
+            CsiDriver::from_wire(&c.into_wire()),
+            VolumeChange::CsiDriverUpserted,
+            VolumeChange::CsiDriverDeleted(Arc::from(k)),
+        )
+    };
+    let deleted = |k: String| Observed::Volume(VolumeChange::CsiDriverDeleted(Arc::from(k)));
+    let name = "csidrivers";
+    run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
 }
 
 /// Finds the preferred served version of a definition kind, if its group is installed.

@@ -18,6 +18,7 @@ use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::ObjectMeta;
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::model::volumes;
 use crate::model::wire::{
     NodeSpecWire, NodeStatusWire, NodeWire, ObjectMetaWire, PodSpecWire, PodStatusWire, PodWire,
 };
@@ -160,7 +161,100 @@ impl PodPlacement {
     }
 }
 
+/// The storage objects the volume plugins read, lean like pods and nodes:
+/// metadata through `lean_meta`, the rest through `model::volumes`' shapes.
+macro_rules! lean_storage_object {
+    ($name:ident { $($field:ident: $ty:ty),* } => $wire:ident) => {
+        #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+        #[serde(default)]
+        pub struct $name {
+            #[serde(deserialize_with = "lean_meta")]
+            pub metadata: ObjectMeta,
+            $(pub $field: $ty,)*
+        }
+
+        impl $name {
+            pub fn into_wire(self) -> volumes::$wire {
+                volumes::$wire {
+                    metadata: meta_wire(self.metadata),
+                    $($field: self.$field,)*
+                }
+            }
+        }
+    };
+}
+
+lean_storage_object!(LeanClaim { spec: volumes::ClaimSpecWire, status: volumes::ClaimStatusWire } => ClaimWire);
+lean_storage_object!(LeanVolume { spec: volumes::PvSpecWire, status: volumes::ClaimStatusWire } => PvWire);
+lean_storage_object!(LeanCsiNode { spec: volumes::CsiNodeSpecWire } => CsiNodeWire);
+lean_storage_object!(LeanCsiDriver { spec: volumes::CsiDriverSpecWire } => CsiDriverWire);
+
+/// A StorageClass keeps its fields at the top level.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct LeanStorageClass {
+    #[serde(deserialize_with = "lean_meta")]
+    pub metadata: ObjectMeta,
+    pub provisioner: String,
+    pub volume_binding_mode: Option<String>,
+    pub allowed_topologies: Vec<volumes::TopologyTermWire>,
+}
+
+impl LeanStorageClass {
+    pub fn into_wire(self) -> volumes::StorageClassWire {
+        volumes::StorageClassWire {
+            metadata: meta_wire(self.metadata),
+            provisioner: self.provisioner,
+            volume_binding_mode: self.volume_binding_mode,
+            allowed_topologies: self.allowed_topologies,
+        }
+    }
+}
+
+macro_rules! storage_v1_resource {
+    ($ty:ty, $kind:literal, $plural:literal) => {
+        impl kube::Resource for $ty {
+            type DynamicType = ();
+            type Scope = ClusterResourceScope;
+
+            fn kind(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($kind)
+            }
+            fn group(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed("storage.k8s.io")
+            }
+            fn version(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed("v1")
+            }
+            fn plural(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($plural)
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
 core_v1_resource!(LeanPod, "Pod", "pods", NamespaceResourceScope);
+core_v1_resource!(
+    LeanClaim,
+    "PersistentVolumeClaim",
+    "persistentvolumeclaims",
+    NamespaceResourceScope
+);
+core_v1_resource!(
+    LeanVolume,
+    "PersistentVolume",
+    "persistentvolumes",
+    ClusterResourceScope
+);
+storage_v1_resource!(LeanStorageClass, "StorageClass", "storageclasses");
+storage_v1_resource!(LeanCsiNode, "CSINode", "csinodes");
+storage_v1_resource!(LeanCsiDriver, "CSIDriver", "csidrivers");
 core_v1_resource!(PodPlacement, "Pod", "pods", NamespaceResourceScope);
 core_v1_resource!(LeanNode, "Node", "nodes", ClusterResourceScope);
 

@@ -25,9 +25,19 @@ use crate::model::PodKey;
 
 pub use super::api_calls::COMPONENT;
 
-/// What happened to a binding.
+/// Which write of a pod's placement an outcome is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindStage {
+    /// VolumeBinding's PreBind claim writes.
+    PreBindVolumes,
+    /// The binding itself.
+    Bind,
+}
+
+/// What happened to a binding (or to the PreBind writes before it).
 #[derive(Debug, Clone)]
 pub struct BindOutcome {
+    pub stage: BindStage,
     pub pod: PodKey,
     pub uid: Arc<str>,
     pub node: Arc<str>,
@@ -265,11 +275,20 @@ impl Ctx {
         if let Err(f) = &result {
             warn!(operation = op, object = ?call.object(), error = %f.message, "API write failed");
         }
-        if let ApiCall::Bind { pod, uid, node } = call {
+        if let ApiCall::PreBindVolumes { pod, uid, node, .. } = call {
+            let _ = self.outcomes.send(BindOutcome {
+                stage: BindStage::PreBindVolumes,
+                pod,
+                uid,
+                node,
+                result: result.map_err(|f| f.message),
+            });
+        } else if let ApiCall::Bind { pod, uid, node } = call {
             self.metrics
                 .binding_duration
                 .observe(started.elapsed().as_secs_f64());
             let _ = self.outcomes.send(BindOutcome {
+                stage: BindStage::Bind,
                 pod,
                 uid,
                 node,

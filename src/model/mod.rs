@@ -14,6 +14,7 @@ mod requests;
 mod resources;
 mod selector;
 mod taint;
+pub mod volumes;
 pub mod wire;
 
 pub use group::{

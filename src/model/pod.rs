@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::requests::effective_requests;
 use super::selector::{NodeSelector, NodeSelectorTerm, PreferredTerm};
+use super::volumes::{PodVolume, pod_volumes};
 use super::wire::{PodWire, is_kept_annotation};
 use super::{GroupMembership, ModelError, PodAffinity, Resources, Toleration};
 
@@ -126,6 +127,9 @@ pub struct PodInfo {
     /// Only the annotations the scheduler reads (`wire::KEPT_ANNOTATION_PREFIXES`).
     pub annotations: BTreeMap<String, String>,
     pub group: GroupMembership,
+    /// The volumes the volume plugins read (claims, inline CSI, in-tree
+    /// disks); empty, and allocation-free, for most pods.
+    pub volumes: Vec<PodVolume>,
 }
 
 impl PodInfo {
@@ -268,6 +272,7 @@ impl PodInfo {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             group,
+            volumes: pod_volumes(name, &w.spec.volumes).map_err(ctx)?,
         })
     }
 

@@ -156,6 +156,9 @@ pub struct PodSpecWire {
     /// Dynamic resource allocation claims (refused: `DynamicResources`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub resource_claims: Vec<NameWire>,
+    /// The volume sources the volume plugins read (`super::volumes`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<super::volumes::VolumeWire>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]

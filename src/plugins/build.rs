@@ -24,6 +24,7 @@ pub fn build_framework(
         .iter()
         .chain(enabled.at(Point::Filter))
         .chain(enabled.at(Point::Score))
+        .chain(enabled.at(Point::PreBind))
     {
         instances
             .entry(e.plugin.name)
@@ -49,6 +50,14 @@ pub fn build_framework(
         if let Some(s) = instances.get(e.plugin.name).and_then(|b| b.score.as_ref()) {
             // A weight of 0 means "unset" in the API: kube-scheduler uses 1.
             framework.scorers.push((Arc::clone(s), e.weight.max(1)));
+        }
+    }
+    for e in enabled.at(Point::PreBind) {
+        if let Some(timeout) = instances
+            .get(e.plugin.name)
+            .and_then(|b| b.pre_bind_volumes)
+        {
+            framework.volume_bind_timeout = Some(timeout);
         }
     }
     framework.percentage_of_nodes_to_score = percentage;
@@ -85,12 +94,16 @@ mod tests {
     fn default_framework_is_the_default_profile() {
         let f = Framework::default();
         let (filters, scores) = names(&f);
-        assert_eq!(filters.len(), 7);
+        assert_eq!(filters.len(), 11);
         assert_eq!(scores.len(), 6);
         assert!(scores.contains(&("InterPodAffinity", 2)), "{scores:?}");
+        let pre_filters: Vec<_> = f.pre_filters.iter().map(|p| p.name()).collect();
+        assert_eq!(pre_filters.len(), 7, "{pre_filters:?}");
+        assert!(pre_filters.contains(&"DynamicResources"), "{pre_filters:?}");
         assert_eq!(
-            f.pre_filters.iter().map(|p| p.name()).collect::<Vec<_>>(),
-            ["NodeAffinity", "InterPodAffinity", "DynamicResources"]
+            f.volume_bind_timeout,
+            Some(std::time::Duration::from_secs(600)),
+            "VolumeBinding's PreBind"
         );
     }
 

@@ -371,6 +371,10 @@ mod tests {
                 "NodeAffinity",
                 "NodePorts",
                 "NodeResourcesFit",
+                "VolumeRestrictions",
+                "NodeVolumeLimits",
+                "VolumeBinding",
+                "VolumeZone",
                 "InterPodAffinity"
             ]
         );
@@ -399,7 +403,7 @@ mod tests {
         )
         .unwrap();
         assert!(!e.is_enabled(Point::Filter, "NodePorts"));
-        assert_eq!(e.at(Point::Filter).len(), 6);
+        assert_eq!(e.at(Point::Filter).len(), 10);
         assert_eq!(
             names(&e, Point::Score),
             [("NodeResourcesFit", 5), ("NodeAffinity", 2)]

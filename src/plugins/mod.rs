@@ -17,6 +17,7 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_resources_fit;
 pub mod node_unschedulable;
+pub mod node_volume_limits;
 mod normalize;
 pub mod pod_spec_fields;
 pub mod registry;
@@ -24,6 +25,9 @@ pub mod resource_allocation;
 pub mod taint_toleration;
 #[cfg(test)]
 pub(crate) mod test_util;
+pub mod volume_binding;
+pub mod volume_restrictions;
+pub mod volume_zone;
 
 pub use balanced_allocation::{BalancedAllocation, BalancedAllocationArgs};
 pub use build::build_framework;

@@ -17,7 +17,8 @@ use crate::gang;
 
 use super::{
     balanced_allocation, dynamic_resources, image_locality, inter_pod_affinity, node_affinity,
-    node_name, node_ports, node_resources_fit, node_unschedulable, taint_toleration,
+    node_name, node_ports, node_resources_fit, node_unschedulable, node_volume_limits,
+    taint_toleration, volume_binding, volume_restrictions, volume_zone,
 };
 
 /// kube-scheduler's extension points, in the order they run.
@@ -97,6 +98,9 @@ pub struct Instance {
     pub pre_filter: Option<Arc<dyn PreFilterPlugin>>,
     pub filter: Option<Arc<dyn FilterPlugin>>,
     pub score: Option<Arc<dyn ScorePlugin>>,
+    /// VolumeBinding's PreBind: how long the engine waits for the pod's
+    /// claims to be bound (`bindTimeoutSeconds`).
+    pub pre_bind_volumes: Option<std::time::Duration>,
 }
 
 /// Decodes and validates a `pluginConfig[].args` value at a path.
@@ -239,6 +243,7 @@ pub static REGISTRY: &[Registration] = &[
                 pre_filter: Some(p.clone()),
                 filter: Some(p.clone()),
                 score: Some(p),
+                ..Instance::default()
             }
         },
     },
@@ -277,6 +282,63 @@ pub static REGISTRY: &[Registration] = &[
                 ..Instance::default()
             }
         },
+    },
+    Registration {
+        name: volume_restrictions::NAME,
+        alias: None,
+        points: &[PreFilter, Filter],
+        multi_point: &[PreFilter, Filter],
+        enabled_by_default: true,
+        default_weight: 0,
+        together: &[&[PreFilter, Filter]],
+        can_disable: true,
+        args: None,
+        build: |_| pre_filter_and_filter(Arc::new(volume_restrictions::VolumeRestrictions)),
+    },
+    Registration {
+        name: node_volume_limits::NAME,
+        alias: None,
+        points: &[PreFilter, Filter],
+        multi_point: &[PreFilter, Filter],
+        enabled_by_default: true,
+        default_weight: 0,
+        together: &[&[PreFilter, Filter]],
+        can_disable: true,
+        args: None,
+        build: |_| pre_filter_and_filter(Arc::new(node_volume_limits::NodeVolumeLimits)),
+    },
+    Registration {
+        name: volume_binding::NAME,
+        alias: None,
+        points: &[PreFilter, Filter, Reserve, PreBind],
+        multi_point: &[PreFilter, Filter, Reserve, PreBind],
+        enabled_by_default: true,
+        default_weight: 0,
+        together: &[&[PreFilter, Filter], &[Reserve, PreBind]],
+        can_disable: true,
+        args: Some(ArgsSpec {
+            default: || Arc::new(volume_binding::VolumeBindingArgs::default()),
+            decode: |path, v| Ok(Arc::new(volume_binding::decode_args(path, v)?)),
+        }),
+        build: |args| {
+            let a: volume_binding::VolumeBindingArgs = args.get_or_default(volume_binding::NAME);
+            Instance {
+                pre_bind_volumes: Some(a.bind_timeout),
+                ..pre_filter_and_filter(Arc::new(volume_binding::VolumeBinding))
+            }
+        },
+    },
+    Registration {
+        name: volume_zone::NAME,
+        alias: None,
+        points: &[PreFilter, Filter],
+        multi_point: &[PreFilter, Filter],
+        enabled_by_default: true,
+        default_weight: 0,
+        together: &[&[PreFilter, Filter]],
+        can_disable: true,
+        args: None,
+        build: |_| pre_filter_and_filter(Arc::new(volume_zone::VolumeZone)),
     },
     Registration {
         name: gang::NAME,
@@ -319,6 +381,7 @@ pub static REGISTRY: &[Registration] = &[
                 pre_filter: Some(p.clone()),
                 filter: Some(p.clone()),
                 score: Some(p),
+                ..Instance::default()
             }
         },
     },
@@ -391,16 +454,21 @@ pub static REGISTRY: &[Registration] = &[
 /// error that says so, rather than scheduling silently without it.
 pub const NOT_IMPLEMENTED: &[&str] = &[
     "PodTopologySpread",
-    "VolumeBinding",
-    "VolumeRestrictions",
-    "VolumeZone",
-    "NodeVolumeLimits",
     "EBSLimits",
     "GCEPDLimits",
     "AzureDiskLimits",
     "DefaultPreemption",
     "NodeDeclaredFeatures",
 ];
+
+/// A plugin whose PreFilter prepares what its Filter reads.
+fn pre_filter_and_filter<P: PreFilterPlugin + FilterPlugin + 'static>(p: Arc<P>) -> Instance {
+    Instance {
+        pre_filter: Some(p.clone()),
+        filter: Some(p),
+        ..Instance::default()
+    }
+}
 
 fn filter_only(p: Arc<dyn FilterPlugin>) -> Instance {
     Instance {

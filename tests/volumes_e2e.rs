@@ -1,0 +1,275 @@
+//! The volume plugins end to end, driven with the real kubectl against
+//! `muster cluster` (with its simulated PV controller and provisioner) and
+//! the Muster daemon: a WaitForFirstConsumer claim is provisioned on the node
+//! the pod is placed on, a static volume is bound by PreBind, a missing claim
+//! keeps the pod pending with kube-scheduler's message, a bound volume's node
+//! affinity pins its pod, and a ReadWriteOncePod claim serves one pod.
+//!
+//! kubectl comes from $MUSTER_KUBECTL or `.tools/kubectl`, fetched with
+//! `tests/support/fetch-tools.sh` when missing.
+
+mod common;
+mod e2e;
+
+use std::path::PathBuf;
+
+use common::tools::kubectl_binary;
+use serde_json::Value;
+use tokio::process::Command;
+
+struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    async fn run(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .kill_on_drop(true)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().expect("kubectl runs");
+        if let Some(text) = stdin {
+            use tokio::io::AsyncWriteExt;
+            let mut pipe = child.stdin.take().expect("stdin");
+            pipe.write_all(text.as_bytes()).await.expect("write stdin");
+        } else {
+            drop(child.stdin.take());
+        }
+        let out = child.wait_with_output().await.expect("kubectl finishes");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "kubectl {args:?} failed: {stderr}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    async fn apply(&self, yaml: &str) {
+        self.run(&["apply", "-f", "-"], Some(yaml)).await;
+    }
+
+    async fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.run(&all, None).await).expect("kubectl prints json")
+    }
+}
+
+const STORAGE: &str = "
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local-wffc}
+provisioner: csi.sim.muster.dev
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local-static}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: csi.sim.muster.dev}
+spec: {attachRequired: false}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata: {name: sim-node-0}
+spec:
+  drivers:
+  - {name: csi.sim.muster.dev, nodeID: sim-node-0, allocatable: {count: 8}}
+";
+
+fn claim(name: &str, class: &str, mode: &str, extra: &str) -> String {
+    format!(
+        "
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: {name}, namespace: default}}
+spec:
+  accessModes: [{mode}]
+  storageClassName: {class}
+  resources: {{requests: {{storage: 1Gi}}}}
+  {extra}
+"
+    )
+}
+
+fn pod(name: &str, claim: &str) -> String {
+    format!(
+        "
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: default}}
+spec:
+  schedulerName: muster
+  containers:
+  - name: main
+    image: busybox
+    resources: {{requests: {{cpu: 100m}}}}
+    volumeMounts: [{{name: data, mountPath: /data}}]
+  volumes:
+  - name: data
+    persistentVolumeClaim: {{claimName: {claim}}}
+"
+    )
+}
+
+fn volume_on(name: &str, class: &str, host: &str, extra: &str) -> String {
+    format!(
+        "
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: {name}}}
+spec:
+  capacity: {{storage: 5Gi}}
+  accessModes: [ReadWriteOnce]
+  storageClassName: {class}
+  hostPath: {{path: /tmp/{name}}}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {{key: kubernetes.io/hostname, operator: In, values: [{host}]}}
+  {extra}
+"
+    )
+}
+
+fn node_of(
+    pods: &std::collections::BTreeMap<String, k8s_openapi::api::core::v1::Pod>,
+    name: &str,
+) -> String {
+    pods[name]
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("bound")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volumes_are_bound_provisioned_and_respected() {
+    let bin = kubectl_binary();
+    let env = e2e::cluster(vec![e2e::nodes(3, "4")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let k = Kubectl { bin, kubeconfig };
+    let daemon = e2e::daemon(&env, e2e::test_config("")).await;
+
+    k.apply(STORAGE).await;
+    let listed = k.run(&["get", "pvc,pv,sc,csinode,csidriver"], None).await;
+    for needle in [
+        "local-wffc",
+        "local-static",
+        "sim-node-0",
+        "csi.sim.muster.dev",
+    ] {
+        assert!(
+            listed.contains(needle),
+            "kubectl get lacks {needle}:\n{listed}"
+        );
+    }
+
+    // A StatefulSet-style pod with a WaitForFirstConsumer claim: bound, and
+    // its volume provisioned on the chosen node.
+    k.apply(&claim("data-web-0", "local-wffc", "ReadWriteOnce", ""))
+        .await;
+    k.apply(&pod("web-0", "data-web-0")).await;
+    let pods = e2e::wait_pods(&env, "default", |p| p.get("web-0").is_some_and(e2e::bound)).await;
+    let node = node_of(&pods, "web-0");
+    let pvc = k.json(&["get", "pvc", "data-web-0"]).await;
+    assert_eq!(pvc["status"]["phase"], "Bound", "{pvc}");
+    assert_eq!(
+        pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"],
+        node.as_str()
+    );
+    let pv_name = pvc["spec"]["volumeName"]
+        .as_str()
+        .expect("volumeName")
+        .to_string();
+    let pv = k.json(&["get", "pv", &pv_name]).await;
+    assert_eq!(pv["status"]["phase"], "Bound");
+    assert_eq!(
+        pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+            [0],
+        node.as_str(),
+        "{pv}"
+    );
+
+    // A static WaitForFirstConsumer volume on one node: PreBind binds it
+    // and the pod lands there.
+    k.apply(&volume_on("static-pv", "local-static", "sim-node-1", ""))
+        .await;
+    k.apply(&claim("static-claim", "local-static", "ReadWriteOnce", ""))
+        .await;
+    k.apply(&pod("static-user", "static-claim")).await;
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        p.get("static-user").is_some_and(e2e::bound)
+    })
+    .await;
+    assert_eq!(node_of(&pods, "static-user"), "sim-node-1");
+    let pv = k.json(&["get", "pv", "static-pv"]).await;
+    assert_eq!(pv["spec"]["claimRef"]["name"], "static-claim", "{pv}");
+
+    // A bound volume pins its pod to the volume's node.
+    k.apply(&volume_on(
+        "pinned-pv",
+        "manual",
+        "sim-node-2",
+        "claimRef: {namespace: default, name: pinned}",
+    ))
+    .await;
+    k.apply(&claim(
+        "pinned",
+        "manual",
+        "ReadWriteOnce",
+        "volumeName: pinned-pv",
+    ))
+    .await;
+    k.apply(&pod("pinned-user", "pinned")).await;
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        p.get("pinned-user").is_some_and(e2e::bound)
+    })
+    .await;
+    assert_eq!(node_of(&pods, "pinned-user"), "sim-node-2");
+
+    // A missing claim: pending, with kube-scheduler's message.
+    k.apply(&pod("orphan", "nope")).await;
+    let ev = e2e::wait_event(&env, "default", |e| {
+        e.involved_object.name.as_deref() == Some("orphan")
+            && e.message
+                .as_deref()
+                .is_some_and(|m| m.contains("persistentvolumeclaim \"nope\" not found"))
+    })
+    .await;
+    assert_eq!(ev.reason.as_deref(), Some("FailedScheduling"));
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        p.get("orphan")
+            .and_then(e2e::pod_condition_message)
+            .is_some_and(|m| m.contains("persistentvolumeclaim \"nope\" not found"))
+    })
+    .await;
+    assert!(!e2e::bound(&pods["orphan"]));
+
+    // ReadWriteOncePod: the second user of the claim stays pending.
+    k.apply(&claim("solo", "local-wffc", "ReadWriteOncePod", ""))
+        .await;
+    k.apply(&pod("solo-a", "solo")).await;
+    e2e::wait_pods(&env, "default", |p| p.get("solo-a").is_some_and(e2e::bound)).await;
+    k.apply(&pod("solo-b", "solo")).await;
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        p.get("solo-b").and_then(e2e::pod_condition_message).is_some_and(|m| {
+            m.contains(
+                "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode",
+            )
+        })
+    })
+    .await;
+    assert!(!e2e::bound(&pods["solo-b"]));
+
+    daemon.shutdown().await.expect("clean shutdown");
+}
