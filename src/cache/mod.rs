@@ -8,9 +8,11 @@
 mod facts;
 mod groups;
 mod node_state;
+mod selectors;
 mod store;
 
 pub use facts::{ClusterFacts, Labels};
 pub use groups::{GroupMembers, MemberState};
 pub use node_state::NodeState;
+pub use selectors::{SelectingKind, WorkloadSelectors};
 pub use store::{Cache, CachedPod, PodChange, PodState};

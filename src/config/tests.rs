@@ -19,10 +19,11 @@ fn empty_document_gives_defaults() {
             "TaintToleration",
             "NodeAffinity",
             "NodePorts",
-            "NodeResourcesFit"
+            "NodeResourcesFit",
+            "PodTopologySpread"
         ]
     );
-    assert_eq!(p.scores().count(), 4);
+    assert_eq!(p.scores().count(), 5);
     assert_eq!(p.gang, Some(GangArgs::default()));
     assert_eq!(c.pod_initial_backoff, Duration::from_secs(1));
     assert_eq!(c.pod_max_backoff, Duration::from_secs(10));
@@ -109,7 +110,7 @@ fn disabling_gang_and_wildcards() {
     .unwrap();
     assert_eq!(c.profiles[0].gang, None);
     assert_eq!(c.profiles[0].scores().count(), 0);
-    assert_eq!(c.profiles[0].filters().count(), 6);
+    assert_eq!(c.profiles[0].filters().count(), 7);
 }
 
 #[test]
@@ -200,7 +201,7 @@ fn bad_values_are_precise() {
             "cannot be disabled",
         ),
         (
-            "profiles: [{plugins: {filter: {enabled: [{name: PodTopologySpread}]}}}]\n",
+            "profiles: [{plugins: {filter: {enabled: [{name: EBSLimits}]}}}]\n",
             "profiles[0].plugins.filter.enabled[0].name",
             "does not implement",
         ),

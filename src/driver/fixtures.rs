@@ -57,6 +57,7 @@ pub fn pod(name: &str, milli_cpu: i64, memory_gib: i64) -> PodInfo {
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
         group: GroupMembership::None,
+        spread: Default::default(),
     }
 }
 

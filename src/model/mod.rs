@@ -11,6 +11,7 @@ mod quantity;
 mod requests;
 mod resources;
 mod selector;
+pub mod spread;
 mod taint;
 pub mod wire;
 
@@ -25,7 +26,10 @@ pub use pod::{
 };
 pub use quantity::{Quantity, QuantityError};
 pub use resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources, is_scalar_resource};
-pub use selector::{NodeSelector, NodeSelectorTerm, Operator, PreferredTerm, Requirement};
+pub use selector::{
+    LabelSelector, NodeSelector, NodeSelectorTerm, Operator, PreferredTerm, Requirement,
+};
+pub use spread::{PodSpread, SpreadConstraint, WhenUnsatisfiable};
 pub use taint::{Taint, TaintEffect, Toleration, first_untolerated};
 
 /// A Kubernetes object that cannot be turned into a scheduling model; the message

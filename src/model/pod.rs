@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::requests::effective_requests;
 use super::selector::{NodeSelector, NodeSelectorTerm, PreferredTerm};
 use super::wire::{PodWire, is_kept_annotation};
-use super::{GroupMembership, ModelError, Resources, Toleration};
+use super::{GroupMembership, ModelError, PodSpread, Resources, Toleration};
 
 /// kube-scheduler's defaults for scoring pods that request nothing
 /// (`DefaultMilliCPURequest`, `DefaultMemoryRequest`).
@@ -118,6 +118,9 @@ pub struct PodInfo {
     /// Only the annotations the scheduler reads (`wire::KEPT_ANNOTATION_PREFIXES`).
     pub annotations: BTreeMap<String, String>,
     pub group: GroupMembership,
+    /// `spec.topologySpreadConstraints`, parsed, and the controller reference
+    /// default constraints read.
+    pub spread: PodSpread,
 }
 
 impl PodInfo {
@@ -181,6 +184,7 @@ impl PodInfo {
             .map(Toleration::from_wire)
             .collect::<Result<Vec<_>, _>>()
             .map_err(ctx)?;
+        let spread = PodSpread::from_wire(w).map_err(ctx)?;
 
         Ok(PodInfo {
             key: PodKey::new(namespace, name),
@@ -230,6 +234,7 @@ impl PodInfo {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             group,
+            spread,
         })
     }
 

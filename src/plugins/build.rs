@@ -82,9 +82,13 @@ mod tests {
     fn default_framework_is_the_default_profile() {
         let f = Framework::default();
         let (filters, scores) = names(&f);
-        assert_eq!(filters.len(), 6);
-        assert_eq!(scores.len(), 4);
-        assert_eq!(f.pre_filters.len(), 1, "NodeAffinity's PreFilter");
+        assert_eq!(filters.len(), 7);
+        assert_eq!(scores.len(), 5);
+        assert!(scores.contains(&("PodTopologySpread", 2)), "{scores:?}");
+        assert_eq!(
+            f.pre_filters.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            ["NodeAffinity", "PodTopologySpread"]
+        );
     }
 
     #[test]

@@ -370,7 +370,8 @@ mod tests {
                 "TaintToleration",
                 "NodeAffinity",
                 "NodePorts",
-                "NodeResourcesFit"
+                "NodeResourcesFit",
+                "PodTopologySpread"
             ]
         );
         assert_eq!(
@@ -379,6 +380,7 @@ mod tests {
                 ("TaintToleration", 3),
                 ("NodeAffinity", 2),
                 ("NodeResourcesFit", 1),
+                ("PodTopologySpread", 2),
                 ("NodeResourcesBalancedAllocation", 1)
             ]
         );
@@ -396,7 +398,7 @@ mod tests {
         )
         .unwrap();
         assert!(!e.is_enabled(Point::Filter, "NodePorts"));
-        assert_eq!(e.at(Point::Filter).len(), 5);
+        assert_eq!(e.at(Point::Filter).len(), 6);
         assert_eq!(
             names(&e, Point::Score),
             [("NodeResourcesFit", 5), ("NodeAffinity", 2)]
@@ -489,7 +491,7 @@ mod tests {
                 "between 1 and 100",
             ),
             (
-                "filter: {enabled: [{name: PodTopologySpread}]}",
+                "filter: {enabled: [{name: EBSLimits}]}",
                 "p.filter.enabled[0].name",
                 "does not implement",
             ),

@@ -2,8 +2,9 @@
 //! the registry that assembles them into a profile's `Framework`.
 //!
 //! Filters: `NodeUnschedulable`, `NodeName`, `TaintToleration`, `NodeAffinity`,
-//! `NodePorts`, `NodeResourcesFit`. Scores: `TaintToleration`, `NodeAffinity`,
-//! `NodeResourcesFit`, `NodeResourcesBalancedAllocation`. Reasons and formulas
+//! `NodePorts`, `NodeResourcesFit`, `PodTopologySpread`. Scores:
+//! `TaintToleration`, `NodeAffinity`, `NodeResourcesFit`, `PodTopologySpread`,
+//! `NodeResourcesBalancedAllocation`. Reasons and formulas
 //! are documented in `docs/plugins.md`. `registry` is the table of every
 //! plugin (these and the gang plugin), `merge` applies a profile's `plugins`
 //! and `pluginConfig` over its defaults, `build` makes the `Framework`.
@@ -17,6 +18,7 @@ pub mod node_ports;
 pub mod node_resources_fit;
 pub mod node_unschedulable;
 mod normalize;
+pub mod pod_topology_spread;
 pub mod registry;
 pub mod resource_allocation;
 pub mod taint_toleration;
@@ -34,5 +36,6 @@ pub use node_resources_fit::{
     UtilizationShapePoint,
 };
 pub use node_unschedulable::NodeUnschedulable;
+pub use pod_topology_spread::{PodTopologySpread, PodTopologySpreadArgs};
 pub use registry::{Point, REGISTRY, Registration};
 pub use taint_toleration::TaintToleration;

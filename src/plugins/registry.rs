@@ -17,7 +17,7 @@ use crate::gang;
 
 use super::{
     balanced_allocation, node_affinity, node_name, node_ports, node_resources_fit,
-    node_unschedulable, taint_toleration,
+    node_unschedulable, pod_topology_spread, taint_toleration,
 };
 
 /// kube-scheduler's extension points, in the order they run.
@@ -279,6 +279,30 @@ pub static REGISTRY: &[Registration] = &[
         },
     },
     Registration {
+        name: pod_topology_spread::NAME,
+        alias: None,
+        points: &[PreFilter, Filter, PreScore, Score],
+        multi_point: &[PreFilter, Filter, PreScore, Score],
+        enabled_by_default: true,
+        default_weight: 2,
+        together: &[&[PreFilter, Filter], &[PreScore, Score]],
+        can_disable: true,
+        args: Some(ArgsSpec {
+            default: || Arc::new(pod_topology_spread::PodTopologySpreadArgs::default()),
+            decode: |path, v| Ok(Arc::new(pod_topology_spread::decode_args(path, v)?)),
+        }),
+        build: |args| {
+            let p = Arc::new(pod_topology_spread::PodTopologySpread::new(
+                &args.get_or_default(pod_topology_spread::NAME),
+            ));
+            Instance {
+                pre_filter: Some(p.clone()),
+                filter: Some(p.clone()),
+                score: Some(p),
+            }
+        },
+    },
+    Registration {
         name: gang::NAME,
         alias: Some(gang::ALIAS),
         points: &[
@@ -336,7 +360,6 @@ pub static REGISTRY: &[Registration] = &[
 /// error that says so, rather than scheduling silently without it.
 pub const NOT_IMPLEMENTED: &[&str] = &[
     "InterPodAffinity",
-    "PodTopologySpread",
     "VolumeBinding",
     "VolumeRestrictions",
     "VolumeZone",
