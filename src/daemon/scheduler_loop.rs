@@ -201,6 +201,26 @@ impl SchedulerLoop {
             Observed::PriorityClassDeleted(name) => {
                 ClusterEvent::PriorityClassDeleted(Arc::from(name))
             }
+            Observed::WorkloadSelectorUpserted {
+                kind,
+                namespace,
+                name,
+                selector,
+            } => ClusterEvent::WorkloadSelectorUpserted {
+                kind,
+                namespace: Arc::from(namespace),
+                name: Arc::from(name),
+                selector,
+            },
+            Observed::WorkloadSelectorDeleted {
+                kind,
+                namespace,
+                name,
+            } => ClusterEvent::WorkloadSelectorDeleted {
+                kind,
+                namespace: Arc::from(namespace),
+                name: Arc::from(name),
+            },
             Observed::DefinitionServed { informer, version } => {
                 match version {
                     Some(v) => st.directory.served_versions.insert(informer, v),

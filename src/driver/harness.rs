@@ -29,7 +29,7 @@ pub(super) struct InFlight {
     pub(super) due: Instant,
     pub(super) pod: PodKey,
     uid: Arc<str>,
-    node: Arc<str>,
+    pub(super) node: Arc<str>,
 }
 
 pub struct Harness {
@@ -53,6 +53,8 @@ pub struct Harness {
     pub actions: Vec<(Duration, Action)>,
     /// Invariant I1 violations seen when actions were drained.
     pub(super) i1_violations: Vec<String>,
+    /// Invariant I5 (topology spread) violations seen when actions were drained.
+    pub(super) i5_violations: Vec<String>,
     /// Profiles that do not gang-schedule (their members are plain pods).
     pub(super) gang_disabled: HashSet<Arc<str>>,
 }
@@ -86,6 +88,7 @@ impl Harness {
             binds: Vec::new(),
             actions: Vec::new(),
             i1_violations: Vec::new(),
+            i5_violations: Vec::new(),
             gang_disabled,
         }
     }
@@ -299,6 +302,7 @@ impl Harness {
             }
         }
         self.check_binds_release_quorum(&actions);
+        self.check_binds_respect_spread(&actions);
         self.actions.extend(actions.into_iter().map(|a| (at, a)));
     }
 

@@ -16,6 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{ReplicationController, Service};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::WatchStreamExt;
@@ -24,8 +26,11 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::objects::{LeanNode, LeanPod};
+use crate::cache::SelectingKind;
 use crate::dialects::{DEFINITION_SOURCES, DefinitionSource};
-use crate::model::{DefinitionKey, GroupDef, NodeInfo, PodInfo, PodKey};
+use crate::model::spread::ControllerKind;
+use crate::model::wire::LabelSelectorWire;
+use crate::model::{DefinitionKey, GroupDef, LabelSelector, NodeInfo, PodInfo, PodKey};
 
 /// What the informers observed.
 #[derive(Debug, Clone)]
@@ -54,6 +59,19 @@ pub enum Observed {
         global_default: bool,
     },
     PriorityClassDeleted(String),
+    /// A Service's or controller's selector (PodTopologySpread's default
+    /// constraints); `None` when absent or unreadable.
+    WorkloadSelectorUpserted {
+        kind: SelectingKind,
+        namespace: String,
+        name: String,
+        selector: Option<LabelSelector>,
+    },
+    WorkloadSelectorDeleted {
+        kind: SelectingKind,
+        namespace: String,
+        name: String,
+    },
     /// The named informer finished its initial list.
     Synced(&'static str),
     /// A definition kind (by informer name, `DefinitionSource::name`) is served
@@ -65,7 +83,15 @@ pub enum Observed {
 }
 
 /// Informers that must list before the scheduler is ready.
-pub const REQUIRED_INFORMERS: &[&str] = &["nodes", "pods", "priorityclasses"];
+pub const REQUIRED_INFORMERS: &[&str] = &[
+    "nodes",
+    "pods",
+    "priorityclasses",
+    "services",
+    "replicationcontrollers",
+    "replicasets",
+    "statefulsets",
+];
 
 /// How often an absent group-definition API is looked for again, by default
 /// (`DaemonOptions::absent_api_recheck` overrides it, e.g. in tests).
@@ -82,6 +108,13 @@ pub fn start(
         tokio::spawn(run_nodes(Api::all(client.clone()), tx.clone())),
         tokio::spawn(run_pods(Api::all(client.clone()), tx.clone())),
         tokio::spawn(run_priority_classes(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_services(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_replication_controllers(
+            Api::all(client.clone()),
+            tx.clone(),
+        )),
+        tokio::spawn(run_replica_sets(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_stateful_sets(Api::all(client.clone()), tx.clone())),
     ];
     for source in DEFINITION_SOURCES {
         tasks.push(tokio::spawn(run_definitions(
@@ -308,6 +341,131 @@ async fn run_priority_classes(api: Api<PriorityClass>, tx: mpsc::Sender<Observed
         key,
         upsert,
         Observed::PriorityClassDeleted,
+    )
+    .await;
+}
+
+// ----- selectors of Services and controllers (PodTopologySpread's defaults) -----
+//
+// Lean: of each object only its namespace, name and selector reach the loop.
+
+type ObjectKey = (String, String);
+
+fn object_key<K: kube::Resource>(o: &K) -> ObjectKey {
+    (
+        o.meta().namespace.clone().unwrap_or_default(),
+        o.meta().name.clone().unwrap_or_default(),
+    )
+}
+
+fn selector_upserted<K: kube::Resource>(
+    o: &K,
+    kind: SelectingKind,
+    selector: Option<LabelSelector>,
+) -> Upsert {
+    let (namespace, name) = object_key(o);
+    Upsert::Live(Observed::WorkloadSelectorUpserted {
+        kind,
+        namespace,
+        name,
+        selector,
+    })
+}
+
+/// A map selector (Services, ReplicationControllers).
+fn map_selector(map: Option<&std::collections::BTreeMap<String, String>>) -> Option<LabelSelector> {
+    map.map(LabelSelector::from_map)
+}
+
+/// A `metav1.LabelSelector` (ReplicaSets, StatefulSets); unreadable → `None`.
+fn label_selector(
+    sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+) -> Option<LabelSelector> {
+    let wire: LabelSelectorWire = serde_json::to_value(sel)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())?;
+    LabelSelector::from_wire(Some(&wire)).ok()
+}
+
+async fn run_services(api: Api<Service>, tx: mpsc::Sender<Observed>) {
+    let upsert = |s: Service| {
+        let sel = map_selector(s.spec.as_ref().and_then(|sp| sp.selector.as_ref()));
+        selector_upserted(&s, SelectingKind::Service, sel)
+    };
+    let deleted = |(namespace, name): ObjectKey| Observed::WorkloadSelectorDeleted {
+        kind: SelectingKind::Service,
+        namespace,
+        name,
+    };
+    run_keyed(
+        "services",
+        api,
+        watch_config(),
+        tx,
+        object_key,
+        upsert,
+        deleted,
+    )
+    .await;
+}
+
+async fn run_replication_controllers(api: Api<ReplicationController>, tx: mpsc::Sender<Observed>) {
+    const KIND: SelectingKind = SelectingKind::Controller(ControllerKind::ReplicationController);
+    let upsert = |rc: ReplicationController| {
+        let sel = map_selector(rc.spec.as_ref().and_then(|sp| sp.selector.as_ref()));
+        selector_upserted(&rc, KIND, sel)
+    };
+    let deleted = |(namespace, name): ObjectKey| Observed::WorkloadSelectorDeleted {
+        kind: KIND,
+        namespace,
+        name,
+    };
+    let name = "replicationcontrollers";
+    run_keyed(name, api, watch_config(), tx, object_key, upsert, deleted).await;
+}
+
+async fn run_replica_sets(api: Api<ReplicaSet>, tx: mpsc::Sender<Observed>) {
+    const KIND: SelectingKind = SelectingKind::Controller(ControllerKind::ReplicaSet);
+    let upsert = |rs: ReplicaSet| {
+        let sel = label_selector(&rs.spec.selector);
+        selector_upserted(&rs, KIND, sel)
+    };
+    let deleted = |(namespace, name): ObjectKey| Observed::WorkloadSelectorDeleted {
+        kind: KIND,
+        namespace,
+        name,
+    };
+    run_keyed(
+        "replicasets",
+        api,
+        watch_config(),
+        tx,
+        object_key,
+        upsert,
+        deleted,
+    )
+    .await;
+}
+
+async fn run_stateful_sets(api: Api<StatefulSet>, tx: mpsc::Sender<Observed>) {
+    const KIND: SelectingKind = SelectingKind::Controller(ControllerKind::StatefulSet);
+    let upsert = |ss: StatefulSet| {
+        let sel = label_selector(&ss.spec.selector);
+        selector_upserted(&ss, KIND, sel)
+    };
+    let deleted = |(namespace, name): ObjectKey| Observed::WorkloadSelectorDeleted {
+        kind: KIND,
+        namespace,
+        name,
+    };
+    run_keyed(
+        "statefulsets",
+        api,
+        watch_config(),
+        tx,
+        object_key,
+        upsert,
+        deleted,
     )
     .await;
 }
