@@ -10,7 +10,7 @@ use muster::driver::fixtures::{
 };
 use muster::engine::{Action, EngineConfig, EventType, PodLocation, ProfileConfig};
 use muster::framework::placement::Framework;
-use muster::model::{GroupDef, GroupMembership, GroupPolicy, PodKey, PodPhase, Resources};
+use muster::model::{GroupDef, GroupMembership, GroupPolicy, PodInfo, PodKey, PodPhase, Resources};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
@@ -554,6 +554,47 @@ fn affinity_waiter_is_retried_when_its_target_is_placed() {
     );
 }
 
+// ---- topology spread (I5) ------------------------------------------------------
+
+#[test]
+fn spread_pods_fill_racks_evenly_and_the_checker_sees_violations() {
+    let racked = |h: &mut Harness| {
+        for (i, rack) in ["rack-0", "rack-0", "rack-1", "rack-1"].iter().enumerate() {
+            let mut n = node(&format!("n{i}"), 4000, 64);
+            n.labels.insert(RACK.into(), (*rack).into());
+            h.add_node(n);
+        }
+    };
+    // With the default profile: 2 + 2, then a fifth pod still fits (skew 1).
+    let mut h = Harness::new();
+    racked(&mut h);
+    for i in 0..5 {
+        h.put_pod(spread_pod(&format!("s{i}"), 100, 1, None));
+        h.settle();
+    }
+    checked(&h);
+    assert_eq!(h.binds.len(), 5);
+    // minDomains 3 with two racks: the global minimum counts as 0, and both
+    // racks (3 and 2 matching pods) are beyond 0 + maxSkew 1.
+    h.put_pod(spread_pod("strict", 100, 1, Some(3)));
+    h.settle();
+    checked(&h);
+    assert_eq!(h.binds.len(), 5, "the minDomains pod stays pending");
+
+    // Without the plugin the same pods pile up, and I5 says so.
+    let mut h = Harness::with_config(EngineConfig::new(vec![ProfileConfig::new(
+        SCHEDULER,
+        Framework::empty(),
+    )]));
+    racked(&mut h);
+    for i in 0..6 {
+        h.put_pod(spread_pod(&format!("s{i}"), 100, 1, None));
+        h.settle();
+    }
+    let e = h.check_invariants().unwrap_err();
+    assert!(e.starts_with("I5: "), "{e}");
+}
+
 // ---- properties ---------------------------------------------------------------
 
 #[derive(Debug, Clone)]
@@ -616,6 +657,13 @@ enum Op {
         node: Index,
         cpu: i64,
     },
+    /// A plain pod labelled `app: spread` that spreads over racks
+    /// (`DoNotSchedule`) with the given maxSkew and minDomains.
+    AddSpread {
+        cpu: i64,
+        max_skew: i64,
+        min_domains: Option<i64>,
+    },
     DeletePod(Index),
     /// Deleted and created again under the same name, the delete unseen.
     RecreatePod(Index),
@@ -650,6 +698,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<Index>(), 1..=6i64).prop_map(|(group, c)| Op::AddMember { group, cpu: c * 250 }),
         1 => any::<Index>().prop_map(Op::AddConflictingMember),
         1 => (any::<Index>(), 1..=4i64).prop_map(|(node, c)| Op::AddForeignBound { node, cpu: c * 250 }),
+        2 => (1..=6i64, 1..=2i64, prop::option::weighted(0.3, 2..=3i64))
+            .prop_map(|(c, max_skew, min_domains)| Op::AddSpread { cpu: c * 250, max_skew, min_domains }),
         2 => any::<Index>().prop_map(Op::DeletePod),
         1 => any::<Index>().prop_map(Op::RecreatePod),
         2 => any::<Index>().prop_map(Op::FinishPod),
@@ -684,6 +734,25 @@ fn anti_affine(p: &mut muster::model::PodInfo, app: &str, topology_key: &str) {
         match_label_keys: Vec::new(),
         mismatch_label_keys: Vec::new(),
     });
+}
+
+/// A plain pod labelled `app: spread`, spreading such pods over racks.
+fn spread_pod(name: &str, cpu: i64, max_skew: i64, min_domains: Option<i64>) -> PodInfo {
+    let mut constraint = serde_json::json!({"maxSkew": max_skew, "topologyKey": RACK,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "spread"}}});
+    if let Some(m) = min_domains {
+        constraint["minDomains"] = serde_json::json!(m);
+    }
+    let wire: muster::model::wire::PodWire = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "spread"}},
+        "spec": {"topologySpreadConstraints": [constraint]}
+    }))
+    .unwrap();
+    let mut p = pod(name, cpu, 1);
+    p.labels = wire.metadata.labels.clone();
+    p.spread = muster::model::PodSpread::from_wire(&wire).unwrap();
+    p
 }
 
 /// The running members of each group that requires one rack, on nodes that
@@ -807,6 +876,16 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
             let mut p = pod(&name, *cpu, 1);
             p.created_ms = w.next as i64;
             p.priority_class_name = class.map(|c| Arc::from(format!("c{c}")));
+            w.pods.push(p.key.clone());
+            h.put_pod(p);
+        }
+        Op::AddSpread {
+            cpu,
+            max_skew,
+            min_domains,
+        } => {
+            let name = w.name("spread-");
+            let p = spread_pod(&name, *cpu, *max_skew, *min_domains);
             w.pods.push(p.key.clone());
             h.put_pod(p);
         }

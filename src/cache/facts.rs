@@ -1,10 +1,13 @@
 //! `ClusterFacts`: cluster-scoped objects, other than nodes and pods, that
 //! placement reads (namespace labels for inter-pod affinity's
-//! `namespaceSelector`; storage objects for the volume plugins), kept up to
-//! date by informer events.
+//! `namespaceSelector`; storage objects for the volume plugins; Service and
+//! controller selectors for topology spreading's defaults), kept up to date
+//! by informer events.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
+
+use super::selectors::WorkloadSelectors;
 
 /// Labels of one namespace.
 pub type Labels = BTreeMap<String, String>;
@@ -19,6 +22,8 @@ pub struct ClusterFacts {
     pub images: ImageSpread,
     /// Claims, volumes, classes and CSI objects (the volume plugins').
     pub volumes: super::volumes::VolumeFacts,
+    /// Selectors of Services and controllers (PodTopologySpread's defaults).
+    pub workloads: WorkloadSelectors,
 }
 
 impl ClusterFacts {

@@ -9,6 +9,7 @@ mod facts;
 mod groups;
 mod images;
 mod node_state;
+mod selectors;
 mod store;
 pub mod volumes;
 
@@ -16,5 +17,6 @@ pub use facts::{ClusterFacts, Labels};
 pub use groups::{GroupMembers, MemberState};
 pub use images::ImageSpread;
 pub use node_state::NodeState;
+pub use selectors::{SelectingKind, WorkloadSelectors};
 pub use store::{Cache, CachedPod, PodChange, PodState};
 pub use volumes::{VolumeChange, VolumeFacts};

@@ -1,6 +1,7 @@
 //! `NodeState`: one node's static facts plus what is accounted on it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::model::{HostPort, NodeInfo, PodInfo, Resources};
 
@@ -25,7 +26,10 @@ pub struct NodeState {
     /// kube-scheduler's `PodsWithAffinity` / `PodsWithRequiredAntiAffinity`).
     pub pods_with_affinity: Vec<Arc<PodInfo>>,
     pub pods_with_required_anti_affinity: Vec<Arc<PodInfo>>,
-    /// Bumped on every change; lets callers detect a node that changed.
+    /// A fresh, process-wide unique stamp on creation and on every change:
+    /// equal stamps mean the same node with the same pods, so memos keyed on
+    /// it (gang room, spread counts) never mistake a re-created node for
+    /// the one they saw.
     pub generation: u64,
 }
 
@@ -40,7 +44,7 @@ impl NodeState {
             pods: Vec::new(),
             pods_with_affinity: Vec::new(),
             pods_with_required_anti_affinity: Vec::new(),
-            generation: 0,
+            generation: next_generation(),
         }
     }
 
@@ -64,7 +68,7 @@ impl NodeState {
             .saturating_add(pod.non_zero_milli_cpu);
         self.non_zero_memory = self.non_zero_memory.saturating_add(pod.non_zero_memory);
         self.used_ports.extend(pod.host_ports.iter().cloned());
-        self.generation = self.generation.wrapping_add(1);
+        self.generation = next_generation();
     }
 
     pub fn remove_pod(&mut self, pod: &PodInfo) {
@@ -87,13 +91,13 @@ impl NodeState {
                 self.used_ports.swap_remove(i);
             }
         }
-        self.generation = self.generation.wrapping_add(1);
+        self.generation = next_generation();
     }
 
     /// Replaces the node's spec (labels, taints, allocatable) keeping its accounting.
     pub fn set_info(&mut self, info: Arc<NodeInfo>) {
         self.info = info;
-        self.generation = self.generation.wrapping_add(1);
+        self.generation = next_generation();
     }
 
     /// What is still free: allocatable minus requested (may be negative when a
@@ -103,6 +107,12 @@ impl NodeState {
         free.sub(&self.requested);
         free
     }
+}
+
+/// The next node-state stamp (never 0, so 0 can mean "not seen").
+fn next_generation() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 #[cfg(test)]

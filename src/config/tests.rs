@@ -24,10 +24,11 @@ fn empty_document_gives_defaults() {
             "NodeVolumeLimits",
             "VolumeBinding",
             "VolumeZone",
+            "PodTopologySpread",
             "InterPodAffinity"
         ]
     );
-    assert_eq!(p.scores().count(), 6);
+    assert_eq!(p.scores().count(), 7);
     assert_eq!(p.gang, Some(GangArgs::default()));
     assert_eq!(c.pod_initial_backoff, Duration::from_secs(1));
     assert_eq!(c.pod_max_backoff, Duration::from_secs(10));
@@ -114,7 +115,7 @@ fn disabling_gang_and_wildcards() {
     .unwrap();
     assert_eq!(c.profiles[0].gang, None);
     assert_eq!(c.profiles[0].scores().count(), 0);
-    assert_eq!(c.profiles[0].filters().count(), 11);
+    assert_eq!(c.profiles[0].filters().count(), 12);
 }
 
 #[test]
@@ -205,7 +206,7 @@ fn bad_values_are_precise() {
             "cannot be disabled",
         ),
         (
-            "profiles: [{plugins: {filter: {enabled: [{name: PodTopologySpread}]}}}]\n",
+            "profiles: [{plugins: {filter: {enabled: [{name: EBSLimits}]}}}]\n",
             "profiles[0].plugins.filter.enabled[0].name",
             "does not implement",
         ),

@@ -220,6 +220,26 @@ impl SchedulerLoop {
             },
             Observed::NamespaceDeleted(name) => ClusterEvent::NamespaceDeleted(Arc::from(name)),
             Observed::Volume(change) => ClusterEvent::Volume(change),
+            Observed::WorkloadSelectorUpserted {
+                kind,
+                namespace,
+                name,
+                selector,
+            } => ClusterEvent::WorkloadSelectorUpserted {
+                kind,
+                namespace: Arc::from(namespace),
+                name: Arc::from(name),
+                selector,
+            },
+            Observed::WorkloadSelectorDeleted {
+                kind,
+                namespace,
+                name,
+            } => ClusterEvent::WorkloadSelectorDeleted {
+                kind,
+                namespace: Arc::from(namespace),
+                name: Arc::from(name),
+            },
             Observed::DefinitionServed { informer, version } => {
                 match version {
                     Some(v) => st.directory.served_versions.insert(informer, v),

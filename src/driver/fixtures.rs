@@ -61,6 +61,7 @@ pub fn pod(name: &str, milli_cpu: i64, memory_gib: i64) -> PodInfo {
         annotations: BTreeMap::new(),
         group: GroupMembership::None,
         volumes: Vec::new(),
+        spread: Default::default(),
     }
 }
 

@@ -54,6 +54,7 @@ pub struct Harness {
     /// Invariant I1 violations seen when actions were drained.
     pub(super) i1_violations: Vec<String>,
     /// Invariant I5 (required anti-affinity) violations seen at binding.
+    /// Invariant I5 (topology spread) violations seen when actions were drained.
     pub(super) i5_violations: Vec<String>,
     /// Profiles that do not gang-schedule (their members are plain pods).
     pub(super) gang_disabled: HashSet<Arc<str>>,
@@ -314,6 +315,7 @@ impl Harness {
         }
         self.check_binds_release_quorum(&actions);
         self.check_binds_respect_anti_affinity(&actions);
+        self.check_binds_respect_spread(&actions);
         self.actions.extend(actions.into_iter().map(|a| (at, a)));
     }
 

@@ -28,12 +28,12 @@ pub use introspection::{AttemptCounts, Sample};
 pub use prebind::PRE_BIND_FAILED;
 pub use stats::{DurationSummary, GroupCounts, PendingPods, Stats};
 
-use crate::cache::Cache;
+use crate::cache::{Cache, SelectingKind};
 use crate::dialects::KueueGroups;
 use crate::framework::lifecycle::WaitingPods;
 use crate::framework::placement::Framework;
 use crate::gang::{GangArgs, GangScheduling};
-use crate::model::{DefinitionKey, GroupDef, GroupKey, NodeInfo, PodInfo, PodKey};
+use crate::model::{DefinitionKey, GroupDef, GroupKey, NodeInfo, PodInfo, PodKey, PodSelector};
 use crate::queue::{QueueConfig, QueueLocation, SchedulingQueue};
 
 use actions::Outbox;
@@ -161,6 +161,19 @@ pub enum ClusterEvent {
         uid: Arc<str>,
         node: Arc<str>,
         result: Result<(), String>,
+    },
+    /// A Service's or controller's selector (PodTopologySpread's default
+    /// constraints); `None` when absent or unreadable.
+    WorkloadSelectorUpserted {
+        kind: SelectingKind,
+        namespace: Arc<str>,
+        name: Arc<str>,
+        selector: Option<PodSelector>,
+    },
+    WorkloadSelectorDeleted {
+        kind: SelectingKind,
+        namespace: Arc<str>,
+        name: Arc<str>,
     },
 }
 
@@ -327,6 +340,27 @@ impl Engine {
             ClusterEvent::VolumesPreBound {
                 pod, uid, result, ..
             } => self.on_volumes_pre_bound(&pod, &uid, result, now),
+            ClusterEvent::WorkloadSelectorUpserted {
+                kind,
+                namespace,
+                name,
+                selector,
+            } => {
+                // As in kube-scheduler, a selector change requeues no pod: it
+                // changes the default constraints of later cycles only.
+                let facts = &mut self.cache.facts_mut().workloads;
+                facts.upsert(kind, &namespace, &name, selector);
+            }
+            ClusterEvent::WorkloadSelectorDeleted {
+                kind,
+                namespace,
+                name,
+            } => {
+                self.cache
+                    .facts_mut()
+                    .workloads
+                    .remove(kind, &namespace, &name);
+            }
         }
         self.apply_gang_outcomes(now);
     }

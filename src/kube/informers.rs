@@ -16,7 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{ReplicationController, Service};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::WatchStreamExt;
@@ -27,10 +29,13 @@ use tracing::{info, warn};
 use super::objects::{
     LeanClaim, LeanCsiDriver, LeanCsiNode, LeanNode, LeanPod, LeanStorageClass, LeanVolume,
 };
+use crate::cache::SelectingKind;
 use crate::cache::VolumeChange;
 use crate::dialects::{DEFINITION_SOURCES, DefinitionSource};
+use crate::model::spread::ControllerKind;
 use crate::model::volumes::{Claim, CsiDriver, CsiNode, PersistentVolume, StorageClass};
-use crate::model::{DefinitionKey, GroupDef, NodeInfo, PodInfo, PodKey};
+use crate::model::wire::LabelSelectorWire;
+use crate::model::{DefinitionKey, GroupDef, NodeInfo, PodInfo, PodKey, PodSelector};
 
 /// What the informers observed.
 #[derive(Debug, Clone)]
@@ -67,6 +72,19 @@ pub enum Observed {
     NamespaceDeleted(String),
     /// A storage object the volume plugins read.
     Volume(VolumeChange),
+    /// A Service's or controller's selector (PodTopologySpread's default
+    /// constraints); `None` when absent or unreadable.
+    WorkloadSelectorUpserted {
+        kind: SelectingKind,
+        namespace: String,
+        name: String,
+        selector: Option<PodSelector>,
+    },
+    WorkloadSelectorDeleted {
+        kind: SelectingKind,
+        namespace: String,
+        name: String,
+    },
     /// The named informer finished its initial list.
     Synced(&'static str),
     /// A definition kind (by informer name, `DefinitionSource::name`) is served
@@ -88,6 +106,10 @@ pub const REQUIRED_INFORMERS: &[&str] = &[
     "storageclasses",
     "csinodes",
     "csidrivers",
+    "services",
+    "replicationcontrollers",
+    "replicasets",
+    "statefulsets",
 ];
 
 /// How often an absent group-definition API is looked for again, by default
@@ -111,6 +133,13 @@ pub fn start(
         tokio::spawn(run_storage_classes(Api::all(client.clone()), tx.clone())),
         tokio::spawn(run_csi_nodes(Api::all(client.clone()), tx.clone())),
         tokio::spawn(run_csi_drivers(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_services(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_replication_controllers(
+            Api::all(client.clone()),
+            tx.clone(),
+        )),
+        tokio::spawn(run_replica_sets(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_stateful_sets(Api::all(client.clone()), tx.clone())),
     ];
     for source in DEFINITION_SOURCES {
         tasks.push(tokio::spawn(run_definitions(
@@ -361,6 +390,70 @@ async fn run_namespaces(api: Api<Namespace>, tx: mpsc::Sender<Observed>) {
     .await;
 }
 
+// ----- selectors of Services and controllers (PodTopologySpread's defaults) -----
+//
+// Lean: of each object only its namespace, name and selector reach the loop.
+
+type ObjectKey = (String, String);
+
+fn object_key<K: kube::Resource>(o: &K) -> ObjectKey {
+    (
+        o.meta().namespace.clone().unwrap_or_default(),
+        o.meta().name.clone().unwrap_or_default(),
+    )
+}
+
+fn selector_upserted<K: kube::Resource>(
+    o: &K,
+    kind: SelectingKind,
+    selector: Option<PodSelector>,
+) -> Upsert {
+    let (namespace, name) = object_key(o);
+    Upsert::Live(Observed::WorkloadSelectorUpserted {
+        kind,
+        namespace,
+        name,
+        selector,
+    })
+}
+
+/// A map selector (Services, ReplicationControllers).
+fn map_selector(map: Option<&std::collections::BTreeMap<String, String>>) -> Option<PodSelector> {
+    map.map(PodSelector::from_map)
+}
+
+/// A `metav1.PodSelector` (ReplicaSets, StatefulSets); unreadable → `None`.
+fn label_selector(
+    sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+) -> Option<PodSelector> {
+    let wire: LabelSelectorWire = serde_json::to_value(sel)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())?;
+    PodSelector::from_wire(Some(&wire)).ok()
+}
+
+async fn run_services(api: Api<Service>, tx: mpsc::Sender<Observed>) {
+    let upsert = |s: Service| {
+        let sel = map_selector(s.spec.as_ref().and_then(|sp| sp.selector.as_ref()));
+        selector_upserted(&s, SelectingKind::Service, sel)
+    };
+    let deleted = |(namespace, name): ObjectKey| Observed::WorkloadSelectorDeleted {
+        kind: SelectingKind::Service,
+        namespace,
+        name,
+    };
+    run_keyed(
+        "services",
+        api,
+        watch_config(),
+        tx,
+        object_key,
+        upsert,
+        deleted,
+    )
+    .await;
+}
+
 /// A storage object decoded into its model; an unreadable one is reported
 /// and treated as absent (pods using it are told it is not found).
 fn storage_upsert<T>(
@@ -479,6 +572,67 @@ async fn run_csi_drivers(api: Api<LeanCsiDriver>, tx: mpsc::Sender<Observed>) {
     let deleted = |k: String| Observed::Volume(VolumeChange::CsiDriverDeleted(Arc::from(k)));
     let name = "csidrivers";
     run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
+}
+
+async fn run_replication_controllers(api: Api<ReplicationController>, tx: mpsc::Sender<Observed>) {
+    const KIND: SelectingKind = SelectingKind::Controller(ControllerKind::ReplicationController);
+    let upsert = |rc: ReplicationController| {
+        let sel = map_selector(rc.spec.as_ref().and_then(|sp| sp.selector.as_ref()));
+        selector_upserted(&rc, KIND, sel)
+    };
+    let deleted = |(namespace, name): ObjectKey| Observed::WorkloadSelectorDeleted {
+        kind: KIND,
+        namespace,
+        name,
+    };
+    let name = "replicationcontrollers";
+    run_keyed(name, api, watch_config(), tx, object_key, upsert, deleted).await;
+}
+
+async fn run_replica_sets(api: Api<ReplicaSet>, tx: mpsc::Sender<Observed>) {
+    const KIND: SelectingKind = SelectingKind::Controller(ControllerKind::ReplicaSet);
+    let upsert = |rs: ReplicaSet| {
+        let sel = label_selector(&rs.spec.selector);
+        selector_upserted(&rs, KIND, sel)
+    };
+    let deleted = |(namespace, name): ObjectKey| Observed::WorkloadSelectorDeleted {
+        kind: KIND,
+        namespace,
+        name,
+    };
+    run_keyed(
+        "replicasets",
+        api,
+        watch_config(),
+        tx,
+        object_key,
+        upsert,
+        deleted,
+    )
+    .await;
+}
+
+async fn run_stateful_sets(api: Api<StatefulSet>, tx: mpsc::Sender<Observed>) {
+    const KIND: SelectingKind = SelectingKind::Controller(ControllerKind::StatefulSet);
+    let upsert = |ss: StatefulSet| {
+        let sel = label_selector(&ss.spec.selector);
+        selector_upserted(&ss, KIND, sel)
+    };
+    let deleted = |(namespace, name): ObjectKey| Observed::WorkloadSelectorDeleted {
+        kind: KIND,
+        namespace,
+        name,
+    };
+    run_keyed(
+        "statefulsets",
+        api,
+        watch_config(),
+        tx,
+        object_key,
+        upsert,
+        deleted,
+    )
+    .await;
 }
 
 /// Finds the preferred served version of a definition kind, if its group is installed.

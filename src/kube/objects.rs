@@ -5,13 +5,15 @@
 //! `kube::Resource` needs an `ObjectMeta`, but it is filled only with what
 //! scheduling and the watcher read (name, namespace, uid, resourceVersion,
 //! timestamps, labels, the annotations the scheduler keeps): the metadata is
-//! decoded as `ObjectMetaWire`, so `managedFields`, `ownerReferences` and the
-//! other annotations are skipped while parsing, never held.
+//! decoded as `ObjectMetaWire`, so `managedFields`, owner references other
+//! than the controller's and the other annotations are skipped while parsing,
+//! never held.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
@@ -20,7 +22,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::model::volumes;
 use crate::model::wire::{
-    NodeSpecWire, NodeStatusWire, NodeWire, ObjectMetaWire, PodSpecWire, PodStatusWire, PodWire,
+    NodeSpecWire, NodeStatusWire, NodeWire, ObjectMetaWire, OwnerReferenceWire, PodSpecWire,
+    PodStatusWire, PodWire,
 };
 
 /// A pod as the scheduler watches it.
@@ -77,6 +80,19 @@ fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
         deletion_timestamp: w.deletion_timestamp.and_then(to_time),
         labels: non_empty(w.labels),
         annotations: non_empty(w.annotations),
+        owner_references: (!w.owner_references.is_empty()).then(|| {
+            w.owner_references
+                .into_iter()
+                .map(|r| OwnerReference {
+                    api_version: r.api_version,
+                    kind: r.kind,
+                    name: r.name,
+                    uid: r.uid,
+                    controller: r.controller,
+                    block_owner_deletion: None,
+                })
+                .collect()
+        }),
         ..ObjectMeta::default()
     })
 }
@@ -91,6 +107,18 @@ fn meta_wire(m: ObjectMeta) -> ObjectMetaWire {
         deletion_timestamp: m.deletion_timestamp.and_then(from_time),
         labels: m.labels.unwrap_or_default(),
         annotations: m.annotations.unwrap_or_default(),
+        owner_references: m
+            .owner_references
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| OwnerReferenceWire {
+                api_version: r.api_version,
+                kind: r.kind,
+                name: r.name,
+                uid: r.uid,
+                controller: r.controller,
+            })
+            .collect(),
     }
 }
 

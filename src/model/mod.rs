@@ -13,6 +13,7 @@ mod quantity;
 mod requests;
 mod resources;
 mod selector;
+pub mod spread;
 mod taint;
 pub mod volumes;
 pub mod wire;
@@ -33,7 +34,10 @@ pub use pod_affinity::{
 };
 pub use quantity::{Quantity, QuantityError};
 pub use resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources, is_scalar_resource};
-pub use selector::{NodeSelector, NodeSelectorTerm, Operator, PreferredTerm, Requirement};
+pub use selector::{
+    NodeSelector, NodeSelectorTerm, Operator, PodSelector, PreferredTerm, Requirement,
+};
+pub use spread::{PodSpread, SpreadConstraint, WhenUnsatisfiable};
 pub use taint::{Taint, TaintEffect, Toleration, first_untolerated};
 
 /// A Kubernetes object that cannot be turned into a scheduling model; the message

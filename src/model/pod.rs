@@ -12,7 +12,7 @@ use super::requests::effective_requests;
 use super::selector::{NodeSelector, NodeSelectorTerm, PreferredTerm};
 use super::volumes::{PodVolume, pod_volumes};
 use super::wire::{PodWire, is_kept_annotation};
-use super::{GroupMembership, ModelError, PodAffinity, Resources, Toleration};
+use super::{GroupMembership, ModelError, PodAffinity, PodSpread, Resources, Toleration};
 
 /// kube-scheduler's defaults for scoring pods that request nothing
 /// (`DefaultMilliCPURequest`, `DefaultMemoryRequest`).
@@ -130,6 +130,9 @@ pub struct PodInfo {
     /// The volumes the volume plugins read (claims, inline CSI, in-tree
     /// disks); empty, and allocation-free, for most pods.
     pub volumes: Vec<PodVolume>,
+    /// `spec.topologySpreadConstraints`, parsed, and the controller reference
+    /// default constraints read.
+    pub spread: PodSpread,
 }
 
 impl PodInfo {
@@ -215,6 +218,7 @@ impl PodInfo {
             .map(Toleration::from_wire)
             .collect::<Result<Vec<_>, _>>()
             .map_err(ctx)?;
+        let spread = PodSpread::from_wire(w).map_err(ctx)?;
 
         Ok(PodInfo {
             key: PodKey::new(namespace, name),
@@ -273,6 +277,7 @@ impl PodInfo {
                 .collect(),
             group,
             volumes: pod_volumes(name, &w.spec.volumes).map_err(ctx)?,
+            spread,
         })
     }
 

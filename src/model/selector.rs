@@ -3,13 +3,17 @@
 //! Semantics follow `k8s.io/component-helpers/scheduling/corev1/nodeaffinity`:
 //! terms are ORed, the requirements inside a term are ANDed, an empty term matches
 //! nothing, and `matchFields` supports only `metadata.name`.
+//!
+//! Also `PodSelector`, the `metav1.PodSelector` that selects pods (and the
+//! pods a Service, ReplicaSet, ... selects), with `LabelSelectorAsSelector`'s
+//! semantics: an absent selector matches nothing, an empty one everything.
 
 use std::collections::BTreeMap;
 
 use super::ModelError;
-use super::wire::{NodeSelectorTermWire, RequirementWire};
+use super::wire::{LabelSelectorWire, NodeSelectorTermWire, RequirementWire};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operator {
     In,
     NotIn,
@@ -19,7 +23,7 @@ pub enum Operator {
     Lt,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Requirement {
     pub key: String,
     pub op: Operator,
@@ -149,6 +153,126 @@ impl NodeSelector {
 pub struct PreferredTerm {
     pub weight: i32,
     pub term: NodeSelectorTerm,
+}
+
+/// A `metav1.PodSelector` over pod labels: `matchLabels` and
+/// `matchExpressions` ANDed, with the label-selector operators only (`In`,
+/// `NotIn`, `Exists`, `DoesNotExist`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct PodSelector {
+    /// Sorted by key then operator, so equal selectors compare (and hash) equal.
+    requirements: Vec<Requirement>,
+    /// `labels.Nothing()`: the selector of an absent `labelSelector`.
+    nothing: bool,
+}
+
+/// Most values a label selector may list per requirement, and most
+/// requirements: far above what a real selector holds, and small enough that
+/// matching stays cheap on the hot path.
+pub const MAX_SELECTOR_REQUIREMENTS: usize = 64;
+pub const MAX_SELECTOR_VALUES: usize = 256;
+
+impl PodSelector {
+    /// The selector that matches nothing (an absent `labelSelector`).
+    pub fn nothing() -> Self {
+        PodSelector {
+            requirements: Vec::new(),
+            nothing: true,
+        }
+    }
+
+    /// `key = value` for every pair (a Service's or ReplicationController's
+    /// map selector; empty matches everything).
+    pub fn from_map(map: &BTreeMap<String, String>) -> Self {
+        let mut s = PodSelector::default();
+        for (k, v) in map {
+            s.push(Requirement {
+                key: k.clone(),
+                op: Operator::In,
+                values: vec![v.clone()],
+            });
+        }
+        s
+    }
+
+    /// From its wire form; `None` (absent) matches nothing.
+    pub fn from_wire(w: Option<&LabelSelectorWire>) -> Result<Self, ModelError> {
+        let Some(w) = w else {
+            return Ok(PodSelector::nothing());
+        };
+        if w.match_labels.len() + w.match_expressions.len() > MAX_SELECTOR_REQUIREMENTS {
+            return Err(ModelError::invalid(format!(
+                "label selector has more than {MAX_SELECTOR_REQUIREMENTS} requirements"
+            )));
+        }
+        let mut s = PodSelector::from_map(&w.match_labels);
+        for e in &w.match_expressions {
+            let r = Requirement::from_wire(e)
+                .map_err(|err| ModelError::invalid(format!("label selector: {err}")))?;
+            if matches!(r.op, Operator::Gt | Operator::Lt) {
+                return Err(ModelError::invalid(format!(
+                    "label selector requirement {:?}: operator {:?} is not a label selector operator",
+                    e.key, e.operator
+                )));
+            }
+            if r.values.len() > MAX_SELECTOR_VALUES {
+                return Err(ModelError::invalid(format!(
+                    "label selector requirement {:?}: more than {MAX_SELECTOR_VALUES} values",
+                    e.key
+                )));
+            }
+            s.push(r);
+        }
+        Ok(s)
+    }
+
+    fn push(&mut self, mut r: Requirement) {
+        r.values.sort_unstable();
+        r.values.dedup();
+        let at = self
+            .requirements
+            .partition_point(|x| (&x.key, x.op as u8) <= (&r.key, r.op as u8));
+        self.requirements.insert(at, r);
+    }
+
+    /// Adds `key = value` (`matchLabelKeys` merged from a pod's own labels);
+    /// a selector that matches nothing stays so, as upstream.
+    pub fn and_equals(&mut self, key: &str, value: &str) {
+        if self.nothing {
+            return;
+        }
+        self.push(Requirement {
+            key: key.to_string(),
+            op: Operator::In,
+            values: vec![value.to_string()],
+        });
+    }
+
+    /// Adds every requirement of `other` (ANDed); `nothing` wins.
+    pub fn and(&mut self, other: &PodSelector) {
+        self.nothing |= other.nothing;
+        for r in &other.requirements {
+            self.push(r.clone());
+        }
+    }
+
+    /// No requirement at all: `Empty()` upstream (matches everything, unless
+    /// it is the `nothing` selector).
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
+    pub fn matches_nothing(&self) -> bool {
+        self.nothing
+    }
+
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        !self.nothing
+            && self
+                .requirements
+                .iter()
+                .all(|r| r.matches(labels.get(&r.key).map(String::as_str)))
+    }
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@
 //! version, like `spec.schedulingGroup`, are read regardless of the cluster's
 //! version. Both pod and node shapes round-trip the fields they hold.
 //!
-//! Metadata is lean too: `managedFields`, `ownerReferences`, `finalizers` and
-//! the like are skipped, annotations are kept only when the scheduler reads
+//! Metadata is lean too: `managedFields`, `finalizers`, owner references
+//! other than the controller's and the like are skipped, annotations are kept only when the scheduler reads
 //! them (`KEPT_ANNOTATION_PREFIXES`; kubectl's `last-applied-configuration`
 //! alone is a copy of the whole object), and timestamps are parsed once, here,
 //! into `DateTime<Utc>`.
@@ -55,6 +55,34 @@ pub struct ObjectMetaWire {
         deserialize_with = "kept_annotations"
     )]
     pub annotations: BTreeMap<String, String>,
+    /// Only the controller's reference (`controller: true`): topology
+    /// spreading's default constraints take the selector of the controlling
+    /// ReplicaSet, StatefulSet or ReplicationController.
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "controller_refs"
+    )]
+    pub owner_references: Vec<OwnerReferenceWire>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OwnerReferenceWire {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+    pub controller: Option<bool>,
+}
+
+/// `ownerReferences`, keeping only the controlling one (at most one is valid).
+fn controller_refs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<OwnerReferenceWire>, D::Error> {
+    let all = Option::<Vec<OwnerReferenceWire>>::deserialize(d)?.unwrap_or_default();
+    Ok(all
+        .into_iter()
+        .filter(|r| r.controller == Some(true))
+        .take(1)
+        .collect())
 }
 
 /// An RFC 3339 timestamp, `null`, or absent; anything unparsable is `None`
@@ -159,6 +187,34 @@ pub struct PodSpecWire {
     /// The volume sources the volume plugins read (`super::volumes`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<super::volumes::VolumeWire>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraintWire>,
+}
+
+/// `spec.topologySpreadConstraints[]`; numbers are read wide so that an
+/// out-of-range value is refused with a message rather than a decode error.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TopologySpreadConstraintWire {
+    pub max_skew: Option<i64>,
+    pub topology_key: String,
+    pub when_unsatisfiable: String,
+    pub label_selector: Option<LabelSelectorWire>,
+    pub min_domains: Option<i64>,
+    pub node_affinity_policy: Option<String>,
+    pub node_taints_policy: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub match_label_keys: Vec<String>,
+}
+
+/// `metav1.LabelSelector`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LabelSelectorWire {
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<RequirementWire>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]

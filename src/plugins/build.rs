@@ -94,11 +94,12 @@ mod tests {
     fn default_framework_is_the_default_profile() {
         let f = Framework::default();
         let (filters, scores) = names(&f);
-        assert_eq!(filters.len(), 11);
-        assert_eq!(scores.len(), 6);
+        assert_eq!(filters.len(), 12);
+        assert_eq!(scores.len(), 7);
         assert!(scores.contains(&("InterPodAffinity", 2)), "{scores:?}");
+        assert!(scores.contains(&("PodTopologySpread", 2)), "{scores:?}");
         let pre_filters: Vec<_> = f.pre_filters.iter().map(|p| p.name()).collect();
-        assert_eq!(pre_filters.len(), 7, "{pre_filters:?}");
+        assert_eq!(pre_filters.len(), 8, "{pre_filters:?}");
         assert!(pre_filters.contains(&"DynamicResources"), "{pre_filters:?}");
         assert_eq!(
             f.volume_bind_timeout,

@@ -375,6 +375,7 @@ mod tests {
                 "NodeVolumeLimits",
                 "VolumeBinding",
                 "VolumeZone",
+                "PodTopologySpread",
                 "InterPodAffinity"
             ]
         );
@@ -384,6 +385,7 @@ mod tests {
                 ("TaintToleration", 3),
                 ("NodeAffinity", 2),
                 ("NodeResourcesFit", 1),
+                ("PodTopologySpread", 2),
                 ("InterPodAffinity", 2),
                 ("NodeResourcesBalancedAllocation", 1),
                 ("ImageLocality", 1)
@@ -403,7 +405,7 @@ mod tests {
         )
         .unwrap();
         assert!(!e.is_enabled(Point::Filter, "NodePorts"));
-        assert_eq!(e.at(Point::Filter).len(), 10);
+        assert_eq!(e.at(Point::Filter).len(), 11);
         assert_eq!(
             names(&e, Point::Score),
             [("NodeResourcesFit", 5), ("NodeAffinity", 2)]
@@ -496,7 +498,7 @@ mod tests {
                 "between 1 and 100",
             ),
             (
-                "filter: {enabled: [{name: PodTopologySpread}]}",
+                "filter: {enabled: [{name: EBSLimits}]}",
                 "p.filter.enabled[0].name",
                 "does not implement",
             ),

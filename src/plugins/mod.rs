@@ -20,6 +20,7 @@ pub mod node_unschedulable;
 pub mod node_volume_limits;
 mod normalize;
 pub mod pod_spec_fields;
+pub mod pod_topology_spread;
 pub mod registry;
 pub mod resource_allocation;
 pub mod taint_toleration;
@@ -41,5 +42,6 @@ pub use node_resources_fit::{
     UtilizationShapePoint,
 };
 pub use node_unschedulable::NodeUnschedulable;
+pub use pod_topology_spread::{PodTopologySpread, PodTopologySpreadArgs};
 pub use registry::{Point, REGISTRY, Registration};
 pub use taint_toleration::TaintToleration;

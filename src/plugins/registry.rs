@@ -18,7 +18,7 @@ use crate::gang;
 use super::{
     balanced_allocation, dynamic_resources, image_locality, inter_pod_affinity, node_affinity,
     node_name, node_ports, node_resources_fit, node_unschedulable, node_volume_limits,
-    taint_toleration, volume_binding, volume_restrictions, volume_zone,
+    pod_topology_spread, taint_toleration, volume_binding, volume_restrictions, volume_zone,
 };
 
 /// kube-scheduler's extension points, in the order they run.
@@ -341,6 +341,31 @@ pub static REGISTRY: &[Registration] = &[
         build: |_| pre_filter_and_filter(Arc::new(volume_zone::VolumeZone)),
     },
     Registration {
+        name: pod_topology_spread::NAME,
+        alias: None,
+        points: &[PreFilter, Filter, PreScore, Score],
+        multi_point: &[PreFilter, Filter, PreScore, Score],
+        enabled_by_default: true,
+        default_weight: 2,
+        together: &[&[PreFilter, Filter], &[PreScore, Score]],
+        can_disable: true,
+        args: Some(ArgsSpec {
+            default: || Arc::new(pod_topology_spread::PodTopologySpreadArgs::default()),
+            decode: |path, v| Ok(Arc::new(pod_topology_spread::decode_args(path, v)?)),
+        }),
+        build: |args| {
+            let p = Arc::new(pod_topology_spread::PodTopologySpread::new(
+                &args.get_or_default(pod_topology_spread::NAME),
+            ));
+            Instance {
+                pre_filter: Some(p.clone()),
+                filter: Some(p.clone()),
+                score: Some(p),
+                ..Instance::default()
+            }
+        },
+    },
+    Registration {
         name: gang::NAME,
         alias: Some(gang::ALIAS),
         points: &[
@@ -453,7 +478,6 @@ pub static REGISTRY: &[Registration] = &[
 /// kube-scheduler plugins Muster does not implement (yet): naming one is an
 /// error that says so, rather than scheduling silently without it.
 pub const NOT_IMPLEMENTED: &[&str] = &[
-    "PodTopologySpread",
     "EBSLimits",
     "GCEPDLimits",
     "AzureDiskLimits",
