@@ -34,7 +34,7 @@ fn bad_configuration_names_the_field() {
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains("profiles[0].pluginConfig[0].args.permitWaitingTimeSeconds")
-            && stderr.contains("must be positive"),
+            && stderr.contains("must be between 1 and 86400"),
         "{stderr}"
     );
 }
