@@ -482,7 +482,10 @@ async fn node_deleted_under_reservations(env: &Env, cpu: &BTreeMap<String, i64>)
     // reserved members were requeued and find no node.
     wait_pods(env, NS, |pods| {
         audit_nodes_exist(pods, &without);
-        audit_no_partial_gang(pods);
+        assert!(
+            names_bound(pods, group).is_empty(),
+            "no member of {group} binds while its node is gone"
+        );
         pods.iter()
             .filter(|(n, _)| n.starts_with(group))
             .filter(|(_, p)| condition_reason(p) == Some("Unschedulable"))
@@ -540,9 +543,14 @@ async fn group_changes_while_waiting(env: &Env, cpu: &BTreeMap<String, i64>) {
     api.delete(deleted, &DeleteParams::default())
         .await
         .expect("delete podgroup");
-    wait_pods(env, NS, |pods| {
+    // I1 is judged once this settles: a released gang's bindings arrive one
+    // event at a time.
+    let pods = wait_pods(env, NS, |pods| {
         audit_no_overcommit(pods, cpu);
-        audit_no_partial_gang(pods);
+        assert!(
+            names_bound(pods, deleted).is_empty(),
+            "no member of {deleted} binds without its PodGroup"
+        );
         let lowered_bound = names_bound(pods, lowered).len() == GANG_SIZE;
         let deleted_unbound = names_bound(pods, deleted).is_empty()
             && pods
@@ -552,6 +560,7 @@ async fn group_changes_while_waiting(env: &Env, cpu: &BTreeMap<String, i64>) {
         lowered_bound && deleted_unbound
     })
     .await;
+    audit_no_partial_gang(&pods);
     create_podgroup(env, NS, deleted, GANG_SIZE as u32, None).await;
     PODS.fetch_add(2 * (GANG_SIZE + 1), Ordering::Relaxed);
     GANGS.fetch_add(2, Ordering::Relaxed);
