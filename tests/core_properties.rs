@@ -518,7 +518,7 @@ fn anti_affine_gang_larger_than_the_cluster_stays_whole_pending() {
 /// as soon as such a pod is placed, not at the periodic flush.
 #[test]
 fn affinity_waiter_is_retried_when_its_target_is_placed() {
-    use muster::model::{LabelSelector, Operator, PodAffinityTerm, Requirement};
+    use muster::model::{LabelSelector, PodAffinityTerm};
     let mut h = Harness::new();
     for i in 0..2 {
         let mut n = node(&format!("n{i}"), 8000, 64);
@@ -527,13 +527,9 @@ fn affinity_waiter_is_retried_when_its_target_is_placed() {
     }
     let mut web = pod("web", 500, 1);
     web.pod_affinity.required_affinity.push(PodAffinityTerm {
-        label_selector: LabelSelector::All(vec![Requirement {
-            key: "app".into(),
-            op: Operator::In,
-            values: vec!["db".into()],
-        }]),
+        label_selector: LabelSelector::from_map(&[("app".to_string(), "db".to_string())].into()),
         namespaces: vec![web.key.namespace.clone()],
-        namespace_selector: LabelSelector::Nothing,
+        namespace_selector: LabelSelector::nothing(),
         topology_key: "zone".into(),
         match_label_keys: Vec::new(),
         mismatch_label_keys: Vec::new(),
@@ -720,16 +716,12 @@ const HOSTNAME: &str = "kubernetes.io/hostname";
 /// Labels `p` with `app` and gives it required anti-affinity to pods with
 /// the same `app` in its namespace, by `topology_key`.
 fn anti_affine(p: &mut muster::model::PodInfo, app: &str, topology_key: &str) {
-    use muster::model::{LabelSelector, Operator, PodAffinityTerm, Requirement};
+    use muster::model::{LabelSelector, PodAffinityTerm};
     p.labels.insert("app".into(), app.into());
     p.pod_affinity.required_anti_affinity.push(PodAffinityTerm {
-        label_selector: LabelSelector::All(vec![Requirement {
-            key: "app".into(),
-            op: Operator::In,
-            values: vec![app.into()],
-        }]),
+        label_selector: LabelSelector::from_map(&[("app".to_string(), app.to_string())].into()),
         namespaces: vec![p.key.namespace.clone()],
-        namespace_selector: LabelSelector::Nothing,
+        namespace_selector: LabelSelector::nothing(),
         topology_key: topology_key.into(),
         match_label_keys: Vec::new(),
         mismatch_label_keys: Vec::new(),

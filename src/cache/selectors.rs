@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::model::spread::ControllerKind;
-use crate::model::{PodInfo, PodSelector};
+use crate::model::{LabelSelector, PodInfo};
 
 /// Which kind of object a selector belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -30,10 +30,10 @@ struct ObjectKey {
 pub struct WorkloadSelectors {
     /// Services with a non-empty selector, by namespace then name (a Service
     /// without one selects nothing and is not kept).
-    services: HashMap<Arc<str>, HashMap<Arc<str>, PodSelector>>,
+    services: HashMap<Arc<str>, HashMap<Arc<str>, LabelSelector>>,
     /// Controllers, by kind, namespace and name; `None` when their selector
     /// cannot be read (it then adds nothing, as upstream).
-    controllers: HashMap<ObjectKey, Option<PodSelector>>,
+    controllers: HashMap<ObjectKey, Option<LabelSelector>>,
 }
 
 impl WorkloadSelectors {
@@ -43,7 +43,7 @@ impl WorkloadSelectors {
         kind: SelectingKind,
         namespace: &str,
         name: &str,
-        selector: Option<PodSelector>,
+        selector: Option<LabelSelector>,
     ) -> bool {
         match kind {
             SelectingKind::Service => {
@@ -99,8 +99,8 @@ impl WorkloadSelectors {
     /// the Services in its namespace that select it, and of its controlling
     /// ReplicationController, ReplicaSet or StatefulSet. Empty when nothing
     /// selects the pod: default constraints then do not apply.
-    pub fn default_selector(&self, pod: &PodInfo) -> PodSelector {
-        let mut selector = PodSelector::default();
+    pub fn default_selector(&self, pod: &PodInfo) -> LabelSelector {
+        let mut selector = LabelSelector::default();
         if let Some(services) = self.services.get(&*pod.key.namespace) {
             for s in services.values().filter(|s| s.matches(&pod.labels)) {
                 selector.and(s);
@@ -154,7 +154,7 @@ mod tests {
     #[test]
     fn services_that_select_the_pod_and_its_controller_make_the_selector() {
         let mut w = WorkloadSelectors::default();
-        let svc = |m: &[(&str, &str)]| Some(PodSelector::from_map(&map(m)));
+        let svc = |m: &[(&str, &str)]| Some(LabelSelector::from_map(&map(m)));
         assert!(w.upsert(SelectingKind::Service, "ns", "web", svc(&[("app", "web")])));
         assert!(!w.upsert(SelectingKind::Service, "ns", "web", svc(&[("app", "web")])));
         w.upsert(SelectingKind::Service, "ns", "other", svc(&[("app", "db")]));
@@ -202,7 +202,7 @@ mod tests {
             SelectingKind::Service,
             "ns",
             "empty",
-            Some(PodSelector::default())
+            Some(LabelSelector::default())
         ));
         assert!(w.is_empty());
     }

@@ -33,7 +33,7 @@ use crate::dialects::KueueGroups;
 use crate::framework::lifecycle::WaitingPods;
 use crate::framework::placement::Framework;
 use crate::gang::{GangArgs, GangScheduling};
-use crate::model::{DefinitionKey, GroupDef, GroupKey, NodeInfo, PodInfo, PodKey, PodSelector};
+use crate::model::{DefinitionKey, GroupDef, GroupKey, LabelSelector, NodeInfo, PodInfo, PodKey};
 use crate::queue::{QueueConfig, QueueLocation, SchedulingQueue};
 
 use actions::Outbox;
@@ -168,7 +168,7 @@ pub enum ClusterEvent {
         kind: SelectingKind,
         namespace: Arc<str>,
         name: Arc<str>,
-        selector: Option<PodSelector>,
+        selector: Option<LabelSelector>,
     },
     WorkloadSelectorDeleted {
         kind: SelectingKind,

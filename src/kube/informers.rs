@@ -35,7 +35,7 @@ use crate::dialects::{DEFINITION_SOURCES, DefinitionSource};
 use crate::model::spread::ControllerKind;
 use crate::model::volumes::{Claim, CsiDriver, CsiNode, PersistentVolume, StorageClass};
 use crate::model::wire::LabelSelectorWire;
-use crate::model::{DefinitionKey, GroupDef, NodeInfo, PodInfo, PodKey, PodSelector};
+use crate::model::{DefinitionKey, GroupDef, LabelSelector, NodeInfo, PodInfo, PodKey};
 
 /// What the informers observed.
 #[derive(Debug, Clone)]
@@ -78,7 +78,7 @@ pub enum Observed {
         kind: SelectingKind,
         namespace: String,
         name: String,
-        selector: Option<PodSelector>,
+        selector: Option<LabelSelector>,
     },
     WorkloadSelectorDeleted {
         kind: SelectingKind,
@@ -406,7 +406,7 @@ fn object_key<K: kube::Resource>(o: &K) -> ObjectKey {
 fn selector_upserted<K: kube::Resource>(
     o: &K,
     kind: SelectingKind,
-    selector: Option<PodSelector>,
+    selector: Option<LabelSelector>,
 ) -> Upsert {
     let (namespace, name) = object_key(o);
     Upsert::Live(Observed::WorkloadSelectorUpserted {
@@ -418,18 +418,18 @@ fn selector_upserted<K: kube::Resource>(
 }
 
 /// A map selector (Services, ReplicationControllers).
-fn map_selector(map: Option<&std::collections::BTreeMap<String, String>>) -> Option<PodSelector> {
-    map.map(PodSelector::from_map)
+fn map_selector(map: Option<&std::collections::BTreeMap<String, String>>) -> Option<LabelSelector> {
+    map.map(LabelSelector::from_map)
 }
 
-/// A `metav1.PodSelector` (ReplicaSets, StatefulSets); unreadable → `None`.
+/// A `metav1.LabelSelector` (ReplicaSets, StatefulSets); unreadable → `None`.
 fn label_selector(
     sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
-) -> Option<PodSelector> {
+) -> Option<LabelSelector> {
     let wire: LabelSelectorWire = serde_json::to_value(sel)
         .ok()
         .and_then(|v| serde_json::from_value(v).ok())?;
-    PodSelector::from_wire(Some(&wire)).ok()
+    LabelSelector::from_wire(Some(&wire)).ok()
 }
 
 async fn run_services(api: Api<Service>, tx: mpsc::Sender<Observed>) {

@@ -5,7 +5,6 @@
 
 pub mod deadline;
 mod group;
-mod label_selector;
 mod node;
 mod pod;
 mod pod_affinity;
@@ -22,7 +21,6 @@ pub use group::{
     CappedTimeout, DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPhase, GroupPolicy,
     GroupSource, MAX_GROUP_COUNT, MAX_SCHEDULE_TIMEOUT, TASK_ANNOTATION,
 };
-pub use label_selector::{LabelSelector, LabelSelectorRequirementWire, LabelSelectorWire};
 pub use node::NodeInfo;
 pub use pod::{
     DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, HostPort, PodInfo, PodKey, PodPhase,
@@ -35,7 +33,7 @@ pub use pod_affinity::{
 pub use quantity::{Quantity, QuantityError};
 pub use resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources, is_scalar_resource};
 pub use selector::{
-    NodeSelector, NodeSelectorTerm, Operator, PodSelector, PreferredTerm, Requirement,
+    LabelSelector, NodeSelector, NodeSelectorTerm, Operator, PreferredTerm, Requirement,
 };
 pub use spread::{PodSpread, SpreadConstraint, WhenUnsatisfiable};
 pub use taint::{Taint, TaintEffect, Toleration, first_untolerated};

@@ -16,8 +16,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::ModelError;
-use super::label_selector::{LabelSelector, LabelSelectorWire};
+use super::selector::LabelSelector;
 use super::selector::{Operator, Requirement};
+use super::wire::LabelSelectorWire;
 
 /// Terms one list (e.g. required anti-affinity) may hold: far above any real
 /// workload, low enough that PreFilter's work per pod stays bounded.
@@ -87,7 +88,7 @@ impl PodAffinityTerm {
         ns_labels: impl FnOnce() -> Option<&'a BTreeMap<String, String>>,
     ) -> bool {
         let listed = self.namespaces.iter().any(|n| **n == *namespace);
-        if !listed && self.namespace_selector.is_nothing() {
+        if !listed && self.namespace_selector.matches_nothing() {
             return false;
         }
         if !self.label_selector.matches(labels) {
@@ -202,12 +203,12 @@ impl Ctx<'_> {
                 "{at}.topologyKey: must not be empty"
             )));
         }
-        let mut label_selector =
-            LabelSelector::from_wire(w.label_selector.as_ref(), &format!("{at}.labelSelector"))?;
-        let namespace_selector = LabelSelector::from_wire(
-            w.namespace_selector.as_ref(),
-            &format!("{at}.namespaceSelector"),
-        )?;
+        let selector = |w: Option<&LabelSelectorWire>, field: &str| {
+            LabelSelector::from_wire(w)
+                .map_err(|e| ModelError::invalid(format!("{at}.{field}: {e}")))
+        };
+        let mut label_selector = selector(w.label_selector.as_ref(), "labelSelector")?;
+        let namespace_selector = selector(w.namespace_selector.as_ref(), "namespaceSelector")?;
         let match_label_keys = w.match_label_keys.clone().unwrap_or_default();
         let mismatch_label_keys = w.mismatch_label_keys.clone().unwrap_or_default();
         // The pod's own values for these keys: `In` for matchLabelKeys,
@@ -218,7 +219,7 @@ impl Ctx<'_> {
         ] {
             for key in keys {
                 if let Some(value) = self.labels.get(key) {
-                    label_selector.push(Requirement {
+                    label_selector.and_requirement(Requirement {
                         key: key.clone(),
                         op,
                         values: vec![value.clone()],
@@ -282,7 +283,7 @@ mod tests {
         .unwrap();
         let t = &a.required_anti_affinity[0];
         assert_eq!(t.namespaces, [Arc::from("ns")]);
-        assert!(t.namespace_selector.is_nothing());
+        assert!(t.namespace_selector.matches_nothing());
         assert!(t.matches("ns", &labels(&[]), || None));
         assert!(!t.matches("other", &labels(&[]), || None));
     }
@@ -345,7 +346,7 @@ mod tests {
             &[("rev", "2")],
         )
         .unwrap();
-        assert!(a.required_anti_affinity[0].label_selector.is_nothing());
+        assert!(a.required_anti_affinity[0].label_selector.matches_nothing());
     }
 
     #[test]
@@ -375,7 +376,7 @@ mod tests {
         assert!(
             parse(bad_op, &[])
                 .unwrap_err()
-                .starts_with("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0]")
+                .starts_with("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector: ")
         );
         let many: Vec<_> = (0..=MAX_TERMS)
             .map(|_| json!({"labelSelector": {}, "topologyKey": "z"}))

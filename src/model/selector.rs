@@ -4,7 +4,7 @@
 //! terms are ORed, the requirements inside a term are ANDed, an empty term matches
 //! nothing, and `matchFields` supports only `metadata.name`.
 //!
-//! Also `PodSelector`, the `metav1.PodSelector` that selects pods (and the
+//! Also `LabelSelector`, the `metav1.LabelSelector` that selects pods (and the
 //! pods a Service, ReplicaSet, ... selects), with `LabelSelectorAsSelector`'s
 //! semantics: an absent selector matches nothing, an empty one everything.
 
@@ -155,11 +155,11 @@ pub struct PreferredTerm {
     pub term: NodeSelectorTerm,
 }
 
-/// A `metav1.PodSelector` over pod labels: `matchLabels` and
+/// A `metav1.LabelSelector` over object labels (pods, namespaces, volumes): `matchLabels` and
 /// `matchExpressions` ANDed, with the label-selector operators only (`In`,
 /// `NotIn`, `Exists`, `DoesNotExist`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct PodSelector {
+pub struct LabelSelector {
     /// Sorted by key then operator, so equal selectors compare (and hash) equal.
     requirements: Vec<Requirement>,
     /// `labels.Nothing()`: the selector of an absent `labelSelector`.
@@ -172,10 +172,10 @@ pub struct PodSelector {
 pub const MAX_SELECTOR_REQUIREMENTS: usize = 64;
 pub const MAX_SELECTOR_VALUES: usize = 256;
 
-impl PodSelector {
+impl LabelSelector {
     /// The selector that matches nothing (an absent `labelSelector`).
     pub fn nothing() -> Self {
-        PodSelector {
+        LabelSelector {
             requirements: Vec::new(),
             nothing: true,
         }
@@ -184,7 +184,7 @@ impl PodSelector {
     /// `key = value` for every pair (a Service's or ReplicationController's
     /// map selector; empty matches everything).
     pub fn from_map(map: &BTreeMap<String, String>) -> Self {
-        let mut s = PodSelector::default();
+        let mut s = LabelSelector::default();
         for (k, v) in map {
             s.push(Requirement {
                 key: k.clone(),
@@ -198,14 +198,14 @@ impl PodSelector {
     /// From its wire form; `None` (absent) matches nothing.
     pub fn from_wire(w: Option<&LabelSelectorWire>) -> Result<Self, ModelError> {
         let Some(w) = w else {
-            return Ok(PodSelector::nothing());
+            return Ok(LabelSelector::nothing());
         };
         if w.match_labels.len() + w.match_expressions.len() > MAX_SELECTOR_REQUIREMENTS {
             return Err(ModelError::invalid(format!(
                 "label selector has more than {MAX_SELECTOR_REQUIREMENTS} requirements"
             )));
         }
-        let mut s = PodSelector::from_map(&w.match_labels);
+        let mut s = LabelSelector::from_map(&w.match_labels);
         for e in &w.match_expressions {
             let r = Requirement::from_wire(e)
                 .map_err(|err| ModelError::invalid(format!("label selector: {err}")))?;
@@ -238,18 +238,23 @@ impl PodSelector {
     /// Adds `key = value` (`matchLabelKeys` merged from a pod's own labels);
     /// a selector that matches nothing stays so, as upstream.
     pub fn and_equals(&mut self, key: &str, value: &str) {
-        if self.nothing {
-            return;
-        }
-        self.push(Requirement {
+        self.and_requirement(Requirement {
             key: key.to_string(),
             op: Operator::In,
             values: vec![value.to_string()],
         });
     }
 
+    /// Adds a requirement (ANDed), e.g. `mismatchLabelKeys`' `NotIn`; a
+    /// selector that matches nothing stays so, as upstream.
+    pub fn and_requirement(&mut self, r: Requirement) {
+        if !self.nothing {
+            self.push(r);
+        }
+    }
+
     /// Adds every requirement of `other` (ANDed); `nothing` wins.
-    pub fn and(&mut self, other: &PodSelector) {
+    pub fn and(&mut self, other: &LabelSelector) {
         self.nothing |= other.nothing;
         for r in &other.requirements {
             self.push(r.clone());
@@ -346,6 +351,34 @@ mod tests {
                 match_fields: vec![],
             };
             assert!(NodeSelectorTerm::from_wire(&w).is_err());
+        }
+    }
+
+    fn label_selector(v: serde_json::Value) -> Result<LabelSelector, ModelError> {
+        let w: Option<LabelSelectorWire> = serde_json::from_value(v).unwrap();
+        LabelSelector::from_wire(w.as_ref())
+    }
+
+    #[test]
+    fn label_selector_null_matches_nothing_and_empty_everything() {
+        use serde_json::json;
+        let l = labels(&[("app", "web")]);
+        assert!(!label_selector(json!(null)).unwrap().matches(&l));
+        assert!(label_selector(json!({})).unwrap().matches(&l));
+        assert!(label_selector(json!({})).unwrap().matches(&BTreeMap::new()));
+        let s = label_selector(json!({"matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["db"]},
+                                 {"key": "canary", "operator": "DoesNotExist"}]}))
+        .unwrap();
+        assert!(s.matches(&labels(&[("app", "web"), ("tier", "fe")])));
+        assert!(!s.matches(&labels(&[("app", "web"), ("tier", "db")])));
+        assert!(!s.matches(&labels(&[("app", "web"), ("canary", "")])));
+        for bad in [
+            json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}),
+            json!({"matchExpressions": [{"key": "a", "operator": "In"}]}),
+            json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}),
+        ] {
+            assert!(label_selector(bad).is_err());
         }
     }
 }

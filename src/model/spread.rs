@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::ModelError;
-use super::selector::PodSelector;
+use super::selector::LabelSelector;
 use super::wire::{PodWire, TopologySpreadConstraintWire};
 
 /// `kubernetes.io/hostname`: the one topology whose domains are single nodes.
@@ -80,7 +80,7 @@ pub struct SpreadConstraint {
     pub topology_key: String,
     pub when_unsatisfiable: WhenUnsatisfiable,
     /// The `labelSelector` with `matchLabelKeys` merged in.
-    pub selector: PodSelector,
+    pub selector: LabelSelector,
     /// At least 1 (1 when absent); above 1 only with `DoNotSchedule`.
     pub min_domains: i32,
     pub node_affinity_policy: InclusionPolicy,
@@ -94,7 +94,7 @@ impl SpreadConstraint {
     /// constraint (`maxSkew: ...`).
     pub fn parse_fields(
         w: &TopologySpreadConstraintWire,
-        selector: PodSelector,
+        selector: LabelSelector,
     ) -> Result<Self, FieldError> {
         let max = i64::from(i32::MAX);
         let max_skew = match w.max_skew {
@@ -252,8 +252,8 @@ impl PodSpread {
 fn pod_selector(
     c: &TopologySpreadConstraintWire,
     pod_labels: &std::collections::BTreeMap<String, String>,
-) -> Result<PodSelector, FieldError> {
-    let mut selector = PodSelector::from_wire(c.label_selector.as_ref())
+) -> Result<LabelSelector, FieldError> {
+    let mut selector = LabelSelector::from_wire(c.label_selector.as_ref())
         .map_err(|e| FieldError::new("labelSelector", e.to_string()))?;
     let keys = "matchLabelKeys";
     if !c.match_label_keys.is_empty() && c.label_selector.is_none() {

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::wire::{NodeSelectorTermWire, ObjectMetaWire, QuantityWire};
+use super::selector::LabelSelector;
+use super::wire::{LabelSelectorWire, NodeSelectorTermWire, ObjectMetaWire, QuantityWire};
 use super::{ModelError, NodeSelector, NodeSelectorTerm, Operator, PodKey, Quantity, Requirement};
 
 /// A claim's identity: its namespace and name (the shape of a pod's key).
@@ -53,60 +54,6 @@ impl AccessModes {
 
     pub fn contains(self, other: AccessModes) -> bool {
         self.0 & other.0 == other.0
-    }
-}
-
-// ----- a label selector (claim.spec.selector) -----
-
-/// `matchLabels` and `matchExpressions`, ANDed; an absent selector matches
-/// everything, as does an empty one.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LabelSelector {
-    pub requirements: Vec<Requirement>,
-}
-
-impl LabelSelector {
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.requirements
-            .iter()
-            .all(|r| r.matches(labels.get(&r.key).map(String::as_str)))
-    }
-
-    fn from_wire(w: &LabelSelectorWire) -> Result<Self, String> {
-        let mut requirements: Vec<Requirement> = w
-            .match_labels
-            .iter()
-            .map(|(k, v)| Requirement {
-                key: k.clone(),
-                op: Operator::In,
-                values: vec![v.clone()],
-            })
-            .collect();
-        for e in &w.match_expressions {
-            let op = match e.operator.as_str() {
-                "In" => Operator::In,
-                "NotIn" => Operator::NotIn,
-                "Exists" => Operator::Exists,
-                "DoesNotExist" => Operator::DoesNotExist,
-                other => return Err(format!("selector operator {other:?} is not valid")),
-            };
-            let arity_ok = match op {
-                Operator::In | Operator::NotIn => !e.values.is_empty(),
-                _ => e.values.is_empty(),
-            };
-            if !arity_ok {
-                return Err(format!(
-                    "selector requirement {:?} has invalid values for {:?}",
-                    e.key, e.operator
-                ));
-            }
-            requirements.push(Requirement {
-                key: e.key.clone(),
-                op,
-                values: e.values.clone(),
-            });
-        }
-        Ok(LabelSelector { requirements })
     }
 }
 
@@ -365,21 +312,6 @@ pub struct ClaimStatusWire {
     pub phase: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase", default)]
-pub struct LabelSelectorWire {
-    pub match_labels: BTreeMap<String, String>,
-    pub match_expressions: Vec<LabelRequirementWire>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase", default)]
-pub struct LabelRequirementWire {
-    pub key: String,
-    pub operator: String,
-    pub values: Vec<String>,
-}
-
 /// A PersistentVolumeClaim.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
@@ -428,7 +360,9 @@ impl Claim {
                 .spec
                 .selector
                 .as_ref()
-                .map(LabelSelector::from_wire)
+                .map(|sel| {
+                    LabelSelector::from_wire(Some(sel)).map_err(|e| format!("spec.selector: {e}"))
+                })
                 .transpose()
                 .map_err(ctx)?,
             storage_class: w.spec.storage_class_name.as_deref().map(Arc::from),

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use crate::framework::args::{self, ConfigError};
 use crate::model::spread::{HOSTNAME_LABEL, SpreadConstraint, ZONE_LABEL};
 use crate::model::wire::TopologySpreadConstraintWire;
-use crate::model::{PodSelector, WhenUnsatisfiable};
+use crate::model::{LabelSelector, WhenUnsatisfiable};
 
 /// `defaultingType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -44,7 +44,7 @@ pub fn system_default_constraints() -> Vec<SpreadConstraint> {
         max_skew,
         topology_key: key.to_string(),
         when_unsatisfiable: WhenUnsatisfiable::ScheduleAnyway,
-        selector: PodSelector::default(),
+        selector: LabelSelector::default(),
         min_domains: 1,
         node_affinity_policy: crate::model::spread::InclusionPolicy::Honor,
         node_taints_policy: crate::model::spread::InclusionPolicy::Ignore,
@@ -128,7 +128,7 @@ pub fn decode_args(
             node_taints_policy: c.node_taints_policy,
             match_label_keys: Vec::new(),
         };
-        let constraint = SpreadConstraint::parse_fields(&wire, PodSelector::default())
+        let constraint = SpreadConstraint::parse_fields(&wire, LabelSelector::default())
             .map_err(|e| ConfigError::at(format!("{at}.{}", e.field), e.message))?;
         let key = (
             constraint.topology_key.clone(),

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::cache::NodeState;
-use crate::model::{PodInfo, PodSelector};
+use crate::model::{LabelSelector, PodInfo};
 
 /// A node that lacks the topology key.
 pub(super) const MISSING: u32 = u32::MAX;
@@ -24,7 +24,7 @@ const MAX_MEMOS: usize = 64;
 /// Matching pods on one node's pod list, as upstream's
 /// `countPodsMatchSelector`: pods being deleted, finished pods and pods of
 /// other namespaces never count, nor does anything for an empty selector.
-pub(super) fn count_matching(pods: &[Arc<PodInfo>], selector: &PodSelector, ns: &str) -> u32 {
+pub(super) fn count_matching(pods: &[Arc<PodInfo>], selector: &LabelSelector, ns: &str) -> u32 {
     if selector.is_empty() {
         return 0;
     }
@@ -53,7 +53,7 @@ struct DomainIndex {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct MatchKey {
     namespace: Arc<str>,
-    selector: PodSelector,
+    selector: LabelSelector,
 }
 
 /// The per-node memos of one plugin instance (used only from PreFilter and
@@ -70,7 +70,7 @@ impl Memo {
         &mut self,
         nodes: &[NodeState],
         namespace: &Arc<str>,
-        selector: &PodSelector,
+        selector: &LabelSelector,
     ) -> Vec<u32> {
         if selector.is_empty() {
             return vec![0; nodes.len()];
@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn counts_skip_deleting_finished_and_foreign_pods() {
-        let sel = PodSelector::from_map(&[("app".to_string(), "a".to_string())].into());
+        let sel = LabelSelector::from_map(&[("app".to_string(), "a".to_string())].into());
         let mut deleting = labelled("d", json!({"app": "a"}));
         deleting.deleting = true;
         let mut done = labelled("f", json!({"app": "a"}));
@@ -172,13 +172,13 @@ mod tests {
         .map(Arc::new)
         .collect();
         assert_eq!(count_matching(&pods, &sel, "ns"), 1);
-        assert_eq!(count_matching(&pods, &PodSelector::default(), "ns"), 0);
-        assert_eq!(count_matching(&pods, &PodSelector::nothing(), "ns"), 0);
+        assert_eq!(count_matching(&pods, &LabelSelector::default(), "ns"), 0);
+        assert_eq!(count_matching(&pods, &LabelSelector::nothing(), "ns"), 0);
     }
 
     #[test]
     fn memo_recounts_only_changed_nodes() {
-        let sel = PodSelector::from_map(&[("app".to_string(), "a".to_string())].into());
+        let sel = LabelSelector::from_map(&[("app".to_string(), "a".to_string())].into());
         let ns: Arc<str> = Arc::from("ns");
         let mut nodes = vec![
             node("n0", &[])

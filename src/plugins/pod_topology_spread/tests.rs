@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::cache::{NodeState, SelectingKind};
 use crate::framework::ScorePlugin;
-use crate::model::{PodInfo, PodSelector, TaintEffect};
+use crate::model::{LabelSelector, PodInfo, TaintEffect};
 use crate::plugins::test_util::{NodeBuilder, node};
 
 const HOST: &str = "kubernetes.io/hostname";
@@ -566,7 +566,7 @@ fn facts_with_service(selector: &[(&str, &str)]) -> ClusterFacts {
         SelectingKind::Service,
         "ns",
         "svc",
-        Some(PodSelector::from_map(&map)),
+        Some(LabelSelector::from_map(&map)),
     );
     facts
 }
