@@ -148,35 +148,56 @@ pub(super) async fn serve_token_review(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> ApiResult<Response> {
-    let mut review = review_request(
+    let request = ReviewRequest::new(method, headers, body);
+    serve_review(
         state,
+        request,
+        "authentication.k8s.io",
+        "tokenreviews",
+        |review| {
+            let token = review
+                .pointer("/spec/token")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            state.tokens.review(token)
+        },
+    )
+    .await
+}
+
+/// One POST to a review endpoint, as received.
+pub(super) struct ReviewRequest<'a> {
+    pub method: &'a Method,
+    pub headers: &'a HeaderMap,
+    pub body: &'a Bytes,
+}
+
+impl<'a> ReviewRequest<'a> {
+    pub fn new(method: &'a Method, headers: &'a HeaderMap, body: &'a Bytes) -> Self {
+        ReviewRequest {
+            method,
+            headers,
+            body,
+        }
+    }
+}
+
+/// What every review endpoint does: create only, recorded and subject to
+/// faults like any resource request, a JSON body of the right kind, answered
+/// `201` with the body, its apiVersion and kind filled in and `status` set
+/// to what `answer` decides from it.
+pub(super) async fn serve_review(
+    state: &SimState,
+    request: ReviewRequest<'_>,
+    group: &str,
+    plural: &str,
+    answer: impl FnOnce(&Value) -> Value,
+) -> ApiResult<Response> {
+    let ReviewRequest {
         method,
         headers,
         body,
-        "authentication.k8s.io",
-        "tokenreviews",
-    )
-    .await?;
-    let token = review
-        .pointer("/spec/token")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    review["status"] = state.tokens.review(&token);
-    Ok((StatusCode::CREATED, axum::Json(review)).into_response())
-}
-
-/// The common part of the review endpoints: create only, recorded and
-/// subject to faults like any resource request, a JSON body of the right
-/// kind. Returns the body with apiVersion and kind filled in.
-pub(super) async fn review_request(
-    state: &SimState,
-    method: &Method,
-    headers: &HeaderMap,
-    body: &Bytes,
-    group: &str,
-    plural: &str,
-) -> ApiResult<Value> {
+    } = request;
     if *method != Method::POST {
         return Err(ApiError::method_not_allowed(format!(
             "{plural} only supports create"
@@ -204,7 +225,8 @@ pub(super) async fn review_request(
     };
     review["apiVersion"] = json!(format!("{group}/v1"));
     review["kind"] = json!(kind);
-    Ok(review)
+    review["status"] = answer(&review);
+    Ok((StatusCode::CREATED, axum::Json(review)).into_response())
 }
 
 #[cfg(test)]

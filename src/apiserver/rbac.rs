@@ -23,16 +23,22 @@
 //!
 //! Not modelled: the default bootstrap roles (create the ones a test needs).
 
+use std::collections::BTreeMap;
+
 use axum::body::Bytes;
-use axum::http::{HeaderMap, Method, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, Method};
+use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::SimState;
-use super::authn::{review_request, service_account};
+use super::authn::{ReviewRequest, serve_review, service_account};
 use super::status::ApiResult;
+use crate::model::LabelSelector;
+use crate::model::wire::LabelSelectorWire;
 
 const GROUP: &str = "rbac.authorization.k8s.io";
+/// The group of the access-review endpoints.
+const REVIEW_GROUP: &str = "authorization.k8s.io";
 
 /// What is asked: a SubjectAccessReview's spec, read leniently.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -308,32 +314,19 @@ fn aggregate(mut roles: Vec<Value>) -> Vec<Value> {
     roles
 }
 
-/// A metav1 LabelSelector object against labels: every `matchLabels` entry
-/// and every `matchExpressions` requirement holds. An empty selector matches
-/// nothing here, as the aggregation controller treats it.
+/// A metav1 LabelSelector object against a role's labels, read by the
+/// model's selector. An empty or unreadable selector matches nothing here.
 fn selector_matches(selector: &Value, labels: Option<&Value>) -> bool {
-    let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-    let match_labels = selector.get("matchLabels").and_then(Value::as_object);
-    let exprs = selector.get("matchExpressions").and_then(Value::as_array);
-    if match_labels.is_none_or(|m| m.is_empty()) && exprs.is_none_or(|e| e.is_empty()) {
+    let Ok(wire) = serde_json::from_value::<LabelSelectorWire>(selector.clone()) else {
+        return false;
+    };
+    if wire.match_labels.is_empty() && wire.match_expressions.is_empty() {
         return false;
     }
-    let labels_ok = match_labels
-        .into_iter()
-        .flatten()
-        .all(|(k, v)| label(k) == v.as_str());
-    let exprs_ok = exprs.into_iter().flatten().all(|e| {
-        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
-        let values = list(e, "values");
-        match e.get("operator").and_then(Value::as_str) {
-            Some("In") => label(key).is_some_and(|v| values.contains(&v)),
-            Some("NotIn") => label(key).is_none_or(|v| !values.contains(&v)),
-            Some("Exists") => label(key).is_some(),
-            Some("DoesNotExist") => label(key).is_none(),
-            _ => false,
-        }
-    });
-    labels_ok && exprs_ok
+    let labels: BTreeMap<String, String> = labels
+        .and_then(|l| serde_json::from_value(l.clone()).ok())
+        .unwrap_or_default();
+    LabelSelector::from_wire(Some(&wire)).is_ok_and(|s| s.matches(&labels))
 }
 
 /// `POST selfsubjectaccessreviews`: a SubjectAccessReview for the requester.
@@ -343,23 +336,41 @@ pub(super) async fn serve_self_subject_access_review(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> ApiResult<Response> {
-    let mut review = review_request(
-        state,
-        method,
-        headers,
-        body,
-        "authorization.k8s.io",
-        "selfsubjectaccessreviews",
-    )
-    .await?;
     let (user, groups) = super::authn::requester(state, headers);
-    let mut spec = review["spec"].clone();
-    if spec.is_object() {
-        spec["user"] = json!(user);
-        spec["groups"] = json!(groups);
-    }
-    review["status"] = decide(state, &spec);
-    Ok((StatusCode::CREATED, axum::Json(review)).into_response())
+    let request = ReviewRequest::new(method, headers, body);
+    serve_review(
+        state,
+        request,
+        REVIEW_GROUP,
+        "selfsubjectaccessreviews",
+        |review| {
+            let mut spec = review["spec"].clone();
+            if spec.is_object() {
+                spec["user"] = json!(user);
+                spec["groups"] = json!(groups);
+            }
+            decide(state, &spec)
+        },
+    )
+    .await
+}
+
+/// `POST subjectaccessreviews`.
+pub(super) async fn serve_subject_access_review(
+    state: &SimState,
+    method: &Method,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> ApiResult<Response> {
+    let request = ReviewRequest::new(method, headers, body);
+    serve_review(
+        state,
+        request,
+        REVIEW_GROUP,
+        "subjectaccessreviews",
+        |review| decide(state, &review["spec"]),
+    )
+    .await
 }
 
 /// The status of a review of `spec`.
@@ -374,26 +385,6 @@ fn decide(state: &SimState, spec: &Value) -> Value {
             "evaluationError": "spec needs resourceAttributes or nonResourceAttributes",
         }),
     }
-}
-
-/// `POST subjectaccessreviews`.
-pub(super) async fn serve_subject_access_review(
-    state: &SimState,
-    method: &Method,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> ApiResult<Response> {
-    let mut review = review_request(
-        state,
-        method,
-        headers,
-        body,
-        "authorization.k8s.io",
-        "subjectaccessreviews",
-    )
-    .await?;
-    review["status"] = decide(state, &review["spec"]);
-    Ok((StatusCode::CREATED, axum::Json(review)).into_response())
 }
 
 #[cfg(test)]
