@@ -129,10 +129,42 @@ pub fn start(
         tokio::spawn(run_priority_classes(Api::all(client.clone()), tx.clone())),
         tokio::spawn(run_namespaces(Api::all(client.clone()), tx.clone())),
         tokio::spawn(run_claims(Api::all(client.clone()), tx.clone())),
-        tokio::spawn(run_volumes(Api::all(client.clone()), tx.clone())),
-        tokio::spawn(run_storage_classes(Api::all(client.clone()), tx.clone())),
-        tokio::spawn(run_csi_nodes(Api::all(client.clone()), tx.clone())),
-        tokio::spawn(run_csi_drivers(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_cluster_storage(
+            "persistentvolumes",
+            "PersistentVolume",
+            Api::all(client.clone()),
+            tx.clone(),
+            |v: LeanVolume| PersistentVolume::from_wire(&v.into_wire()),
+            VolumeChange::VolumeUpserted,
+            VolumeChange::VolumeDeleted,
+        )),
+        tokio::spawn(run_cluster_storage(
+            "storageclasses",
+            "StorageClass",
+            Api::all(client.clone()),
+            tx.clone(),
+            |c: LeanStorageClass| StorageClass::from_wire(&c.into_wire()),
+            VolumeChange::ClassUpserted,
+            VolumeChange::ClassDeleted,
+        )),
+        tokio::spawn(run_cluster_storage(
+            "csinodes",
+            "CSINode",
+            Api::all(client.clone()),
+            tx.clone(),
+            |c: LeanCsiNode| CsiNode::from_wire(&c.into_wire()),
+            VolumeChange::CsiNodeUpserted,
+            VolumeChange::CsiNodeDeleted,
+        )),
+        tokio::spawn(run_cluster_storage(
+            "csidrivers",
+            "CSIDriver",
+            Api::all(client.clone()),
+            tx.clone(),
+            |c: LeanCsiDriver| CsiDriver::from_wire(&c.into_wire()),
+            VolumeChange::CsiDriverUpserted,
+            VolumeChange::CsiDriverDeleted,
+        )),
         tokio::spawn(run_services(Api::all(client.clone()), tx.clone())),
         tokio::spawn(run_replication_controllers(
             Api::all(client.clone()),
@@ -254,9 +286,9 @@ async fn run_keyed<K, Key>(
     api: Api<K>,
     config: watcher::Config,
     tx: mpsc::Sender<Observed>,
-    key: fn(&K) -> Key,
-    upsert: fn(K) -> Upsert,
-    deleted: fn(Key) -> Observed,
+    key: impl Fn(&K) -> Key,
+    upsert: impl Fn(K) -> Upsert,
+    deleted: impl Fn(Key) -> Observed,
 ) where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -291,7 +323,7 @@ async fn run_keyed<K, Key>(
             relist.gone(&k);
             vec![deleted(k)]
         }
-        Event::InitDone => relist.finish().into_iter().map(deleted).collect(),
+        Event::InitDone => relist.finish().into_iter().map(&deleted).collect(),
     })
     .await;
 }
@@ -498,79 +530,31 @@ async fn run_claims(api: Api<LeanClaim>, tx: mpsc::Sender<Observed>) {
     run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
 }
 
-async fn run_volumes(api: Api<LeanVolume>, tx: mpsc::Sender<Observed>) {
-    fn key(v: &LeanVolume) -> String {
-        cluster_key(&v.metadata)
-    }
-    let upsert = |v: LeanVolume| {
-        let k = key(&v);
-        storage_upsert(
-            "PersistentVolume",
-            k.clone(),
-            PersistentVolume::from_wire(&v.into_wire()),
-            VolumeChange::VolumeUpserted,
-            VolumeChange::VolumeDeleted(Arc::from(k)),
-        )
+/// A cluster-scoped storage kind, keyed by name: each object decoded into
+/// its model (`storage_upsert` reports an unreadable one as gone).
+async fn run_cluster_storage<K, T>(
+    name: &'static str,
+    kind: &'static str,
+    api: Api<K>,
+    tx: mpsc::Sender<Observed>,
+    decode: fn(K) -> Result<T, crate::model::ModelError>,
+    live: fn(Arc<T>) -> VolumeChange,
+    gone: fn(Arc<str>) -> VolumeChange,
+) where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let key = |o: &K| cluster_key(o.meta());
+    let upsert = move |o: K| {
+        let k = key(&o);
+        let absent = gone(Arc::from(k.as_str()));
+        storage_upsert(kind, k, decode(o), live, absent)
     };
-    let deleted = |k: String| Observed::Volume(VolumeChange::VolumeDeleted(Arc::from(k)));
-    let name = "persistentvolumes";
-    run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
-}
-
-async fn run_storage_classes(api: Api<LeanStorageClass>, tx: mpsc::Sender<Observed>) {
-    fn key(c: &LeanStorageClass) -> String {
-        cluster_key(&c.metadata)
-    }
-    let upsert = |c: LeanStorageClass| {
-        let k = key(&c);
-        storage_upsert(
-            "StorageClass",
-            k.clone(),
-            StorageClass::from_wire(&c.into_wire()),
-            VolumeChange::ClassUpserted,
-            VolumeChange::ClassDeleted(Arc::from(k)),
-        )
-    };
-    let deleted = |k: String| Observed::Volume(VolumeChange::ClassDeleted(Arc::from(k)));
-    let name = "storageclasses";
-    run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
-}
-
-async fn run_csi_nodes(api: Api<LeanCsiNode>, tx: mpsc::Sender<Observed>) {
-    fn key(c: &LeanCsiNode) -> String {
-        cluster_key(&c.metadata)
-    }
-    let upsert = |c: LeanCsiNode| {
-        let k = key(&c);
-        storage_upsert(
-            "CSINode",
-            k.clone(),
-            CsiNode::from_wire(&c.into_wire()),
-            VolumeChange::CsiNodeUpserted,
-            VolumeChange::CsiNodeDeleted(Arc::from(k)),
-        )
-    };
-    let deleted = |k: String| Observed::Volume(VolumeChange::CsiNodeDeleted(Arc::from(k)));
-    let name = "csinodes";
-    run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
-}
-
-async fn run_csi_drivers(api: Api<LeanCsiDriver>, tx: mpsc::Sender<Observed>) {
-    fn key(c: &LeanCsiDriver) -> String {
-        cluster_key(&c.metadata)
-    }
-    let upsert = |c: LeanCsiDriver| {
-        let k = key(&c);
-        storage_upsert(
-            "CSIDriver",
-            k.clone(),
-            CsiDriver::from_wire(&c.into_wire()),
-            VolumeChange::CsiDriverUpserted,
-            VolumeChange::CsiDriverDeleted(Arc::from(k)),
-        )
-    };
-    let deleted = |k: String| Observed::Volume(VolumeChange::CsiDriverDeleted(Arc::from(k)));
-    let name = "csidrivers";
+    let deleted = move |k: String| Observed::Volume(gone(Arc::from(k)));
     run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
 }
 
