@@ -1,8 +1,8 @@
 //! `ClusterFacts`: cluster-scoped objects, other than nodes and pods, that
 //! placement reads (namespace labels for inter-pod affinity's
 //! `namespaceSelector`; storage objects for the volume plugins; Service and
-//! controller selectors for topology spreading's defaults), kept up to date
-//! by informer events.
+//! controller selectors for topology spreading's defaults) kept up to date
+//! by informer events, and the index of accounted pods the cache keeps.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
@@ -24,6 +24,10 @@ pub struct ClusterFacts {
     pub volumes: super::volumes::VolumeFacts,
     /// Selectors of Services and controllers (PodTopologySpread's defaults).
     pub workloads: WorkloadSelectors,
+    /// Accounted pods by label and their affinity terms by what they select
+    /// (kept by the cache beside `NodeState::pods`; unmaintained in facts
+    /// built by hand, where plugins scan the nodes instead).
+    pub pods: super::pod_index::PodIndex,
 }
 
 impl ClusterFacts {
@@ -31,6 +35,14 @@ impl ClusterFacts {
     pub fn empty() -> &'static ClusterFacts {
         static EMPTY: OnceLock<ClusterFacts> = OnceLock::new();
         EMPTY.get_or_init(ClusterFacts::default)
+    }
+
+    /// Facts a cache keeps up to date (its pod index answers queries).
+    pub fn maintained() -> Self {
+        ClusterFacts {
+            pods: super::pod_index::PodIndex::maintained(),
+            ..ClusterFacts::default()
+        }
     }
 
     /// Records a namespace and its labels; returns whether they changed.

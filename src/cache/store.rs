@@ -134,7 +134,7 @@ impl Cache {
             total_requested: Resources::default(),
             served: served.into_iter().collect(),
             labels_generation: 0,
-            facts: ClusterFacts::default(),
+            facts: ClusterFacts::maintained(),
         }
     }
 
@@ -217,10 +217,14 @@ impl Cache {
                 self.facts.images.remove_node(&self.nodes[i].info);
                 self.facts.images.add_node(&info);
             }
-            if self.nodes[i].info.labels != info.labels {
+            let relabelled = self.nodes[i].info.labels != info.labels;
+            if relabelled {
                 self.labels_generation += 1;
             }
             self.nodes[i].set_info(info);
+            if relabelled {
+                self.facts.pods.set_node(&self.nodes[i]);
+            }
             return false;
         }
         self.labels_generation += 1;
@@ -228,6 +232,7 @@ impl Cache {
         for key in self.by_node.get(&info.name).into_iter().flatten() {
             if let Some(p) = self.pods.get(key) {
                 state.add_pod(&p.info);
+                self.facts.pods.add(&p.info, &info);
                 self.total_requested.add(&p.info.requests);
             }
         }
@@ -251,6 +256,9 @@ impl Cache {
         }
         self.total_allocatable.sub(&removed.info.allocatable);
         self.facts.images.remove_node(&removed.info);
+        for pod in &removed.pods {
+            self.facts.pods.remove(&pod.key);
+        }
         self.total_requested.sub(&removed.requested);
         let mut assumed: Vec<PodKey> = self
             .by_node
@@ -348,6 +356,7 @@ impl Cache {
                 .insert(key.clone());
             if let Some(&i) = self.node_index.get(node) {
                 self.nodes[i].add_pod(&pod.info);
+                self.facts.pods.add(&pod.info, &self.nodes[i].info);
                 self.total_requested.add(&pod.info.requests);
             }
         }
@@ -377,6 +386,7 @@ impl Cache {
             }
             if let Some(&i) = self.node_index.get(node) {
                 self.nodes[i].remove_pod(&pod.info);
+                self.facts.pods.remove(&pod.info.key);
                 self.total_requested.sub(&pod.info.requests);
             }
         }

@@ -271,6 +271,12 @@ impl LabelSelector {
         self.nothing
     }
 
+    /// The requirements, sorted by key then operator (indexes read the
+    /// equality ones to narrow their candidates).
+    pub fn requirements(&self) -> &[Requirement] {
+        &self.requirements
+    }
+
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         !self.nothing
             && self

@@ -164,3 +164,106 @@ fn the_labels_generation_moves_only_with_node_membership_and_labels() {
     c.remove_node("n1");
     assert_ne!(c.labels_generation(), g2, "indices move on removal");
 }
+
+mod pod_index_follows_the_nodes {
+    //! The cache's pod index holds exactly the pods its node states hold,
+    //! on the nodes they are on, through any sequence of changes.
+
+    use super::*;
+    use crate::cache::PodIndex;
+    use crate::model::PodAffinity;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Node {
+            n: u8,
+            zone: u8,
+        },
+        RemoveNode {
+            n: u8,
+        },
+        Pod {
+            p: u8,
+            app: u8,
+            on: Option<u8>,
+            anti: bool,
+        },
+        RemovePod {
+            p: u8,
+        },
+        Assume {
+            p: u8,
+            n: u8,
+        },
+        Forget {
+            p: u8,
+        },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0..4u8, 0..3u8).prop_map(|(n, zone)| Op::Node { n, zone }),
+            (0..4u8).prop_map(|n| Op::RemoveNode { n }),
+            (0..8u8, 0..3u8, proptest::option::of(0..5u8), any::<bool>())
+                .prop_map(|(p, app, on, anti)| Op::Pod { p, app, on, anti }),
+            (0..8u8).prop_map(|p| Op::RemovePod { p }),
+            (0..8u8, 0..4u8).prop_map(|(p, n)| Op::Assume { p, n }),
+            (0..8u8).prop_map(|p| Op::Forget { p }),
+        ]
+    }
+
+    fn labelled(p: u8, app: u8, on: Option<u8>, anti: bool) -> PodInfo {
+        let mut info = pod(&format!("p{p}"), 100, 1);
+        info.labels.insert("app".into(), format!("a{app}"));
+        info.node_name = on.map(|n| Arc::from(format!("n{n}")));
+        if anti {
+            let terms: crate::model::PodAffinityWire = serde_json::from_value(serde_json::json!({
+                "requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {"app": format!("a{app}")}},
+                    "topologyKey": "zone"}]}))
+            .unwrap();
+            info.pod_affinity =
+                PodAffinity::from_wire(None, Some(&terms), "default", &info.labels).unwrap();
+        }
+        info
+    }
+
+    proptest! {
+        #[test]
+        fn index_equals_one_rebuilt_from_the_nodes(ops in proptest::collection::vec(op(), 1..60)) {
+            let mut c = cache();
+            for op in ops {
+                match op {
+                    Op::Node { n, zone } => {
+                        let mut info = node(&format!("n{n}"), 4000, 8);
+                        info.labels.insert("zone".into(), format!("z{zone}"));
+                        c.upsert_node(arc(info));
+                    }
+                    Op::RemoveNode { n } => {
+                        c.remove_node(&format!("n{n}"));
+                    }
+                    Op::Pod { p, app, on, anti } => {
+                        c.upsert_pod(arc(labelled(p, app, on, anti)));
+                    }
+                    Op::RemovePod { p } => {
+                        c.remove_pod(&PodKey::new("default", &format!("p{p}")));
+                    }
+                    Op::Assume { p, n } => {
+                        let key = PodKey::new("default", &format!("p{p}"));
+                        if let Some(i) = c.nodes().iter().position(|s| s.name() == format!("n{n}")) {
+                            let _ = c.assume(&key, i);
+                        }
+                    }
+                    Op::Forget { p } => {
+                        c.forget(&PodKey::new("default", &format!("p{p}")));
+                    }
+                }
+                prop_assert_eq!(
+                    c.facts().pods.fingerprint(),
+                    PodIndex::of_nodes(c.nodes()).fingerprint()
+                );
+            }
+        }
+    }
+}

@@ -1,10 +1,14 @@
 //! PreFilter's topology counts and Filter's three checks.
 //!
 //! PreFilter counts, per topology pair, (1) the existing pods whose required
-//! anti-affinity terms select the incoming pod — only pods in a node's
-//! `pods_with_required_anti_affinity` are read — and, when the incoming pod
+//! anti-affinity terms select the incoming pod and, when the incoming pod
 //! has required terms, (2) the existing pods matching all of its affinity
-//! terms and (3) those matching each anti-affinity term. Filter then looks up
+//! terms and (3) those matching each anti-affinity term. The cache's
+//! `PodIndex` offers the candidates for each (the terms filed under the
+//! incoming pod's labels; the pods carrying a term's required label), so the
+//! cost follows the matches, not the cluster; a snapshot without a
+//! maintained index is scanned as kube-scheduler does (nodes'
+//! `pods_with_required_anti_affinity`, then every pod). Filter then looks up
 //! the node's values of the terms' topology keys: O(terms) per node.
 
 use std::collections::BTreeMap;
@@ -12,7 +16,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 
 use super::counts::TopologyCounts;
-use crate::cache::NodeState;
+use crate::cache::{NodeState, TermKind};
 use crate::framework::Snapshot;
 use crate::model::{PodAffinityTerm, PodInfo};
 
@@ -40,33 +44,42 @@ impl FilterState {
         let terms = &pod.pod_affinity;
         let has_required =
             !terms.required_affinity.is_empty() || !terms.required_anti_affinity.is_empty();
-        // The common case, no terms anywhere: one pass over the node list,
-        // no fan-out, no allocation.
-        if !has_required
-            && snapshot
-                .nodes
-                .iter()
-                .all(|n| n.pods_with_required_anti_affinity.is_empty())
-        {
-            return None;
-        }
+        let index = &snapshot.facts.pods;
         let own_ns_labels = snapshot.facts.namespace_labels(&pod.key.namespace);
-        let existing_anti_affinity = fold_nodes(snapshot.nodes, |counts, node| {
-            for existing in &node.pods_with_required_anti_affinity {
-                for t in &existing.pod_affinity.required_anti_affinity {
-                    if t.matches(&pod.key.namespace, &pod.labels, || own_ns_labels) {
-                        counts.add_on(&t.topology_key, &node.info.labels, 1);
-                    }
-                }
+        let existing_anti_affinity = if index.is_maintained() {
+            // The common case, no required anti-affinity anywhere: nothing
+            // to look up.
+            if !has_required && index.term_count(TermKind::RequiredAntiAffinity) == 0 {
+                return None;
             }
-        });
+            let mut counts = TopologyCounts::default();
+            index.for_each_term_selecting(&pod.labels, |t| {
+                if t.kind == TermKind::RequiredAntiAffinity
+                    && t.term
+                        .matches(&pod.key.namespace, &pod.labels, || own_ns_labels)
+                {
+                    counts.add_on(&t.term.topology_key, &t.node.labels, 1);
+                }
+            });
+            counts
+        } else {
+            if !has_required
+                && snapshot
+                    .nodes
+                    .iter()
+                    .all(|n| n.pods_with_required_anti_affinity.is_empty())
+            {
+                return None;
+            }
+            scan_existing_anti_affinity(pod, snapshot, own_ns_labels)
+        };
         if !has_required && existing_anti_affinity.is_empty() {
             return None;
         }
-        let (affinity, anti_affinity) = if has_required {
-            incoming_counts(pod, snapshot)
-        } else {
-            Default::default()
+        let (affinity, anti_affinity) = match (has_required, index.is_maintained()) {
+            (false, _) => Default::default(),
+            (true, true) => indexed_incoming_counts(pod, snapshot),
+            (true, false) => scan_incoming_counts(pod, snapshot),
         };
         let matches_own_affinity = !terms.required_affinity.is_empty()
             && matches_all(&terms.required_affinity, pod, own_ns_labels);
@@ -124,8 +137,67 @@ impl FilterState {
     }
 }
 
-/// Counts (2) and (3) over every pod of every node.
-fn incoming_counts(pod: &PodInfo, snapshot: &Snapshot<'_>) -> (TopologyCounts, TopologyCounts) {
+/// Count (1) by reading every node's pods with required anti-affinity
+/// (snapshots without a maintained index).
+fn scan_existing_anti_affinity(
+    pod: &PodInfo,
+    snapshot: &Snapshot<'_>,
+    own_ns_labels: Option<&BTreeMap<String, String>>,
+) -> TopologyCounts {
+    fold_nodes(snapshot.nodes, |counts, node| {
+        for existing in &node.pods_with_required_anti_affinity {
+            for t in &existing.pod_affinity.required_anti_affinity {
+                if t.matches(&pod.key.namespace, &pod.labels, || own_ns_labels) {
+                    counts.add_on(&t.topology_key, &node.info.labels, 1);
+                }
+            }
+        }
+    })
+}
+
+/// Counts (2) and (3) from the pods the index offers for each term's selector.
+fn indexed_incoming_counts(
+    pod: &PodInfo,
+    snapshot: &Snapshot<'_>,
+) -> (TopologyCounts, TopologyCounts) {
+    let terms = &pod.pod_affinity;
+    let facts = snapshot.facts;
+    let index = &facts.pods;
+    let mut affinity = TopologyCounts::default();
+    // A pod counts for affinity only when it matches every term, so the
+    // first term's candidates are all the candidates there are.
+    if let Some(first) = terms.required_affinity.first() {
+        index.for_each_candidate(&first.label_selector, |existing, node| {
+            let ns_labels = || facts.namespace_labels(&existing.key.namespace);
+            if terms
+                .required_affinity
+                .iter()
+                .all(|t| t.matches(&existing.key.namespace, &existing.labels, ns_labels))
+            {
+                for t in &terms.required_affinity {
+                    affinity.add_on(&t.topology_key, &node.labels, 1);
+                }
+            }
+        });
+    }
+    let mut anti = TopologyCounts::default();
+    for t in &terms.required_anti_affinity {
+        index.for_each_candidate(&t.label_selector, |existing, node| {
+            let ns_labels = || facts.namespace_labels(&existing.key.namespace);
+            if t.matches(&existing.key.namespace, &existing.labels, ns_labels) {
+                anti.add_on(&t.topology_key, &node.labels, 1);
+            }
+        });
+    }
+    (affinity, anti)
+}
+
+/// Counts (2) and (3) over every pod of every node (snapshots without a
+/// maintained index).
+fn scan_incoming_counts(
+    pod: &PodInfo,
+    snapshot: &Snapshot<'_>,
+) -> (TopologyCounts, TopologyCounts) {
     let terms = &pod.pod_affinity;
     let facts = snapshot.facts;
     let scan = |(mut affinity, mut anti): (TopologyCounts, TopologyCounts), node: &NodeState| {

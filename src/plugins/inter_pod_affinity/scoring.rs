@@ -19,7 +19,7 @@ use rayon::prelude::*;
 
 use super::InterPodAffinityArgs;
 use super::counts::TopologyCounts;
-use crate::cache::NodeState;
+use crate::cache::{NodeState, TermKind};
 use crate::framework::{MAX_NODE_SCORE, Snapshot};
 use crate::model::{PodInfo, WeightedPodAffinityTerm};
 
@@ -44,8 +44,102 @@ impl ScoreState {
         if args.ignore_preferred_terms_of_existing_pods && !has_preferred {
             return None;
         }
-        // The common case, no terms anywhere: one pass over the node list,
-        // no fan-out, no allocation.
+        let ctx = Ctx {
+            args,
+            pod,
+            snapshot,
+            own_ns_labels: snapshot.facts.namespace_labels(&pod.key.namespace),
+        };
+        let scores = if snapshot.facts.pods.is_maintained() {
+            ctx.indexed(has_preferred)?
+        } else {
+            ctx.scan(has_preferred)?
+        };
+        (!scores.is_empty()).then_some(ScoreState { scores })
+    }
+}
+
+struct Ctx<'a> {
+    args: &'a InterPodAffinityArgs,
+    pod: &'a PodInfo,
+    snapshot: &'a Snapshot<'a>,
+    own_ns_labels: Option<&'a BTreeMap<String, String>>,
+}
+
+impl Ctx<'_> {
+    /// The preferences from the index: the pods each preferred term of the
+    /// incoming pod may match, and the existing terms filed under its labels.
+    /// `None` when no term anywhere can contribute.
+    fn indexed(&self, has_preferred: bool) -> Option<TopologyCounts> {
+        let facts = self.snapshot.facts;
+        let index = &facts.pods;
+        let hard = i64::from(self.args.hard_pod_affinity_weight);
+        let symmetric = |kind| match kind {
+            TermKind::RequiredAffinity => hard > 0,
+            TermKind::PreferredAffinity | TermKind::PreferredAntiAffinity => {
+                !self.args.ignore_preferred_terms_of_existing_pods
+            }
+            TermKind::RequiredAntiAffinity => false,
+        };
+        let any_existing = [
+            TermKind::RequiredAffinity,
+            TermKind::PreferredAffinity,
+            TermKind::PreferredAntiAffinity,
+        ]
+        .into_iter()
+        .any(|k| symmetric(k) && index.term_count(k) > 0);
+        if !has_preferred && !any_existing {
+            return None;
+        }
+        let mut scores = TopologyCounts::default();
+        let incoming = &self.pod.pod_affinity;
+        for (terms, sign) in [
+            (&incoming.preferred_affinity, 1),
+            (&incoming.preferred_anti_affinity, -1),
+        ] {
+            for w in terms {
+                index.for_each_candidate(&w.term.label_selector, |existing, node| {
+                    let ns_labels = || facts.namespace_labels(&existing.key.namespace);
+                    if w.term
+                        .matches(&existing.key.namespace, &existing.labels, ns_labels)
+                    {
+                        scores.add_on(
+                            &w.term.topology_key,
+                            &node.labels,
+                            sign * i64::from(w.weight),
+                        );
+                    }
+                });
+            }
+        }
+        if any_existing {
+            let own_ns = || self.own_ns_labels;
+            index.for_each_term_selecting(&self.pod.labels, |t| {
+                if !symmetric(t.kind)
+                    || !t
+                        .term
+                        .matches(&self.pod.key.namespace, &self.pod.labels, own_ns)
+                {
+                    return;
+                }
+                let delta = match t.kind {
+                    TermKind::RequiredAffinity => hard,
+                    TermKind::PreferredAffinity => i64::from(t.weight),
+                    TermKind::PreferredAntiAffinity => -i64::from(t.weight),
+                    TermKind::RequiredAntiAffinity => 0,
+                };
+                scores.add_on(&t.term.topology_key, &t.node.labels, delta);
+            });
+        }
+        Some(scores)
+    }
+
+    /// The preferences from every pod of every node (when the incoming pod
+    /// has preferred terms) or every node's pods with terms (snapshots
+    /// without a maintained index, as kube-scheduler computes them).
+    fn scan(&self, has_preferred: bool) -> Option<TopologyCounts> {
+        let snapshot = self.snapshot;
+        // No terms anywhere: one pass over the node list, no fan-out.
         if !has_preferred
             && snapshot
                 .nodes
@@ -54,12 +148,6 @@ impl ScoreState {
         {
             return None;
         }
-        let ctx = Ctx {
-            args,
-            pod,
-            snapshot,
-            own_ns_labels: snapshot.facts.namespace_labels(&pod.key.namespace),
-        };
         let step = |mut scores: TopologyCounts, node: &NodeState| {
             if node.info.labels.is_empty() {
                 return scores;
@@ -70,7 +158,7 @@ impl ScoreState {
                 &node.pods_with_affinity
             };
             for e in existing {
-                ctx.process(&mut scores, e, &node.info.labels);
+                self.process(&mut scores, e, &node.info.labels);
             }
             scores
         };
@@ -87,18 +175,9 @@ impl ScoreState {
                     a
                 })
         };
-        (!scores.is_empty()).then_some(ScoreState { scores })
+        Some(scores)
     }
-}
 
-struct Ctx<'a> {
-    args: &'a InterPodAffinityArgs,
-    pod: &'a PodInfo,
-    snapshot: &'a Snapshot<'a>,
-    own_ns_labels: Option<&'a BTreeMap<String, String>>,
-}
-
-impl Ctx<'_> {
     /// Adds what one existing pod on a node with `labels` contributes.
     fn process(
         &self,

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::cache::{ClusterFacts, NodeState};
+use crate::cache::{ClusterFacts, NodeState, PodIndex};
 use crate::plugins::test_util::node;
 
 /// A pod `ns/name` with `labels` and `spec`.
@@ -48,6 +48,13 @@ fn preferred(affinity: &[(i64, Value)], anti: &[(i64, Value)]) -> Value {
         "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": list(anti)}}})
 }
 
+/// `prefix-N`, a fresh N each call.
+fn unique(prefix: &str) -> String {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{prefix}-{n}")
+}
+
 fn plain(ns: &str, name: &str, labels: &[(&str, &str)]) -> PodInfo {
     mk(ns, name, labels, json!({}))
 }
@@ -78,9 +85,31 @@ fn facts(namespaces: &[(&str, &[(&str, &str)])]) -> ClusterFacts {
     f
 }
 
+/// `facts` with a maintained pod index of `nodes` (the cache's view).
+fn indexed(facts: &ClusterFacts, nodes: &[NodeState]) -> ClusterFacts {
+    let mut f = facts.clone();
+    f.pods = PodIndex::of_nodes(nodes);
+    f
+}
+
 /// Filter's verdict on each node, as the reason (`None`: passes) and
-/// whether it is unresolvable.
+/// whether it is unresolvable — the same whether PreFilter scans the nodes
+/// or reads the cache's pod index.
 fn filter_all(
+    pod: &PodInfo,
+    nodes: &[NodeState],
+    facts: &ClusterFacts,
+) -> Vec<Option<(&'static str, bool)>> {
+    let scanned = filter_with(pod, nodes, facts);
+    assert_eq!(
+        filter_with(pod, nodes, &indexed(facts, nodes)),
+        scanned,
+        "indexed PreFilter disagrees with the scan"
+    );
+    scanned
+}
+
+fn filter_with(
     pod: &PodInfo,
     nodes: &[NodeState],
     facts: &ClusterFacts,
@@ -126,7 +155,8 @@ const N2: &[(&str, &str)] = &[("region", "r1"), ("zone", "z12"), ("hostname", "h
 const N3: &[(&str, &str)] = &[("region", "r2"), ("zone", "z21"), ("hostname", "h3")];
 
 fn filter_cases() -> Vec<FilterCase> {
-    let scan = |labels: &[(&str, &str)]| plain("ns", "existing", labels);
+    // Each existing pod its own name, as in a cluster (the index keys by it).
+    let scan = |labels: &[(&str, &str)]| plain("ns", &unique("existing"), labels);
     let securityscan = || scan(&[("service", "securityscan")]);
     let three = |pods1: Vec<PodInfo>, pods3: Vec<PodInfo>| {
         vec![
@@ -497,8 +527,24 @@ fn nothing_to_check_writes_no_state() {
     assert!(state.read::<FilterState>(PRE_FILTER_KEY).is_none());
 }
 
-/// Normalised scores per node, or `None` when PreScore skipped.
+/// Normalised scores per node, or `None` when PreScore skipped — the same
+/// whether PreScore scans the nodes or reads the cache's pod index.
 fn scores(
+    args: &InterPodAffinityArgs,
+    pod: &PodInfo,
+    nodes: &[NodeState],
+    facts: &ClusterFacts,
+) -> Option<Vec<i64>> {
+    let scanned = scores_with(args, pod, nodes, facts);
+    assert_eq!(
+        scores_with(args, pod, nodes, &indexed(facts, nodes)),
+        scanned,
+        "indexed PreScore disagrees with the scan"
+    );
+    scanned
+}
+
+fn scores_with(
     args: &InterPodAffinityArgs,
     pod: &PodInfo,
     nodes: &[NodeState],
@@ -748,4 +794,89 @@ fn args_are_decoded_and_bounded() {
     }
     let e = decode_args("a", json!({"hardPodAffinity": 1})).unwrap_err();
     assert!(e.message.contains("unknown field"), "{e}");
+}
+
+mod index_agrees_with_the_scan {
+    //! On random clusters, PreFilter and PreScore reach the same verdicts
+    //! and scores from the cache's pod index as from scanning every node.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One term: (kind 0..4, selector 0..3, topology key 0..2, weight).
+    type T = (u8, u8, u8, i64);
+
+    fn selector(s: u8, app: u8) -> Value {
+        match s {
+            0 => json!({"matchLabels": {"app": format!("a{app}")}}),
+            1 => sel_in("app", &["a0", "a1"]),
+            _ => json!({"matchExpressions": [{"key": "app", "operator": "Exists"}]}),
+        }
+    }
+
+    fn spec(terms: &[T], app: u8) -> Value {
+        let mut lists: [Vec<Value>; 4] = Default::default();
+        for (kind, s, key, weight) in terms {
+            let t = term(
+                selector(*s, app),
+                ["zone", "hostname"][usize::from(key % 2)],
+            );
+            let kind = usize::from(kind % 4);
+            lists[kind].push(if kind < 2 {
+                t
+            } else {
+                json!({"weight": weight, "podAffinityTerm": t})
+            });
+        }
+        let [ra, rn, pa, pn] = lists;
+        json!({"affinity": {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ra,
+                "preferredDuringSchedulingIgnoredDuringExecution": pa},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": rn,
+                "preferredDuringSchedulingIgnoredDuringExecution": pn}}})
+    }
+
+    fn terms() -> impl Strategy<Value = Vec<T>> {
+        proptest::collection::vec((0..4u8, 0..3u8, 0..2u8, 1..100i64), 0..3)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+        #[test]
+        fn verdicts_and_scores(
+            zones in proptest::collection::vec(0..3u8, 1..6),
+            pods in proptest::collection::vec((0..6usize, 0..3u8, terms()), 0..20),
+            incoming in (0..3u8, terms()),
+            hard in 0..3i32,
+            ignore in any::<bool>(),
+        ) {
+            let mut nodes: Vec<NodeState> = zones
+                .iter()
+                .enumerate()
+                .map(|(i, z)| {
+                    let zone = format!("z{z}");
+                    let host = format!("h{i}");
+                    node_with(&host, &[("zone", zone.as_str()), ("hostname", host.as_str())], vec![])
+                })
+                .collect();
+            for (at, app, t) in &pods {
+                let n = at % nodes.len();
+                let p = mk("ns", &unique("e"), &[("app", &format!("a{app}"))], spec(t, *app));
+                nodes[n].add_pod(&std::sync::Arc::new(p));
+            }
+            let (app, t) = incoming;
+            let pod = mk("ns", "incoming", &[("app", &format!("a{app}"))], spec(&t, app));
+            let facts = facts(&[("ns", &[])]);
+            let with_index = indexed(&facts, &nodes);
+            prop_assert_eq!(filter_with(&pod, &nodes, &with_index), filter_with(&pod, &nodes, &facts));
+            let args = InterPodAffinityArgs {
+                hard_pod_affinity_weight: hard,
+                ignore_preferred_terms_of_existing_pods: ignore,
+            };
+            prop_assert_eq!(
+                scores_with(&args, &pod, &nodes, &with_index),
+                scores_with(&args, &pod, &nodes, &facts)
+            );
+        }
+    }
 }

@@ -1,0 +1,494 @@
+//! `PodIndex`: every accounted pod by label, and every inter-pod affinity
+//! term of an accounted pod by what it selects — so PreFilter and PreScore
+//! find the pods a selector matches, and the terms that select a pod, without
+//! reading every pod of the cluster each cycle.
+//!
+//! kube-scheduler rescans its snapshot's pods (or its `PodsWithAffinity`
+//! lists) every cycle; at 50,000 pods that is milliseconds. The index is kept
+//! by the cache beside `NodeState::pods` (the same pods, added and removed at
+//! the same four places), so a query costs in proportion to its candidates.
+//!
+//! Queries return *candidates*, a superset of the answer: the caller applies
+//! the full match (namespaces, every requirement). Candidates are chosen by
+//! one equality requirement (`key In [values]`, which is what `matchLabels`
+//! becomes); a selector without one falls back to every pod.
+//!
+//! An index that is not maintained (the empty facts of tests and benches that
+//! build nodes by hand) says so, and callers scan the nodes instead; the
+//! property test below holds the two answers equal.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::model::{LabelSelector, NodeInfo, Operator, PodAffinityTerm, PodInfo, PodKey};
+
+/// Which list of `PodAffinity` a term comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TermKind {
+    RequiredAffinity,
+    RequiredAntiAffinity,
+    PreferredAffinity,
+    PreferredAntiAffinity,
+}
+
+impl TermKind {
+    const ALL: [TermKind; 4] = [
+        TermKind::RequiredAffinity,
+        TermKind::RequiredAntiAffinity,
+        TermKind::PreferredAffinity,
+        TermKind::PreferredAntiAffinity,
+    ];
+}
+
+/// One term of an accounted pod, as a query yields it.
+#[derive(Debug, Clone, Copy)]
+pub struct IndexedTerm<'a> {
+    pub pod: &'a PodInfo,
+    pub node: &'a NodeInfo,
+    pub kind: TermKind,
+    pub term: &'a PodAffinityTerm,
+    /// The preferred term's weight (0 for required terms).
+    pub weight: i32,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    pod: Arc<PodInfo>,
+    node: Arc<NodeInfo>,
+}
+
+type TermRef = (PodKey, TermKind, u16);
+type PodSets = HashMap<String, HashMap<String, HashSet<PodKey>>>;
+type TermSets = HashMap<String, HashMap<String, HashSet<TermRef>>>;
+
+#[derive(Debug, Default, Clone)]
+pub struct PodIndex {
+    maintained: bool,
+    pods: HashMap<PodKey, Entry>,
+    /// label key → value → pods carrying it.
+    by_label: PodSets,
+    /// Terms of accounted pods, filed under the first single-valued `In`
+    /// requirement of their selector (a pod must carry that pair to be
+    /// selected) ...
+    terms_by_pair: TermSets,
+    /// ... or here when they have none.
+    general_terms: HashSet<TermRef>,
+    /// Terms of each kind, by `TermKind as usize`.
+    term_counts: [usize; 4],
+}
+
+impl PodIndex {
+    /// An index the cache keeps up to date.
+    pub fn maintained() -> Self {
+        PodIndex {
+            maintained: true,
+            ..Default::default()
+        }
+    }
+
+    /// Whether queries answer for the whole cluster. An index nobody
+    /// maintains (hand-built snapshots) does not: callers scan nodes.
+    pub fn is_maintained(&self) -> bool {
+        self.maintained
+    }
+
+    /// A maintained index of the pods on `nodes` (tests and benches that
+    /// build node states by hand).
+    pub fn of_nodes(nodes: &[super::NodeState]) -> Self {
+        let mut index = PodIndex::maintained();
+        for node in nodes {
+            for pod in &node.pods {
+                index.add(pod, &node.info);
+            }
+        }
+        index
+    }
+
+    pub fn len(&self) -> usize {
+        self.pods.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+
+    /// Records a pod accounted on `node` (replacing an earlier record).
+    pub fn add(&mut self, pod: &Arc<PodInfo>, node: &Arc<NodeInfo>) {
+        if !self.maintained {
+            return;
+        }
+        self.remove(&pod.key);
+        for (k, v) in &pod.labels {
+            insert(&mut self.by_label, k, v, pod.key.clone());
+        }
+        for (kind, i, term) in terms_of(pod) {
+            let entry = (pod.key.clone(), kind, i);
+            match pair_of(&term.label_selector) {
+                Some((k, v)) => insert(&mut self.terms_by_pair, k, v, entry),
+                None => {
+                    self.general_terms.insert(entry);
+                }
+            }
+            let n = &mut self.term_counts[kind as usize];
+            *n = n.saturating_add(1);
+        }
+        self.pods.insert(
+            pod.key.clone(),
+            Entry {
+                pod: pod.clone(),
+                node: node.clone(),
+            },
+        );
+    }
+
+    /// Forgets a pod no longer accounted on any node.
+    pub fn remove(&mut self, key: &PodKey) {
+        let Some(entry) = self.pods.remove(key) else {
+            return;
+        };
+        for (k, v) in &entry.pod.labels {
+            delete(&mut self.by_label, k, v, key);
+        }
+        for (kind, i, term) in terms_of(&entry.pod) {
+            let entry = (key.clone(), kind, i);
+            match pair_of(&term.label_selector) {
+                Some((k, v)) => delete(&mut self.terms_by_pair, k, v, &entry),
+                None => {
+                    self.general_terms.remove(&entry);
+                }
+            }
+            let n = &mut self.term_counts[kind as usize];
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// Points the pods of `node` at its new spec (its labels changed).
+    pub fn set_node(&mut self, node: &super::NodeState) {
+        for pod in &node.pods {
+            if let Some(entry) = self.pods.get_mut(&pod.key) {
+                entry.node = node.info.clone();
+            }
+        }
+    }
+
+    /// Calls `f` with every accounted pod `selector` may match and its node:
+    /// a superset of the matches (the caller checks), usually far smaller
+    /// than the cluster.
+    pub fn for_each_candidate<'a>(
+        &'a self,
+        selector: &LabelSelector,
+        mut f: impl FnMut(&'a PodInfo, &'a NodeInfo),
+    ) {
+        if selector.matches_nothing() {
+            return;
+        }
+        let mut visit = |key: &PodKey| {
+            if let Some(e) = self.pods.get(key) {
+                f(&e.pod, &e.node);
+            }
+        };
+        match self.narrowest(selector) {
+            Some(sets) => sets.into_iter().flatten().for_each(&mut visit),
+            None => self.pods.keys().for_each(visit),
+        }
+    }
+
+    /// Calls `f` with every term of an accounted pod that may select a pod
+    /// labelled `labels`: a superset (the caller checks the term).
+    pub fn for_each_term_selecting<'a>(
+        &'a self,
+        labels: &BTreeMap<String, String>,
+        mut f: impl FnMut(IndexedTerm<'a>),
+    ) {
+        let filed = labels
+            .iter()
+            .filter_map(|(k, v)| self.terms_by_pair.get(k)?.get(v));
+        for set in filed.chain(std::iter::once(&self.general_terms)) {
+            for (key, kind, i) in set {
+                if let Some(t) = self.term(key, *kind, *i) {
+                    f(t);
+                }
+            }
+        }
+    }
+
+    /// How many terms of `kind` accounted pods carry.
+    pub fn term_count(&self, kind: TermKind) -> usize {
+        self.term_counts[kind as usize]
+    }
+
+    fn term(&self, key: &PodKey, kind: TermKind, i: u16) -> Option<IndexedTerm<'_>> {
+        let e = self.pods.get(key)?;
+        let a = &e.pod.pod_affinity;
+        let (term, weight) = match kind {
+            TermKind::RequiredAffinity => (a.required_affinity.get(usize::from(i))?, 0),
+            TermKind::RequiredAntiAffinity => (a.required_anti_affinity.get(usize::from(i))?, 0),
+            TermKind::PreferredAffinity => {
+                let w = a.preferred_affinity.get(usize::from(i))?;
+                (&w.term, w.weight)
+            }
+            TermKind::PreferredAntiAffinity => {
+                let w = a.preferred_anti_affinity.get(usize::from(i))?;
+                (&w.term, w.weight)
+            }
+        };
+        Some(IndexedTerm {
+            pod: &e.pod,
+            node: &e.node,
+            kind,
+            term,
+            weight,
+        })
+    }
+
+    /// The pod sets of the selector's most selective `In` requirement (one
+    /// set per listed value), or `None` when it has no `In` requirement.
+    fn narrowest(&self, selector: &LabelSelector) -> Option<Vec<&HashSet<PodKey>>> {
+        static EMPTY: std::sync::OnceLock<HashSet<PodKey>> = std::sync::OnceLock::new();
+        let empty = EMPTY.get_or_init(HashSet::new);
+        selector
+            .requirements()
+            .iter()
+            .filter(|r| r.op == Operator::In)
+            .map(|r| {
+                let values = self.by_label.get(&r.key);
+                r.values
+                    .iter()
+                    .map(|v| values.and_then(|m| m.get(v)).unwrap_or(empty))
+                    .collect::<Vec<_>>()
+            })
+            .min_by_key(|sets| sets.iter().map(|s| s.len()).sum::<usize>())
+    }
+}
+
+/// A pod's affinity terms with their kind and position (positions beyond
+/// `u16` cannot occur: terms are bounded by `pod_affinity::MAX_TERMS`).
+fn terms_of(pod: &PodInfo) -> impl Iterator<Item = (TermKind, u16, &PodAffinityTerm)> {
+    let a = &pod.pod_affinity;
+    TermKind::ALL.into_iter().flat_map(move |kind| {
+        let list: Vec<&PodAffinityTerm> = match kind {
+            TermKind::RequiredAffinity => a.required_affinity.iter().collect(),
+            TermKind::RequiredAntiAffinity => a.required_anti_affinity.iter().collect(),
+            TermKind::PreferredAffinity => a.preferred_affinity.iter().map(|w| &w.term).collect(),
+            TermKind::PreferredAntiAffinity => {
+                a.preferred_anti_affinity.iter().map(|w| &w.term).collect()
+            }
+        };
+        // A term that selects nothing (no `labelSelector`) is never filed.
+        list.into_iter()
+            .enumerate()
+            .filter(|(_, t)| !t.label_selector.matches_nothing())
+            .filter_map(move |(i, t)| u16::try_from(i).ok().map(|i| (kind, i, t)))
+    })
+}
+
+/// The pair a term is filed under: its selector's first single-valued `In`
+/// requirement (a pod must carry that pair to be selected).
+fn pair_of(selector: &LabelSelector) -> Option<(&str, &str)> {
+    let r = selector
+        .requirements()
+        .iter()
+        .find(|r| r.op == Operator::In && r.values.len() == 1)?;
+    Some((r.key.as_str(), r.values.first()?.as_str()))
+}
+
+fn insert<T: Eq + std::hash::Hash>(
+    sets: &mut HashMap<String, HashMap<String, HashSet<T>>>,
+    k: &str,
+    v: &str,
+    item: T,
+) {
+    let values = match sets.get_mut(k) {
+        Some(values) => values,
+        None => sets.entry(k.to_owned()).or_default(),
+    };
+    match values.get_mut(v) {
+        Some(set) => {
+            set.insert(item);
+        }
+        None => {
+            values.insert(v.to_owned(), HashSet::from([item]));
+        }
+    }
+}
+
+fn delete<T: Eq + std::hash::Hash>(
+    sets: &mut HashMap<String, HashMap<String, HashSet<T>>>,
+    k: &str,
+    v: &str,
+    item: &T,
+) {
+    let Some(values) = sets.get_mut(k) else {
+        return;
+    };
+    if let Some(set) = values.get_mut(v) {
+        set.remove(item);
+        if set.is_empty() {
+            values.remove(v);
+        }
+    }
+    if values.is_empty() {
+        sets.remove(k);
+    }
+}
+
+#[cfg(test)]
+impl PodIndex {
+    /// Everything the index holds, as sorted lines: equal for equal indexes.
+    pub(crate) fn fingerprint(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .pods
+            .iter()
+            .map(|(k, e)| format!("pod {k} on {} {:?}", e.node.name, e.node.labels))
+            .collect();
+        for (k, values) in &self.by_label {
+            for (v, set) in values {
+                let mut keys: Vec<String> = set.iter().map(|p| p.to_string()).collect();
+                keys.sort();
+                out.push(format!("label {k}={v}: {keys:?}"));
+            }
+        }
+        let term = |(p, kind, i): &TermRef| format!("{p}/{kind:?}/{i}");
+        for (k, values) in &self.terms_by_pair {
+            for (v, set) in values {
+                let mut terms: Vec<String> = set.iter().map(term).collect();
+                terms.sort();
+                out.push(format!("terms {k}={v}: {terms:?}"));
+            }
+        }
+        let mut general: Vec<String> = self.general_terms.iter().map(term).collect();
+        general.sort();
+        out.push(format!("general {general:?} counts {:?}", self.term_counts));
+        out.sort();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::NodeState;
+    use crate::plugins::test_util::node;
+    use serde_json::{Value, json};
+
+    fn pod(name: &str, labels: Value, affinity: Value) -> Arc<PodInfo> {
+        let v = json!({"metadata": {"name": name, "namespace": "ns", "uid": name, "labels": labels},
+            "spec": {"affinity": affinity}});
+        Arc::new(PodInfo::from_json(&serde_json::to_vec(&v).unwrap()).unwrap())
+    }
+
+    fn anti(selector: Value) -> Value {
+        json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            [{"labelSelector": selector, "topologyKey": "zone"}]}})
+    }
+
+    fn names<'a>(index: &'a PodIndex, selector: &LabelSelector) -> Vec<&'a str> {
+        let mut out = Vec::new();
+        index.for_each_candidate(selector, |p, _| out.push(&*p.key.name));
+        out.sort();
+        out
+    }
+
+    fn selector(v: Value) -> LabelSelector {
+        LabelSelector::from_wire(Some(&serde_json::from_value(v).unwrap())).unwrap()
+    }
+
+    #[test]
+    fn candidates_come_from_the_narrowest_equality_requirement() {
+        let n = Arc::new(node("n1", &[]).build().info.as_ref().clone());
+        let mut index = PodIndex::maintained();
+        for (name, app, tier) in [("a", "web", "1"), ("b", "web", "2"), ("c", "db", "1")] {
+            index.add(&pod(name, json!({"app": app, "tier": tier}), json!({})), &n);
+        }
+        // app=db holds one pod, tier=1 two: the narrower is read.
+        let s = selector(json!({"matchLabels": {"app": "db", "tier": "1"}}));
+        assert_eq!(names(&index, &s), ["c"]);
+        // `In` with several values: the union of their pods.
+        let s = selector(json!({"matchExpressions": [
+            {"key": "app", "operator": "In", "values": ["db", "web"]}]}));
+        assert_eq!(names(&index, &s), ["a", "b", "c"]);
+        // No equality requirement: every pod is a candidate.
+        let s = selector(json!({"matchExpressions": [{"key": "app", "operator": "Exists"}]}));
+        assert_eq!(names(&index, &s), ["a", "b", "c"]);
+        assert!(names(&index, &LabelSelector::nothing()).is_empty());
+        index.remove(&PodKey::new("ns", "c"));
+        let s = selector(json!({"matchLabels": {"app": "db"}}));
+        assert!(names(&index, &s).is_empty());
+        assert_eq!(index.len(), 2);
+    }
+
+    #[test]
+    fn terms_are_found_by_the_labels_they_require() {
+        let n = Arc::new(node("n1", &[]).build().info.as_ref().clone());
+        let mut index = PodIndex::maintained();
+        index.add(
+            &pod(
+                "eq",
+                json!({}),
+                anti(json!({"matchLabels": {"app": "web"}})),
+            ),
+            &n,
+        );
+        let general = anti(json!({"matchExpressions": [{"key": "app", "operator": "Exists"}]}));
+        index.add(&pod("gen", json!({}), general), &n);
+        index.add(
+            &pod(
+                "none",
+                json!({}),
+                json!({"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}}),
+            ),
+            &n,
+        );
+        assert_eq!(
+            index.term_count(TermKind::RequiredAntiAffinity),
+            2,
+            "no selector: not filed"
+        );
+        let found = |index: &PodIndex, labels: &[(&str, &str)]| {
+            let labels = labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let mut out = Vec::new();
+            index.for_each_term_selecting(&labels, |t| out.push(t.pod.key.name.to_string()));
+            out.sort();
+            out
+        };
+        assert_eq!(found(&index, &[("app", "web")]), ["eq", "gen"]);
+        assert_eq!(found(&index, &[("app", "db")]), ["gen"]);
+        index.remove(&PodKey::new("ns", "eq"));
+        assert_eq!(found(&index, &[("app", "web")]), ["gen"]);
+        assert_eq!(index.term_count(TermKind::RequiredAntiAffinity), 1);
+    }
+
+    #[test]
+    fn removal_leaves_nothing_behind_and_relabelling_follows_the_node() {
+        let mut n = NodeState::new(Arc::new(node("n1", &[]).build().info.as_ref().clone()));
+        let p = pod(
+            "p",
+            json!({"app": "web"}),
+            anti(json!({"matchLabels": {"app": "web"}})),
+        );
+        n.add_pod(&p);
+        let mut index = PodIndex::of_nodes(std::slice::from_ref(&n));
+        let mut info = n.info.as_ref().clone();
+        info.labels.insert("zone".into(), "z1".into());
+        n.set_info(Arc::new(info));
+        index.set_node(&n);
+        assert_eq!(
+            index.fingerprint(),
+            PodIndex::of_nodes(std::slice::from_ref(&n)).fingerprint()
+        );
+        index.remove(&p.key);
+        assert_eq!(index.fingerprint(), PodIndex::maintained().fingerprint());
+    }
+
+    #[test]
+    fn an_unmaintained_index_records_nothing() {
+        let n = Arc::new(node("n1", &[]).build().info.as_ref().clone());
+        let mut index = PodIndex::default();
+        index.add(&pod("a", json!({"app": "web"}), json!({})), &n);
+        assert!(!index.is_maintained() && index.is_empty());
+    }
+}
