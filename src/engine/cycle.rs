@@ -64,11 +64,11 @@ impl Engine {
         ) {
             Ok(p) => p,
             Err(fit) => {
-                if fit
-                    .reasons
-                    .contains_key(crate::plugins::inter_pod_affinity::REASON_AFFINITY)
+                if POD_DEPENDENT_REASONS
+                    .iter()
+                    .any(|r| fit.reasons.contains_key(*r))
                 {
-                    self.awaiting_affinity_target = true;
+                    self.awaiting_pod_change = true;
                 }
                 return self.refuse(pod, Refusal::new("FailedScheduling", fit.to_string()), now);
             }
@@ -304,3 +304,11 @@ impl Engine {
         });
     }
 }
+
+/// Filter reasons that another pod's arrival or label change can lift.
+const POD_DEPENDENT_REASONS: [&str; 4] = [
+    crate::plugins::inter_pod_affinity::REASON_AFFINITY,
+    crate::plugins::inter_pod_affinity::REASON_ANTI_AFFINITY,
+    crate::plugins::inter_pod_affinity::REASON_EXISTING_ANTI_AFFINITY,
+    crate::plugins::pod_topology_spread::REASON_CONSTRAINTS_NOT_MATCH,
+];

@@ -58,6 +58,10 @@ impl Engine {
         let pod = self.admit_pod(pod);
         self.invalid_reported.remove(&pod.key);
         self.synthesize_kueue_for(&pod, now);
+        let relabelled = self
+            .cache
+            .pod(&pod.key)
+            .is_some_and(|old| old.state.node().is_some() && old.info.labels != pod.labels);
         let key = pod.key.clone();
         let change = self.cache.upsert_pod(pod.clone());
         let served = self.cache.is_served(&pod.scheduler_name);
@@ -92,8 +96,9 @@ impl Engine {
         let newly_placed = change.current.node().is_some()
             && (change.confirmed_assumed()
                 || change.previous.as_ref().and_then(PodState::node) != change.current.node());
+        let placed_pods_changed = newly_placed || (relabelled && change.current.node().is_some());
         if change.released_resources()
-            || (newly_placed && std::mem::take(&mut self.awaiting_affinity_target))
+            || (placed_pods_changed && std::mem::take(&mut self.awaiting_pod_change))
         {
             self.flush_unschedulable(now);
         }

@@ -238,10 +238,12 @@ pub struct Engine {
     gang_disabled: HashSet<Arc<str>>,
     /// Unreadable pods of ours already reported, with the error reported.
     invalid_reported: HashMap<PodKey, String>,
-    /// A pod was refused because no pod its required pod affinity needs was
-    /// placed yet: the next pod placed on a node retries the unschedulable
-    /// pods (kube-scheduler requeues them on an assigned pod's arrival).
-    awaiting_affinity_target: bool,
+    /// A pod was refused for what other pods are where (inter-pod affinity
+    /// or anti-affinity, topology spread): the next pod placed on a node, or
+    /// a placed pod whose labels change, retries the unschedulable pods
+    /// (kube-scheduler's queueing hints for these plugins requeue on an
+    /// assigned pod's arrival and label change; deletions retry anyway).
+    awaiting_pod_change: bool,
     /// Pods past Permit waiting for their claims to be bound (PreBind).
     pre_binding: prebind::PreBindings,
 }
@@ -297,7 +299,7 @@ impl Engine {
             gang_disabled,
             capped_timeouts: HashMap::new(),
             invalid_reported: HashMap::new(),
-            awaiting_affinity_target: false,
+            awaiting_pod_change: false,
             pre_binding: prebind::PreBindings::default(),
         }
     }

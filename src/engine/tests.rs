@@ -183,3 +183,45 @@ fn engine_can_move_into_the_daemons_task() {
     fn assert_send<T: Send + 'static>() {}
     assert_send::<Engine>();
 }
+
+/// A pod refused for what other pods are where is retried when a placed
+/// pod's labels change (kube-scheduler's InterPodAffinity and
+/// PodTopologySpread queueing hints), not only when pods come and go.
+#[test]
+fn a_placed_pods_label_change_retries_pods_refused_for_it() {
+    let mut e = engine();
+    let t0 = Instant::now();
+    let mut n0 = node("n0", 4000, 8);
+    n0.labels
+        .insert("kubernetes.io/hostname".into(), "n0".into());
+    e.on_event(ClusterEvent::NodeUpserted(arc(n0)), t0);
+    let mut existing = pod("db", 100, 1);
+    existing.labels.insert("app".into(), "db".into());
+    existing.node_name = Some(Arc::from("n0"));
+    existing.phase = crate::model::PodPhase::Running;
+    e.on_event(ClusterEvent::PodUpserted(arc(existing.clone())), t0);
+
+    let mut shy = pod("shy", 100, 1);
+    let terms: crate::model::PodAffinityWire = serde_json::from_value(serde_json::json!({
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "db"}},
+            "topologyKey": "kubernetes.io/hostname"}]}))
+    .unwrap();
+    shy.pod_affinity =
+        crate::model::PodAffinity::from_wire(None, Some(&terms), "default", &shy.labels).unwrap();
+    e.on_event(ClusterEvent::PodUpserted(arc(shy.clone())), t0);
+    assert!(e.schedule_one(t0));
+    assert_eq!(e.location(&shy.key), Some(PodLocation::Unschedulable));
+
+    // A status-only update of the placed pod retries nothing ...
+    e.on_event(ClusterEvent::PodUpserted(arc(existing.clone())), t0);
+    assert_eq!(e.location(&shy.key), Some(PodLocation::Unschedulable));
+    // ... a label change that lifts the conflict does.
+    existing.labels.insert("app".into(), "web".into());
+    e.on_event(ClusterEvent::PodUpserted(arc(existing)), t0);
+    assert_ne!(e.location(&shy.key), Some(PodLocation::Unschedulable));
+    let later = t0 + Duration::from_secs(60);
+    e.tick(later);
+    assert!(e.schedule_one(later));
+    assert_eq!(binds(&e.drain_actions()), [("shy".into(), "n0".into())]);
+}
