@@ -17,6 +17,9 @@ use crate::kwok::templates;
 pub const SCENARIO_LABEL: &str = "muster.dev/scenario";
 /// Label on pods and PodGroups: the workload's name prefix.
 pub const WORKLOAD_LABEL: &str = "muster.dev/workload";
+/// Label naming a gang pod's own gang (for `matchLabelKeys` in scenario
+/// affinity terms).
+pub const GANG_NAME_LABEL: &str = "muster.dev/gang-name";
 /// Prefix of the PriorityClasses created for `priority` values.
 pub const PRIORITY_CLASS_PREFIX: &str = "muster-scenario-priority-";
 
@@ -235,6 +238,7 @@ impl Scenario {
                     g.shape(),
                 );
                 join_gang(&mut pod.object, dialect, g, &name);
+                pod.object["metadata"]["labels"][GANG_NAME_LABEL] = json!(name);
                 pod
             })
             .collect();
@@ -351,6 +355,9 @@ impl Scenario {
         }
         if !shape.tolerations.is_empty() {
             spec["tolerations"] = json!(shape.tolerations);
+        }
+        if let Some(affinity) = shape.affinity {
+            spec["affinity"] = affinity.clone();
         }
         Manifest {
             kind: Kind::Pod,

@@ -98,6 +98,11 @@ pub struct GangWorkload {
     /// Pod tolerations, as in a pod spec.
     #[serde(default)]
     pub tolerations: Vec<Value>,
+    /// `spec.affinity` as in a pod spec. Gang pods carry the label
+    /// `muster.dev/gang-name: <gang>`, so `matchLabelKeys:
+    /// [muster.dev/gang-name]` confines a term to the pod's own gang.
+    #[serde(default)]
+    pub affinity: Option<Value>,
     /// Annotation `muster.dev/schedule-timeout-seconds` on the PodGroup
     /// (Coscheduling: `spec.scheduleTimeoutSeconds`); absent = the
     /// scheduler's default.
@@ -177,6 +182,11 @@ pub struct PodsWorkload {
     /// Pod tolerations, as in a pod spec.
     #[serde(default)]
     pub tolerations: Vec<Value>,
+    /// `spec.affinity` as in a pod spec. Gang pods carry the label
+    /// `muster.dev/gang-name: <gang>`, so `matchLabelKeys:
+    /// [muster.dev/gang-name]` confines a term to the pod's own gang.
+    #[serde(default)]
+    pub affinity: Option<Value>,
     #[serde(default)]
     pub expect: Option<Expectation>,
 }
@@ -190,6 +200,7 @@ pub struct PodShape<'a> {
     pub sim_run_seconds: Option<u64>,
     pub node_selector: &'a BTreeMap<String, String>,
     pub tolerations: &'a [Value],
+    pub affinity: Option<&'a Value>,
 }
 
 macro_rules! pod_shape {
@@ -202,6 +213,7 @@ macro_rules! pod_shape {
                     sim_run_seconds: self.sim_run_seconds,
                     node_selector: &self.node_selector,
                     tolerations: &self.tolerations,
+                    affinity: self.affinity.as_ref(),
                 }
             }
         }
