@@ -771,11 +771,11 @@ async fn gated_gangs_report_waiting_for_members_in_each_dialect() {
     .await;
 
     let c = wait_podgroup_condition(&env, "default", "pg", |c| {
-        c["reason"] == "WaitingForMembers"
+        c["message"] == "1 of 3 members observed"
     })
     .await;
+    assert_eq!(c["reason"], "Unschedulable", "upstream's reason vocabulary");
     assert_eq!(c["status"], "False");
-    assert_eq!(c["message"], "1 of 3 members observed");
     wait_object(&env, &coscheduling(), "default", "cos", |o| {
         o["status"]["phase"] == "Pending"
     })

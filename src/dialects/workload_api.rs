@@ -8,11 +8,38 @@ use serde_json::Value;
 use super::common::{Meta, Timeout, positive_count, priority_class_name};
 use crate::model::wire::PodWire;
 use crate::model::{
-    CappedTimeout, DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource,
+    CappedTimeout, DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPhase, GroupPolicy,
+    GroupSource,
 };
 
-/// The condition the Workload API reserves for the scheduler on a PodGroup.
+/// The condition the Workload API reserves for the scheduler on a PodGroup
+/// (v1beta1 and v1alpha3, Kubernetes 1.37).
 pub const POD_GROUP_CONDITION: &str = "PodGroupInitiallyScheduled";
+/// The same condition as v1alpha2 (Kubernetes 1.36) names it.
+pub const POD_GROUP_CONDITION_V1ALPHA2: &str = "PodGroupScheduled";
+
+/// The scheduler's condition type in the PodGroup version it was read in:
+/// 1.37 renamed `PodGroupScheduled` to `PodGroupInitiallyScheduled`.
+pub fn condition_type(version: &str) -> &'static str {
+    match version {
+        "v1alpha2" => POD_GROUP_CONDITION_V1ALPHA2,
+        _ => POD_GROUP_CONDITION,
+    }
+}
+
+/// The condition's reason for a phase, in the Workload API's vocabulary:
+/// `Scheduled` when `True`; `Unschedulable` for every `False` the engine
+/// reports (members missing, timeout, early release). Upstream's other
+/// `False` reason, `SchedulerError`, is for internal errors; Muster refuses
+/// a malformed definition's members instead (they carry the message).
+pub fn condition_reason(phase: GroupPhase) -> &'static str {
+    match phase {
+        GroupPhase::Scheduled => "Scheduled",
+        GroupPhase::WaitingForMembers | GroupPhase::MembersObserved | GroupPhase::Unschedulable => {
+            "Unschedulable"
+        }
+    }
+}
 
 /// `spec.schedulingGroup.podGroupName` → the pod's membership, if it sets one.
 pub fn membership(pod: &PodWire, namespace: &str) -> Option<GroupMembership> {
@@ -156,6 +183,21 @@ mod tests {
                 schedule_timeout: None
             })
         );
+    }
+
+    #[test]
+    fn condition_names_and_reasons_per_version() {
+        assert_eq!(condition_type("v1alpha2"), "PodGroupScheduled");
+        assert_eq!(condition_type("v1beta1"), "PodGroupInitiallyScheduled");
+        assert_eq!(condition_type("v1alpha3"), "PodGroupInitiallyScheduled");
+        for (phase, reason) in [
+            (GroupPhase::WaitingForMembers, "Unschedulable"),
+            (GroupPhase::MembersObserved, "Unschedulable"),
+            (GroupPhase::Unschedulable, "Unschedulable"),
+            (GroupPhase::Scheduled, "Scheduled"),
+        ] {
+            assert_eq!(condition_reason(phase), reason, "{phase:?}");
+        }
     }
 
     #[test]

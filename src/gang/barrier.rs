@@ -26,7 +26,17 @@ impl PermitPlugin for GangScheduling {
         };
         match self.policy(group) {
             Err(msg) => PermitVerdict::Reject(Refusal::new("FailedScheduling", msg)),
-            Ok(GroupPolicy::Basic) => PermitVerdict::Allow,
+            Ok(GroupPolicy::Basic) => {
+                // No barrier, but the group is reported scheduled with its
+                // first placed member, as upstream sets the condition on
+                // basic-policy PodGroups too (the engine reports it once).
+                self.notices.push(GangNotice::Released {
+                    group: group.clone(),
+                    allowed: vec![pod.key.clone()],
+                    quorum: 1,
+                });
+                PermitVerdict::Allow
+            }
             Ok(GroupPolicy::Gang {
                 min_count,
                 schedule_timeout,

@@ -385,3 +385,22 @@ fn a_huge_timeout_or_backoff_never_overflows_an_instant() {
         assert!(f.waiting.take_decided().len() == 1);
     }
 }
+
+#[test]
+fn a_basic_group_is_reported_scheduled_with_its_first_member() {
+    let mut f = fixture();
+    let g = group_key("pg");
+    let key =
+        crate::model::DefinitionKey::new("default", crate::model::GroupSource::PodGroup, "pg");
+    f.gang
+        .upsert_def(GroupDef::new(key, Ok(GroupPolicy::Basic), 1));
+    let t0 = f.t0;
+    assert_eq!(
+        f.arrive(member("a", &g, 100, 1), 0, t0),
+        PermitVerdict::Allow
+    );
+    assert!(matches!(
+        &f.gang.take_notices()[..],
+        [GangNotice::Released { group, quorum: 1, .. }] if *group == g
+    ));
+}
