@@ -373,8 +373,8 @@ mod tests {
         }
         match d.call_for(action(true), &|_| None) {
             Some(ApiCall::GroupStatus { status, .. }) => {
-                assert_eq!(status["phase"], "Scheduled");
-                assert_eq!(status["scheduled"], 3);
+                assert_eq!(status["phase"], "Running");
+                assert!(status.get("scheduled").is_none(), "removed upstream");
                 assert!(status.get("scheduleStartTime").is_none(), "set once");
             }
             other => panic!("unexpected {other:?}"),

@@ -54,8 +54,9 @@ impl PermitPlugin for GangScheduling {
                     return PermitVerdict::Allow;
                 }
                 if !self.deadlines.contains_key(group) {
-                    let timeout =
-                        schedule_timeout.unwrap_or(self.args_for(pod).permit_waiting_time);
+                    let timeout = schedule_timeout.unwrap_or_else(|| {
+                        self.args_for(pod).default_timeout(group.definition.source)
+                    });
                     // Saturating: a definition's timeout is capped when read, but the
                     // barrier must not trust that it was.
                     let deadline = deadline::after(now, timeout);

@@ -22,7 +22,13 @@ fn fixture() -> Fixture {
         cache.upsert_node(arc(node(&format!("n{i}"), 4000, 16)));
     }
     Fixture {
-        gang: GangScheduling::new(GangArgs::default(), HashMap::new()),
+        gang: GangScheduling::new(
+            GangArgs {
+                dialect_timeouts: DialectTimeouts::UNIFORM,
+                ..GangArgs::default()
+            },
+            HashMap::new(),
+        ),
         cache,
         waiting: WaitingPods::new(),
         t0: Instant::now(),
@@ -358,6 +364,7 @@ fn a_huge_timeout_or_backoff_never_overflows_an_instant() {
         let args = GangArgs {
             permit_waiting_time: Duration::MAX,
             group_backoff: Duration::MAX,
+            dialect_timeouts: DialectTimeouts::UNIFORM,
         };
         f.gang = GangScheduling::new(args, HashMap::new());
         let g = group_key("pg");
@@ -403,4 +410,22 @@ fn a_basic_group_is_reported_scheduled_with_its_first_member() {
         &f.gang.take_notices()[..],
         [GangNotice::Released { group, quorum: 1, .. }] if *group == g
     ));
+}
+
+#[test]
+fn a_gang_without_a_timeout_waits_its_dialects_default() {
+    let mut f = fixture();
+    f.gang = GangScheduling::new(GangArgs::default(), HashMap::new());
+    let g = group_key("pg");
+    f.gang.upsert_def(gang_def("pg", 2, 1));
+    let t0 = f.t0;
+    assert_eq!(
+        f.arrive(member("a", &g, 100, 1), 0, t0),
+        PermitVerdict::Wait
+    );
+    assert_eq!(
+        f.gang.deadline(&g),
+        Some(t0 + Duration::from_secs(300)),
+        "the Workload API's 5 minutes"
+    );
 }
