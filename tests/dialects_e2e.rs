@@ -500,9 +500,9 @@ async fn crd_installed_after_muster_started() {
 async fn malformed_references_and_definitions_are_reported_on_the_pod() {
     let env = cluster(vec![nodes(2, "4")]).await;
     let daemon = start_daemon(&env).await;
-    create_coscheduling(&env, "zero", json!({"minMember": 0})).await;
+    create_coscheduling(&env, "zero", json!({"minMember": -1})).await;
     create_pod(&env, "default", "zero-0", "1", cos_label("zero"), json!({})).await;
-    create_volcano(&env, "nomin", json!({})).await;
+    create_volcano(&env, "nomin", json!({"minMember": "two"})).await;
     create_pod(
         &env,
         "default",
@@ -524,11 +524,11 @@ async fn malformed_references_and_definitions_are_reported_on_the_pod() {
     let cases = [
         (
             "zero-0",
-            "PodGroup.scheduling.x-k8s.io default/zero: spec.minMember must be positive, got 0",
+            "PodGroup.scheduling.x-k8s.io default/zero: spec.minMember must not be negative, got -1",
         ),
         (
             "nomin-0",
-            "PodGroup.scheduling.volcano.sh default/nomin: spec.minMember is missing",
+            "PodGroup.scheduling.volcano.sh default/nomin: spec.minMember must be an integer, got \"two\"",
         ),
         (
             "empty-0",
@@ -540,6 +540,32 @@ async fn malformed_references_and_definitions_are_reported_on_the_pod() {
         wait_failed_scheduling(&env, "default", pod, message).await;
     }
     assert!(names_bound(&list_pods(&env, "default").await, "").is_empty());
+
+    // minMember 0 or omitted is valid in both CRDs: no gang, the pod binds.
+    create_coscheduling(&env, "basic", json!({"minMember": 0})).await;
+    create_pod(
+        &env,
+        "default",
+        "basic-0",
+        "1",
+        cos_label("basic"),
+        json!({}),
+    )
+    .await;
+    create_volcano(&env, "vbasic", json!({})).await;
+    create_pod(
+        &env,
+        "default",
+        "vbasic-0",
+        "1",
+        volcano_annotation("vbasic"),
+        json!({}),
+    )
+    .await;
+    wait_pods(&env, "default", |p| {
+        bound_count(p, "basic-") == 1 && bound_count(p, "vbasic-") == 1
+    })
+    .await;
     daemon.shutdown().await.expect("clean shutdown");
 }
 

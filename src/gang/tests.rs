@@ -429,3 +429,36 @@ fn a_gang_without_a_timeout_waits_its_dialects_default() {
         "the Workload API's 5 minutes"
     );
 }
+
+/// Kueue's preferred topology: the gang is confined to the best domain when
+/// one has room; with none big enough it goes anywhere instead of being
+/// refused (a required topology is refused).
+#[test]
+fn a_preferred_topology_confines_when_it_can_and_spills_when_it_cannot() {
+    use crate::framework::lifecycle::{CachePreFilterPlugin, PreFilterVerdict};
+    const RACK: &str = "topology.kubernetes.io/rack";
+    let mut cache = Cache::new([Arc::from(SCHEDULER)]);
+    for (name, rack) in [("a0", "r1"), ("a1", "r1"), ("b0", "r2")] {
+        let mut n = node(name, 4000, 16);
+        n.labels.insert(RACK.into(), rack.into());
+        cache.upsert_node(arc(n));
+    }
+    let verdict = |min_count: u32, preferred: bool| {
+        let mut gang = GangScheduling::new(GangArgs::default(), HashMap::new());
+        let mut def = gang_def("pg", min_count, 1);
+        if preferred {
+            def.kueue.preferred_topology = Some(RACK.into());
+        } else {
+            def.required_topology = Some(RACK.into());
+        }
+        gang.upsert_def(def);
+        let m = member("m0", &group_key("pg"), 4000, 1);
+        gang.pre_filter(&m, &cache, Instant::now())
+    };
+    // Two members of a whole node fit rack r1 only: confined there.
+    assert!(matches!(verdict(2, true), PreFilterVerdict::Restrict(_)));
+    assert!(matches!(verdict(2, false), PreFilterVerdict::Restrict(_)));
+    // Three fit no rack: a preferred topology spills, a required one refuses.
+    assert!(matches!(verdict(3, true), PreFilterVerdict::Proceed));
+    assert!(matches!(verdict(3, false), PreFilterVerdict::Refuse(_)));
+}
