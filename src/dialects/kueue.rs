@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use super::common::bounded_count;
 use crate::model::wire::PodWire;
 use crate::model::{
-    DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource, KueueOptions,
-    PodInfo, PodKey,
+    DefinitionKey, GroupDef, GroupExtras, GroupKey, GroupMembership, GroupPolicy, GroupSource,
+    KueueOptions, PodInfo, PodKey,
 };
 
 /// The label naming a pod's Kueue pod group.
@@ -241,11 +241,11 @@ impl KueueGroups {
     }
 }
 
-/// What members must agree on: the annotation and each member's value.
+/// What members must agree on besides the total count: the annotation and
+/// each member's value of it.
 type Agreed = (&'static str, fn(&Member) -> Option<String>);
 
-const AGREED: [Agreed; 7] = [
-    (TOTAL_COUNT_ANNOTATION, |m| Some(m.count.to_string())),
+const AGREED: [Agreed; 6] = [
     (REQUIRED_TOPOLOGY_ANNOTATION, |m| m.topology.clone()),
     (PREFERRED_TOPOLOGY_ANNOTATION, |m| {
         m.options.preferred_topology.clone()
@@ -265,32 +265,30 @@ const AGREED: [Agreed; 7] = [
     (SERVING_ANNOTATION, |m| Some(m.options.serving.to_string())),
 ];
 
-fn synthesize(key: &DefinitionKey, members: &BTreeMap<PodKey, Member>) -> GroupDef {
-    let disagreement = AGREED.iter().find_map(|(annotation, value)| {
+/// The first annotation the members disagree on, with their values in order
+/// (counts numerically: "3 vs 4").
+fn disagreement(members: &BTreeMap<PodKey, Member>) -> Option<(&'static str, Vec<String>)> {
+    let counts: BTreeSet<u32> = members.values().map(|m| m.count).collect();
+    if counts.len() > 1 {
+        return Some((
+            TOTAL_COUNT_ANNOTATION,
+            counts.iter().map(u32::to_string).collect(),
+        ));
+    }
+    AGREED.iter().find_map(|(annotation, value)| {
         let values: BTreeSet<String> = members.values().filter_map(value).collect();
-        (values.len() > 1).then(|| {
-            format!(
-                "pods of group {}/{} disagree on {annotation}: {}",
-                key.namespace,
-                key.name,
-                values.into_iter().collect::<Vec<_>>().join(" vs ")
-            )
-        })
-    });
-    // Counts compare numerically in the message ("3 vs 4", not "10 vs 9").
-    let disagreement = disagreement.map(|m| {
-        if m.contains(TOTAL_COUNT_ANNOTATION) {
-            let counts: BTreeSet<u32> = members.values().map(|m| m.count).collect();
-            let list: Vec<String> = counts.iter().map(u32::to_string).collect();
-            format!(
-                "pods of group {}/{} disagree on {TOTAL_COUNT_ANNOTATION}: {}",
-                key.namespace,
-                key.name,
-                list.join(" vs ")
-            )
-        } else {
-            m
-        }
+        (values.len() > 1).then(|| (*annotation, values.into_iter().collect()))
+    })
+}
+
+fn synthesize(key: &DefinitionKey, members: &BTreeMap<PodKey, Member>) -> GroupDef {
+    let disagreement = disagreement(members).map(|(annotation, values)| {
+        format!(
+            "pods of group {}/{} disagree on {annotation}: {}",
+            key.namespace,
+            key.name,
+            values.join(" vs ")
+        )
     });
     let first = members.values().next();
     let policy = match disagreement {
@@ -310,7 +308,10 @@ fn synthesize(key: &DefinitionKey, members: &BTreeMap<PodKey, Member>) -> GroupD
     });
     GroupDef {
         required_topology: first.and_then(|m| m.topology.clone()),
-        kueue: options,
+        extras: Box::new(GroupExtras {
+            kueue: options,
+            ..GroupExtras::default()
+        }),
         unsupported,
         ..GroupDef::new(key.clone(), policy, created_ms)
     }
@@ -419,7 +420,7 @@ mod tests {
         ));
         let d = upserted(&out);
         assert_eq!(
-            d.kueue,
+            d.extras.kueue,
             KueueOptions {
                 preferred_topology: Some("rack".into()),
                 fast_admission: true,
@@ -446,7 +447,7 @@ mod tests {
             json!({SLICE_TOPOLOGY_ANNOTATION: "rack", SLICE_SIZE_ANNOTATION: "2"}),
         ));
         let d = upserted(&out);
-        assert_eq!(d.kueue.slice, Some(("rack".into(), 2)));
+        assert_eq!(d.extras.kueue.slice, Some(("rack".into(), 2)));
         assert_eq!(
             d.unsupported.as_deref(),
             Some(

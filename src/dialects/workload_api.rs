@@ -96,9 +96,9 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
 /// parent composite's name, if any.
 fn read_fields(spec: &Value, def: &mut GroupDef) -> Result<Option<String>, String> {
     def.priority = pod_group_fields::priority(spec)?;
-    def.disruption_mode = pod_group_fields::disruption_mode(spec)?;
-    def.preemption_policy = pod_group_fields::preemption_policy(spec)?;
-    def.resource_claims = pod_group_fields::resource_claims(spec)?;
+    def.extras.disruption_mode = pod_group_fields::disruption_mode(spec)?;
+    def.extras.preemption_policy = pod_group_fields::preemption_policy(spec)?;
+    def.extras.resource_claims = pod_group_fields::resource_claims(spec)?;
     pod_group_fields::parent_composite(spec)
 }
 
@@ -114,10 +114,11 @@ fn unsupported(
             "{label}: spec.parentCompositePodGroupName names CompositePodGroup {namespace}/{parent}: hierarchical gangs (scheduling.k8s.io/v1alpha3 CompositePodGroup) are not supported by this scheduler"
         ));
     }
-    (!def.resource_claims.is_empty()).then(|| {
+    let claims = &def.extras.resource_claims;
+    (!claims.is_empty()).then(|| {
         format!(
             "{label} uses resourceClaims [{}]: dynamic resource allocation (DRA) is not supported by this scheduler",
-            def.resource_claims.join(", ")
+            claims.join(", ")
         )
     })
 }
@@ -282,9 +283,12 @@ mod tests {
         assert_eq!(d.required_topology.as_deref(), Some("rack"));
         assert_eq!(d.priority, Some(1000));
         assert_eq!(d.priority_class_name.as_deref(), Some("high"));
-        assert_eq!(d.disruption_mode, Some(crate::model::DisruptionMode::All));
         assert_eq!(
-            d.preemption_policy,
+            d.extras.disruption_mode,
+            Some(crate::model::DisruptionMode::All)
+        );
+        assert_eq!(
+            d.extras.preemption_policy,
             Some(crate::model::PreemptionPolicy::Never)
         );
         assert_eq!(d.unsupported, None);
@@ -297,7 +301,7 @@ mod tests {
             resource_claim_template_name: None,
         }]);
         let d = pod_group_definition(&serde_json::to_value(&claimed).unwrap()).unwrap();
-        assert_eq!(d.resource_claims, vec!["gpu".to_string()]);
+        assert_eq!(d.extras.resource_claims, vec!["gpu".to_string()]);
         assert_eq!(
             d.unsupported.as_deref(),
             Some(
@@ -322,7 +326,10 @@ mod tests {
             json!({"schedulingPolicy": {"basic": {}}, "disruptionMode": "PodGroup"}),
             json!({}),
         );
-        assert_eq!(d.disruption_mode, Some(crate::model::DisruptionMode::All));
+        assert_eq!(
+            d.extras.disruption_mode,
+            Some(crate::model::DisruptionMode::All)
+        );
         for (spec, message) in [
             (
                 json!({"schedulingPolicy": {"basic": {}}, "preemptionPolicy": "Always"}),

@@ -261,7 +261,8 @@ impl GangScheduling {
         // (the best domain), and after a failure there, or with no domain
         // big enough, the gang goes anywhere (upstream also tries each
         // higher level in between, which Muster does not know).
-        let (key, preferred) = match (&def.required_topology, &def.kueue.preferred_topology) {
+        let (key, preferred) = match (&def.required_topology, &def.extras.kueue.preferred_topology)
+        {
             (Some(k), _) => (k.as_str(), false),
             (None, Some(k)) => (k.as_str(), true),
             (None, None) => return PreFilterVerdict::Proceed,

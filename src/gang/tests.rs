@@ -447,7 +447,7 @@ fn a_preferred_topology_confines_when_it_can_and_spills_when_it_cannot() {
         let mut gang = GangScheduling::new(GangArgs::default(), HashMap::new());
         let mut def = gang_def("pg", min_count, 1);
         if preferred {
-            def.kueue.preferred_topology = Some(RACK.into());
+            def.extras.kueue.preferred_topology = Some(RACK.into());
         } else {
             def.required_topology = Some(RACK.into());
         }

@@ -228,6 +228,20 @@ pub struct KueueOptions {
     pub serving: bool,
 }
 
+/// Fields a definition may carry that placement does not use (yet), read
+/// and validated so that none is silently ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupExtras {
+    /// Workload API `spec.disruptionMode`, when set.
+    pub disruption_mode: Option<DisruptionMode>,
+    /// Workload API `spec.preemptionPolicy`, when set.
+    pub preemption_policy: Option<PreemptionPolicy>,
+    /// Names of the Workload API `spec.resourceClaims` shared by the members.
+    pub resource_claims: Vec<String>,
+    /// Kueue options beyond the member count and required topology.
+    pub kueue: KueueOptions,
+}
+
 /// The most `resourceClaims` a PodGroup may list (what a pod may list).
 pub const MAX_GROUP_RESOURCE_CLAIMS: usize = 32;
 
@@ -263,14 +277,9 @@ pub struct GroupDef {
     /// and this says what was asked and where, for the engine's warning event
     /// (reason `TimeoutCapped`) on the definition.
     pub timeout_capped: Option<Box<CappedTimeout>>,
-    /// Workload API `spec.disruptionMode`, when set.
-    pub disruption_mode: Option<DisruptionMode>,
-    /// Workload API `spec.preemptionPolicy`, when set.
-    pub preemption_policy: Option<PreemptionPolicy>,
-    /// Names of the Workload API `spec.resourceClaims` shared by the members.
-    pub resource_claims: Vec<String>,
-    /// Kueue options beyond the member count and required topology.
-    pub kueue: KueueOptions,
+    /// The dialects' other fields, boxed: rarely set, and a definition
+    /// travels by value in every definition event.
+    pub extras: Box<GroupExtras>,
     /// Why the group can never be placed by this scheduler although it is
     /// well formed (a feature Muster does not implement, e.g. DRA claims):
     /// its members are refused with this message instead of being placed
@@ -292,10 +301,7 @@ impl GroupDef {
             priority: None,
             queue: None,
             timeout_capped: None,
-            disruption_mode: None,
-            preemption_policy: None,
-            resource_claims: Vec::new(),
-            kueue: KueueOptions::default(),
+            extras: Box::default(),
             unsupported: None,
         }
     }
