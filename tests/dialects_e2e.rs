@@ -260,10 +260,13 @@ async fn coscheduling_fits_and_cannot_fit_with_status_phase() {
     }
     wait_pods(&env, "default", |p| bound_count(p, "fits-") == 3).await;
     let pg = wait_object(&env, &coscheduling(), "default", "fits", |o| {
-        o["status"]["phase"] == "Scheduled"
+        o["status"]["phase"] == "Running"
     })
     .await;
-    assert_eq!(pg["status"]["scheduled"], 3);
+    assert!(
+        pg["status"].get("scheduled").is_none(),
+        "status.scheduled was removed upstream"
+    );
     assert!(pg["status"]["scheduleStartTime"].is_string());
 
     // 5 cpu left in total: 3 members of 2 cpu never fit; nobody is bound.
@@ -487,7 +490,7 @@ async fn crd_installed_after_muster_started() {
     }
     wait_pods(&env, "default", |p| bound_count(p, "new-") == 2).await;
     wait_object(&env, &coscheduling(), "default", "new", |o| {
-        o["status"]["phase"] == "Scheduled"
+        o["status"]["phase"] == "Running"
     })
     .await;
     daemon.shutdown().await.expect("clean shutdown");
@@ -497,9 +500,9 @@ async fn crd_installed_after_muster_started() {
 async fn malformed_references_and_definitions_are_reported_on_the_pod() {
     let env = cluster(vec![nodes(2, "4")]).await;
     let daemon = start_daemon(&env).await;
-    create_coscheduling(&env, "zero", json!({"minMember": 0})).await;
+    create_coscheduling(&env, "zero", json!({"minMember": -1})).await;
     create_pod(&env, "default", "zero-0", "1", cos_label("zero"), json!({})).await;
-    create_volcano(&env, "nomin", json!({})).await;
+    create_volcano(&env, "nomin", json!({"minMember": "two"})).await;
     create_pod(
         &env,
         "default",
@@ -521,11 +524,11 @@ async fn malformed_references_and_definitions_are_reported_on_the_pod() {
     let cases = [
         (
             "zero-0",
-            "PodGroup.scheduling.x-k8s.io default/zero: spec.minMember must be positive, got 0",
+            "PodGroup.scheduling.x-k8s.io default/zero: spec.minMember must not be negative, got -1",
         ),
         (
             "nomin-0",
-            "PodGroup.scheduling.volcano.sh default/nomin: spec.minMember is missing",
+            "PodGroup.scheduling.volcano.sh default/nomin: spec.minMember must be an integer, got \"two\"",
         ),
         (
             "empty-0",
@@ -537,6 +540,32 @@ async fn malformed_references_and_definitions_are_reported_on_the_pod() {
         wait_failed_scheduling(&env, "default", pod, message).await;
     }
     assert!(names_bound(&list_pods(&env, "default").await, "").is_empty());
+
+    // minMember 0 or omitted is valid in both CRDs: no gang, the pod binds.
+    create_coscheduling(&env, "basic", json!({"minMember": 0})).await;
+    create_pod(
+        &env,
+        "default",
+        "basic-0",
+        "1",
+        cos_label("basic"),
+        json!({}),
+    )
+    .await;
+    create_volcano(&env, "vbasic", json!({})).await;
+    create_pod(
+        &env,
+        "default",
+        "vbasic-0",
+        "1",
+        volcano_annotation("vbasic"),
+        json!({}),
+    )
+    .await;
+    wait_pods(&env, "default", |p| {
+        bound_count(p, "basic-") == 1 && bound_count(p, "vbasic-") == 1
+    })
+    .await;
     daemon.shutdown().await.expect("clean shutdown");
 }
 
@@ -637,12 +666,13 @@ fn podgroup_v1alpha2() -> ApiResource {
     resource("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups")
 }
 
-/// The `PodGroupInitiallyScheduled` condition of an object, if any.
+/// The scheduler's condition of a v1alpha2 PodGroup (1.36 names it
+/// `PodGroupScheduled`), if any.
 fn initially_scheduled(o: &Value) -> Option<&Value> {
     o["status"]["conditions"]
         .as_array()?
         .iter()
-        .find(|c| c["type"] == "PodGroupInitiallyScheduled")
+        .find(|c| c["type"] == "PodGroupScheduled")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -771,11 +801,11 @@ async fn gated_gangs_report_waiting_for_members_in_each_dialect() {
     .await;
 
     let c = wait_podgroup_condition(&env, "default", "pg", |c| {
-        c["reason"] == "WaitingForMembers"
+        c["message"] == "1 of 3 members observed"
     })
     .await;
+    assert_eq!(c["reason"], "Unschedulable", "upstream's reason vocabulary");
     assert_eq!(c["status"], "False");
-    assert_eq!(c["message"], "1 of 3 members observed");
     wait_object(&env, &coscheduling(), "default", "cos", |o| {
         o["status"]["phase"] == "Pending"
     })
@@ -784,7 +814,7 @@ async fn gated_gangs_report_waiting_for_members_in_each_dialect() {
         o["status"]["phase"] == "Pending"
     })
     .await;
-    assert_eq!(vc["status"]["conditions"][0]["reason"], "WaitingForMembers");
+    assert_eq!(vc["status"]["conditions"][0]["reason"], "NotEnoughTasks");
     assert_eq!(
         vc["status"]["conditions"][0]["message"],
         "1 of 2 members observed"
@@ -812,12 +842,103 @@ async fn gated_gangs_report_waiting_for_members_in_each_dialect() {
     .await;
     wait_podgroup_condition(&env, "default", "pg", |c| c["status"] == "True").await;
     wait_object(&env, &coscheduling(), "default", "cos", |o| {
-        o["status"]["phase"] == "Scheduled"
+        o["status"]["phase"] == "Running"
     })
     .await;
     wait_object(&env, &volcano(), "default", "vc", |o| {
         o["status"]["phase"] == "Running"
     })
     .await;
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+// ---- dialect fidelity (issue 14) ------------------------------------------------
+
+/// Kubeflow Trainer labels its pods `scheduling.volcano.sh/group-name`: the
+/// gang is held whole, and the status is written on the object itself (the
+/// sim serves Volcano's PodGroup without `/status`, as its CRD has none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volcano_label_gang_is_held_whole_and_status_written_without_a_status_subresource() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    let label = |g: &str| json!({"labels": {"scheduling.volcano.sh/group-name": g}});
+    create_volcano(&env, "train", json!({"minMember": 3, "queue": "default"})).await;
+    for i in 0..3 {
+        let name = format!("train-{i}");
+        create_pod(&env, "default", &name, "1", label("train"), json!({})).await;
+    }
+    wait_pods(&env, "default", |p| bound_count(p, "train-") == 3).await;
+    let pg = wait_object(&env, &volcano(), "default", "train", |o| {
+        o["status"]["phase"] == "Running"
+    })
+    .await;
+    let c = &pg["status"]["conditions"][0];
+    assert_eq!(c["type"], "Scheduled");
+    assert_eq!(c["reason"], "tasks in gang are ready to be scheduled");
+    assert!(c["transitionID"].is_string(), "{c}");
+
+    // 5 cpu left: three members of 2 cpu never fit together; none binds.
+    let obj = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "big", "namespace": "default",
+                     "annotations": {"muster.dev/schedule-timeout-seconds": "2"}},
+        "spec": {"minMember": 3}});
+    create(&env, &volcano(), Some("default"), obj).await;
+    for i in 0..3 {
+        let name = format!("big-{i}");
+        create_pod(&env, "default", &name, "2", label("big"), json!({})).await;
+    }
+    let pg = wait_object(&env, &volcano(), "default", "big", |o| {
+        o["status"]["conditions"][0]["reason"] == "NotEnoughResources"
+    })
+    .await;
+    assert_eq!(pg["status"]["phase"], "Inqueue");
+    assert_eq!(pg["status"]["conditions"][0]["type"], "Unschedulable");
+    assert_eq!(bound_count(&list_pods(&env, "default").await, "big-"), 0);
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+/// A PodGroup sharing DRA claims: its members are refused with the reason
+/// (as pods with `resourceClaims` are), never placed without the claims.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_podgroup_with_resource_claims_is_refused_as_dra_is_not_supported() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    let obj = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "dra", "namespace": "default"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                 "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpus"}]}});
+    create(&env, &podgroup_resource(), Some("default"), obj).await;
+    let pods = (0..2)
+        .map(|i| pod(&format!("dra-{i}"), "1", "muster", Some("dra")))
+        .collect();
+    create_pods(&env, "default", pods).await;
+    wait_failed_scheduling(
+        &env,
+        "default",
+        "dra-0",
+        "PodGroup default/dra uses resourceClaims [gpu]: dynamic resource allocation (DRA) is not supported by this scheduler",
+    )
+    .await;
+    assert_eq!(bound_count(&list_pods(&env, "default").await, "dra-"), 0);
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+/// A basic-policy PodGroup gets the condition too, once a member is placed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_basic_podgroup_is_reported_scheduled() {
+    let env = cluster(vec![nodes(1, "4")]).await;
+    let daemon = start_daemon(&env).await;
+    let obj = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"schedulingPolicy": {"basic": {}}}});
+    create(&env, &podgroup_resource(), Some("default"), obj).await;
+    create_pods(
+        &env,
+        "default",
+        vec![pod("web-0", "1", "muster", Some("web"))],
+    )
+    .await;
+    let c = wait_podgroup_condition(&env, "default", "web", |c| c["status"] == "True").await;
+    assert_eq!(c["reason"], "Scheduled");
     daemon.shutdown().await.expect("clean shutdown");
 }

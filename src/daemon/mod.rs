@@ -205,6 +205,7 @@ pub fn engine_config(config: &SchedulerConfig) -> EngineConfig {
             let gang = p.gang.unwrap_or_default();
             profile.permit_waiting_time = gang.permit_waiting_time;
             profile.group_backoff = gang.group_backoff;
+            profile.dialect_timeouts = gang.dialect_timeouts;
             profile.gang_enabled = p.gang.is_some();
             profile
         })

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::dialects::{GangStatus, definition_source, status_patch};
+use crate::dialects::{GangStatus, definition_source, status_patch, workload_api};
 use crate::dispatch::{ApiCall, Dispatch, EventTarget, Intent, ResourceRef};
 use crate::engine::{Action, EventType, ObjectRef, SCHEDULED_REASON, scheduled_message};
 use crate::model::{DefinitionKey, GroupKey, GroupSource, PodKey};
@@ -148,13 +148,14 @@ impl Directory {
                         status,
                     });
                 }
+                // Named and worded as the version Muster read the object in.
                 Some(ApiCall::GroupCondition {
+                    type_: workload_api::condition_type(&resource.version).into(),
+                    reason: workload_api::condition_reason(phase).into(),
                     resource,
                     namespace: group.namespace().to_string(),
                     name: group.definition.name.to_string(),
-                    type_: POD_GROUP_CONDITION.into(),
                     status: initially_scheduled,
-                    reason: reason.to_string(),
                     message,
                 })
             }
@@ -306,6 +307,35 @@ mod tests {
     }
 
     #[test]
+    fn the_condition_is_named_as_the_served_version_names_it() {
+        let mut d = Directory::default();
+        d.served_versions
+            .insert("podgroups.scheduling.k8s.io", "v1alpha2");
+        let group = GroupKey::new(DefinitionKey::new("ml", GroupSource::PodGroup, "train"));
+        let action = Action::GroupStatus {
+            group,
+            phase: GroupPhase::WaitingForMembers,
+            reason: "WaitingForMembers",
+            message: "1 of 4 members observed".into(),
+            initially_scheduled: false,
+            scheduled: 0,
+        };
+        match d.call_for(action, &|_| None) {
+            Some(ApiCall::GroupCondition {
+                type_,
+                reason,
+                status,
+                ..
+            }) => {
+                assert_eq!(type_, "PodGroupScheduled");
+                assert_eq!(reason, "Unschedulable");
+                assert!(!status);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
     fn dialect_status_patches() {
         let mut d = Directory::default();
         d.served_versions
@@ -343,8 +373,8 @@ mod tests {
         }
         match d.call_for(action(true), &|_| None) {
             Some(ApiCall::GroupStatus { status, .. }) => {
-                assert_eq!(status["phase"], "Scheduled");
-                assert_eq!(status["scheduled"], 3);
+                assert_eq!(status["phase"], "Running");
+                assert!(status.get("scheduled").is_none(), "removed upstream");
                 assert!(status.get("scheduleStartTime").is_none(), "set once");
             }
             other => panic!("unexpected {other:?}"),

@@ -130,6 +130,22 @@ pub fn positive_count(value: &Value, field: &str) -> Result<u32, String> {
     }
 }
 
+/// `spec.minMember` of Coscheduling and Volcano: a non-negative integer of
+/// at most [`MAX_GROUP_COUNT`]; omitted is 0 (both CRDs allow it).
+pub fn min_member(value: &Value) -> Result<u32, String> {
+    const FIELD: &str = "spec.minMember";
+    match value {
+        Value::Null => Ok(0),
+        v => match v.as_i64() {
+            Some(n) => bounded_count(n, FIELD),
+            None if v.as_u64().is_some() => Err(format!(
+                "{FIELD} must be at most {MAX_GROUP_COUNT}, got {v}"
+            )),
+            None => Err(format!("{FIELD} must be an integer, got {v}")),
+        },
+    }
+}
+
 /// A non-negative count of at most [`MAX_GROUP_COUNT`], with a precise error.
 pub fn bounded_count(n: i64, field: &str) -> Result<u32, String> {
     if n < 0 {
@@ -200,7 +216,7 @@ pub fn named_member(
 type MinMemberSpec = (GroupPolicy, Option<Resources>, Option<Box<CappedTimeout>>);
 
 /// A `minMember` gang definition (Coscheduling and Volcano share the shape):
-/// `spec.minMember`, `spec.minResources`, and a timeout from `timeout_field`
+/// `spec.minMember` (0 or omitted: a basic group), `spec.minResources`, and a timeout from `timeout_field`
 /// when the dialect has one, else Muster's annotation. A malformed spec
 /// becomes `policy: Err` naming the object.
 pub fn min_member_definition(
@@ -212,7 +228,7 @@ pub fn min_member_definition(
     let key = DefinitionKey::new(meta.namespace, source, meta.name);
     let spec = &obj["spec"];
     let read = || -> Result<MinMemberSpec, String> {
-        let min_count = positive_count(&spec["minMember"], "spec.minMember")?;
+        let min_count = min_member(&spec["minMember"])?;
         let own_timeout = timeout_field
             .map(|f| (f, &spec[f]))
             .filter(|(_, v)| !v.is_null());
@@ -222,14 +238,15 @@ pub fn min_member_definition(
         };
         let (schedule_timeout, capped) = Timeout::split(timeout);
         let resources = min_resources(&spec["minResources"], "spec.minResources")?;
-        Ok((
-            GroupPolicy::Gang {
+        // Both dialects accept 0 (or no minMember at all): no gang then.
+        let policy = match min_count {
+            0 => GroupPolicy::Basic,
+            min_count => GroupPolicy::Gang {
                 min_count,
                 schedule_timeout,
             },
-            resources,
-            capped,
-        ))
+        };
+        Ok((policy, resources, capped))
     };
     let (policy, min_resources, timeout_capped) = match read() {
         Ok((p, r, c)) => (Ok(p), r, c),

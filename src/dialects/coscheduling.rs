@@ -1,8 +1,10 @@
 //! scheduler-plugins Coscheduling: `scheduling.x-k8s.io/v1alpha1` `PodGroup`.
 //! Members carry the label `scheduling.x-k8s.io/pod-group: <name>`. Read:
-//! `spec.minMember`, `spec.scheduleTimeoutSeconds` (wins over Muster's timeout
-//! annotation), `spec.minResources`. Written: `status.phase`, `status.scheduled`
-//! and `status.scheduleStartTime`.
+//! `spec.minMember` (0 or omitted: no gang), `spec.scheduleTimeoutSeconds`
+//! (wins over Muster's timeout annotation), `spec.minResources`. Written:
+//! `status.phase` in upstream's vocabulary (`Pending`, `Scheduling`,
+//! `Running`; the removed `PreScheduling`, `Scheduled` and `status.scheduled`
+//! are never written) and `status.scheduleStartTime`.
 
 use serde_json::{Value, json};
 
@@ -33,20 +35,20 @@ pub fn definition(obj: &Value) -> Result<GroupDef, String> {
     )
 }
 
-/// The `status` merge patch for a gang report: phase `Pending` while members
-/// are missing, `PreScheduling` once they are all observed, `Scheduling`
-/// after a rejection, `Scheduled` once the quorum is released.
+/// The `status` merge patch for a gang report, in the phases upstream's
+/// PodGroup controller uses: `Pending` while fewer than `minMember` members
+/// exist, `Scheduling` once they do (and again after a rejection: the gang
+/// is retried), `Running` once the quorum is released to binding (upstream
+/// waits for the pods to run; Muster reports the moment it commits them).
+/// The counts (`running`, `succeeded`, `failed`) are the pod controller's
+/// and are not written.
 pub fn status(s: &GangStatus<'_>) -> Value {
     let phase = match s.phase {
         GroupPhase::WaitingForMembers => "Pending",
-        GroupPhase::MembersObserved => "PreScheduling",
-        GroupPhase::Unschedulable => "Scheduling",
-        GroupPhase::Scheduled => "Scheduled",
+        GroupPhase::MembersObserved | GroupPhase::Unschedulable => "Scheduling",
+        GroupPhase::Scheduled => "Running",
     };
-    let mut status = json!({
-        "phase": phase,
-        "scheduled": s.scheduled_count,
-    });
+    let mut status = json!({ "phase": phase });
     if s.first {
         status["scheduleStartTime"] = s.now.into();
     }
@@ -124,14 +126,13 @@ mod tests {
     #[test]
     fn malformed_specs() {
         for (spec, needle) in [
-            (json!({}), "spec.minMember is missing"),
-            (
-                json!({"minMember": 0}),
-                "spec.minMember must be positive, got 0",
-            ),
             (
                 json!({"minMember": -3}),
-                "spec.minMember must be positive, got -3",
+                "spec.minMember must not be negative, got -3",
+            ),
+            (
+                json!({"minMember": "3"}),
+                "spec.minMember must be an integer, got \"3\"",
             ),
             (
                 json!({"minMember": 2, "scheduleTimeoutSeconds": 0}),
@@ -149,6 +150,13 @@ mod tests {
                 "{spec}: {err}"
             );
         }
+    }
+
+    /// Upstream's CRD lets `minMember` be omitted or 0: no gang then.
+    #[test]
+    fn min_member_omitted_or_zero_is_a_basic_group() {
+        assert_eq!(def(json!({})).policy, Ok(GroupPolicy::Basic));
+        assert_eq!(def(json!({"minMember": 0})).policy, Ok(GroupPolicy::Basic));
     }
 
     #[test]
@@ -175,15 +183,38 @@ mod tests {
         };
         assert_eq!(
             status(&s),
-            json!({"phase": "Scheduling", "scheduled": 0, "scheduleStartTime": "2026-01-01T00:00:00Z"})
+            json!({"phase": "Scheduling", "scheduleStartTime": "2026-01-01T00:00:00Z"})
         );
         s.phase = GroupPhase::Scheduled;
         s.scheduled_count = 3;
         s.first = false;
-        assert_eq!(status(&s), json!({"phase": "Scheduled", "scheduled": 3}));
+        assert_eq!(status(&s), json!({"phase": "Running"}));
         s.phase = GroupPhase::WaitingForMembers;
         assert_eq!(status(&s)["phase"], "Pending");
         s.phase = GroupPhase::MembersObserved;
-        assert_eq!(status(&s)["phase"], "PreScheduling");
+        assert_eq!(status(&s)["phase"], "Scheduling");
+        // Only upstream's phases, never the removed ones nor `scheduled`.
+        for phase in [
+            GroupPhase::WaitingForMembers,
+            GroupPhase::MembersObserved,
+            GroupPhase::Unschedulable,
+            GroupPhase::Scheduled,
+        ] {
+            s.phase = phase;
+            let v = status(&s);
+            assert!(
+                [
+                    "Pending",
+                    "Scheduling",
+                    "Running",
+                    "Unknown",
+                    "Finished",
+                    "Failed"
+                ]
+                .contains(&v["phase"].as_str().unwrap()),
+                "{v}"
+            );
+            assert!(v.get("scheduled").is_none(), "{v}");
+        }
     }
 }

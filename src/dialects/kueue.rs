@@ -2,15 +2,22 @@
 //! `kueue.x-k8s.io/pod-group-name` and the annotation
 //! `kueue.x-k8s.io/pod-group-total-count` (the gang's `min_count`). There is no
 //! definition object, so [`KueueGroups`] synthesizes one from the members the
-//! informers report; members that disagree on the total make the definition
-//! malformed, which every member is told. Nothing is written back.
+//! informers report; members that disagree on the total (or on any other
+//! annotation below) make the definition malformed, which every member is
+//! told. Nothing is written back.
+//!
+//! Also read and validated: the topology annotations (`podset-required-`,
+//! `-preferred-`, `-unconstrained-topology`, `podset-slice-required-topology`
+//! with `podset-slice-size`) and `pod-group-fast-admission` /
+//! `pod-group-serving`. What Muster does with each: docs/dialects.md.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::common::bounded_count;
 use crate::model::wire::PodWire;
 use crate::model::{
-    DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource, PodInfo, PodKey,
+    DefinitionKey, GroupDef, GroupExtras, GroupKey, GroupMembership, GroupPolicy, GroupSource,
+    KueueOptions, PodInfo, PodKey,
 };
 
 /// The label naming a pod's Kueue pod group.
@@ -19,6 +26,18 @@ pub const GROUP_NAME_LABEL: &str = "kueue.x-k8s.io/pod-group-name";
 pub const TOTAL_COUNT_ANNOTATION: &str = "kueue.x-k8s.io/pod-group-total-count";
 /// The annotation requesting that every member share one value of a node label.
 pub const REQUIRED_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-required-topology";
+/// The annotation asking, without requiring, that members share one value.
+pub const PREFERRED_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-preferred-topology";
+/// The annotation saying the pod set has no topology constraint.
+pub const UNCONSTRAINED_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-unconstrained-topology";
+/// The annotation requiring each slice of members to share one value.
+pub const SLICE_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-slice-required-topology";
+/// The number of members in each slice.
+pub const SLICE_SIZE_ANNOTATION: &str = "kueue.x-k8s.io/podset-slice-size";
+/// The annotation letting Kueue admit the group before every member exists.
+pub const FAST_ADMISSION_ANNOTATION: &str = "kueue.x-k8s.io/pod-group-fast-admission";
+/// The annotation marking a serving group (members replaced while it runs).
+pub const SERVING_ANNOTATION: &str = "kueue.x-k8s.io/pod-group-serving";
 
 /// The label → the pod's membership, if it carries the label. The total count
 /// must be readable on every member.
@@ -29,7 +48,9 @@ pub fn membership(pod: &PodWire, namespace: &str) -> Option<GroupMembership> {
             "label {GROUP_NAME_LABEL} is empty"
         )));
     }
-    if let Err(e) = total_count(&pod.metadata.annotations) {
+    if let Err(e) =
+        total_count(&pod.metadata.annotations).and_then(|_| options(&pod.metadata.annotations))
+    {
         return Some(GroupMembership::Invalid(format!(
             "Kueue pod group {namespace}/{name}: {e}"
         )));
@@ -56,6 +77,84 @@ fn total_count(annotations: &BTreeMap<String, String>) -> Result<u32, String> {
     }
 }
 
+/// A boolean annotation: absent is false; otherwise `"true"` or `"false"`.
+fn flag(annotations: &BTreeMap<String, String>, key: &str) -> Result<bool, String> {
+    match annotations.get(key).map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(v) => Err(format!(
+            "annotation {key} must be \"true\" or \"false\", got {v:?}"
+        )),
+    }
+}
+
+/// A node-label annotation: absent is none; present, it must not be empty.
+fn label_key(annotations: &BTreeMap<String, String>, key: &str) -> Result<Option<String>, String> {
+    match annotations.get(key) {
+        None => Ok(None),
+        Some(v) if v.trim().is_empty() => Err(format!("annotation {key} is empty")),
+        Some(v) => Ok(Some(v.clone())),
+    }
+}
+
+/// The member's topology and pod-group options, validated as Kueue's
+/// webhook does: at most one of required, preferred and unconstrained; a
+/// slice topology only with a positive slice size, and the size only with it.
+fn options(
+    annotations: &BTreeMap<String, String>,
+) -> Result<(Option<String>, KueueOptions), String> {
+    let required = label_key(annotations, REQUIRED_TOPOLOGY_ANNOTATION)?;
+    let preferred = label_key(annotations, PREFERRED_TOPOLOGY_ANNOTATION)?;
+    let unconstrained = flag(annotations, UNCONSTRAINED_TOPOLOGY_ANNOTATION)?;
+    let modes = [
+        (required.is_some(), REQUIRED_TOPOLOGY_ANNOTATION),
+        (preferred.is_some(), PREFERRED_TOPOLOGY_ANNOTATION),
+        (unconstrained, UNCONSTRAINED_TOPOLOGY_ANNOTATION),
+    ];
+    let set: Vec<&str> = modes
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, k)| *k)
+        .collect();
+    if set.len() > 1 {
+        return Err(format!(
+            "annotations {} are mutually exclusive",
+            set.join(" and ")
+        ));
+    }
+    let slice_topology = label_key(annotations, SLICE_TOPOLOGY_ANNOTATION)?;
+    let slice = match (slice_topology, annotations.get(SLICE_SIZE_ANNOTATION)) {
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(format!(
+                "annotation {SLICE_SIZE_ANNOTATION} is required with {SLICE_TOPOLOGY_ANNOTATION}"
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(format!(
+                "annotation {SLICE_SIZE_ANNOTATION} is only valid with {SLICE_TOPOLOGY_ANNOTATION}"
+            ));
+        }
+        (Some(key), Some(size)) => {
+            let field = format!("annotation {SLICE_SIZE_ANNOTATION}");
+            match size.trim().parse::<i64>() {
+                Ok(n) if n > 0 => Some((key, bounded_count(n, &field)?)),
+                _ => return Err(format!("{field} must be a positive integer, got {size:?}")),
+            }
+        }
+    };
+    Ok((
+        required,
+        KueueOptions {
+            preferred_topology: preferred,
+            unconstrained_topology: unconstrained,
+            slice,
+            fast_admission: flag(annotations, FAST_ADMISSION_ANNOTATION)?,
+            serving: flag(annotations, SERVING_ANNOTATION)?,
+        },
+    ))
+}
+
 /// A change to the synthesized definitions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Synthesized {
@@ -68,6 +167,7 @@ struct Member {
     count: u32,
     created_ms: i64,
     topology: Option<String>,
+    options: KueueOptions,
 }
 
 /// Kueue group definitions synthesized from their members. Pure and stateful:
@@ -89,6 +189,9 @@ impl KueueGroups {
         let Ok(count) = total_count(&pod.annotations) else {
             return self.forget(&pod.key);
         };
+        let Ok((topology, options)) = options(&pod.annotations) else {
+            return self.forget(&pod.key);
+        };
         let mut out = Vec::new();
         if self.pods.get(&pod.key).is_some_and(|old| *old != key) {
             out = self.forget(&pod.key);
@@ -96,11 +199,8 @@ impl KueueGroups {
         let member = Member {
             count,
             created_ms: pod.created_ms,
-            topology: pod
-                .annotations
-                .get(REQUIRED_TOPOLOGY_ANNOTATION)
-                .filter(|t| !t.is_empty())
-                .cloned(),
+            topology,
+            options,
         };
         self.pods.insert(pod.key.clone(), key.clone());
         self.groups
@@ -141,39 +241,78 @@ impl KueueGroups {
     }
 }
 
-fn synthesize(key: &DefinitionKey, members: &BTreeMap<PodKey, Member>) -> GroupDef {
+/// What members must agree on besides the total count: the annotation and
+/// each member's value of it.
+type Agreed = (&'static str, fn(&Member) -> Option<String>);
+
+const AGREED: [Agreed; 6] = [
+    (REQUIRED_TOPOLOGY_ANNOTATION, |m| m.topology.clone()),
+    (PREFERRED_TOPOLOGY_ANNOTATION, |m| {
+        m.options.preferred_topology.clone()
+    }),
+    (UNCONSTRAINED_TOPOLOGY_ANNOTATION, |m| {
+        Some(m.options.unconstrained_topology.to_string())
+    }),
+    (SLICE_TOPOLOGY_ANNOTATION, |m| {
+        m.options
+            .slice
+            .as_ref()
+            .map(|(k, n)| format!("{k} (size {n})"))
+    }),
+    (FAST_ADMISSION_ANNOTATION, |m| {
+        Some(m.options.fast_admission.to_string())
+    }),
+    (SERVING_ANNOTATION, |m| Some(m.options.serving.to_string())),
+];
+
+/// The first annotation the members disagree on, with their values in order
+/// (counts numerically: "3 vs 4").
+fn disagreement(members: &BTreeMap<PodKey, Member>) -> Option<(&'static str, Vec<String>)> {
     let counts: BTreeSet<u32> = members.values().map(|m| m.count).collect();
-    let topologies: BTreeSet<&str> = members
-        .values()
-        .filter_map(|m| m.topology.as_deref())
-        .collect();
-    let disagree = |what: &str, values: Vec<String>| {
+    if counts.len() > 1 {
+        return Some((
+            TOTAL_COUNT_ANNOTATION,
+            counts.iter().map(u32::to_string).collect(),
+        ));
+    }
+    AGREED.iter().find_map(|(annotation, value)| {
+        let values: BTreeSet<String> = members.values().filter_map(value).collect();
+        (values.len() > 1).then(|| (*annotation, values.into_iter().collect()))
+    })
+}
+
+fn synthesize(key: &DefinitionKey, members: &BTreeMap<PodKey, Member>) -> GroupDef {
+    let disagreement = disagreement(members).map(|(annotation, values)| {
         format!(
-            "pods of group {}/{} disagree on {what}: {}",
+            "pods of group {}/{} disagree on {annotation}: {}",
             key.namespace,
             key.name,
             values.join(" vs ")
         )
-    };
-    let policy = if counts.len() > 1 {
-        Err(disagree(
-            TOTAL_COUNT_ANNOTATION,
-            counts.iter().map(u32::to_string).collect(),
-        ))
-    } else if topologies.len() > 1 {
-        Err(disagree(
-            REQUIRED_TOPOLOGY_ANNOTATION,
-            topologies.iter().map(|t| t.to_string()).collect(),
-        ))
-    } else {
-        Ok(GroupPolicy::Gang {
-            min_count: counts.first().copied().unwrap_or(1),
+    });
+    let first = members.values().next();
+    let policy = match disagreement {
+        Some(m) => Err(m),
+        None => Ok(GroupPolicy::Gang {
+            min_count: first.map_or(1, |m| m.count),
             schedule_timeout: None,
-        })
+        }),
     };
     let created_ms = members.values().map(|m| m.created_ms).min().unwrap_or(0);
+    let options = first.map(|m| m.options.clone()).unwrap_or_default();
+    let unsupported = options.slice.as_ref().map(|(label, size)| {
+        format!(
+            "Kueue pod group {}/{}: annotation {SLICE_TOPOLOGY_ANNOTATION} (every {size} members within one value of node label {label}) is not supported by this scheduler",
+            key.namespace, key.name
+        )
+    });
     GroupDef {
-        required_topology: topologies.first().map(|t| t.to_string()),
+        required_topology: first.and_then(|m| m.topology.clone()),
+        extras: Box::new(GroupExtras {
+            kueue: options,
+            ..GroupExtras::default()
+        }),
+        unsupported,
         ..GroupDef::new(key.clone(), policy, created_ms)
     }
 }
@@ -246,6 +385,134 @@ mod tests {
             PodInfo::from_json(br#"{"metadata":{"name":"a","namespace":"default"},"spec":{}}"#)
                 .unwrap();
         assert!(matches!(&k.observe(&plain)[..], [Synthesized::Deleted(_)]));
+    }
+
+    fn pod_with(name: &str, extra: serde_json::Value) -> PodInfo {
+        let mut annotations = json!({TOTAL_COUNT_ANNOTATION: "2"});
+        for (k, v) in extra.as_object().unwrap() {
+            annotations[k] = v.clone();
+        }
+        let v = json!({"metadata": {"name": name, "namespace": "default",
+            "labels": {GROUP_NAME_LABEL: "g"}, "annotations": annotations},
+            "spec": {"containers": []}});
+        PodInfo::from_json(&serde_json::to_vec(&v).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn options_are_read_into_the_definition() {
+        let mut k = KueueGroups::default();
+        let extra = json!({PREFERRED_TOPOLOGY_ANNOTATION: "rack",
+            FAST_ADMISSION_ANNOTATION: "true", SERVING_ANNOTATION: "false"});
+        k.observe(&pod_with("a", extra.clone()));
+        let out = k.observe(&pod_with("b", extra));
+        assert!(out.is_empty(), "the second member agrees: unchanged");
+        let out = k.observe(&pod_with(
+            "a",
+            json!({PREFERRED_TOPOLOGY_ANNOTATION: "rack",
+            FAST_ADMISSION_ANNOTATION: "true"}),
+        ));
+        assert!(out.is_empty(), "absent is false");
+        let mut k = KueueGroups::default();
+        let out = k.observe(&pod_with(
+            "a",
+            json!({PREFERRED_TOPOLOGY_ANNOTATION: "rack",
+            FAST_ADMISSION_ANNOTATION: "true"}),
+        ));
+        let d = upserted(&out);
+        assert_eq!(
+            d.extras.kueue,
+            KueueOptions {
+                preferred_topology: Some("rack".into()),
+                fast_admission: true,
+                ..KueueOptions::default()
+            }
+        );
+        assert_eq!(d.required_topology, None);
+        assert_eq!(d.unsupported, None);
+        let out = k.observe(&pod_with(
+            "b",
+            json!({PREFERRED_TOPOLOGY_ANNOTATION: "block"}),
+        ));
+        assert_eq!(
+            upserted(&out).policy,
+            Err("pods of group default/g disagree on kueue.x-k8s.io/podset-preferred-topology: block vs rack".into())
+        );
+    }
+
+    #[test]
+    fn slices_are_refused_as_unsupported() {
+        let mut k = KueueGroups::default();
+        let out = k.observe(&pod_with(
+            "a",
+            json!({SLICE_TOPOLOGY_ANNOTATION: "rack", SLICE_SIZE_ANNOTATION: "2"}),
+        ));
+        let d = upserted(&out);
+        assert_eq!(d.extras.kueue.slice, Some(("rack".into(), 2)));
+        assert_eq!(
+            d.unsupported.as_deref(),
+            Some(
+                "Kueue pod group default/g: annotation kueue.x-k8s.io/podset-slice-required-topology (every 2 members within one value of node label rack) is not supported by this scheduler"
+            )
+        );
+    }
+
+    #[test]
+    fn malformed_options() {
+        let wire = |annotations: serde_json::Value| -> PodWire {
+            let mut a = json!({TOTAL_COUNT_ANNOTATION: "2"});
+            for (k, v) in annotations.as_object().unwrap() {
+                a[k] = v.clone();
+            }
+            serde_json::from_value(
+                json!({"metadata": {"labels": {GROUP_NAME_LABEL: "g"}, "annotations": a}}),
+            )
+            .unwrap()
+        };
+        let prefix = "Kueue pod group default/g: ";
+        for (annotations, message) in [
+            (
+                json!({UNCONSTRAINED_TOPOLOGY_ANNOTATION: "yes"}),
+                "annotation kueue.x-k8s.io/podset-unconstrained-topology must be \"true\" or \"false\", got \"yes\"",
+            ),
+            (
+                json!({FAST_ADMISSION_ANNOTATION: "1"}),
+                "annotation kueue.x-k8s.io/pod-group-fast-admission must be \"true\" or \"false\", got \"1\"",
+            ),
+            (
+                json!({SERVING_ANNOTATION: "True"}),
+                "annotation kueue.x-k8s.io/pod-group-serving must be \"true\" or \"false\", got \"True\"",
+            ),
+            (
+                json!({PREFERRED_TOPOLOGY_ANNOTATION: ""}),
+                "annotation kueue.x-k8s.io/podset-preferred-topology is empty",
+            ),
+            (
+                json!({REQUIRED_TOPOLOGY_ANNOTATION: "rack", PREFERRED_TOPOLOGY_ANNOTATION: "block"}),
+                "annotations kueue.x-k8s.io/podset-required-topology and kueue.x-k8s.io/podset-preferred-topology are mutually exclusive",
+            ),
+            (
+                json!({SLICE_TOPOLOGY_ANNOTATION: "rack"}),
+                "annotation kueue.x-k8s.io/podset-slice-size is required with kueue.x-k8s.io/podset-slice-required-topology",
+            ),
+            (
+                json!({SLICE_SIZE_ANNOTATION: "2"}),
+                "annotation kueue.x-k8s.io/podset-slice-size is only valid with kueue.x-k8s.io/podset-slice-required-topology",
+            ),
+            (
+                json!({SLICE_TOPOLOGY_ANNOTATION: "rack", SLICE_SIZE_ANNOTATION: "0"}),
+                "annotation kueue.x-k8s.io/podset-slice-size must be a positive integer, got \"0\"",
+            ),
+            (
+                json!({SLICE_TOPOLOGY_ANNOTATION: "rack", SLICE_SIZE_ANNOTATION: "200000"}),
+                "annotation kueue.x-k8s.io/podset-slice-size must be at most 100000, got 200000",
+            ),
+        ] {
+            assert_eq!(
+                membership(&wire(annotations.clone()), "default"),
+                Some(GroupMembership::Invalid(format!("{prefix}{message}"))),
+                "{annotations}"
+            );
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 mod common;
 pub mod coscheduling;
 pub mod kueue;
+mod pod_group_fields;
 pub mod volcano;
 pub mod workload_api;
 pub mod workload_v1alpha1;
@@ -33,6 +34,10 @@ pub struct DefinitionSource {
     pub versions: &'static [&'static str],
     pub kind: &'static str,
     pub plural: &'static str,
+    /// Whether the kind has a `/status` subresource. Volcano's PodGroup CRD
+    /// has none: its status is written with the object, as Volcano's own
+    /// scheduler does (a patch of `/status` would be a 404).
+    pub status_subresource: bool,
     /// Object JSON → the group definitions it declares (a v1alpha1 Workload
     /// declares several). `Err` means the object itself is unreadable.
     pub translate: fn(&serde_json::Value) -> Result<Vec<GroupDef>, String>,
@@ -45,9 +50,12 @@ pub const DEFINITION_SOURCES: &[DefinitionSource] = &[
         name: "podgroups.scheduling.k8s.io",
         source: GroupSource::PodGroup,
         group: "scheduling.k8s.io",
-        versions: &["v1beta1", "v1alpha2"],
+        // Newest first, as the API server's version priority orders them:
+        // beta before alpha, then the higher alpha (v1alpha3, 1.37).
+        versions: &["v1beta1", "v1alpha3", "v1alpha2"],
         kind: "PodGroup",
         plural: "podgroups",
+        status_subresource: true,
         translate: |obj| pod_group_definition(obj).map(|d| vec![d]),
     },
     DefinitionSource {
@@ -58,6 +66,7 @@ pub const DEFINITION_SOURCES: &[DefinitionSource] = &[
         versions: &["v1alpha1"],
         kind: "Workload",
         plural: "workloads",
+        status_subresource: true,
         translate: workload_definitions,
     },
     DefinitionSource {
@@ -67,6 +76,7 @@ pub const DEFINITION_SOURCES: &[DefinitionSource] = &[
         versions: &["v1alpha1"],
         kind: "PodGroup",
         plural: "podgroups",
+        status_subresource: true,
         translate: |obj| coscheduling::definition(obj).map(|d| vec![d]),
     },
     DefinitionSource {
@@ -76,6 +86,7 @@ pub const DEFINITION_SOURCES: &[DefinitionSource] = &[
         versions: &["v1beta1"],
         kind: "PodGroup",
         plural: "podgroups",
+        status_subresource: false,
         translate: |obj| volcano::definition(obj).map(|d| vec![d]),
     },
 ];
@@ -83,6 +94,15 @@ pub const DEFINITION_SOURCES: &[DefinitionSource] = &[
 /// The definition kind of a dialect, if it has one.
 pub fn definition_source(source: GroupSource) -> Option<&'static DefinitionSource> {
     DEFINITION_SOURCES.iter().find(|d| d.source == source)
+}
+
+/// Whether status is written through the `/status` subresource for a
+/// definition kind of this API group (every kind Muster writes but Volcano's).
+pub fn status_subresource(group: &str) -> bool {
+    DEFINITION_SOURCES
+        .iter()
+        .find(|d| d.group == group)
+        .is_none_or(|d| d.status_subresource)
 }
 
 /// The `status` merge patch a dialect writes for a gang report, or `None` when
@@ -255,6 +275,9 @@ mod tests {
         ] {
             assert!(definition_source(source).is_some(), "{source:?}");
         }
+        assert!(!status_subresource("scheduling.volcano.sh"));
+        assert!(status_subresource("scheduling.k8s.io"));
+        assert!(status_subresource("scheduling.x-k8s.io"));
         let mut names: Vec<_> = DEFINITION_SOURCES.iter().map(|d| d.name).collect();
         names.dedup();
         assert_eq!(names.len(), DEFINITION_SOURCES.len());

@@ -1,31 +1,59 @@
 //! Volcano: `scheduling.volcano.sh/v1beta1` `PodGroup`. Members carry the
-//! annotation `scheduling.k8s.io/group-name: <name>`. Read: `spec.minMember`,
+//! annotation `scheduling.k8s.io/group-name: <name>`, or the key
+//! `scheduling.volcano.sh/group-name` as an annotation or (Kubeflow Trainer)
+//! a label. Read: `spec.minMember` (0 or omitted: no gang),
 //! `spec.minResources` (and Muster's timeout annotation), `spec.minTaskMember`
 //! (per-task quorum; a member's task is its `volcano.sh/task-spec`
 //! annotation), `spec.priorityClassName` (the members' priority when they
-//! carry none) and `spec.queue` (recorded, informational). Written:
-//! `status.phase`, `status.running` (members bound or binding) and one
-//! condition.
+//! carry none) and `spec.queue` (recorded, informational). Written, with
+//! the object since the CRD has no `/status` subresource: `status.phase`,
+//! `status.running` (members bound or binding) and one condition in
+//! Volcano's vocabulary.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
 use super::common::{
-    GangStatus, bounded_count, min_member_definition, named_member, priority_class_name,
+    GangStatus, Meta, bounded_count, min_member_definition, named_member, priority_class_name,
 };
 use crate::model::wire::PodWire;
-use crate::model::{GroupDef, GroupMembership, GroupPhase, GroupSource};
+use crate::model::{
+    GroupDef, GroupMembership, GroupPhase, GroupPolicy, GroupSource, MAX_GROUP_COUNT,
+};
 
-/// The annotation naming a pod's Volcano `PodGroup`.
+/// The annotation naming a pod's Volcano `PodGroup` (Volcano's
+/// `KubeGroupNameAnnotationKey`).
 pub const GROUP_NAME_ANNOTATION: &str = "scheduling.k8s.io/group-name";
+/// Volcano's own key for the same (`VolcanoGroupNameAnnotationKey`); Kubeflow
+/// Trainer sets it as a pod label.
+pub const VOLCANO_GROUP_NAME_KEY: &str = "scheduling.volcano.sh/group-name";
 
-/// The annotation → the pod's membership, if it carries the annotation.
+/// The pod's membership, if it names a Volcano group: the
+/// `scheduling.k8s.io/group-name` annotation first (Volcano's primary key),
+/// then `scheduling.volcano.sh/group-name` as an annotation, then as a label.
 pub fn membership(pod: &PodWire, namespace: &str) -> Option<GroupMembership> {
-    let annotation = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION);
+    let keys = [
+        (
+            pod.metadata.annotations.get(GROUP_NAME_ANNOTATION),
+            "annotation",
+            GROUP_NAME_ANNOTATION,
+        ),
+        (
+            pod.metadata.annotations.get(VOLCANO_GROUP_NAME_KEY),
+            "annotation",
+            VOLCANO_GROUP_NAME_KEY,
+        ),
+        (
+            pod.metadata.labels.get(VOLCANO_GROUP_NAME_KEY),
+            "label",
+            VOLCANO_GROUP_NAME_KEY,
+        ),
+    ];
+    let (name, what, key) = keys.into_iter().find(|(name, _, _)| name.is_some())?;
     named_member(
-        annotation,
-        &format!("annotation {GROUP_NAME_ANNOTATION}"),
+        name,
+        &format!("{what} {key}"),
         namespace,
         GroupSource::Volcano,
     )
@@ -36,7 +64,24 @@ pub fn definition(obj: &Value) -> Result<GroupDef, String> {
     let mut def = min_member_definition(obj, GroupSource::Volcano, None)?;
     let spec = &obj["spec"];
     match min_task_members(&spec["minTaskMember"]) {
-        Ok(tasks) => def.min_task_members = tasks,
+        Ok(tasks) => {
+            // minMember 0 with per-task minimums: the tasks make the gang.
+            if def.policy == Ok(GroupPolicy::Basic) && !tasks.is_empty() {
+                let total = tasks.values().fold(0u32, |a, n| a.saturating_add(*n));
+                def.policy = if total <= MAX_GROUP_COUNT {
+                    Ok(GroupPolicy::Gang {
+                        min_count: total,
+                        schedule_timeout: gang_timeout(obj)?,
+                    })
+                } else {
+                    Err(format!(
+                        "{}: spec.minTaskMember adds up to {total}, more than {MAX_GROUP_COUNT}",
+                        def.key
+                    ))
+                };
+            }
+            def.min_task_members = tasks;
+        }
         Err(e) if def.policy.is_ok() => def.policy = Err(format!("{}: {e}", def.key)),
         Err(_) => {}
     }
@@ -46,6 +91,12 @@ pub fn definition(obj: &Value) -> Result<GroupDef, String> {
         .filter(|q| !q.is_empty())
         .map(str::to_string);
     Ok(def)
+}
+
+/// The timeout Muster's annotation sets, for a gang made of tasks alone.
+fn gang_timeout(obj: &Value) -> Result<Option<std::time::Duration>, String> {
+    let meta = Meta::read(obj)?;
+    Ok(meta.timeout_annotation().ok().flatten().map(|t| t.value))
 }
 
 /// `spec.minTaskMember`: task name → minimum members of that task. Entries of
@@ -79,24 +130,35 @@ fn min_task_members(value: &Value) -> Result<BTreeMap<String, u32>, String> {
     Ok(tasks)
 }
 
-/// The `status` merge patch for a gang report: phase `Pending` with an
-/// `Unschedulable` condition while members are missing or after a rejection,
-/// `Inqueue` once every member is observed (conditions left as they are),
+/// Volcano's condition reason for a gang short of members (`NotEnoughPodsReason`).
+pub const NOT_ENOUGH_TASKS: &str = "NotEnoughTasks";
+/// Volcano's condition reason for a gang that does not fit (`NotEnoughResourcesReason`).
+pub const NOT_ENOUGH_RESOURCES: &str = "NotEnoughResources";
+/// The reason Volcano's gang plugin gives its `Scheduled` condition.
+pub const GANG_READY: &str = "tasks in gang are ready to be scheduled";
+
+/// The `status` merge patch for a gang report, in Volcano's vocabulary:
+/// `Pending` with an `Unschedulable`/`NotEnoughTasks` condition while
+/// members are missing; `Inqueue` once they all exist (conditions left as
+/// they are) and, after a rejection, with an
+/// `Unschedulable`/`NotEnoughResources` condition carrying the message;
 /// `Running` with a `Scheduled` condition once the quorum is released.
+/// Each condition carries a `transitionID`: Volcano's is its scheduling
+/// session's UID; Muster has no sessions, so it is the report's time.
 pub fn status(s: &GangStatus<'_>) -> Value {
-    let (phase, type_) = match s.phase {
-        GroupPhase::WaitingForMembers | GroupPhase::Unschedulable => {
-            ("Pending", Some("Unschedulable"))
-        }
+    let (phase, condition) = match s.phase {
+        GroupPhase::WaitingForMembers => ("Pending", Some(("Unschedulable", NOT_ENOUGH_TASKS))),
         GroupPhase::MembersObserved => ("Inqueue", None),
-        GroupPhase::Scheduled => ("Running", Some("Scheduled")),
+        GroupPhase::Unschedulable => ("Inqueue", Some(("Unschedulable", NOT_ENOUGH_RESOURCES))),
+        GroupPhase::Scheduled => ("Running", Some(("Scheduled", GANG_READY))),
     };
     let mut status = json!({"phase": phase, "running": s.scheduled_count});
-    if let Some(type_) = type_ {
+    if let Some((type_, reason)) = condition {
         status["conditions"] = json!([{
             "type": type_,
             "status": "True",
-            "reason": s.reason,
+            "transitionID": format!("muster-{}", s.now),
+            "reason": reason,
             "message": s.message,
             "lastTransitionTime": s.now,
         }]);
@@ -158,14 +220,9 @@ mod tests {
     #[test]
     fn malformed_specs() {
         for (spec, needle) in [
-            (json!({}), "spec.minMember is missing"),
-            (
-                json!({"minMember": 0}),
-                "spec.minMember must be positive, got 0",
-            ),
             (
                 json!({"minMember": -1}),
-                "spec.minMember must be positive, got -1",
+                "spec.minMember must not be negative, got -1",
             ),
             (
                 json!({"minMember": "two"}),
@@ -211,14 +268,80 @@ mod tests {
         assert_eq!(v["phase"], "Running");
         assert_eq!(v["running"], 2);
         assert_eq!(v["conditions"][0]["type"], "Scheduled");
+        assert_eq!(v["conditions"][0]["reason"], GANG_READY);
+        assert_eq!(
+            v["conditions"][0]["transitionID"],
+            "muster-2026-01-01T00:00:00Z"
+        );
         s.phase = GroupPhase::WaitingForMembers;
-        s.reason = "WaitingForMembers";
         let v = status(&s);
         assert_eq!(v["phase"], "Pending");
-        assert_eq!(v["conditions"][0]["reason"], "WaitingForMembers");
+        assert_eq!(v["conditions"][0]["type"], "Unschedulable");
+        assert_eq!(v["conditions"][0]["reason"], "NotEnoughTasks");
         s.phase = GroupPhase::MembersObserved;
         let v = status(&s);
         assert_eq!(v["phase"], "Inqueue");
         assert!(v.get("conditions").is_none());
+        s.phase = GroupPhase::Unschedulable;
+        let v = status(&s);
+        assert_eq!(v["phase"], "Inqueue");
+        assert_eq!(v["conditions"][0]["reason"], "NotEnoughResources");
+    }
+
+    #[test]
+    fn min_member_zero_or_omitted() {
+        assert_eq!(def(json!({})).policy, Ok(GroupPolicy::Basic));
+        assert_eq!(def(json!({"minMember": 0})).policy, Ok(GroupPolicy::Basic));
+        assert_eq!(
+            def(json!({"minMember": 0, "minTaskMember": {"ps": 1, "worker": 2}})).policy,
+            Ok(GroupPolicy::Gang {
+                min_count: 3,
+                schedule_timeout: None
+            }),
+            "the tasks make the gang"
+        );
+    }
+
+    #[test]
+    fn group_name_keys_and_their_precedence() {
+        let wire = |labels: Value, annotations: Value| -> PodWire {
+            serde_json::from_value(
+                json!({"metadata": {"labels": labels, "annotations": annotations}}),
+            )
+            .unwrap()
+        };
+        let name = |p: &PodWire| {
+            membership(p, "ns").and_then(|m| m.key().map(|k| k.definition.name.to_string()))
+        };
+        // Kubeflow Trainer: the Volcano key as a label.
+        assert_eq!(
+            name(&wire(json!({VOLCANO_GROUP_NAME_KEY: "train"}), json!({}))),
+            Some("train".into())
+        );
+        assert_eq!(
+            name(&wire(json!({}), json!({VOLCANO_GROUP_NAME_KEY: "a"}))),
+            Some("a".into())
+        );
+        assert_eq!(
+            name(&wire(
+                json!({VOLCANO_GROUP_NAME_KEY: "label"}),
+                json!({GROUP_NAME_ANNOTATION: "kube", VOLCANO_GROUP_NAME_KEY: "annotation"})
+            )),
+            Some("kube".into())
+        );
+        assert_eq!(
+            name(&wire(
+                json!({VOLCANO_GROUP_NAME_KEY: "label"}),
+                json!({VOLCANO_GROUP_NAME_KEY: "annotation"})
+            )),
+            Some("annotation".into())
+        );
+        assert_eq!(
+            membership(&wire(json!({VOLCANO_GROUP_NAME_KEY: ""}), json!({})), "ns"),
+            Some(GroupMembership::Invalid(
+                "label scheduling.volcano.sh/group-name is empty".into()
+            ))
+        );
+        assert_eq!(membership(&wire(json!({}), json!({})), "ns"), None);
     }
 }

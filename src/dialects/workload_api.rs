@@ -1,18 +1,47 @@
-//! Kubernetes Workload API `PodGroup` (`scheduling.k8s.io` v1alpha2 and v1beta1):
-//! the scheduling unit pods reference with `spec.schedulingGroup.podGroupName`.
-//! Both versions share the policy shape; v1alpha2's `podGroupTemplateRef` and
-//! v1beta1's `workloadRef` are informational and not read.
+//! Kubernetes Workload API `PodGroup` (`scheduling.k8s.io` v1alpha2, v1beta1
+//! and v1alpha3): the scheduling unit pods reference with
+//! `spec.schedulingGroup.podGroupName`. The versions share the policy shape;
+//! v1alpha2's `podGroupTemplateRef` and the later `workloadRef` are
+//! informational and not read. The status condition is named per version.
 
 use serde_json::Value;
 
 use super::common::{Meta, Timeout, positive_count, priority_class_name};
+use super::pod_group_fields;
 use crate::model::wire::PodWire;
 use crate::model::{
-    CappedTimeout, DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPolicy, GroupSource,
+    CappedTimeout, DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPhase, GroupPolicy,
+    GroupSource,
 };
 
-/// The condition the Workload API reserves for the scheduler on a PodGroup.
+/// The condition the Workload API reserves for the scheduler on a PodGroup
+/// (v1beta1 and v1alpha3, Kubernetes 1.37).
 pub const POD_GROUP_CONDITION: &str = "PodGroupInitiallyScheduled";
+/// The same condition as v1alpha2 (Kubernetes 1.36) names it.
+pub const POD_GROUP_CONDITION_V1ALPHA2: &str = "PodGroupScheduled";
+
+/// The scheduler's condition type in the PodGroup version it was read in:
+/// 1.37 renamed `PodGroupScheduled` to `PodGroupInitiallyScheduled`.
+pub fn condition_type(version: &str) -> &'static str {
+    match version {
+        "v1alpha2" => POD_GROUP_CONDITION_V1ALPHA2,
+        _ => POD_GROUP_CONDITION,
+    }
+}
+
+/// The condition's reason for a phase, in the Workload API's vocabulary:
+/// `Scheduled` when `True`; `Unschedulable` for every `False` the engine
+/// reports (members missing, timeout, early release). Upstream's other
+/// `False` reason, `SchedulerError`, is for internal errors; Muster refuses
+/// a malformed definition's members instead (they carry the message).
+pub fn condition_reason(phase: GroupPhase) -> &'static str {
+    match phase {
+        GroupPhase::Scheduled => "Scheduled",
+        GroupPhase::WaitingForMembers | GroupPhase::MembersObserved | GroupPhase::Unschedulable => {
+            "Unschedulable"
+        }
+    }
+}
 
 /// `spec.schedulingGroup.podGroupName` → the pod's membership, if it sets one.
 pub fn membership(pod: &PodWire, namespace: &str) -> Option<GroupMembership> {
@@ -25,12 +54,15 @@ pub fn membership(pod: &PodWire, namespace: &str) -> Option<GroupMembership> {
     })
 }
 
-/// Translates a `PodGroup` object (v1alpha2 or v1beta1; the policy shape is the
-/// same) into a group definition. A malformed policy becomes `policy: Err` with
-/// the exact reason, so its members are held and told why.
+/// Translates a `PodGroup` object (v1alpha2, v1beta1 or v1alpha3; the policy
+/// shape is the same) into a group definition. A malformed spec becomes
+/// `policy: Err` with the exact reason, so its members are held and told
+/// why; a well-formed one asking for what Muster cannot do (DRA claims, a
+/// parent CompositePodGroup) is marked `unsupported` and refused likewise.
 pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
     let meta = Meta::read(obj)?;
     let spec = &obj["spec"];
+    let label = format!("PodGroup {}/{}", meta.namespace, meta.name);
     let (policy, timeout_capped) = split_capped(scheduling_policy(
         &spec["schedulingPolicy"],
         "schedulingPolicy",
@@ -42,14 +74,51 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
         .and_then(|level| level["key"].as_str())
         .filter(|k| !k.is_empty())
         .map(str::to_string);
-    Ok(GroupDef {
+    let mut def = GroupDef {
         required_topology,
         priority_class_name: priority_class_name(spec),
         timeout_capped,
         ..GroupDef::new(
             DefinitionKey::new(meta.namespace, GroupSource::PodGroup, meta.name),
-            policy.map_err(|e| format!("PodGroup {}/{}: {e}", meta.namespace, meta.name)),
+            policy.map_err(|e| format!("{label}: {e}")),
             meta.created_ms,
+        )
+    };
+    match read_fields(spec, &mut def) {
+        Ok(parent) => def.unsupported = unsupported(&label, meta.namespace, &def, parent),
+        Err(e) if def.policy.is_ok() => def.policy = Err(format!("{label}: {e}")),
+        Err(_) => {}
+    }
+    Ok(def)
+}
+
+/// Reads the spec fields beyond policy and topology into `def`; returns the
+/// parent composite's name, if any.
+fn read_fields(spec: &Value, def: &mut GroupDef) -> Result<Option<String>, String> {
+    def.priority = pod_group_fields::priority(spec)?;
+    def.extras.disruption_mode = pod_group_fields::disruption_mode(spec)?;
+    def.extras.preemption_policy = pod_group_fields::preemption_policy(spec)?;
+    def.extras.resource_claims = pod_group_fields::resource_claims(spec)?;
+    pod_group_fields::parent_composite(spec)
+}
+
+/// Why a well-formed PodGroup cannot be placed by Muster, if it cannot.
+fn unsupported(
+    label: &str,
+    namespace: &str,
+    def: &GroupDef,
+    parent: Option<String>,
+) -> Option<String> {
+    if let Some(parent) = parent {
+        return Some(format!(
+            "{label}: spec.parentCompositePodGroupName names CompositePodGroup {namespace}/{parent}: hierarchical gangs (scheduling.k8s.io/v1alpha3 CompositePodGroup) are not supported by this scheduler"
+        ));
+    }
+    let claims = &def.extras.resource_claims;
+    (!claims.is_empty()).then(|| {
+        format!(
+            "{label} uses resourceClaims [{}]: dynamic resource allocation (DRA) is not supported by this scheduler",
+            claims.join(", ")
         )
     })
 }
@@ -156,6 +225,127 @@ mod tests {
                 schedule_timeout: None
             })
         );
+    }
+
+    #[test]
+    fn condition_names_and_reasons_per_version() {
+        assert_eq!(condition_type("v1alpha2"), "PodGroupScheduled");
+        assert_eq!(condition_type("v1beta1"), "PodGroupInitiallyScheduled");
+        assert_eq!(condition_type("v1alpha3"), "PodGroupInitiallyScheduled");
+        for (phase, reason) in [
+            (GroupPhase::WaitingForMembers, "Unschedulable"),
+            (GroupPhase::MembersObserved, "Unschedulable"),
+            (GroupPhase::Unschedulable, "Unschedulable"),
+            (GroupPhase::Scheduled, "Scheduled"),
+        ] {
+            assert_eq!(condition_reason(phase), reason, "{phase:?}");
+        }
+    }
+
+    /// Every field, written through the k8s-openapi v1beta1 types, so a
+    /// misspelled wire name fails here.
+    #[test]
+    fn v1beta1_fields_round_trip_through_the_typed_object() {
+        use k8s_openapi::api::scheduling::v1beta1 as sched;
+        let typed = sched::PodGroup {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("train".into()),
+                namespace: Some("ml".into()),
+                ..Default::default()
+            },
+            spec: sched::PodGroupSpec {
+                scheduling_policy: sched::PodGroupSchedulingPolicy {
+                    gang: Some(sched::GangSchedulingPolicy { min_count: 4 }),
+                    ..Default::default()
+                },
+                scheduling_constraints: Some(sched::PodGroupSchedulingConstraints {
+                    topology: Some(vec![sched::TopologyConstraint { key: "rack".into() }]),
+                }),
+                priority: Some(1000),
+                priority_class_name: Some("high".into()),
+                disruption_mode: Some(sched::DisruptionMode {
+                    all: Some(sched::AllDisruptionMode(json!({}))),
+                    single: None,
+                }),
+                preemption_policy: Some("Never".into()),
+                ..Default::default()
+            },
+            status: None,
+        };
+        let d = pod_group_definition(&serde_json::to_value(&typed).unwrap()).unwrap();
+        assert_eq!(
+            d.policy,
+            Ok(GroupPolicy::Gang {
+                min_count: 4,
+                schedule_timeout: None
+            })
+        );
+        assert_eq!(d.required_topology.as_deref(), Some("rack"));
+        assert_eq!(d.priority, Some(1000));
+        assert_eq!(d.priority_class_name.as_deref(), Some("high"));
+        assert_eq!(
+            d.extras.disruption_mode,
+            Some(crate::model::DisruptionMode::All)
+        );
+        assert_eq!(
+            d.extras.preemption_policy,
+            Some(crate::model::PreemptionPolicy::Never)
+        );
+        assert_eq!(d.unsupported, None);
+
+        // Claims and a parent composite are read, and refused.
+        let mut claimed = typed.clone();
+        claimed.spec.resource_claims = Some(vec![sched::PodGroupResourceClaim {
+            name: "gpu".into(),
+            resource_claim_name: Some("gpus".into()),
+            resource_claim_template_name: None,
+        }]);
+        let d = pod_group_definition(&serde_json::to_value(&claimed).unwrap()).unwrap();
+        assert_eq!(d.extras.resource_claims, vec!["gpu".to_string()]);
+        assert_eq!(
+            d.unsupported.as_deref(),
+            Some(
+                "PodGroup ml/train uses resourceClaims [gpu]: dynamic resource allocation (DRA) is not supported by this scheduler"
+            )
+        );
+        let mut child = typed;
+        child.spec.parent_composite_pod_group_name = Some("job".into());
+        let d = pod_group_definition(&serde_json::to_value(&child).unwrap()).unwrap();
+        assert!(
+            d.unsupported
+                .as_deref()
+                .is_some_and(|u| u.contains("names CompositePodGroup ml/job")),
+            "{:?}",
+            d.unsupported
+        );
+    }
+
+    #[test]
+    fn v1alpha2_string_disruption_mode_and_bad_fields() {
+        let d = def(
+            json!({"schedulingPolicy": {"basic": {}}, "disruptionMode": "PodGroup"}),
+            json!({}),
+        );
+        assert_eq!(
+            d.extras.disruption_mode,
+            Some(crate::model::DisruptionMode::All)
+        );
+        for (spec, message) in [
+            (
+                json!({"schedulingPolicy": {"basic": {}}, "preemptionPolicy": "Always"}),
+                "PodGroup ml/train: spec.preemptionPolicy must be Never or PreemptLowerPriority, got \"Always\"",
+            ),
+            (
+                json!({"schedulingPolicy": {"basic": {}}, "disruptionMode": {"some": {}}}),
+                "PodGroup ml/train: spec.disruptionMode has unknown mode \"some\" (expected single or all)",
+            ),
+            (
+                json!({"schedulingPolicy": {"basic": {}}, "priority": 1e12}),
+                "PodGroup ml/train: spec.priority must be a 32-bit integer, got 1000000000000.0",
+            ),
+        ] {
+            assert_eq!(def(spec, json!({})).policy, Err(message.to_string()));
+        }
     }
 
     #[test]

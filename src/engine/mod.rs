@@ -32,7 +32,7 @@ use crate::cache::{Cache, SelectingKind};
 use crate::dialects::KueueGroups;
 use crate::framework::lifecycle::WaitingPods;
 use crate::framework::placement::Framework;
-use crate::gang::{GangArgs, GangScheduling};
+use crate::gang::{DialectTimeouts, GangArgs, GangScheduling};
 use crate::model::{DefinitionKey, GroupDef, GroupKey, LabelSelector, NodeInfo, PodInfo, PodKey};
 use crate::queue::{QueueConfig, QueueLocation, SchedulingQueue};
 
@@ -47,6 +47,8 @@ pub struct ProfileConfig {
     pub permit_waiting_time: Duration,
     /// How long a gang is denied after a member was unschedulable.
     pub group_backoff: Duration,
+    /// Per-dialect default timeouts (`dialectTimeoutSeconds`).
+    pub dialect_timeouts: DialectTimeouts,
     /// Whether the profile gang-schedules (its GangScheduling plugin is
     /// enabled). When it does not, its pods' group references are ignored and
     /// every pod is scheduled on its own.
@@ -62,6 +64,8 @@ impl ProfileConfig {
             framework,
             permit_waiting_time: args.permit_waiting_time,
             group_backoff: args.group_backoff,
+            // One timeout for every dialect unless configured otherwise.
+            dialect_timeouts: DialectTimeouts::UNIFORM,
             gang_enabled: true,
         }
     }
@@ -263,6 +267,7 @@ impl Engine {
                 let a = GangArgs {
                     permit_waiting_time: p.permit_waiting_time,
                     group_backoff: p.group_backoff,
+                    dialect_timeouts: p.dialect_timeouts,
                 };
                 (p.scheduler_name.clone(), a)
             })

@@ -68,7 +68,8 @@ impl PriorityClasses {
             return def;
         }
         self.class_defs.insert(def.key.clone(), def.clone());
-        def.priority = self.class_value(&def);
+        // The definition's own `spec.priority` wins over its class.
+        def.priority = def.priority.or_else(|| self.class_value(&def));
         def
     }
 
@@ -83,7 +84,7 @@ impl PriorityClasses {
             .class_defs
             .values()
             .map(|d| GroupDef {
-                priority: self.class_value(d),
+                priority: d.priority.or_else(|| self.class_value(d)),
                 ..d.clone()
             })
             .collect();

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::framework::args::{self, ConfigError};
-use crate::model::MAX_SCHEDULE_TIMEOUT;
+use crate::model::{GroupSource, MAX_SCHEDULE_TIMEOUT};
 
 /// The gang plugin's name in profiles.
 pub const NAME: &str = "GangScheduling";
@@ -15,10 +15,13 @@ pub const ALIAS: &str = "Coscheduling";
 /// Per-profile arguments (`GangScheduling`/`Coscheduling` pluginConfig).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GangArgs {
-    /// `permitWaitingTimeSeconds`: the timeout when the definition sets none.
+    /// `permitWaitingTimeSeconds`: the timeout when neither the definition
+    /// nor [`GangArgs::dialect_timeouts`] sets one.
     pub permit_waiting_time: Duration,
     /// How long a gang is denied after a member was unschedulable.
     pub group_backoff: Duration,
+    /// The default timeout of each dialect's gangs, where it has one.
+    pub dialect_timeouts: DialectTimeouts,
 }
 
 impl Default for GangArgs {
@@ -26,6 +29,60 @@ impl Default for GangArgs {
         GangArgs {
             permit_waiting_time: Duration::from_secs(60),
             group_backoff: Duration::from_secs(5),
+            dialect_timeouts: DialectTimeouts::UPSTREAM,
+        }
+    }
+}
+
+impl GangArgs {
+    /// The timeout of a gang of `source` whose definition sets none.
+    pub fn default_timeout(&self, source: GroupSource) -> Duration {
+        self.dialect_timeouts
+            .get(source)
+            .unwrap_or(self.permit_waiting_time)
+    }
+}
+
+/// A default gang timeout per dialect (`dialectTimeoutSeconds`); `None`
+/// falls back to `permitWaitingTimeSeconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DialectTimeouts {
+    /// Workload API `PodGroup` and v1alpha1 `Workload` groups.
+    pub workload_api: Option<Duration>,
+    pub coscheduling: Option<Duration>,
+    pub volcano: Option<Duration>,
+    pub kueue: Option<Duration>,
+}
+
+impl DialectTimeouts {
+    /// Every dialect waits `permitWaitingTimeSeconds` (what a profile built
+    /// in code, not from a configuration file, uses).
+    pub const UNIFORM: DialectTimeouts = DialectTimeouts {
+        workload_api: None,
+        coscheduling: None,
+        volcano: None,
+        kueue: None,
+    };
+
+    /// Each dialect's own default: the Workload API's PodGroup scheduling
+    /// timeout is 5 minutes; Kueue's counterpart, `waitForPodsReady.timeout`,
+    /// also 5 minutes. Coscheduling's is scheduler-plugins'
+    /// `permitWaitingTimeSeconds` itself (60 s unless configured); Volcano
+    /// has no barrier timeout (it places a gang within one session), so it
+    /// shares that one.
+    pub const UPSTREAM: DialectTimeouts = DialectTimeouts {
+        workload_api: Some(Duration::from_secs(300)),
+        coscheduling: None,
+        volcano: None,
+        kueue: Some(Duration::from_secs(300)),
+    };
+
+    pub fn get(&self, source: GroupSource) -> Option<Duration> {
+        match source {
+            GroupSource::PodGroup | GroupSource::Workload => self.workload_api,
+            GroupSource::Coscheduling => self.coscheduling,
+            GroupSource::Volcano => self.volcano,
+            GroupSource::Kueue => self.kueue,
         }
     }
 }
@@ -40,30 +97,73 @@ struct WireArgs {
     kind: Option<String>,
     permit_waiting_time_seconds: Option<i64>,
     pod_group_backoff_seconds: Option<i64>,
+    dialect_timeout_seconds: Option<WireDialectTimeouts>,
+}
+
+/// `dialectTimeoutSeconds`: seconds per dialect.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireDialectTimeouts {
+    #[serde(rename = "workloadAPI")]
+    workload_api: Option<i64>,
+    coscheduling: Option<i64>,
+    volcano: Option<i64>,
+    kueue: Option<i64>,
+}
+
+/// A timeout in seconds at `field`: between 1 and [`MAX_SCHEDULE_TIMEOUT`].
+fn timeout(field: String, s: i64) -> Result<Duration, ConfigError> {
+    if s > 0 && s.unsigned_abs() <= MAX_SCHEDULE_TIMEOUT.as_secs() {
+        return Ok(Duration::from_secs(s.unsigned_abs()));
+    }
+    Err(ConfigError::at(
+        field,
+        format!(
+            "must be between 1 and {} (24 hours), got {s}",
+            MAX_SCHEDULE_TIMEOUT.as_secs()
+        ),
+    ))
 }
 
 /// Decodes and validates the gang plugin's args at `path`:
-/// `permitWaitingTimeSeconds` positive, `podGroupBackoffSeconds` not
-/// negative, and neither above [`MAX_SCHEDULE_TIMEOUT`] (the longest wait a
-/// group may ask for; a configuration asking more is refused, not capped).
+/// `permitWaitingTimeSeconds` and each `dialectTimeoutSeconds` entry
+/// positive, `podGroupBackoffSeconds` not negative, and none above
+/// [`MAX_SCHEDULE_TIMEOUT`] (the longest wait a group may ask for; a
+/// configuration asking more is refused, not capped).
+///
+/// A dialect's default timeout is its `dialectTimeoutSeconds` entry; else
+/// upstream's default for the dialect ([`DialectTimeouts::UPSTREAM`]:
+/// 5 minutes for the Workload API and Kueue, `permitWaitingTimeSeconds`
+/// for Coscheduling, whose argument it is, and Volcano).
 pub fn decode_args(path: &str, value: serde_json::Value) -> Result<GangArgs, ConfigError> {
     let raw: WireArgs = args::decode(path, value)?;
     let d = GangArgs::default();
     let permit_waiting_time = match raw.permit_waiting_time_seconds {
         None => d.permit_waiting_time,
-        Some(s) if s > 0 && s.unsigned_abs() <= MAX_SCHEDULE_TIMEOUT.as_secs() => {
-            Duration::from_secs(s.unsigned_abs())
-        }
-        Some(s) => {
-            return Err(ConfigError::at(
-                format!("{path}.permitWaitingTimeSeconds"),
-                format!(
-                    "must be between 1 and {} (24 hours), got {s}",
-                    MAX_SCHEDULE_TIMEOUT.as_secs()
-                ),
-            ));
-        }
+        Some(s) => timeout(format!("{path}.permitWaitingTimeSeconds"), s)?,
     };
+    let mut dialect_timeouts = DialectTimeouts::UPSTREAM;
+    if let Some(w) = raw.dialect_timeout_seconds {
+        let entries = [
+            (
+                w.workload_api,
+                "workloadAPI",
+                &mut dialect_timeouts.workload_api,
+            ),
+            (
+                w.coscheduling,
+                "coscheduling",
+                &mut dialect_timeouts.coscheduling,
+            ),
+            (w.volcano, "volcano", &mut dialect_timeouts.volcano),
+            (w.kueue, "kueue", &mut dialect_timeouts.kueue),
+        ];
+        for (seconds, name, slot) in entries {
+            if let Some(s) = seconds {
+                *slot = Some(timeout(format!("{path}.dialectTimeoutSeconds.{name}"), s)?);
+            }
+        }
+    }
     let group_backoff = match raw.pod_group_backoff_seconds {
         None => d.group_backoff,
         Some(s) if s >= 0 && s.unsigned_abs() <= MAX_SCHEDULE_TIMEOUT.as_secs() => {
@@ -82,6 +182,7 @@ pub fn decode_args(path: &str, value: serde_json::Value) -> Result<GangArgs, Con
     Ok(GangArgs {
         permit_waiting_time,
         group_backoff,
+        dialect_timeouts,
     })
 }
 
@@ -111,5 +212,38 @@ mod tests {
         assert!(e.message.contains("between 1 and 86400"), "{}", e.message);
         let e = decode_args("a", json!({"podGroupBackoffSeconds": 86401})).unwrap_err();
         assert_eq!(e.path, "a.podGroupBackoffSeconds");
+    }
+
+    #[test]
+    fn dialect_timeouts_default_to_upstream_and_are_configurable() {
+        let secs = |a: &GangArgs, s: GroupSource| a.default_timeout(s).as_secs();
+        let d = decode_args("a", serde_json::Value::Null).unwrap();
+        assert_eq!(secs(&d, GroupSource::PodGroup), 300);
+        assert_eq!(secs(&d, GroupSource::Workload), 300);
+        assert_eq!(secs(&d, GroupSource::Coscheduling), 60);
+        assert_eq!(secs(&d, GroupSource::Volcano), 60);
+        assert_eq!(secs(&d, GroupSource::Kueue), 300);
+        // permitWaitingTimeSeconds is Coscheduling's (and Volcano's).
+        let a = decode_args("a", json!({"permitWaitingTimeSeconds": 10})).unwrap();
+        assert_eq!(secs(&a, GroupSource::Coscheduling), 10);
+        assert_eq!(secs(&a, GroupSource::Volcano), 10);
+        assert_eq!(secs(&a, GroupSource::PodGroup), 300);
+        assert_eq!(secs(&a, GroupSource::Kueue), 300);
+        let a = decode_args(
+            "a",
+            json!({"permitWaitingTimeSeconds": 10,
+                   "dialectTimeoutSeconds": {"workloadAPI": 120, "volcano": 30}}),
+        )
+        .unwrap();
+        assert_eq!(secs(&a, GroupSource::PodGroup), 120);
+        assert_eq!(secs(&a, GroupSource::Volcano), 30);
+        assert_eq!(secs(&a, GroupSource::Coscheduling), 10);
+        let a = decode_args("a", json!({"dialectTimeoutSeconds": {"kueue": 7}})).unwrap();
+        assert_eq!(secs(&a, GroupSource::Kueue), 7);
+        assert_eq!(secs(&a, GroupSource::PodGroup), 300);
+        let e = decode_args("a", json!({"dialectTimeoutSeconds": {"kueue": 0}})).unwrap_err();
+        assert_eq!(e.path, "a.dialectTimeoutSeconds.kueue");
+        let e = decode_args("a", json!({"dialectTimeoutSeconds": {"slurm": 5}})).unwrap_err();
+        assert!(e.path.starts_with("a.dialectTimeoutSeconds"), "{}", e.path);
     }
 }

@@ -26,7 +26,17 @@ impl PermitPlugin for GangScheduling {
         };
         match self.policy(group) {
             Err(msg) => PermitVerdict::Reject(Refusal::new("FailedScheduling", msg)),
-            Ok(GroupPolicy::Basic) => PermitVerdict::Allow,
+            Ok(GroupPolicy::Basic) => {
+                // No barrier, but the group is reported scheduled with its
+                // first placed member, as upstream sets the condition on
+                // basic-policy PodGroups too (the engine reports it once).
+                self.notices.push(GangNotice::Released {
+                    group: group.clone(),
+                    allowed: vec![pod.key.clone()],
+                    quorum: 1,
+                });
+                PermitVerdict::Allow
+            }
             Ok(GroupPolicy::Gang {
                 min_count,
                 schedule_timeout,
@@ -44,8 +54,9 @@ impl PermitPlugin for GangScheduling {
                     return PermitVerdict::Allow;
                 }
                 if !self.deadlines.contains_key(group) {
-                    let timeout =
-                        schedule_timeout.unwrap_or(self.args_for(pod).permit_waiting_time);
+                    let timeout = schedule_timeout.unwrap_or_else(|| {
+                        self.args_for(pod).default_timeout(group.definition.source)
+                    });
                     // Saturating: a definition's timeout is capped when read, but the
                     // barrier must not trust that it was.
                     let deadline = deadline::after(now, timeout);

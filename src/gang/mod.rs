@@ -15,7 +15,7 @@ mod gate;
 mod tasks;
 mod topology;
 
-pub use args::{ALIAS, GangArgs, NAME};
+pub use args::{ALIAS, DialectTimeouts, GangArgs, NAME};
 pub use gate::group_gate;
 
 use std::collections::{BTreeSet, HashMap};
@@ -87,6 +87,9 @@ pub struct GangScheduling {
 struct DomainChoice {
     current: Option<String>,
     avoid: BTreeSet<String>,
+    /// A preferred (not required) topology that could not be honoured: the
+    /// members go anywhere until the gang reaches quorum.
+    spilled: bool,
 }
 
 impl GangScheduling {
@@ -164,6 +167,11 @@ impl GangScheduling {
             .defs
             .get(&group.definition)
             .ok_or_else(|| format!("{} does not exist", group.definition))?;
+        // Well formed but asking for what Muster cannot do: refused, never
+        // placed without it.
+        if let Some(why) = &def.unsupported {
+            return Err(why.clone());
+        }
         match &def.policy {
             Err(msg) => Err(format!("{} is invalid: {msg}", def.key)),
             Ok(GroupPolicy::Gang { min_count: 0, .. }) => Err(format!(
@@ -249,11 +257,22 @@ impl GangScheduling {
         let Some(def) = self.defs.get(&group.definition) else {
             return PreFilterVerdict::Proceed;
         };
-        let Some(key) = def.required_topology.as_deref() else {
-            return PreFilterVerdict::Proceed;
+        // A required topology binds; Kueue's preferred one is tried first
+        // (the best domain), and after a failure there, or with no domain
+        // big enough, the gang goes anywhere (upstream also tries each
+        // higher level in between, which Muster does not know).
+        let (key, preferred) = match (&def.required_topology, &def.extras.kueue.preferred_topology)
+        {
+            (Some(k), _) => (k.as_str(), false),
+            (None, Some(k)) => (k.as_str(), true),
+            (None, None) => return PreFilterVerdict::Proceed,
         };
         let placed = cache.group(group).map_or(0, |m| m.assumed_or_bound());
         let choice = self.domains.entry(group.clone()).or_default();
+        if preferred && (choice.spilled || !choice.avoid.is_empty()) {
+            choice.spilled = true;
+            return PreFilterVerdict::Proceed;
+        }
         let held = match placed {
             0 => None,
             _ => choice
@@ -279,6 +298,11 @@ impl GangScheduling {
                     index.domains(cache.nodes(), &pod.requests, need.min_resources.is_some());
                 match topology::choose(&domains, &need, &choice.avoid) {
                     Ok(v) => v,
+                    Err(_) if preferred => {
+                        choice.current = None;
+                        choice.spilled = true;
+                        return PreFilterVerdict::Proceed;
+                    }
                     Err(none) => {
                         choice.current = None;
                         let msg = none.message(group, key, &need, cache.nodes().len());
@@ -306,6 +330,7 @@ impl GangScheduling {
     fn domain_succeeded(&mut self, group: &GroupKey) {
         if let Some(choice) = self.domains.get_mut(group) {
             choice.avoid.clear();
+            choice.spilled = false;
         }
     }
 }

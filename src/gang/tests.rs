@@ -22,7 +22,13 @@ fn fixture() -> Fixture {
         cache.upsert_node(arc(node(&format!("n{i}"), 4000, 16)));
     }
     Fixture {
-        gang: GangScheduling::new(GangArgs::default(), HashMap::new()),
+        gang: GangScheduling::new(
+            GangArgs {
+                dialect_timeouts: DialectTimeouts::UNIFORM,
+                ..GangArgs::default()
+            },
+            HashMap::new(),
+        ),
         cache,
         waiting: WaitingPods::new(),
         t0: Instant::now(),
@@ -358,6 +364,7 @@ fn a_huge_timeout_or_backoff_never_overflows_an_instant() {
         let args = GangArgs {
             permit_waiting_time: Duration::MAX,
             group_backoff: Duration::MAX,
+            dialect_timeouts: DialectTimeouts::UNIFORM,
         };
         f.gang = GangScheduling::new(args, HashMap::new());
         let g = group_key("pg");
@@ -384,4 +391,74 @@ fn a_huge_timeout_or_backoff_never_overflows_an_instant() {
             .post_filter(&b, &refusal, &f.cache, &mut f.waiting, t0);
         assert!(f.waiting.take_decided().len() == 1);
     }
+}
+
+#[test]
+fn a_basic_group_is_reported_scheduled_with_its_first_member() {
+    let mut f = fixture();
+    let g = group_key("pg");
+    let key =
+        crate::model::DefinitionKey::new("default", crate::model::GroupSource::PodGroup, "pg");
+    f.gang
+        .upsert_def(GroupDef::new(key, Ok(GroupPolicy::Basic), 1));
+    let t0 = f.t0;
+    assert_eq!(
+        f.arrive(member("a", &g, 100, 1), 0, t0),
+        PermitVerdict::Allow
+    );
+    assert!(matches!(
+        &f.gang.take_notices()[..],
+        [GangNotice::Released { group, quorum: 1, .. }] if *group == g
+    ));
+}
+
+#[test]
+fn a_gang_without_a_timeout_waits_its_dialects_default() {
+    let mut f = fixture();
+    f.gang = GangScheduling::new(GangArgs::default(), HashMap::new());
+    let g = group_key("pg");
+    f.gang.upsert_def(gang_def("pg", 2, 1));
+    let t0 = f.t0;
+    assert_eq!(
+        f.arrive(member("a", &g, 100, 1), 0, t0),
+        PermitVerdict::Wait
+    );
+    assert_eq!(
+        f.gang.deadline(&g),
+        Some(t0 + Duration::from_secs(300)),
+        "the Workload API's 5 minutes"
+    );
+}
+
+/// Kueue's preferred topology: the gang is confined to the best domain when
+/// one has room; with none big enough it goes anywhere instead of being
+/// refused (a required topology is refused).
+#[test]
+fn a_preferred_topology_confines_when_it_can_and_spills_when_it_cannot() {
+    use crate::framework::lifecycle::{CachePreFilterPlugin, PreFilterVerdict};
+    const RACK: &str = "topology.kubernetes.io/rack";
+    let mut cache = Cache::new([Arc::from(SCHEDULER)]);
+    for (name, rack) in [("a0", "r1"), ("a1", "r1"), ("b0", "r2")] {
+        let mut n = node(name, 4000, 16);
+        n.labels.insert(RACK.into(), rack.into());
+        cache.upsert_node(arc(n));
+    }
+    let verdict = |min_count: u32, preferred: bool| {
+        let mut gang = GangScheduling::new(GangArgs::default(), HashMap::new());
+        let mut def = gang_def("pg", min_count, 1);
+        if preferred {
+            def.extras.kueue.preferred_topology = Some(RACK.into());
+        } else {
+            def.required_topology = Some(RACK.into());
+        }
+        gang.upsert_def(def);
+        let m = member("m0", &group_key("pg"), 4000, 1);
+        gang.pre_filter(&m, &cache, Instant::now())
+    };
+    // Two members of a whole node fit rack r1 only: confined there.
+    assert!(matches!(verdict(2, true), PreFilterVerdict::Restrict(_)));
+    assert!(matches!(verdict(2, false), PreFilterVerdict::Restrict(_)));
+    // Three fit no rack: a preferred topology spills, a required one refuses.
+    assert!(matches!(verdict(3, true), PreFilterVerdict::Proceed));
+    assert!(matches!(verdict(3, false), PreFilterVerdict::Refuse(_)));
 }

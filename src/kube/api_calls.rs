@@ -93,10 +93,15 @@ pub(super) async fn attempt(client: &kube::Client, call: &ApiCall) -> Result<(),
         } => {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), namespace, &api_resource(resource));
-            let patch = json!({ "status": status });
-            api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map(|_| ())
+            let patch = Patch::Merge(json!({ "status": status }));
+            // Volcano's PodGroup has no /status: status goes with the object.
+            if crate::dialects::status_subresource(&resource.group) {
+                api.patch_status(name, &PatchParams::default(), &patch)
+                    .await
+            } else {
+                api.patch(name, &PatchParams::default(), &patch).await
+            }
+            .map(|_| ())
         }
     }
 }

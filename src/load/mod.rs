@@ -75,8 +75,9 @@ pub struct LoadArgs {
     /// Object creations (and null-scheduler bindings) in flight at once.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
-    /// The scheduler's permitWaitingTimeSeconds, for gangs whose scenario
-    /// entry sets no timeout (decides when such a gang counts as timed out).
+    /// The scheduler's permitWaitingTimeSeconds, for Coscheduling and
+    /// Volcano gangs whose scenario entry sets no timeout (decides when such
+    /// a gang counts as timed out; Workload API and Kueue gangs: 5 minutes).
     #[arg(long)]
     pub gang_timeout_seconds: Option<u64>,
 }
@@ -124,10 +125,12 @@ pub async fn run(args: LoadArgs) -> Result<()> {
     let mut stderr = std::io::stderr();
     let mut progress = progress::for_stderr(scenario.pod_count() as usize, &mut stderr);
     let opts = RunOptions {
-        default_gang_timeout: args
-            .gang_timeout_seconds
-            .map(Duration::from_secs)
-            .unwrap_or(GangArgs::default().permit_waiting_time),
+        gang: GangArgs {
+            permit_waiting_time: args
+                .gang_timeout_seconds
+                .map_or(GangArgs::default().permit_waiting_time, Duration::from_secs),
+            ..GangArgs::default()
+        },
         concurrency: args.concurrency,
         progress: progress.as_mut(),
     };

@@ -184,6 +184,67 @@ pub enum GroupPolicy {
 /// counted against [`GroupDef::min_task_members`].
 pub const TASK_ANNOTATION: &str = "volcano.sh/task-spec";
 
+/// How a group may be disrupted (Workload API `spec.disruptionMode`):
+/// v1beta1/v1alpha3 `single: {}` / `all: {}`, v1alpha2 `Pod` / `PodGroup`.
+/// Read and validated; Muster does not preempt or evict yet, so it has no
+/// effect on placement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisruptionMode {
+    /// Members may be disrupted one by one (upstream's default).
+    Single,
+    /// Members may only be disrupted together.
+    All,
+}
+
+/// Whether a group may preempt lower-priority work (Workload API
+/// `spec.preemptionPolicy`). Read and validated; Muster does not preempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreemptionPolicy {
+    Never,
+    PreemptLowerPriority,
+}
+
+/// Kueue's pod-group and topology annotations beyond the required topology
+/// (`kueue.x-k8s.io/...`), as the members agree on them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KueueOptions {
+    /// `podset-preferred-topology`: a node label the members should share a
+    /// value of if they can. Recorded; placement by it is not implemented yet,
+    /// and a warning event on the members says so.
+    pub preferred_topology: Option<String>,
+    /// `podset-unconstrained-topology: "true"`: no topology constraint at all.
+    pub unconstrained_topology: bool,
+    /// `podset-slice-required-topology` and `podset-slice-size`: every slice
+    /// of `size` members within one value of the label. Not supported: the
+    /// members are refused (see [`GroupDef::unsupported`]).
+    pub slice: Option<(String, u32)>,
+    /// `pod-group-fast-admission: "true"`: Kueue admits the group before
+    /// every member exists. Admission is Kueue's; the gang still waits for
+    /// its total count here.
+    pub fast_admission: bool,
+    /// `pod-group-serving: "true"`: a serving group whose members are
+    /// replaced while it runs. Recorded; a replacement after the quorum was
+    /// released is placed as any late member is.
+    pub serving: bool,
+}
+
+/// Fields a definition may carry that placement does not use (yet), read
+/// and validated so that none is silently ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupExtras {
+    /// Workload API `spec.disruptionMode`, when set.
+    pub disruption_mode: Option<DisruptionMode>,
+    /// Workload API `spec.preemptionPolicy`, when set.
+    pub preemption_policy: Option<PreemptionPolicy>,
+    /// Names of the Workload API `spec.resourceClaims` shared by the members.
+    pub resource_claims: Vec<String>,
+    /// Kueue options beyond the member count and required topology.
+    pub kueue: KueueOptions,
+}
+
+/// The most `resourceClaims` a PodGroup may list (what a pod may list).
+pub const MAX_GROUP_RESOURCE_CLAIMS: usize = 32;
+
 /// An observed group definition, already translated from its dialect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupDef {
@@ -203,8 +264,11 @@ pub struct GroupDef {
     pub min_task_members: BTreeMap<String, u32>,
     /// The definition's `priorityClassName` (Volcano, PodGroup), if any.
     pub priority_class_name: Option<String>,
-    /// That class's value, resolved by whoever observes PriorityClasses (the
-    /// daemon); the queue order of members that carry no priority of their own.
+    /// The group's priority: the Workload API's `spec.priority` when the
+    /// definition sets it (it wins, as a pod's own priority does), else the
+    /// value of `priority_class_name`, resolved by whoever observes
+    /// PriorityClasses (the daemon); the queue order of members that carry
+    /// no priority of their own.
     pub priority: Option<i32>,
     /// The Volcano queue the group names. Informational: Muster has no queues.
     pub queue: Option<String>,
@@ -213,6 +277,14 @@ pub struct GroupDef {
     /// and this says what was asked and where, for the engine's warning event
     /// (reason `TimeoutCapped`) on the definition.
     pub timeout_capped: Option<Box<CappedTimeout>>,
+    /// The dialects' other fields, boxed: rarely set, and a definition
+    /// travels by value in every definition event.
+    pub extras: Box<GroupExtras>,
+    /// Why the group can never be placed by this scheduler although it is
+    /// well formed (a feature Muster does not implement, e.g. DRA claims):
+    /// its members are refused with this message instead of being placed
+    /// without honouring it.
+    pub unsupported: Option<String>,
 }
 
 impl GroupDef {
@@ -229,6 +301,8 @@ impl GroupDef {
             priority: None,
             queue: None,
             timeout_capped: None,
+            extras: Box::default(),
+            unsupported: None,
         }
     }
 

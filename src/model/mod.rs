@@ -18,8 +18,9 @@ pub mod volumes;
 pub mod wire;
 
 pub use group::{
-    CappedTimeout, DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPhase, GroupPolicy,
-    GroupSource, MAX_GROUP_COUNT, MAX_SCHEDULE_TIMEOUT, TASK_ANNOTATION,
+    CappedTimeout, DefinitionKey, DisruptionMode, GroupDef, GroupExtras, GroupKey, GroupMembership,
+    GroupPhase, GroupPolicy, GroupSource, KueueOptions, MAX_GROUP_COUNT, MAX_GROUP_RESOURCE_CLAIMS,
+    MAX_SCHEDULE_TIMEOUT, PreemptionPolicy, TASK_ANNOTATION,
 };
 pub use node::NodeInfo;
 pub use pod::{

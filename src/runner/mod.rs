@@ -42,9 +42,9 @@ const HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// How a run creates objects, reports progress and judges time.
 pub struct RunOptions<'a> {
-    /// Gang timeout for gangs whose scenario entry sets none (the
-    /// scheduler's `permitWaitingTimeSeconds`).
-    pub default_gang_timeout: Duration,
+    /// The scheduler's gang arguments: the timeout of gangs whose scenario
+    /// entry sets none (per dialect, see `GangArgs::default_timeout`).
+    pub gang: crate::gang::GangArgs,
     /// Object creations in flight at once.
     pub concurrency: usize,
     /// Told the counts every tick and once at the end.
@@ -72,7 +72,7 @@ pub async fn run(
     opts: RunOptions<'_>,
 ) -> Result<Finished> {
     let plan = scenario.plan();
-    let mut tracker = Tracker::new(&scenario.name, &plan, opts.default_gang_timeout);
+    let mut tracker = Tracker::new(&scenario.name, &plan, &opts.gang);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let watchers = observe::spawn(client, &scenario.name, &group_kinds(&plan.workloads), tx);
     wait_synced(&mut rx, watchers.count()).await?;

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::tracker::{GroupCondition, Observation};
-use crate::dialects::workload_api::POD_GROUP_CONDITION;
+use crate::dialects::workload_api::{POD_GROUP_CONDITION, POD_GROUP_CONDITION_V1ALPHA2};
 use crate::kube::objects::PodPlacement;
 use crate::scenario::Kind;
 use crate::scenario::manifests::SCENARIO_LABEL;
@@ -127,7 +127,11 @@ fn group_observation(group: &DynamicObject, _deleted: bool) -> Observation {
     let status = &group.data["status"];
     let condition = status["conditions"]
         .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == POD_GROUP_CONDITION))
+        .and_then(|cs| {
+            cs.iter().find(|c| {
+                c["type"] == POD_GROUP_CONDITION || c["type"] == POD_GROUP_CONDITION_V1ALPHA2
+            })
+        })
         .map(|c| GroupCondition {
             status: c["status"] == "True",
             reason: text(&c["reason"]),

@@ -155,8 +155,8 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    /// `default_timeout` applies to gangs whose scenario entry sets none.
-    pub fn new(scenario: &str, plan: &Plan, default_timeout: Duration) -> Tracker {
+    /// `gang` gives the timeout of gangs whose scenario entry sets none.
+    pub fn new(scenario: &str, plan: &Plan, gang: &crate::gang::GangArgs) -> Tracker {
         let mut tracker = Tracker {
             scenario: scenario.to_string(),
             gangs: Vec::new(),
@@ -188,7 +188,7 @@ impl Tracker {
                         namespace: g.namespace.clone(),
                         name: g.name.clone(),
                         min_count: g.min_count,
-                        timeout: g.timeout.unwrap_or(default_timeout),
+                        timeout: g.timeout.unwrap_or_else(|| gang.default_timeout(g.source)),
                         expect: g.expect,
                         members,
                         condition: None,
@@ -422,7 +422,11 @@ mod tests {
 
     fn tracker() -> Tracker {
         let s = Scenario::parse(S, "t").unwrap();
-        Tracker::new(&s.name, &s.plan(), Duration::from_secs(60))
+        let uniform = crate::gang::GangArgs {
+            dialect_timeouts: crate::gang::DialectTimeouts::UNIFORM,
+            ..crate::gang::GangArgs::default()
+        };
+        Tracker::new(&s.name, &s.plan(), &uniform)
     }
 
     fn pod(name: &str, bound: bool) -> Observation {

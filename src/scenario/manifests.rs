@@ -12,6 +12,7 @@ use super::spec::{Dialect, GangWorkload, Outcome, PodShape, PodsWorkload, Scenar
 use crate::dialects::{SCHEDULE_TIMEOUT_ANNOTATION, coscheduling, kueue, volcano};
 use crate::kwok::RUN_SECONDS_ANNOTATION;
 use crate::kwok::templates;
+use crate::model::GroupSource;
 
 /// Label on every object a scenario creates; its value is the scenario name.
 pub const SCENARIO_LABEL: &str = "muster.dev/scenario";
@@ -119,8 +120,10 @@ pub struct GangPlan {
     /// The gang's name: its group object's, or the Kueue group name.
     pub name: String,
     pub min_count: u32,
-    /// From the scenario; `None` means the scheduler's default.
+    /// From the scenario; `None` means the scheduler's default for `source`.
     pub timeout: Option<Duration>,
+    /// The dialect the gang is written in (its default timeout depends on it).
+    pub source: GroupSource,
     pub expect: Option<Outcome>,
     /// `None` for Kueue gangs.
     pub group: Option<Manifest>,
@@ -247,6 +250,7 @@ impl Scenario {
             name,
             min_count: g.min_count(),
             timeout: g.timeout_seconds.map(Duration::from_secs),
+            source: dialect.source(),
             expect: g.expect.map(|e| e.outcome),
             group,
             pods,

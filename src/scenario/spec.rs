@@ -145,6 +145,18 @@ pub enum Dialect {
 }
 
 impl Dialect {
+    /// The group source Muster translates this dialect into.
+    pub fn source(self) -> crate::model::GroupSource {
+        use crate::model::GroupSource;
+        match self {
+            Dialect::PodGroup | Dialect::PodGroupV1alpha2 => GroupSource::PodGroup,
+            Dialect::Workload => GroupSource::Workload,
+            Dialect::Coscheduling => GroupSource::Coscheduling,
+            Dialect::Volcano => GroupSource::Volcano,
+            Dialect::Kueue => GroupSource::Kueue,
+        }
+    }
+
     /// The name used in scenario files.
     pub fn name(self) -> &'static str {
         match self {

@@ -78,7 +78,7 @@ impl Simulation {
                 )
             })?;
         let opts = RunOptions {
-            default_gang_timeout: profile.gang.unwrap_or_default().permit_waiting_time,
+            gang: profile.gang.unwrap_or_default(),
             concurrency: 1,
             progress: &mut Lines::new(progress),
         };
