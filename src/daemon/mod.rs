@@ -206,6 +206,7 @@ pub fn engine_config(config: &SchedulerConfig) -> EngineConfig {
             profile.permit_waiting_time = gang.permit_waiting_time;
             profile.group_backoff = gang.group_backoff;
             profile.gang_enabled = p.gang.is_some();
+            profile.top_owner = gang.top_owner;
             profile
         })
         .collect();

@@ -2,13 +2,15 @@
 //!
 //! Precedence when a pod carries several references (workload-api.md §5):
 //! `spec.schedulingGroup` → `spec.workloadRef` → Coscheduling label → Volcano
-//! annotation → Kueue labels. `muster.dev/ignore-groups: "true"` opts a pod out.
-//! Each dialect is a pure function of the pod; definitions are matched later by
-//! `DefinitionKey`.
+//! annotation → Kueue labels → top owner (`owners`). `muster.dev/ignore-groups:
+//! "true"` opts a pod out; `muster.dev/ignore-workload-api: "true"` skips the
+//! first two. Each dialect is a pure function of the pod; definitions are
+//! matched later by `DefinitionKey`.
 
 mod common;
 pub mod coscheduling;
 pub mod kueue;
+pub mod owners;
 pub mod volcano;
 pub mod workload_api;
 pub mod workload_v1alpha1;
@@ -92,7 +94,10 @@ pub fn status_patch(source: GroupSource, status: &GangStatus<'_>) -> Option<serd
     match source {
         GroupSource::Coscheduling => Some(coscheduling::status(status)),
         GroupSource::Volcano => Some(volcano::status(status)),
-        GroupSource::PodGroup | GroupSource::Workload | GroupSource::Kueue => None,
+        GroupSource::PodGroup
+        | GroupSource::Workload
+        | GroupSource::Kueue
+        | GroupSource::Owner(_) => None,
     }
 }
 
@@ -117,15 +122,22 @@ pub fn resolve_membership(pod: &PodWire) -> GroupMembership {
         .as_deref()
         .filter(|n| !n.is_empty())
         .unwrap_or("default");
-    let dialects: [fn(&PodWire, &str) -> Option<GroupMembership>; 5] = [
+    let dialects: [fn(&PodWire, &str) -> Option<GroupMembership>; 6] = [
         workload_api::membership,
         workload_v1alpha1::membership,
         coscheduling::membership,
         volcano::membership,
         kueue::membership,
+        owners::membership,
     ];
+    let annotation = |key| pod.metadata.annotations.get(key).map(String::as_str);
+    let skip = match annotation(owners::IGNORE_WORKLOAD_API_ANNOTATION) {
+        Some("true") => 2,
+        _ => 0,
+    };
     dialects
         .iter()
+        .skip(skip)
         .find_map(|membership| membership(pod, namespace))
         .unwrap_or_default()
 }

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::dialects::owners::{TopOwnerGrouping, decode_grouping};
 use crate::framework::args::{self, ConfigError};
 use crate::model::MAX_SCHEDULE_TIMEOUT;
 
@@ -19,6 +20,8 @@ pub struct GangArgs {
     pub permit_waiting_time: Duration,
     /// How long a gang is denied after a member was unschedulable.
     pub group_backoff: Duration,
+    /// `topOwnerGrouping`: group pods by their top owner (`dialects::owners`).
+    pub top_owner: TopOwnerGrouping,
 }
 
 impl Default for GangArgs {
@@ -26,6 +29,7 @@ impl Default for GangArgs {
         GangArgs {
             permit_waiting_time: Duration::from_secs(60),
             group_backoff: Duration::from_secs(5),
+            top_owner: TopOwnerGrouping::default(),
         }
     }
 }
@@ -40,6 +44,7 @@ struct WireArgs {
     kind: Option<String>,
     permit_waiting_time_seconds: Option<i64>,
     pod_group_backoff_seconds: Option<i64>,
+    top_owner_grouping: Option<serde_json::Value>,
 }
 
 /// Decodes and validates the gang plugin's args at `path`:
@@ -79,9 +84,14 @@ pub fn decode_args(path: &str, value: serde_json::Value) -> Result<GangArgs, Con
             ));
         }
     };
+    let top_owner = match raw.top_owner_grouping {
+        None => TopOwnerGrouping::default(),
+        Some(v) => decode_grouping(&format!("{path}.topOwnerGrouping"), v)?,
+    };
     Ok(GangArgs {
         permit_waiting_time,
         group_backoff,
+        top_owner,
     })
 }
 

@@ -358,6 +358,7 @@ fn a_huge_timeout_or_backoff_never_overflows_an_instant() {
         let args = GangArgs {
             permit_waiting_time: Duration::MAX,
             group_backoff: Duration::MAX,
+            ..GangArgs::default()
         };
         f.gang = GangScheduling::new(args, HashMap::new());
         let g = group_key("pg");

@@ -19,7 +19,7 @@ pub mod wire;
 
 pub use group::{
     CappedTimeout, DefinitionKey, GroupDef, GroupKey, GroupMembership, GroupPhase, GroupPolicy,
-    GroupSource, MAX_GROUP_COUNT, MAX_SCHEDULE_TIMEOUT, TASK_ANNOTATION,
+    GroupSource, MAX_GROUP_COUNT, MAX_SCHEDULE_TIMEOUT, OwnerKind, TASK_ANNOTATION,
 };
 pub use node::NodeInfo;
 pub use pod::{
