@@ -240,6 +240,12 @@ impl SchedulerLoop {
                 namespace: Arc::from(namespace),
                 name: Arc::from(name),
             },
+            Observed::Owner(change) => {
+                if let crate::dialects::owners::OwnerChange::Deleted(key) = &change {
+                    st.directory.forget_group_status(key);
+                }
+                ClusterEvent::Owner(change)
+            }
             Observed::DefinitionServed { informer, version } => {
                 match version {
                     Some(v) => st.directory.served_versions.insert(informer, v),
