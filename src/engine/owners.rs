@@ -55,7 +55,7 @@ impl Engine {
         let pods = match change {
             OwnerChange::Upserted(owner) => {
                 let def = owner.def.clone();
-                let pods = self.owners.upsert(owner);
+                let pods = self.owners.upsert(*owner);
                 self.on_def_observed(def, now);
                 pods
             }
@@ -139,7 +139,7 @@ mod tests {
         let obj = json!({"metadata": {"name": "train", "namespace": "default"},
             "spec": {"parallelism": parallelism}});
         let owner = read_owner(owner_source(OwnerKind::Job).unwrap(), &obj).unwrap();
-        ClusterEvent::Owner(OwnerChange::Upserted(owner))
+        ClusterEvent::Owner(OwnerChange::Upserted(Box::new(owner)))
     }
 
     fn binds(actions: &[Action]) -> usize {

@@ -909,7 +909,7 @@ impl ServedHandler for Owners {
                 match read {
                     Ok(owner) => {
                         self.live.insert(key, owner.def.key.clone());
-                        vec![Observed::Owner(OwnerChange::Upserted(owner))]
+                        vec![Observed::Owner(OwnerChange::Upserted(Box::new(owner)))]
                     }
                     Err(error) => {
                         let mut out: Vec<Observed> = self.gone(&key).into_iter().collect();

@@ -184,6 +184,6 @@ pub fn status_event(phase: GroupPhase, message: &str) -> (&'static str, bool) {
 /// What an owner informer reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OwnerChange {
-    Upserted(OwnerObject),
+    Upserted(Box<OwnerObject>),
     Deleted(DefinitionKey),
 }
