@@ -27,6 +27,10 @@ pub struct OwnerSource {
     pub size: fn(&Value) -> Result<u32, String>,
     /// What the size rule is, for docs and `/debug`.
     pub rule: &'static str,
+    /// Whether an object runs its children one after another rather than
+    /// together (a JobSet whose jobs `dependsOn` others): then it is no
+    /// gang, and each child is the top owner of its own pods.
+    pub sequential: fn(&Value) -> bool,
 }
 
 /// Every kind grouped by owner, in the order docs/dialects.md lists them.
@@ -40,6 +44,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         plural: "jobs",
         size: job_size,
         rule: "spec.parallelism (default 1), or spec.completions when smaller",
+        sequential: never,
     },
     OwnerSource {
         kind_id: OwnerKind::JobSet,
@@ -50,6 +55,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         plural: "jobsets",
         size: jobset_size,
         rule: "sum over spec.replicatedJobs of replicas x the Job template's size",
+        sequential: jobset_is_sequential,
     },
     OwnerSource {
         kind_id: OwnerKind::LeaderWorkerSet,
@@ -60,6 +66,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         plural: "leaderworkersets",
         size: lws_size,
         rule: "per group: spec.leaderWorkerTemplate.size (leader + size-1 workers)",
+        sequential: never,
     },
     OwnerSource {
         kind_id: OwnerKind::TrainJob,
@@ -70,6 +77,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         plural: "trainjobs",
         size: trainjob_size,
         rule: "spec.trainer.numNodes (default 1)",
+        sequential: never,
     },
     OwnerSource {
         kind_id: OwnerKind::PyTorchJob,
@@ -80,6 +88,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         plural: "pytorchjobs",
         size: |o| replica_specs_size(o, "pytorchReplicaSpecs"),
         rule: "sum of spec.pytorchReplicaSpecs[*].replicas (Master + Worker)",
+        sequential: never,
     },
     OwnerSource {
         kind_id: OwnerKind::MpiJob,
@@ -90,6 +99,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         plural: "mpijobs",
         size: |o| replica_specs_size(o, "mpiReplicaSpecs"),
         rule: "sum of spec.mpiReplicaSpecs[*].replicas (Launcher included)",
+        sequential: never,
     },
     OwnerSource {
         kind_id: OwnerKind::TfJob,
@@ -100,6 +110,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         plural: "tfjobs",
         size: |o| replica_specs_size(o, "tfReplicaSpecs"),
         rule: "sum of spec.tfReplicaSpecs[*].replicas (Chief, PS, Worker, Evaluator)",
+        sequential: never,
     },
     OwnerSource {
         kind_id: OwnerKind::XgBoostJob,
@@ -110,6 +121,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         plural: "xgboostjobs",
         size: |o| replica_specs_size(o, "xgbReplicaSpecs"),
         rule: "sum of spec.xgbReplicaSpecs[*].replicas (Master + Worker)",
+        sequential: never,
     },
     OwnerSource {
         kind_id: OwnerKind::JaxJob,
@@ -120,6 +132,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         plural: "jaxjobs",
         size: |o| replica_specs_size(o, "jaxReplicaSpecs"),
         rule: "sum of spec.jaxReplicaSpecs[*].replicas",
+        sequential: never,
     },
     OwnerSource {
         kind_id: OwnerKind::RayCluster,
@@ -130,6 +143,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         plural: "rayclusters",
         size: raycluster_size,
         rule: "1 head + sum of spec.workerGroupSpecs[*].minReplicas x numOfHosts",
+        sequential: never,
     },
     OwnerSource {
         kind_id: OwnerKind::VolcanoJob,
@@ -140,8 +154,22 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         plural: "jobs",
         size: vcjob_size,
         rule: "spec.minAvailable, else the sum of spec.tasks[*].replicas",
+        sequential: never,
     },
 ];
+
+fn never(_: &Value) -> bool {
+    false
+}
+
+/// A JobSet whose replicated jobs wait for others (`dependsOn`, e.g. a
+/// TrainJob's initializers before its trainer nodes) never has all its pods
+/// at once: a gang of all of them would wait forever.
+fn jobset_is_sequential(obj: &Value) -> bool {
+    obj["spec"]["replicatedJobs"]
+        .as_array()
+        .is_some_and(|jobs| jobs.iter().any(|j| !j["dependsOn"].is_null()))
+}
 
 /// The row of a kind.
 pub fn owner_source(kind: OwnerKind) -> Option<&'static OwnerSource> {

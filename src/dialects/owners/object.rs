@@ -24,6 +24,9 @@ pub struct OwnerObject {
     pub parent: Option<DefinitionKey>,
     /// `muster.dev/gang: "false"`: its pods are ordinary pods.
     pub opted_out: bool,
+    /// It runs its children in sequence (`OwnerSource::sequential`): the
+    /// walk stops below it.
+    pub sequential: bool,
 }
 
 /// What an observed owner object says, or `Err` when it is unreadable as a
@@ -71,6 +74,7 @@ pub fn read_owner(source: &OwnerSource, obj: &Value) -> Result<OwnerObject, Stri
         def,
         parent: parent_of(obj, meta.namespace),
         opted_out,
+        sequential: (source.sequential)(obj),
     })
 }
 

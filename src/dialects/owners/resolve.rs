@@ -51,9 +51,13 @@ impl OwnerIndex {
                 return Resolution::Waiting(key.clone());
             };
             top = Some(owner);
-            match &owner.parent {
-                Some(parent) => key = parent,
-                None => break,
+            let Some(parent) = &owner.parent else {
+                break;
+            };
+            match self.owners.get(parent) {
+                // It runs its children one by one: this child is the top.
+                Some(p) if p.sequential => break,
+                _ => key = parent,
             }
         }
         let Some(top) = top else {

@@ -470,3 +470,27 @@ fn status_becomes_events_on_the_owner() {
         ("GangWaiting", true)
     );
 }
+
+#[test]
+fn a_jobset_of_dependent_jobs_groups_each_job() {
+    // A TrainJob's JobSet: initializers first, then the trainer nodes.
+    let mut index = OwnerIndex::default();
+    let mut js = json!({"metadata": meta("tj"), "spec": {"replicatedJobs": [
+        {"name": "dataset-initializer", "template": {"spec": {"parallelism": 1}}},
+        {"name": "node", "dependsOn": [{"name": "dataset-initializer", "status": "Complete"}],
+         "template": {"spec": {"parallelism": 4}}}]}});
+    js["metadata"]["ownerReferences"] =
+        controller("trainer.kubeflow.org/v1alpha1", "TrainJob", "tj");
+    let js = owner(OwnerKind::JobSet, js);
+    assert!(js.sequential);
+    assert_eq!(js.parent.as_ref().unwrap().to_string(), "TrainJob ml/tj");
+    index.upsert(js);
+    let mut node = job("tj-node-0", json!({"parallelism": 4}));
+    node["metadata"]["ownerReferences"] = controller("jobset.x-k8s.io/v1alpha2", "JobSet", "tj");
+    index.upsert(owner(OwnerKind::Job, node));
+    let d = direct(OwnerKind::Job, "tj-node-0");
+    assert_eq!(
+        index.resolve(&d, OwnerKindSet::ALL),
+        Resolution::Member(d.clone())
+    );
+}
