@@ -43,7 +43,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         kind: "Job",
         plural: "jobs",
         size: job_size,
-        rule: "spec.parallelism (default 1), or spec.completions when smaller",
+        rule: "spec.parallelism (default 1), or the completions left when fewer",
         sequential: never,
     },
     OwnerSource {
@@ -222,8 +222,19 @@ fn job_spec_size(spec: &Value, prefix: &str) -> Result<u32, String> {
     Ok(parallelism.min(completions))
 }
 
+/// A Job's gang shrinks as it progresses: once some completions succeeded,
+/// the controller runs only `completions - succeeded` pods at most, and a
+/// replacement pod must not wait for members that will never come back.
 fn job_size(obj: &Value) -> Result<u32, String> {
-    job_spec_size(&obj["spec"], "spec")
+    let spec = &obj["spec"];
+    let size = job_spec_size(spec, "spec")?;
+    if spec["completions"].is_null() {
+        return Ok(size);
+    }
+    let completions = count_or(&spec["completions"], "spec.completions", 1)?;
+    let succeeded = count_or(&obj["status"]["succeeded"], "status.succeeded", 0)?;
+    let remaining = completions.saturating_sub(succeeded);
+    Ok(size.min(remaining.max(1)))
 }
 
 fn jobset_size(obj: &Value) -> Result<u32, String> {

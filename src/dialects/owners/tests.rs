@@ -54,6 +54,12 @@ fn job_size_is_parallelism_capped_by_completions() {
     for (i, (spec, want)) in cases.into_iter().enumerate() {
         assert_eq!(size_of(OwnerKind::Job, job("j", spec)), want, "case {i}");
     }
+    // Progress: 8 completions, 6 succeeded: at most 2 more pods.
+    let mut j = job("j", json!({"parallelism": 4, "completions": 8}));
+    j["status"] = json!({"succeeded": 6, "active": 2});
+    assert_eq!(size_of(OwnerKind::Job, j.clone()), Ok(2));
+    j["status"] = json!({"succeeded": 8});
+    assert_eq!(size_of(OwnerKind::Job, j), Ok(1), "never a gang of 0");
 }
 
 #[test]
@@ -236,7 +242,7 @@ fn malformed_sizes_make_the_definition_malformed() {
         (
             json!({}),
             json!({"parallelism": 0}),
-            "Job ml/j: spec.parallelism (default 1), or spec.completions when smaller implies a gang of 0 pods",
+            "Job ml/j: spec.parallelism (default 1), or the completions left when fewer implies a gang of 0 pods",
         ),
         (
             json!({"muster.dev/min-count": "many"}),
