@@ -33,6 +33,11 @@ impl Engine {
     }
 
     fn owner_membership(&self, pod: &PodInfo, direct: &GroupKey) -> GroupMembership {
+        // Another scheduler's pods are only accounted: grouping them by
+        // owner would make their Job look like a gang split across schedulers.
+        if !self.cache.is_served(&pod.scheduler_name) {
+            return GroupMembership::None;
+        }
         let grouping = self
             .owner_grouping
             .get(&pod.scheduler_name)
