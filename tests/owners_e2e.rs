@@ -327,8 +327,11 @@ async fn opt_out_annotation_and_namespace_label_make_plain_pods() {
         "apiVersion: v1\nkind: Namespace\nmetadata: {name: plain, labels: {muster.dev/top-owner-grouping: 'false'}}\n",
     )
     .await;
-    add_node(&env, "n-off-0", "1").await;
-    add_node(&env, "n-off-1", "1").await;
+    // Room for 3 more pods, one of which the fourth `solo` pod may take:
+    // at least 2 of this Job's 4 pods bind, which no gang of 4 would.
+    for node in ["n-plain-0", "n-plain-1", "n-plain-2"] {
+        add_node(&env, node, "1").await;
+    }
     k.apply(&job_yaml("plain", "batch", 4, "", "")).await;
     let uid = k.uid("plain", "jobs", "batch").await;
     k.owned_pods(
@@ -338,6 +341,6 @@ async fn opt_out_annotation_and_namespace_label_make_plain_pods() {
         "",
     )
     .await;
-    wait_pods(&env, "plain", |p| bound_count(p) == 2).await;
+    wait_pods(&env, "plain", |p| bound_count(p) >= 2).await;
     daemon.shutdown().await.expect("clean shutdown");
 }
