@@ -198,6 +198,13 @@ async fn a_job_binds_all_or_nothing_and_reports_on_the_job() {
     );
     let pods = e2e::list_pods(&env, "default").await;
     assert_eq!(bound_count(&pods), 0, "nothing binds short of the gang");
+    let described = k
+        .run(&["-n", "default", "describe", "job", "train"], "")
+        .await;
+    assert!(
+        described.contains("GangWaiting") || described.contains("GangTimedOut"),
+        "kubectl describe shows the gang's events: {described}"
+    );
     // Room for 4: all four bind together.
     add_node(&env, "extra", "1").await;
     let pods = wait_pods(&env, "default", |p| bound_count(p) == 4).await;

@@ -241,9 +241,18 @@ impl SchedulerLoop {
                 name: Arc::from(name),
             },
             Observed::Owner(change) => {
-                if let crate::dialects::owners::OwnerChange::Deleted(key) = &change {
-                    st.directory.forget_group_status(key);
-                }
+                use crate::dialects::owners::OwnerChange;
+                let uids = &mut st.directory.owner_uids;
+                match &change {
+                    OwnerChange::Upserted(o) => match &o.uid {
+                        Some(uid) => uids.insert(o.def.key.clone(), uid.clone()),
+                        None => uids.remove(&o.def.key),
+                    },
+                    OwnerChange::Deleted(key) => {
+                        st.directory.forget_group_status(key);
+                        st.directory.owner_uids.remove(key)
+                    }
+                };
                 ClusterEvent::Owner(change)
             }
             Observed::DefinitionServed { informer, version } => {

@@ -24,6 +24,8 @@ pub struct Directory {
     pub served_versions: HashMap<&'static str, &'static str>,
     /// Groups whose dialect status has been written since Muster started.
     status_written: HashSet<GroupKey>,
+    /// Top owners' UIDs (top-owner grouping), for the events written on them.
+    pub owner_uids: HashMap<DefinitionKey, String>,
 }
 
 impl Directory {
@@ -129,7 +131,8 @@ impl Directory {
             } => {
                 let resource = self.definition_resource(&group)?;
                 if let GroupSource::Owner(_) = group.definition.source {
-                    return Some(owner_status_event(&group, resource, phase, &message));
+                    let uid = self.owner_uids.get(&group.definition).cloned();
+                    return Some(owner_status_event(&group, resource, uid, phase, &message));
                 }
                 if group.definition.source != GroupSource::PodGroup {
                     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -218,6 +221,7 @@ impl Directory {
 fn owner_status_event(
     group: &GroupKey,
     resource: ResourceRef,
+    uid: Option<String>,
     phase: crate::model::GroupPhase,
     message: &str,
 ) -> ApiCall {
@@ -228,7 +232,7 @@ fn owner_status_event(
             kind: resource.kind,
             namespace: group.namespace().to_string(),
             name: group.definition.name.to_string(),
-            uid: None,
+            uid,
         },
         warning,
         reason: reason.to_string(),
@@ -364,6 +368,8 @@ mod tests {
             "not before the kind is served"
         );
         d.served_versions.insert("jobs.batch", "v1");
+        d.owner_uids
+            .insert(group.definition.clone(), "u-train".into());
         let cases = [
             (
                 GroupPhase::WaitingForMembers,
@@ -395,6 +401,7 @@ mod tests {
                         ),
                         ("batch/v1", "Job", "train")
                     );
+                    assert_eq!(target.uid.as_deref(), Some("u-train"));
                     assert_eq!((reason.as_str(), warning), (want, want_warning));
                     assert_eq!(m, format!("Job ml/train: {message}"));
                 }

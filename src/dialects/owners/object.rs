@@ -27,6 +27,8 @@ pub struct OwnerObject {
     /// It runs its children in sequence (`OwnerSource::sequential`): the
     /// walk stops below it.
     pub sequential: bool,
+    /// Its UID, so events on it are found by `kubectl describe`.
+    pub uid: Option<String>,
 }
 
 /// What an observed owner object says, or `Err` when it is unreadable as a
@@ -75,6 +77,10 @@ pub fn read_owner(source: &OwnerSource, obj: &Value) -> Result<OwnerObject, Stri
         parent: parent_of(obj, meta.namespace),
         opted_out,
         sequential: (source.sequential)(obj),
+        uid: obj["metadata"]["uid"]
+            .as_str()
+            .filter(|u| !u.is_empty())
+            .map(str::to_string),
     })
 }
 
