@@ -4,7 +4,8 @@
 //! A Job of parallelism 4 with room for 3 binds nothing and says so on the
 //! Job; with room for 4 it binds all; a JobSet of two replicated jobs is one
 //! gang; a LeaderWorkerSet of two groups is two gangs; the opt-out
-//! annotation and the namespace label make owner pods ordinary pods.
+//! annotation and the namespace label make owner pods ordinary pods; a Job
+//! scaled down changes its gang's size.
 
 mod common;
 mod e2e;
@@ -349,5 +350,45 @@ async fn opt_out_annotation_and_namespace_label_make_plain_pods() {
     )
     .await;
     wait_pods(&env, "plain", |p| bound_count(p) >= 2).await;
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_the_job_updates_the_gang_size() {
+    let env = cluster(vec![nodes(3, "1")]).await;
+    let k = Kubectl::new(&env);
+    let daemon = start_daemon(&env).await;
+    k.apply(&job_yaml("default", "elastic", 4, "", "")).await;
+    let uid = k.uid("default", "jobs", "elastic").await;
+    k.owned_pods(
+        "default",
+        &names("elastic", 4),
+        ["batch/v1", "Job", "elastic", &uid],
+        "",
+    )
+    .await;
+    wait_event(&env, "default", |e| {
+        e.involved_object.name.as_deref() == Some("elastic")
+            && e.type_.as_deref() == Some("Warning")
+    })
+    .await;
+    assert_eq!(bound_count(&e2e::list_pods(&env, "default").await), 0);
+    // Parallelism scaled down to what fits: minCount follows, three bind.
+    k.run(
+        &[
+            "-n",
+            "default",
+            "patch",
+            "job",
+            "elastic",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"parallelism":3}}"#,
+        ],
+        "",
+    )
+    .await;
+    wait_pods(&env, "default", |p| bound_count(p) == 3).await;
+    wait_event(&env, "default", on("Job", "elastic", "GangScheduled")).await;
     daemon.shutdown().await.expect("clean shutdown");
 }
