@@ -130,11 +130,13 @@ pub fn resolve_membership(pod: &PodWire) -> GroupMembership {
         kueue::membership,
         owners::membership,
     ];
-    let annotation = |key| pod.metadata.annotations.get(key).map(String::as_str);
-    let skip = match annotation(owners::IGNORE_WORKLOAD_API_ANNOTATION) {
-        Some("true") => 2,
-        _ => 0,
-    };
+    // The Workload API dialects come first: ignoring them skips two.
+    let ignore_workload_api = pod
+        .metadata
+        .annotations
+        .get(owners::IGNORE_WORKLOAD_API_ANNOTATION)
+        .is_some_and(|v| v == "true");
+    let skip = if ignore_workload_api { 2 } else { 0 };
     dialects
         .iter()
         .skip(skip)

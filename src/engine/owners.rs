@@ -22,8 +22,14 @@ impl Engine {
                 return pod;
             }
         };
-        self.owners.track(&pod.key, &direct);
-        let group = self.owner_membership(&pod, &direct);
+        let group = if self.cache.is_served(&pod.scheduler_name) {
+            self.owners.track(&pod.key, &direct);
+            self.owner_membership(&pod, &direct)
+        } else {
+            // Only accounted: nothing to regroup later.
+            self.owners.forget(&pod.key);
+            GroupMembership::None
+        };
         if group == pod.group {
             return pod;
         }
@@ -32,12 +38,10 @@ impl Engine {
         Arc::new(resolved)
     }
 
+    /// What a pod this scheduler serves is, by its owner. (Another
+    /// scheduler's pods are never grouped by owner: their Job would look
+    /// like a gang split across schedulers.)
     fn owner_membership(&self, pod: &PodInfo, direct: &GroupKey) -> GroupMembership {
-        // Another scheduler's pods are only accounted: grouping them by
-        // owner would make their Job look like a gang split across schedulers.
-        if !self.cache.is_served(&pod.scheduler_name) {
-            return GroupMembership::None;
-        }
         let grouping = self
             .owner_grouping
             .get(&pod.scheduler_name)
