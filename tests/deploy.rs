@@ -686,6 +686,8 @@ async fn record_daemon_calls(config: SchedulerConfig) -> BTreeSet<ApiCall> {
         http::header::USER_AGENT,
         http::HeaderValue::from_static(DAEMON_AGENT),
     ));
+    // Every owner kind is served, so its list + watch grant is exercised.
+    e2e::install_owner_crds(&env).await;
     let daemon_client = kube::Client::try_from(kc).expect("daemon client");
     let mut opts = muster::daemon::DaemonOptions::new(config);
     opts.identity = "muster-0".into();

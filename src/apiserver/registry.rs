@@ -131,6 +131,7 @@ fn builtin_table() -> Vec<ResourceDef> {
         e("apps/v1", "deployments", "Deployment", NS, &["deploy"], true),
         e("apps/v1", "replicasets", "ReplicaSet", NS, &["rs"], true),
         e("apps/v1", "statefulsets", "StatefulSet", NS, &["sts"], true),
+        e("batch/v1", "jobs", "Job", NS, &[], true),
         e("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", NS, &["pdb"], true),
         e("rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", CLUSTER, &[], false),
         e("rbac.authorization.k8s.io/v1", "clusterrolebindings", "ClusterRoleBinding", CLUSTER, &[], false),

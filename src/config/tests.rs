@@ -108,6 +108,20 @@ profiles:
 }
 
 #[test]
+fn top_owner_grouping_is_opt_in() {
+    let c = SchedulerConfig::from_yaml(
+        "profiles:\n- pluginConfig:\n  - name: GangScheduling\n    args: {topOwnerGrouping: {enabled: true, kinds: [JobSet, LeaderWorkerSet]}}\n",
+    )
+    .unwrap();
+    let grouping = c.profiles[0].gang.unwrap().top_owner;
+    assert!(grouping.enabled);
+    assert!(grouping.kinds.contains(crate::model::OwnerKind::JobSet));
+    assert!(!grouping.kinds.contains(crate::model::OwnerKind::Job));
+    let default = SchedulerConfig::from_yaml("profiles: [{schedulerName: muster}]\n").unwrap();
+    assert!(!default.profiles[0].gang.unwrap().top_owner.enabled);
+}
+
+#[test]
 fn disabling_gang_and_wildcards() {
     let c = SchedulerConfig::from_yaml(
         "profiles:\n- plugins:\n    multiPoint:\n      disabled: [{name: GangScheduling}]\n    score:\n      disabled: [{name: '*'}]\n",
@@ -219,6 +233,11 @@ fn bad_values_are_precise() {
             "profiles: [{pluginConfig: [{name: GangScheduling, args: {permitWaitingTimeSeconds: -1}}]}]\n",
             "profiles[0].pluginConfig[0].args.permitWaitingTimeSeconds",
             "between 1 and 86400",
+        ),
+        (
+            "profiles: [{pluginConfig: [{name: GangScheduling, args: {topOwnerGrouping: {enabled: true, kinds: [Job, Deployment]}}}]}]\n",
+            "profiles[0].pluginConfig[0].args.topOwnerGrouping.kinds[1]",
+            "unknown kind \"Deployment\"",
         ),
         (
             "profiles: [{pluginConfig: [{name: NodeResourcesFit, args: {scoringStrategy: {type: Random}}}]}]\n",

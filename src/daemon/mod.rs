@@ -207,6 +207,7 @@ pub fn engine_config(config: &SchedulerConfig) -> EngineConfig {
             profile.group_backoff = gang.group_backoff;
             profile.dialect_timeouts = gang.dialect_timeouts;
             profile.gang_enabled = p.gang.is_some();
+            profile.top_owner = gang.top_owner;
             profile
         })
         .collect();

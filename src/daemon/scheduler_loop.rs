@@ -240,6 +240,21 @@ impl SchedulerLoop {
                 namespace: Arc::from(namespace),
                 name: Arc::from(name),
             },
+            Observed::Owner(change) => {
+                use crate::dialects::owners::OwnerChange;
+                let uids = &mut st.directory.owner_uids;
+                match &change {
+                    OwnerChange::Upserted(o) => match &o.uid {
+                        Some(uid) => uids.insert(o.def.key.clone(), uid.clone()),
+                        None => uids.remove(&o.def.key),
+                    },
+                    OwnerChange::Deleted(key) => {
+                        st.directory.forget_group_status(key);
+                        st.directory.owner_uids.remove(key)
+                    }
+                };
+                ClusterEvent::Owner(change)
+            }
             Observed::DefinitionServed { informer, version } => {
                 match version {
                     Some(v) => st.directory.served_versions.insert(informer, v),

@@ -7,6 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::dialects::owners::{owner_source, status_event as owner_status};
 use crate::dialects::{GangStatus, definition_source, status_patch, workload_api};
 use crate::dispatch::{ApiCall, Dispatch, EventTarget, Intent, ResourceRef};
 use crate::engine::{Action, EventType, ObjectRef, SCHEDULED_REASON, scheduled_message};
@@ -23,6 +24,8 @@ pub struct Directory {
     pub served_versions: HashMap<&'static str, &'static str>,
     /// Groups whose dialect status has been written since Muster started.
     status_written: HashSet<GroupKey>,
+    /// Top owners' UIDs (top-owner grouping), for the events written on them.
+    pub owner_uids: HashMap<DefinitionKey, String>,
 }
 
 impl Directory {
@@ -127,6 +130,10 @@ impl Directory {
                 scheduled,
             } => {
                 let resource = self.definition_resource(&group)?;
+                if let GroupSource::Owner(_) = group.definition.source {
+                    let uid = self.owner_uids.get(&group.definition).cloned();
+                    return Some(owner_status_event(&group, resource, uid, phase, &message));
+                }
                 if group.definition.source != GroupSource::PodGroup {
                     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
                     let status = status_patch(
@@ -189,6 +196,16 @@ impl Directory {
         if group.definition.container().is_some() {
             return None;
         }
+        if let GroupSource::Owner(kind) = group.definition.source {
+            let source = owner_source(kind)?;
+            let version = self.served_versions.get(source.name)?;
+            return Some(ResourceRef {
+                group: source.group.to_string(),
+                version: version.to_string(),
+                kind: source.kind.to_string(),
+                plural: source.plural.to_string(),
+            });
+        }
         let source = definition_source(group.definition.source)?;
         let version = self.served_versions.get(source.name)?;
         Some(ResourceRef {
@@ -197,6 +214,30 @@ impl Directory {
             kind: source.kind.to_string(),
             plural: source.plural.to_string(),
         })
+    }
+}
+
+/// A gang grouped by its top owner has no status object: its status is an
+/// event on the owner (`GangWaiting`, `GangScheduled`, `GangTimedOut`).
+fn owner_status_event(
+    group: &GroupKey,
+    resource: ResourceRef,
+    uid: Option<String>,
+    phase: crate::model::GroupPhase,
+    message: &str,
+) -> ApiCall {
+    let (reason, warning) = owner_status(phase, message);
+    ApiCall::Event {
+        target: EventTarget {
+            api_version: resource.api_version(),
+            kind: resource.kind,
+            namespace: group.namespace().to_string(),
+            name: group.definition.name.to_string(),
+            uid,
+        },
+        warning,
+        reason: reason.to_string(),
+        message: format!("{group}: {message}"),
     }
 }
 
@@ -332,6 +373,70 @@ mod tests {
                 assert!(!status);
             }
             other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_owner_gang_reports_with_events_on_its_owner() {
+        let mut d = Directory::default();
+        let group = GroupKey::new(DefinitionKey::new(
+            "ml",
+            GroupSource::Owner(crate::model::OwnerKind::Job),
+            "train",
+        ));
+        let action = |phase, message: &str| Action::GroupStatus {
+            group: group.clone(),
+            phase,
+            reason: "x",
+            message: message.into(),
+            initially_scheduled: false,
+            scheduled: 0,
+        };
+        assert!(
+            d.call_for(action(GroupPhase::Scheduled, "m"), &|_| None)
+                .is_none(),
+            "not before the kind is served"
+        );
+        d.served_versions.insert("jobs.batch", "v1");
+        d.owner_uids
+            .insert(group.definition.clone(), "u-train".into());
+        let cases = [
+            (
+                GroupPhase::WaitingForMembers,
+                "3 of 4 members observed",
+                "GangWaiting",
+                false,
+            ),
+            (GroupPhase::Scheduled, "4 members", "GangScheduled", false),
+            (
+                GroupPhase::Unschedulable,
+                "timed out waiting at permit",
+                "GangTimedOut",
+                true,
+            ),
+        ];
+        for (phase, message, want, want_warning) in cases {
+            match d.call_for(action(phase, message), &|_| None) {
+                Some(ApiCall::Event {
+                    target,
+                    warning,
+                    reason,
+                    message: m,
+                }) => {
+                    assert_eq!(
+                        (
+                            target.api_version.as_str(),
+                            target.kind.as_str(),
+                            target.name.as_str()
+                        ),
+                        ("batch/v1", "Job", "train")
+                    );
+                    assert_eq!(target.uid.as_deref(), Some("u-train"));
+                    assert_eq!((reason.as_str(), warning), (want, want_warning));
+                    assert_eq!(m, format!("Job ml/train: {message}"));
+                }
+                other => panic!("unexpected {other:?}"),
+            }
         }
     }
 

@@ -2,13 +2,15 @@
 //!
 //! Precedence when a pod carries several references (workload-api.md §5):
 //! `spec.schedulingGroup` → `spec.workloadRef` → Coscheduling label → Volcano
-//! annotation → Kueue labels. `muster.dev/ignore-groups: "true"` opts a pod out.
-//! Each dialect is a pure function of the pod; definitions are matched later by
-//! `DefinitionKey`.
+//! annotation → Kueue labels → top owner (`owners`). `muster.dev/ignore-groups:
+//! "true"` opts a pod out; `muster.dev/ignore-workload-api: "true"` skips the
+//! first two. Each dialect is a pure function of the pod; definitions are
+//! matched later by `DefinitionKey`.
 
 mod common;
 pub mod coscheduling;
 pub mod kueue;
+pub mod owners;
 mod pod_group_fields;
 pub mod volcano;
 pub mod workload_api;
@@ -112,7 +114,10 @@ pub fn status_patch(source: GroupSource, status: &GangStatus<'_>) -> Option<serd
     match source {
         GroupSource::Coscheduling => Some(coscheduling::status(status)),
         GroupSource::Volcano => Some(volcano::status(status)),
-        GroupSource::PodGroup | GroupSource::Workload | GroupSource::Kueue => None,
+        GroupSource::PodGroup
+        | GroupSource::Workload
+        | GroupSource::Kueue
+        | GroupSource::Owner(_) => None,
     }
 }
 
@@ -137,15 +142,24 @@ pub fn resolve_membership(pod: &PodWire) -> GroupMembership {
         .as_deref()
         .filter(|n| !n.is_empty())
         .unwrap_or("default");
-    let dialects: [fn(&PodWire, &str) -> Option<GroupMembership>; 5] = [
+    let dialects: [fn(&PodWire, &str) -> Option<GroupMembership>; 6] = [
         workload_api::membership,
         workload_v1alpha1::membership,
         coscheduling::membership,
         volcano::membership,
         kueue::membership,
+        owners::membership,
     ];
+    // The Workload API dialects come first: ignoring them skips two.
+    let ignore_workload_api = pod
+        .metadata
+        .annotations
+        .get(owners::IGNORE_WORKLOAD_API_ANNOTATION)
+        .is_some_and(|v| v == "true");
+    let skip = if ignore_workload_api { 2 } else { 0 };
     dialects
         .iter()
+        .skip(skip)
         .find_map(|membership| membership(pod, namespace))
         .unwrap_or_default()
 }

@@ -44,6 +44,7 @@ impl Engine {
         now: Instant,
     ) {
         if self.cache.facts_mut().upsert_namespace(name, labels) {
+            self.regroup_namespace(name, now);
             self.flush_unschedulable(now);
         }
     }
@@ -109,6 +110,7 @@ impl Engine {
 
     pub(super) fn on_pod_deleted(&mut self, key: &PodKey, now: Instant) {
         self.forget_kueue_member(key, now);
+        self.owners.forget(key);
         self.invalid_reported.remove(key);
         let removed = self.cache.remove_pod(key);
         self.leave_scheduling(key, now);

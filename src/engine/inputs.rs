@@ -19,8 +19,8 @@ impl Engine {
     /// membership dropped when its profile does not gang-schedule (such a pod
     /// is an ordinary pod). A malformed reference is kept: it is reported, not
     /// scheduled, whatever the profile.
-    pub(super) fn admit_pod(&self, pod: Arc<PodInfo>) -> Arc<PodInfo> {
-        let pod = self.classes.resolve_pod(pod);
+    pub(super) fn admit_pod(&mut self, pod: Arc<PodInfo>) -> Arc<PodInfo> {
+        let pod = self.group_by_owner(self.classes.resolve_pod(pod));
         if pod.group.key().is_some() && self.gang_disabled.contains(&pod.scheduler_name) {
             let mut plain = (*pod).clone();
             plain.group = GroupMembership::None;

@@ -15,6 +15,7 @@ mod cycle;
 mod events;
 mod inputs;
 mod introspection;
+mod owners;
 mod prebind;
 mod priority;
 mod stats;
@@ -30,6 +31,7 @@ pub use stats::{DurationSummary, GroupCounts, PendingPods, Stats};
 
 use crate::cache::{Cache, SelectingKind};
 use crate::dialects::KueueGroups;
+use crate::dialects::owners::{OwnerChange, OwnerIndex, TopOwnerGrouping};
 use crate::framework::lifecycle::WaitingPods;
 use crate::framework::placement::Framework;
 use crate::gang::{DialectTimeouts, GangArgs, GangScheduling};
@@ -53,6 +55,9 @@ pub struct ProfileConfig {
     /// enabled). When it does not, its pods' group references are ignored and
     /// every pod is scheduled on its own.
     pub gang_enabled: bool,
+    /// `topOwnerGrouping`: whether pods are grouped by their top owner, and
+    /// which owner kinds.
+    pub top_owner: TopOwnerGrouping,
 }
 
 impl ProfileConfig {
@@ -67,6 +72,7 @@ impl ProfileConfig {
             // One timeout for every dialect unless configured otherwise.
             dialect_timeouts: DialectTimeouts::UNIFORM,
             gang_enabled: true,
+            top_owner: TopOwnerGrouping::default(),
         }
     }
 }
@@ -179,6 +185,9 @@ pub enum ClusterEvent {
         namespace: Arc<str>,
         name: Arc<str>,
     },
+    /// A workload owner (Job, JobSet, ...) observed or deleted: it defines
+    /// its gang, and its pods may be grouped by it (top-owner grouping).
+    Owner(OwnerChange),
 }
 
 /// Where a pending pod is (invariant I4: exactly one place at every moment).
@@ -238,6 +247,10 @@ pub struct Engine {
     capped_timeouts: HashMap<DefinitionKey, String>,
     /// Kueue group definitions, synthesized from their member pods.
     kueue: KueueGroups,
+    /// Observed workload owners and the pods grouped by them.
+    owners: OwnerIndex,
+    /// Each profile's `topOwnerGrouping`.
+    owner_grouping: HashMap<Arc<str>, TopOwnerGrouping>,
     /// Profiles that do not gang-schedule.
     gang_disabled: HashSet<Arc<str>>,
     /// Unreadable pods of ours already reported, with the error reported.
@@ -260,6 +273,11 @@ impl Engine {
             .map(|p| p.scheduler_name.clone())
             .collect();
         let gang_disabled = cfg.gang_disabled();
+        let owner_grouping = cfg
+            .profiles
+            .iter()
+            .map(|p| (p.scheduler_name.clone(), p.top_owner))
+            .collect();
         let args = cfg
             .profiles
             .iter()
@@ -268,6 +286,7 @@ impl Engine {
                     permit_waiting_time: p.permit_waiting_time,
                     group_backoff: p.group_backoff,
                     dialect_timeouts: p.dialect_timeouts,
+                    top_owner: p.top_owner,
                 };
                 (p.scheduler_name.clone(), a)
             })
@@ -301,6 +320,8 @@ impl Engine {
             samples: cfg.record_samples.then(std::collections::VecDeque::new),
             classes: priority::PriorityClasses::default(),
             kueue: KueueGroups::default(),
+            owners: OwnerIndex::default(),
+            owner_grouping,
             gang_disabled,
             capped_timeouts: HashMap::new(),
             invalid_reported: HashMap::new(),
@@ -368,6 +389,7 @@ impl Engine {
                     .workloads
                     .remove(kind, &namespace, &name);
             }
+            ClusterEvent::Owner(change) => self.on_owner_changed(change, now),
         }
         self.apply_gang_outcomes(now);
     }

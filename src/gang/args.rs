@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::dialects::owners::{TopOwnerGrouping, decode_grouping};
 use crate::framework::args::{self, ConfigError};
 use crate::model::{GroupSource, MAX_SCHEDULE_TIMEOUT};
 
@@ -22,6 +23,8 @@ pub struct GangArgs {
     pub group_backoff: Duration,
     /// The default timeout of each dialect's gangs, where it has one.
     pub dialect_timeouts: DialectTimeouts,
+    /// `topOwnerGrouping`: group pods by their top owner (`dialects::owners`).
+    pub top_owner: TopOwnerGrouping,
 }
 
 impl Default for GangArgs {
@@ -30,6 +33,7 @@ impl Default for GangArgs {
             permit_waiting_time: Duration::from_secs(60),
             group_backoff: Duration::from_secs(5),
             dialect_timeouts: DialectTimeouts::UPSTREAM,
+            top_owner: TopOwnerGrouping::default(),
         }
     }
 }
@@ -83,6 +87,9 @@ impl DialectTimeouts {
             GroupSource::Coscheduling => self.coscheduling,
             GroupSource::Volcano => self.volcano,
             GroupSource::Kueue => self.kueue,
+            // Top-owner gangs (Jobs, JobSets, ...) have no upstream barrier
+            // timeout: `permitWaitingTimeSeconds`.
+            GroupSource::Owner(_) => None,
         }
     }
 }
@@ -98,6 +105,7 @@ struct WireArgs {
     permit_waiting_time_seconds: Option<i64>,
     pod_group_backoff_seconds: Option<i64>,
     dialect_timeout_seconds: Option<WireDialectTimeouts>,
+    top_owner_grouping: Option<serde_json::Value>,
 }
 
 /// `dialectTimeoutSeconds`: seconds per dialect.
@@ -179,10 +187,15 @@ pub fn decode_args(path: &str, value: serde_json::Value) -> Result<GangArgs, Con
             ));
         }
     };
+    let top_owner = match raw.top_owner_grouping {
+        None => TopOwnerGrouping::default(),
+        Some(v) => decode_grouping(&format!("{path}.topOwnerGrouping"), v)?,
+    };
     Ok(GangArgs {
         permit_waiting_time,
         group_backoff,
         dialect_timeouts,
+        top_owner,
     })
 }
 

@@ -365,6 +365,7 @@ fn a_huge_timeout_or_backoff_never_overflows_an_instant() {
             permit_waiting_time: Duration::MAX,
             group_backoff: Duration::MAX,
             dialect_timeouts: DialectTimeouts::UNIFORM,
+            ..GangArgs::default()
         };
         f.gang = GangScheduling::new(args, HashMap::new());
         let g = group_key("pg");

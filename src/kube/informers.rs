@@ -7,8 +7,9 @@
 //! so a slow loop pushes back on the watches instead of growing memory. After a
 //! re-list (`Init` … `InitDone`) objects that were not listed again are reported
 //! deleted, because kube-rs leaves that to the consumer. Group-definition kinds
-//! whose API group is not installed are skipped with one log line and re-checked
-//! periodically, so installing a CRD later needs no restart.
+//! and workload-owner kinds (top-owner grouping) whose API group is not
+//! installed are skipped with one log line and re-checked periodically, so
+//! installing a CRD later needs no restart.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
@@ -31,6 +32,7 @@ use super::objects::{
 };
 use crate::cache::SelectingKind;
 use crate::cache::VolumeChange;
+use crate::dialects::owners::{OWNER_SOURCES, OwnerChange, OwnerSource, read_owner};
 use crate::dialects::{DEFINITION_SOURCES, DefinitionSource};
 use crate::model::spread::ControllerKind;
 use crate::model::volumes::{Claim, CsiDriver, CsiNode, PersistentVolume, StorageClass};
@@ -85,10 +87,12 @@ pub enum Observed {
         namespace: String,
         name: String,
     },
+    /// A workload owner (top-owner grouping) observed or gone.
+    Owner(OwnerChange),
     /// The named informer finished its initial list.
     Synced(&'static str),
-    /// A definition kind (by informer name, `DefinitionSource::name`) is served
-    /// in this version, or no longer served.
+    /// A definition or owner kind (by informer name, `DefinitionSource::name`,
+    /// `OwnerSource::name`) is served in this version, or no longer served.
     DefinitionServed {
         informer: &'static str,
         version: Option<&'static str>,
@@ -174,11 +178,33 @@ pub fn start(
         tokio::spawn(run_stateful_sets(Api::all(client.clone()), tx.clone())),
     ];
     for source in DEFINITION_SOURCES {
-        tasks.push(tokio::spawn(run_definitions(
-            client.clone(),
+        let handler = move || Definitions {
             source,
+            produced: HashMap::new(),
+            relist: Relist::new(),
+        };
+        let kind = ServedKind::of_definitions(source);
+        tasks.push(tokio::spawn(run_served(
+            client.clone(),
+            kind,
             tx.clone(),
             recheck,
+            handler,
+        )));
+    }
+    for source in OWNER_SOURCES {
+        let handler = move || Owners {
+            source,
+            live: HashMap::new(),
+            relist: Relist::new(),
+        };
+        let kind = ServedKind::of_owners(source);
+        tasks.push(tokio::spawn(run_served(
+            client.clone(),
+            kind,
+            tx.clone(),
+            recheck,
+            handler,
         )));
     }
     tasks
@@ -619,13 +645,53 @@ async fn run_stateful_sets(api: Api<StatefulSet>, tx: mpsc::Sender<Observed>) {
     .await;
 }
 
-/// Finds the preferred served version of a definition kind, if its group is installed.
-async fn served_version(client: &kube::Client, source: &DefinitionSource) -> Option<&'static str> {
-    for version in source.versions {
+/// A kind watched only while its API is served (CRDs may come and go).
+struct ServedKind {
+    /// The informer's name (`<plural>.<group>`), unique among informers.
+    informer: &'static str,
+    group: &'static str,
+    /// Versions in order of preference.
+    versions: &'static [&'static str],
+    kind: &'static str,
+    plural: &'static str,
+}
+
+impl ServedKind {
+    fn of_definitions(source: &'static DefinitionSource) -> Self {
+        ServedKind {
+            informer: source.name,
+            group: source.group,
+            versions: source.versions,
+            kind: source.kind,
+            plural: source.plural,
+        }
+    }
+
+    fn of_owners(source: &'static OwnerSource) -> Self {
+        ServedKind {
+            informer: source.name,
+            group: source.group,
+            versions: source.versions,
+            kind: source.kind,
+            plural: source.plural,
+        }
+    }
+}
+
+/// How one watch of a served kind turns its events into `Observed` ones.
+trait ServedHandler {
+    fn on_event(&mut self, ev: Event<DynamicObject>) -> Vec<Observed>;
+    /// The API went away: everything it reported is gone too.
+    fn retract_all(self) -> Vec<Observed>;
+}
+
+/// Finds the preferred served version of a kind, if its group is installed.
+async fn served_version(client: &kube::Client, kind: &ServedKind) -> Option<&'static str> {
+    for version in kind.versions {
         if let Ok(list) = client
-            .list_api_group_resources(&format!("{}/{}", source.group, version))
+            .list_api_group_resources(&format!("{}/{}", kind.group, version))
             .await
-            && list.resources.iter().any(|r| r.name == source.plural)
+            && list.resources.iter().any(|r| r.name == kind.plural)
         {
             return Some(version);
         }
@@ -633,21 +699,25 @@ async fn served_version(client: &kube::Client, source: &DefinitionSource) -> Opt
     None
 }
 
-async fn run_definitions(
+/// Watches `kind` in its preferred served version while it is served,
+/// looking for it again every `recheck` while it is not; `handler` makes
+/// the event mapping of one watch.
+async fn run_served<H: ServedHandler>(
     client: kube::Client,
-    source: &'static DefinitionSource,
+    kind: ServedKind,
     tx: mpsc::Sender<Observed>,
     recheck: Duration,
+    handler: impl Fn() -> H,
 ) {
-    let informer = source.name;
+    let informer = kind.informer;
     let mut announced_absent = false;
     let mut synced_sent = false;
     loop {
-        let Some(version) = served_version(&client, source).await else {
+        let Some(version) = served_version(&client, &kind).await else {
             if !announced_absent {
                 info!(
-                    group = source.group,
-                    kind = source.kind,
+                    group = kind.group,
+                    kind = kind.kind,
                     "API not installed; will look again every {:?}",
                     recheck
                 );
@@ -667,12 +737,7 @@ async fn run_definitions(
             continue;
         };
         announced_absent = false;
-        info!(
-            group = source.group,
-            version,
-            kind = source.kind,
-            "watching group definitions"
-        );
+        info!(group = kind.group, version, kind = kind.kind, "watching");
         let served = Observed::DefinitionServed {
             informer,
             version: Some(version),
@@ -681,12 +746,11 @@ async fn run_definitions(
             return;
         }
         let ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(source.group, version, source.kind),
-            source.plural,
+            &GroupVersionKind::gvk(kind.group, version, kind.kind),
+            kind.plural,
         );
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        let mut produced: HashMap<String, Vec<DefinitionKey>> = HashMap::new();
-        let mut relist: Relist<String> = Relist::new();
+        let mut h = handler();
         // Stop this watcher (and look for the API again) when the kind disappears.
         let stream = watcher::watcher(api, watch_config())
             .default_backoff()
@@ -694,25 +758,19 @@ async fn run_definitions(
                 let gone = matches!(item, Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404);
                 std::future::ready(!gone)
             });
-        let open = drive(informer, stream, &tx, |ev| {
-            definition_event(ev, source, &mut produced, &mut relist)
-        })
-        .await;
+        let open = drive(informer, stream, &tx, |ev| h.on_event(ev)).await;
         if !open {
             return;
         }
-        // The API went away: everything it defined is gone too.
-        for keys in produced.into_values() {
-            for key in keys {
-                if tx.send(Observed::GroupDefDeleted(key)).await.is_err() {
-                    return;
-                }
+        for o in h.retract_all() {
+            if tx.send(o).await.is_err() {
+                return;
             }
         }
         warn!(
-            group = source.group,
-            kind = source.kind,
-            "definition API disappeared; looking for it again"
+            group = kind.group,
+            kind = kind.kind,
+            "API disappeared; looking for it again"
         );
         let gone = Observed::DefinitionServed {
             informer,
@@ -725,19 +783,41 @@ async fn run_definitions(
     }
 }
 
+fn object_key_of(o: &DynamicObject) -> String {
+    format!(
+        "{}/{}",
+        o.metadata.namespace.as_deref().unwrap_or(""),
+        o.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+/// A group-definition kind's watch: the definitions each object declares.
+struct Definitions {
+    source: &'static DefinitionSource,
+    produced: HashMap<String, Vec<DefinitionKey>>,
+    relist: Relist<String>,
+}
+
+impl ServedHandler for Definitions {
+    fn on_event(&mut self, ev: Event<DynamicObject>) -> Vec<Observed> {
+        definition_event(ev, self.source, &mut self.produced, &mut self.relist)
+    }
+
+    fn retract_all(self) -> Vec<Observed> {
+        self.produced
+            .into_values()
+            .flatten()
+            .map(Observed::GroupDefDeleted)
+            .collect()
+    }
+}
+
 fn definition_event(
     ev: Event<DynamicObject>,
     source: &DefinitionSource,
     produced: &mut HashMap<String, Vec<DefinitionKey>>,
     relist: &mut Relist<String>,
 ) -> Vec<Observed> {
-    let object_key = |o: &DynamicObject| {
-        format!(
-            "{}/{}",
-            o.metadata.namespace.as_deref().unwrap_or(""),
-            o.metadata.name.as_deref().unwrap_or("")
-        )
-    };
     let retract = |keys: Option<Vec<DefinitionKey>>| {
         keys.unwrap_or_default()
             .into_iter()
@@ -749,7 +829,7 @@ fn definition_event(
             Vec::new()
         }
         Event::InitApply(o) | Event::Apply(o) => {
-            let key = object_key(&o);
+            let key = object_key_of(&o);
             relist.seen(key.clone());
             let json = match serde_json::to_value(&o) {
                 Ok(j) => j,
@@ -785,7 +865,7 @@ fn definition_event(
             }
         }
         Event::Delete(o) => {
-            let key = object_key(&o);
+            let key = object_key_of(&o);
             relist.gone(&key);
             retract(produced.remove(&key)).collect()
         }
@@ -797,10 +877,75 @@ fn definition_event(
     }
 }
 
+/// A workload owner kind's watch (top-owner grouping): each object read
+/// into its gang definition and parent, or reported gone.
+struct Owners {
+    source: &'static OwnerSource,
+    /// `namespace/name` → the definition key reported for it.
+    live: HashMap<String, DefinitionKey>,
+    relist: Relist<String>,
+}
+
+impl Owners {
+    fn gone(&mut self, key: &str) -> Option<Observed> {
+        let def = self.live.remove(key)?;
+        Some(Observed::Owner(OwnerChange::Deleted(def)))
+    }
+}
+
+impl ServedHandler for Owners {
+    fn on_event(&mut self, ev: Event<DynamicObject>) -> Vec<Observed> {
+        match ev {
+            Event::Init => {
+                self.relist.begin();
+                Vec::new()
+            }
+            Event::InitApply(o) | Event::Apply(o) => {
+                let key = object_key_of(&o);
+                self.relist.seen(key.clone());
+                let read = serde_json::to_value(&o)
+                    .map_err(|e| e.to_string())
+                    .and_then(|json| read_owner(self.source, &json));
+                match read {
+                    Ok(owner) => {
+                        self.live.insert(key, owner.def.key.clone());
+                        vec![Observed::Owner(OwnerChange::Upserted(Box::new(owner)))]
+                    }
+                    Err(error) => {
+                        let mut out: Vec<Observed> = self.gone(&key).into_iter().collect();
+                        out.push(Observed::GroupDefInvalid {
+                            object: format!("{} {key}", self.source.kind),
+                            error,
+                        });
+                        out
+                    }
+                }
+            }
+            Event::Delete(o) => {
+                let key = object_key_of(&o);
+                self.relist.gone(&key);
+                self.gone(&key).into_iter().collect()
+            }
+            Event::InitDone => {
+                let stale = self.relist.finish();
+                stale.iter().filter_map(|k| self.gone(k)).collect()
+            }
+        }
+    }
+
+    fn retract_all(self) -> Vec<Observed> {
+        self.live
+            .into_values()
+            .map(|k| Observed::Owner(OwnerChange::Deleted(k)))
+            .collect()
+    }
+}
+
 /// Shared-nothing sanity: the required informers are a subset of those started.
 pub fn informer_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = REQUIRED_INFORMERS.to_vec();
     names.extend(DEFINITION_SOURCES.iter().map(|s| s.name));
+    names.extend(OWNER_SOURCES.iter().map(|s| s.name));
     names
 }
 

@@ -24,6 +24,56 @@ pub enum GroupSource {
     Volcano,
     /// Kueue plain-pod group (no definition object).
     Kueue,
+    /// A workload's top owner (a Job, JobSet, LeaderWorkerSet, training job, ...):
+    /// the group is the owner object itself (`dialects::owners`).
+    Owner(OwnerKind),
+}
+
+/// The workload kinds whose objects are groups of their pods (top-owner
+/// grouping); their table is `dialects::owners::OWNER_SOURCES`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OwnerKind {
+    /// `batch/v1` `Job`.
+    Job,
+    /// `jobset.x-k8s.io` `JobSet`.
+    JobSet,
+    /// `leaderworkerset.x-k8s.io` `LeaderWorkerSet` (one gang per replica group).
+    LeaderWorkerSet,
+    /// `trainer.kubeflow.org` `TrainJob`.
+    TrainJob,
+    /// `kubeflow.org` `PyTorchJob`.
+    PyTorchJob,
+    /// `kubeflow.org` `MPIJob`.
+    MpiJob,
+    /// `kubeflow.org` `TFJob`.
+    TfJob,
+    /// `kubeflow.org` `XGBoostJob`.
+    XgBoostJob,
+    /// `kubeflow.org` `JAXJob`.
+    JaxJob,
+    /// `ray.io` `RayCluster`.
+    RayCluster,
+    /// `batch.volcano.sh` `Job` (vcjob).
+    VolcanoJob,
+}
+
+impl OwnerKind {
+    /// The name messages, metrics and `/debug` use (`Job ml/train`).
+    pub fn kind_name(self) -> &'static str {
+        match self {
+            OwnerKind::Job => "Job",
+            OwnerKind::JobSet => "JobSet",
+            OwnerKind::LeaderWorkerSet => "LeaderWorkerSet",
+            OwnerKind::TrainJob => "TrainJob",
+            OwnerKind::PyTorchJob => "PyTorchJob",
+            OwnerKind::MpiJob => "MPIJob",
+            OwnerKind::TfJob => "TFJob",
+            OwnerKind::XgBoostJob => "XGBoostJob",
+            OwnerKind::JaxJob => "JAXJob",
+            OwnerKind::RayCluster => "RayCluster",
+            OwnerKind::VolcanoJob => "Job.batch.volcano.sh",
+        }
+    }
 }
 
 impl GroupSource {
@@ -35,6 +85,7 @@ impl GroupSource {
             GroupSource::Coscheduling => "PodGroup.scheduling.x-k8s.io",
             GroupSource::Volcano => "PodGroup.scheduling.volcano.sh",
             GroupSource::Kueue => "Kueue pod group",
+            GroupSource::Owner(kind) => kind.kind_name(),
         }
     }
 }

@@ -406,3 +406,42 @@ pub async fn ungate(env: &Env, ns: &str, name: &str) {
         .await
         .expect("remove scheduling gates");
 }
+
+/// Registers a CRD for every custom workload kind top-owner grouping reads
+/// (JobSet, LeaderWorkerSet, the Kubeflow jobs, RayCluster, vcjob): what
+/// their operators would install. `batch/v1` Jobs are built in.
+pub async fn install_owner_crds(env: &Env) {
+    let crds: Api<DynamicObject> = Api::all_with(
+        env.client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
+    );
+    for s in muster::dialects::owners::OWNER_SOURCES {
+        if s.group == "batch" {
+            continue;
+        }
+        let versions: Vec<Value> = s
+            .versions
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                json!({"name": v, "served": true, "storage": i == 0,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+            })
+            .collect();
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{}.{}", s.plural, s.group)},
+            "spec": {"group": s.group, "scope": "Namespaced",
+                "names": {"plural": s.plural, "singular": s.kind.to_lowercase(), "kind": s.kind},
+                "versions": versions}
+        });
+        let obj: DynamicObject = serde_json::from_value(crd).expect("crd json");
+        crds.create(&PostParams::default(), &obj)
+            .await
+            .expect("create CRD");
+    }
+}
