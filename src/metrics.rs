@@ -22,6 +22,9 @@ pub struct Metrics {
     pub cache_size: IntGaugeVec,
     /// `state` = gated | waiting | scheduled | backing_off.
     pub gang_groups: IntGaugeVec,
+    /// `state` as above, `kind` = the kind defining the group (`PodGroup`,
+    /// `Job`, `LeaderWorkerSet`, ...).
+    pub gang_groups_by_kind: IntGaugeVec,
     pub gang_permit_wait: Histogram,
     pub gang_timeouts: IntCounter,
     pub gang_early_releases: IntCounter,
@@ -81,6 +84,13 @@ impl Metrics {
                 Opts::new("muster_gang_groups", "Gangs with pending members by state."),
                 &["state"],
             )?,
+            gang_groups_by_kind: IntGaugeVec::new(
+                Opts::new(
+                    "muster_gang_groups_by_kind",
+                    "Gangs with pending members by state and by the kind that defines them.",
+                ),
+                &["state", "kind"],
+            )?,
             gang_permit_wait: Histogram::with_opts(
                 HistogramOpts::new("muster_gang_permit_wait_seconds", "Time a gang member waited at the permit barrier.")
                     .buckets(duration_buckets()),
@@ -132,6 +142,7 @@ impl Metrics {
         r.register(Box::new(self.pod_scheduling_attempts.clone()))?;
         r.register(Box::new(self.cache_size.clone()))?;
         r.register(Box::new(self.gang_groups.clone()))?;
+        r.register(Box::new(self.gang_groups_by_kind.clone()))?;
         r.register(Box::new(self.gang_permit_wait.clone()))?;
         r.register(Box::new(self.gang_timeouts.clone()))?;
         r.register(Box::new(self.gang_early_releases.clone()))?;

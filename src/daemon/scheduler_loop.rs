@@ -385,6 +385,13 @@ impl SchedulerLoop {
         m.gang_groups
             .with_label_values(&["scheduled"])
             .set(s.groups.scheduled as i64);
+        // Reset first: a kind with no groups left must not keep its last value.
+        m.gang_groups_by_kind.reset();
+        for ((state, kind), n) in &s.groups.by_kind {
+            m.gang_groups_by_kind
+                .with_label_values(&[*state, *kind])
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
         let cache = self.engine.cache();
         m.cache_size
             .with_label_values(&["nodes"])

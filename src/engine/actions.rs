@@ -254,6 +254,11 @@ impl Outbox {
         self.scheduled_groups.len()
     }
 
+    /// Groups whose quorum was released at least once.
+    pub fn scheduled_groups(&self) -> impl Iterator<Item = &GroupKey> {
+        self.scheduled_groups.iter()
+    }
+
     /// The definition is gone: a new one with the same name starts afresh.
     pub fn forget_group(&mut self, group: &GroupKey) {
         self.scheduled_groups.remove(group);

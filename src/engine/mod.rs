@@ -508,6 +508,20 @@ impl Engine {
         s.groups.waiting = self.waiting.groups().count();
         s.groups.denied = self.gang.denied_groups(now);
         s.groups.scheduled = self.outbox.scheduled_group_count();
+        for (state, groups) in [
+            ("waiting", self.waiting.groups().collect::<Vec<_>>()),
+            ("backing_off", self.gang.denied_group_keys(now).collect()),
+            ("scheduled", self.outbox.scheduled_groups().collect()),
+        ] {
+            for g in groups {
+                let n = s
+                    .groups
+                    .by_kind
+                    .entry((state, g.definition.source.kind_name()))
+                    .or_default();
+                *n = n.saturating_add(1);
+            }
+        }
         s
     }
 }

@@ -1,6 +1,7 @@
 //! Counters and gauges the daemon exports as metrics: a plain snapshot, no
 //! metrics library here.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Count, sum and maximum of observed durations (enough for a summary; the
@@ -33,7 +34,7 @@ pub struct PendingPods {
 }
 
 /// Groups by state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GroupCounts {
     /// Groups with members waiting at Permit.
     pub waiting: usize,
@@ -41,6 +42,10 @@ pub struct GroupCounts {
     pub denied: usize,
     /// Groups whose quorum was released at least once.
     pub scheduled: usize,
+    /// The same three counts by (state, the kind that defines the group:
+    /// `PodGroup`, `Job`, `LeaderWorkerSet`, ...), for
+    /// `muster_gang_groups_by_kind`.
+    pub by_kind: BTreeMap<(&'static str, &'static str), usize>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

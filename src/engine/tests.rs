@@ -154,6 +154,10 @@ fn gang_members_wait_at_permit_then_bind_together() {
     assert_eq!(s.attempts_scheduled, 3);
     assert_eq!(s.pending.binding, 3);
     assert_eq!(s.groups.scheduled, 1);
+    assert_eq!(
+        s.groups.by_kind.into_iter().collect::<Vec<_>>(),
+        [(("scheduled", "PodGroup"), 1)]
+    );
 }
 
 #[test]
@@ -170,6 +174,8 @@ fn pod_recreated_while_waiting_leaves_the_barrier_and_is_queued_again() {
     e.on_event(ClusterEvent::PodUpserted(arc(b)), t0);
     e.run_until_idle(t0);
     assert_eq!(e.location(&a.key), Some(PodLocation::WaitingAtPermit));
+    let by_kind = e.stats(t0).groups.by_kind;
+    assert_eq!(by_kind.get(&("waiting", "PodGroup")), Some(&1));
     let mut again = a.clone();
     again.uid = Arc::from("uid-2");
     e.on_event(ClusterEvent::PodUpserted(arc(again)), t0);

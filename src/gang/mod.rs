@@ -208,7 +208,15 @@ impl GangScheduling {
 
     /// Groups currently denied.
     pub fn denied_groups(&self, now: Instant) -> usize {
-        self.denied.values().filter(|t| **t > now).count()
+        self.denied_group_keys(now).count()
+    }
+
+    /// The groups in their early-release backoff window at `now`.
+    pub fn denied_group_keys(&self, now: Instant) -> impl Iterator<Item = &GroupKey> {
+        self.denied
+            .iter()
+            .filter(move |(_, t)| **t > now)
+            .map(|(g, _)| g)
     }
 
     pub fn take_notices(&mut self) -> Vec<GangNotice> {
