@@ -87,7 +87,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         kind: "PyTorchJob",
         plural: "pytorchjobs",
         size: |o| replica_specs_size(o, "pytorchReplicaSpecs"),
-        rule: "sum of spec.pytorchReplicaSpecs[*].replicas (Master + Worker)",
+        rule: "spec.runPolicy.schedulingPolicy.minAvailable, else the sum of spec.pytorchReplicaSpecs[*].replicas (Master + Worker)",
         sequential: never,
     },
     OwnerSource {
@@ -98,7 +98,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         kind: "MPIJob",
         plural: "mpijobs",
         size: |o| replica_specs_size(o, "mpiReplicaSpecs"),
-        rule: "sum of spec.mpiReplicaSpecs[*].replicas (Launcher included)",
+        rule: "spec.runPolicy.schedulingPolicy.minAvailable, else the sum of spec.mpiReplicaSpecs[*].replicas (Launcher included)",
         sequential: never,
     },
     OwnerSource {
@@ -109,7 +109,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         kind: "TFJob",
         plural: "tfjobs",
         size: |o| replica_specs_size(o, "tfReplicaSpecs"),
-        rule: "sum of spec.tfReplicaSpecs[*].replicas (Chief, PS, Worker, Evaluator)",
+        rule: "spec.runPolicy.schedulingPolicy.minAvailable, else the sum of spec.tfReplicaSpecs[*].replicas (Chief, PS, Worker, Evaluator)",
         sequential: never,
     },
     OwnerSource {
@@ -120,7 +120,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         kind: "XGBoostJob",
         plural: "xgboostjobs",
         size: |o| replica_specs_size(o, "xgbReplicaSpecs"),
-        rule: "sum of spec.xgbReplicaSpecs[*].replicas (Master + Worker)",
+        rule: "spec.runPolicy.schedulingPolicy.minAvailable, else the sum of spec.xgbReplicaSpecs[*].replicas (Master + Worker)",
         sequential: never,
     },
     OwnerSource {
@@ -131,7 +131,7 @@ pub const OWNER_SOURCES: &[OwnerSource] = &[
         kind: "JAXJob",
         plural: "jaxjobs",
         size: |o| replica_specs_size(o, "jaxReplicaSpecs"),
-        rule: "sum of spec.jaxReplicaSpecs[*].replicas",
+        rule: "spec.runPolicy.schedulingPolicy.minAvailable, else the sum of spec.jaxReplicaSpecs[*].replicas",
         sequential: never,
     },
     OwnerSource {
@@ -274,8 +274,27 @@ fn trainjob_size(obj: &Value) -> Result<u32, String> {
 /// Kubeflow training-operator jobs: `spec.<field>` maps a replica type
 /// (Master, Worker, Launcher, PS, ...) to a `ReplicaSpec` whose `replicas`
 /// defaults to 1. Every type counts: the operators' own PodGroup `minMember`
-/// is this sum, launcher included.
+/// is this sum, launcher included — unless
+/// `spec.runPolicy.schedulingPolicy.minAvailable` sets it (the operators
+/// pass that to `minMember` as is, for jobs that tolerate resizing).
 fn replica_specs_size(obj: &Value, field: &str) -> Result<u32, String> {
+    let total = replica_specs_total(obj, field)?;
+    const MIN_AVAILABLE: &str = "spec.runPolicy.schedulingPolicy.minAvailable";
+    match &obj["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] {
+        Value::Null => Ok(total),
+        v => {
+            let min = count_or(v, MIN_AVAILABLE, total)?;
+            if min == 0 || min > total {
+                return Err(format!(
+                    "{MIN_AVAILABLE} must be between 1 and the {total} replicas of spec.{field}, got {min}"
+                ));
+            }
+            Ok(min)
+        }
+    }
+}
+
+fn replica_specs_total(obj: &Value, field: &str) -> Result<u32, String> {
     let specs = obj["spec"][field]
         .as_object()
         .ok_or_else(|| format!("spec.{field} must be a map of replica types"))?;

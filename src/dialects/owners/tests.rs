@@ -123,6 +123,16 @@ fn training_operator_jobs_sum_replica_specs() {
     assert_eq!(size_of(OwnerKind::XgBoostJob, xgb), Ok(3));
     let jax = json!({"spec": {"jaxReplicaSpecs": {"Worker": {"replicas": 8}}}});
     assert_eq!(size_of(OwnerKind::JaxJob, jax), Ok(8));
+    // runPolicy.schedulingPolicy.minAvailable is the operators' minMember.
+    let elastic = json!({"spec": {"runPolicy": {"schedulingPolicy": {"minAvailable": 3}},
+        "pytorchReplicaSpecs": {"Master": {"replicas": 1}, "Worker": {"replicas": 7}}}});
+    assert_eq!(size_of(OwnerKind::PyTorchJob, elastic), Ok(3));
+    let too_many = json!({"spec": {"runPolicy": {"schedulingPolicy": {"minAvailable": 9}},
+        "pytorchReplicaSpecs": {"Master": {"replicas": 1}, "Worker": {"replicas": 7}}}});
+    assert_eq!(
+        size_of(OwnerKind::PyTorchJob, too_many),
+        Err("spec.runPolicy.schedulingPolicy.minAvailable must be between 1 and the 8 replicas of spec.pytorchReplicaSpecs, got 9".into())
+    );
     assert_eq!(
         size_of(OwnerKind::JaxJob, json!({"spec": {}})),
         Err("spec.jaxReplicaSpecs must be a map of replica types".into())
