@@ -77,7 +77,8 @@ pub fn check(
             version = def.version
         ))
     };
-    let unknown = unknown.map_err(|e| cannot_handle(&e))?;
+    let mut unknown = unknown.map_err(|e| cannot_handle(&e))?;
+    unknown.retain(|p| !legacy_field(state, def, p));
     if unknown.is_empty() {
         return Ok(Vec::new());
     }
@@ -101,6 +102,29 @@ pub fn check(
     } else {
         Vec::new()
     })
+}
+
+/// Fields of an older release the types (1.37) no longer have, accepted
+/// while the simulator also serves that release's API: (group, kind, field,
+/// the resource whose being served keeps it). A 1.35 pod names its Workload
+/// in `spec.workloadRef` (1.36 replaced it with `spec.schedulingGroup`);
+/// while v1alpha1 Workloads are served, such pods are a 1.35 cluster's.
+const LEGACY_FIELDS: &[(&str, &str, &str, (&str, &str, &str))] = &[(
+    "",
+    "Pod",
+    "spec.workloadRef",
+    ("scheduling.k8s.io", "v1alpha1", "workloads"),
+)];
+
+fn legacy_field(state: &SimState, def: &ResourceDef, path: &FieldPath) -> bool {
+    LEGACY_FIELDS
+        .iter()
+        .any(|(group, kind, field, (g, v, plural))| {
+            def.group == *group
+                && def.kind == *kind
+                && path.to_string() == *field
+                && state.registry.lookup(g, v, plural).is_some()
+        })
 }
 
 /// The unknown fields of a built-in kind, from its `k8s-openapi` type;
