@@ -92,6 +92,7 @@ pub fn check(
             words.join(", ")
         )));
     }
+    tracing::debug!(kind = %def.kind, version = %def.version, fields = ?words, "unknown fields dropped");
     // Deepest last in document order: removing from the end keeps the
     // earlier paths valid.
     for path in unknown.iter().rev() {
@@ -105,26 +106,32 @@ pub fn check(
 }
 
 /// Fields of an older release the types (1.37) no longer have, accepted
-/// while the simulator also serves that release's API: (group, kind, field,
-/// the resource whose being served keeps it). A 1.35 pod names its Workload
+/// while the simulator also serves that release's API. A 1.35 pod names its Workload
 /// in `spec.workloadRef` (1.36 replaced it with `spec.schedulingGroup`);
 /// while v1alpha1 Workloads are served, such pods are a 1.35 cluster's.
-const LEGACY_FIELDS: &[(&str, &str, &str, (&str, &str, &str))] = &[(
-    "",
-    "Pod",
-    "spec.workloadRef",
-    ("scheduling.k8s.io", "v1alpha1", "workloads"),
-)];
+const LEGACY_FIELDS: &[LegacyField] = &[LegacyField {
+    group: "",
+    kind: "Pod",
+    field: "spec.workloadRef",
+    while_served: ("scheduling.k8s.io", "v1alpha1", "workloads"),
+}];
+
+struct LegacyField {
+    group: &'static str,
+    kind: &'static str,
+    field: &'static str,
+    /// (group, version, plural)
+    while_served: (&'static str, &'static str, &'static str),
+}
 
 fn legacy_field(state: &SimState, def: &ResourceDef, path: &FieldPath) -> bool {
-    LEGACY_FIELDS
-        .iter()
-        .any(|(group, kind, field, (g, v, plural))| {
-            def.group == *group
-                && def.kind == *kind
-                && path.to_string() == *field
-                && state.registry.lookup(g, v, plural).is_some()
-        })
+    LEGACY_FIELDS.iter().any(|l| {
+        let (g, v, plural) = l.while_served;
+        def.group == l.group
+            && def.kind == l.kind
+            && path.to_string() == l.field
+            && state.registry.lookup(g, v, plural).is_some()
+    })
 }
 
 /// The unknown fields of a built-in kind, from its `k8s-openapi` type;
