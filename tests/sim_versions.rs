@@ -315,3 +315,54 @@ async fn custom_resources_are_pruned_to_their_schema() {
     assert_eq!(updated["status"], json!({"phase": "Running", "running": 2}));
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_crd_served_in_two_versions_stores_one_object() {
+    let (cluster, client) = start(fast()).await;
+    let crds = dynamic(
+        &client,
+        &resource(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+        ),
+        None,
+    );
+    let schema = json!({"openAPIV3Schema": {"type": "object",
+        "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}});
+    let crd = object(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.io"},
+        "spec": {"group": "example.io", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "conversion": {"strategy": "None"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": schema},
+                {"name": "v2", "served": true, "storage": false, "schema": schema}]}}));
+    let created = crds.create(&PostParams::default(), &crd).await.unwrap();
+    assert_eq!(created.data["status"]["storedVersions"], json!(["v1"]));
+    let v1 = dynamic(
+        &client,
+        &resource("example.io", "v1", "Widget", "widgets"),
+        Some("default"),
+    );
+    let v2 = dynamic(
+        &client,
+        &resource("example.io", "v2", "Widget", "widgets"),
+        Some("default"),
+    );
+    v2.create(
+        &PostParams::default(),
+        &object(json!({"apiVersion": "example.io/v2", "kind": "Widget",
+            "metadata": {"name": "w"}, "spec": {"size": 3}})),
+    )
+    .await
+    .unwrap();
+    let got = v1.get("w").await.unwrap();
+    assert_eq!(got.types.unwrap().api_version, "example.io/v1");
+    assert_eq!(got.data["spec"]["size"], 3);
+    v1.delete("w", &DeleteParams::default()).await.unwrap();
+    assert_eq!(code(v2.get("w").await).0, 404);
+    cluster.shutdown().await.unwrap();
+}
