@@ -426,8 +426,11 @@ async fn dialect_examples_applied_with_kubectl_are_scheduled_by_muster() {
     let k = Kubectl { bin, kubeconfig };
     let daemon = e2e::daemon(&env, e2e::test_config("")).await;
 
+    // podgroup-v1alpha2: the cluster serves v1alpha2 and v1beta1, Muster
+    // watches v1beta1 and sees the same object.
     for dialect in [
         "podgroup-v1beta1",
+        "podgroup-v1alpha2",
         "workload-v1alpha1",
         "coscheduling",
         "volcano",

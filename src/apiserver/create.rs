@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::SimState;
+use super::fields::{self, Mode};
 use super::kinds::{after_create, on_create};
 use super::objects::{as_map, meta_mut, name_suffix, new_uid, now};
 use super::registry::ResourceDef;
@@ -15,20 +16,35 @@ use super::status::{ApiError, ApiResult};
 use super::store::{CommitError, Stored};
 use super::{validate, views};
 
-/// Creates an object as a real server would: validates identity, fills
-/// system metadata, applies per-kind defaults, then stores it.
+/// Creates an object as a real server would, unknown fields dropped
+/// without a word (the server's own writes: seeding).
 pub fn create_object(
     state: &SimState,
     def: &ResourceDef,
     path_ns: Option<&str>,
-    mut obj: Value,
+    obj: Value,
 ) -> ApiResult<Arc<Stored>> {
+    create_checked(state, def, path_ns, obj, Mode::Ignore).map(|(stored, _)| stored)
+}
+
+/// Creates an object as a real server would: validates identity and fields
+/// (`mode`: what unknown fields get), fills system metadata, applies
+/// per-kind defaults, then stores it. Returns the stored object and the
+/// warnings for the client.
+pub fn create_checked(
+    state: &SimState,
+    def: &ResourceDef,
+    path_ns: Option<&str>,
+    mut obj: Value,
+    mode: Mode,
+) -> ApiResult<(Arc<Stored>, Vec<String>)> {
     if !obj.is_object() {
         return Err(ApiError::bad_request(
             "the request body must be a JSON object",
         ));
     }
     check_type(def, &mut obj)?;
+    let warnings = fields::check(state, def, mode, &mut obj)?;
     let mut obj = views::to_storage(def, obj);
     let meta = meta_mut(&mut obj);
     if meta
@@ -90,7 +106,7 @@ pub fn create_object(
         }
     };
     after_create(state, def, &stored, bound);
-    Ok(stored)
+    Ok((stored, warnings))
 }
 
 /// The body's kind and apiVersion must match the URL (filled in if absent).

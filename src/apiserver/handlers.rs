@@ -13,11 +13,11 @@ use serde_json::json;
 
 use super::SimState;
 use super::request::{ResourceRequest, name_of, ns_key, parse_rv, selectors};
-use super::response::{list_body, object_response, table_response};
+use super::response::{list_body, object_response, table_response, with_warnings};
 use super::status::{ApiError, ApiResult};
 use super::watch::{self, Start, WatchRequest};
 use super::write::{delete, delete_collection, patch, update};
-use super::{binding::bind, create::create_object};
+use super::{binding::bind, create::create_checked};
 
 pub async fn handle(
     state: &Arc<SimState>,
@@ -31,8 +31,11 @@ pub async fn handle(
         ("watch", None) => watch(state, req),
         ("create", None) => {
             let body = req.json_body()?;
-            let obj = create_object(state, &req.def, req.namespace.as_deref(), body)?;
-            Ok(object_response(StatusCode::CREATED, &req.def, &obj))
+            let mode = req.field_validation()?;
+            let (obj, warnings) =
+                create_checked(state, &req.def, req.namespace.as_deref(), body, mode)?;
+            let response = object_response(StatusCode::CREATED, &req.def, &obj);
+            Ok(with_warnings(response, &warnings))
         }
         ("update", _) => update(state, req),
         ("patch", _) => patch(state, req),

@@ -147,10 +147,11 @@ fn accept_crd(crd: &mut Value) -> ApiResult<()> {
         ));
     }
     let names = crd.pointer("/spec/names").cloned().unwrap_or_default();
-    let versions: Vec<Value> = defs.iter().map(|d| json!(d.version)).collect();
+    // Objects are written in the storage version only.
+    let versions = json!([defs[0].storage_version]);
     let status = child_mut(as_map(crd), "status");
     status.insert("acceptedNames".into(), names);
-    status.insert("storedVersions".into(), json!(versions));
+    status.insert("storedVersions".into(), versions);
     let ok = |kind: &str, reason: &str| {
         let mut c = condition(kind, true, Some(reason));
         if let Some(m) = c.as_object_mut() {

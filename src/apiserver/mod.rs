@@ -8,12 +8,15 @@
 //! - [`watch`]: watch streams; `http`: routing and discovery; `handlers`: verb
 //!   dispatch and reads; `create`, `write`, `binding`: the writes; `kinds`:
 //!   per-kind behaviour (pod defaults, node status, namespaces, CRDs).
+//! - `fields` (with `probe` for built-in kinds, `prune` for custom
+//!   resources): unknown fields dropped, warned of or refused (`fieldValidation`).
 //! - [`patch`], [`selectors`], [`status`], [`objects`], `protobuf`: request mechanics.
 //! - [`kubelet`]: the fake kubelet (kwok-style node and pod lifecycle) (node templates are `crate::kwok`).
 //! - [`provisioner`]: the simulated PV controller and CSI external-provisioner (claims get volumes).
 //! - [`fault`]: injected errors, latency and watch closes.
 //! - [`recorder`]: which API calls clients made (opt-in, for RBAC tests).
-//! - `views`: resources stored as another (events.k8s.io/v1 as core events).
+//! - `views`, `convert`: one storage per resource served in every version
+//!   (conversion between versions; events.k8s.io/v1 as core events).
 //! - [`kubeconfig`], [`cli`]: how clients and users reach it.
 //! - [`authn`], [`rbac`]: TokenReview from token users and
 //!   SubjectAccessReview from stored RBAC objects, for components that
@@ -22,8 +25,10 @@
 pub mod authn;
 mod binding;
 pub mod cli;
+mod convert;
 mod create;
 pub mod fault;
+mod fields;
 mod handlers;
 mod http;
 mod kinds;
@@ -32,8 +37,10 @@ pub mod kubelet;
 pub mod objects;
 mod openapi;
 pub mod patch;
+mod probe;
 mod protobuf;
 pub mod provisioner;
+mod prune;
 pub mod rbac;
 pub mod recorder;
 pub mod registry;

@@ -1,8 +1,8 @@
 //! A minimal OpenAPI v3 surface: the index of group-versions and, per
 //! group-version, one PATCH operation per kind declaring the
 //! `fieldValidation` query parameter. That is what `kubectl` looks for to
-//! delegate validation to the server (which, schemaless, accepts any
-//! fields) instead of downloading schemas to validate client-side.
+//! delegate validation to the server (`fields`: unknown fields refused or
+//! dropped) instead of downloading schemas to validate client-side.
 //! No schemas are published, so `kubectl explain` has nothing to show.
 
 use serde_json::{Map, Value, json};

@@ -2,6 +2,10 @@
 //! version and plural, whether they are namespaced, their short names and
 //! subresources. Adding a built-in resource is one entry in [`builtin_table`];
 //! CustomResourceDefinitions add and remove entries at run time.
+//!
+//! Every version of one group+resource shares one storage, as on a real
+//! server: objects are kept in the resource's storage version and converted
+//! (`convert`, through `views`) for the version a client speaks.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
@@ -27,6 +31,12 @@ pub struct ResourceDef {
     pub from_crd: bool,
     /// Served from another resource's storage (see `views`).
     pub view: Option<View>,
+    /// The version objects of this group+resource are stored in; every
+    /// served version reads and writes the same objects through conversion.
+    pub storage_version: String,
+    /// A CRD version's `schema.openAPIV3Schema`: custom resources are pruned
+    /// to it (`prune`). None for built-in kinds.
+    pub schema: Option<Arc<Value>>,
 }
 
 /// Storage shared with another resource, converted by `views`.
@@ -46,12 +56,16 @@ impl ResourceDef {
         }
     }
 
-    /// The storage key: each group/version/plural is stored separately (no
-    /// conversion between versions), except views of another resource.
+    /// The storage key: one table per group+resource, named by its storage
+    /// version (so every served version of it shares the table), except
+    /// views of another resource.
     pub fn key(&self) -> Arc<str> {
         match self.view {
             Some(View::CoreEvents) => Arc::from("/v1/events"),
-            None => Arc::from(format!("{}/{}/{}", self.group, self.version, self.plural)),
+            None => Arc::from(format!(
+                "{}/{}/{}",
+                self.group, self.storage_version, self.plural
+            )),
         }
     }
 
@@ -59,8 +73,14 @@ impl ResourceDef {
     pub fn stored_api_version(&self) -> String {
         match self.view {
             Some(View::CoreEvents) => "v1".into(),
-            None => self.api_version(),
+            None if self.group.is_empty() => self.storage_version.clone(),
+            None => format!("{}/{}", self.group, self.storage_version),
         }
+    }
+
+    /// Is this the version objects are stored in (no conversion needed)?
+    pub fn is_storage_version(&self) -> bool {
+        self.view.is_none() && self.version == self.storage_version
     }
 
     /// Is this the resource a CRD named `<plural>.<group>` would define?
@@ -102,6 +122,9 @@ impl Entry<'_> {
             binding: self.plural == "pods" && self.gv == "v1",
             from_crd: false,
             view: (self.gv == "events.k8s.io/v1").then_some(View::CoreEvents),
+            // Chosen once the table is known (`assign_storage_versions`).
+            storage_version: String::new(),
+            schema: None,
         }
     }
 }
@@ -147,6 +170,9 @@ fn builtin_table() -> Vec<ResourceDef> {
         e("scheduling.k8s.io/v1alpha2", "podgroups", "PodGroup", NS, &[], true),
         e("scheduling.k8s.io/v1beta1", "workloads", "Workload", NS, &[], true),
         e("scheduling.k8s.io/v1beta1", "podgroups", "PodGroup", NS, &[], true),
+        e("scheduling.k8s.io/v1alpha3", "workloads", "Workload", NS, &[], true),
+        e("scheduling.k8s.io/v1alpha3", "podgroups", "PodGroup", NS, &[], true),
+        e("scheduling.k8s.io/v1alpha3", "compositepodgroups", "CompositePodGroup", NS, &[], true),
         e("scheduling.x-k8s.io/v1alpha1", "podgroups", "PodGroup", NS, &["pg", "pgs"], true),
         e("scheduling.volcano.sh/v1beta1", "podgroups", "PodGroup", NS, &["podgroup-v1beta1"], false),
     ]
@@ -173,11 +199,12 @@ impl Registry {
     /// an API group (`scheduling.k8s.io`, every version) or one group/version
     /// (`scheduling.k8s.io/v1beta1`).
     pub fn new(without: &BTreeSet<String>) -> Self {
-        let defs = builtin_table()
+        let mut defs: Vec<ResourceDef> = builtin_table()
             .into_iter()
             .filter(|d| !without.iter().any(|w| d.is_named_by(w)))
-            .map(Arc::new)
             .collect();
+        assign_storage_versions(&mut defs);
+        let defs = defs.into_iter().map(Arc::new).collect();
         Registry {
             defs: RwLock::new(defs),
         }
@@ -266,6 +293,48 @@ impl Registry {
     }
 }
 
+/// Versions that share no conversion with the others of their resource:
+/// `scheduling.k8s.io/v1alpha1` Workloads (1.35) embed their pod groups,
+/// a shape no later version can hold, and no real server serves v1alpha1
+/// beside v1alpha2 (1.36 removed it). Served here from a storage of their
+/// own, as if from an older cluster.
+const OWN_STORAGE: &[(&str, &str, &str)] = &[("scheduling.k8s.io", "v1alpha1", "workloads")];
+
+/// Picks each built-in resource's storage version among its served ones:
+/// the most mature (GA, else beta, else the newest alpha), which is the
+/// version a real server stores a resource in once it is served in that
+/// version (1.37 stores PodGroups and Workloads as v1beta1, and
+/// CompositePodGroups, alpha only, as v1alpha3).
+fn assign_storage_versions(defs: &mut [ResourceDef]) {
+    let own = |d: &ResourceDef| {
+        OWN_STORAGE
+            .iter()
+            .any(|(g, v, p)| d.group == *g && d.version == *v && d.plural == *p)
+    };
+    let mut chosen: Vec<((String, String), String)> = Vec::new();
+    for d in defs.iter().filter(|d| !own(d)) {
+        let key = (d.group.clone(), d.plural.clone());
+        match chosen.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) if version_priority(&d.version) > version_priority(v) => {
+                *v = d.version.clone()
+            }
+            Some(_) => {}
+            None => chosen.push((key, d.version.clone())),
+        }
+    }
+    for d in defs.iter_mut() {
+        d.storage_version = if own(d) {
+            d.version.clone()
+        } else {
+            chosen
+                .iter()
+                .find(|((g, p), _)| *g == d.group && *p == d.plural)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| d.version.clone())
+        };
+    }
+}
+
 /// Kubernetes version ordering: GA > beta > alpha, then by numbers.
 pub fn version_priority(v: &str) -> (u8, u32, u32) {
     let rest = v.strip_prefix('v').unwrap_or(v);
@@ -324,6 +393,13 @@ pub fn defs_from_crd(crd: &Value) -> Result<Vec<ResourceDef>, String> {
         .get("versions")
         .and_then(Value::as_array)
         .ok_or("spec.versions is required")?;
+    // The version flagged `storage: true` (exactly one, on a real server);
+    // without one, the most mature served version.
+    let storage_version = versions
+        .iter()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .and_then(|v| str_at(v, &["name"]))
+        .map(str::to_string);
     let mut defs = Vec::new();
     for v in versions {
         if v.get("served").and_then(Value::as_bool) == Some(false) {
@@ -343,10 +419,26 @@ pub fn defs_from_crd(crd: &Value) -> Result<Vec<ResourceDef>, String> {
             binding: false,
             from_crd: true,
             view: None,
+            storage_version: storage_version.clone().unwrap_or_default(),
+            schema: v
+                .pointer("/schema/openAPIV3Schema")
+                .filter(|s| s.is_object())
+                .cloned()
+                .map(Arc::new),
         });
     }
     if defs.is_empty() {
         return Err("spec.versions must contain a served version".into());
+    }
+    if storage_version.is_none() {
+        let newest = defs
+            .iter()
+            .map(|d| d.version.clone())
+            .max_by_key(|v| version_priority(v))
+            .unwrap_or_default();
+        for d in &mut defs {
+            d.storage_version = newest.clone();
+        }
     }
     Ok(defs)
 }
@@ -396,6 +488,64 @@ mod tests {
             reg.lookup("scheduling.k8s.io", "v1", "priorityclasses")
                 .is_some()
         );
+    }
+
+    #[test]
+    fn every_version_of_a_resource_shares_one_storage() {
+        let reg = Registry::new(&BTreeSet::new());
+        let def = |v: &str, plural: &str| reg.lookup("scheduling.k8s.io", v, plural).unwrap();
+        for plural in ["podgroups", "workloads"] {
+            let keys: Vec<_> = ["v1alpha2", "v1beta1", "v1alpha3"]
+                .iter()
+                .map(|v| def(v, plural).key())
+                .collect();
+            assert!(keys.iter().all(|k| *k == keys[0]), "{keys:?}");
+            assert_eq!(def("v1alpha2", plural).storage_version, "v1beta1");
+        }
+        assert_eq!(
+            def("v1alpha3", "compositepodgroups").stored_api_version(),
+            "scheduling.k8s.io/v1alpha3"
+        );
+        // v1alpha1 Workloads cannot convert: a storage of their own.
+        assert_ne!(
+            def("v1alpha1", "workloads").key(),
+            def("v1beta1", "workloads").key()
+        );
+        assert_eq!(
+            reg.lookup("", "v1", "pods").unwrap().key().as_ref(),
+            "/v1/pods"
+        );
+    }
+
+    #[test]
+    fn a_disabled_version_moves_the_storage_version() {
+        let reg = Registry::new(&["scheduling.k8s.io/v1beta1".to_string()].into());
+        let pg = reg
+            .lookup("scheduling.k8s.io", "v1alpha2", "podgroups")
+            .unwrap();
+        assert_eq!(pg.storage_version, "v1alpha3");
+        let reg = Registry::new(
+            &["scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha3"]
+                .map(String::from)
+                .into(),
+        );
+        let pg = reg
+            .lookup("scheduling.k8s.io", "v1alpha2", "podgroups")
+            .unwrap();
+        assert!(pg.is_storage_version());
+    }
+
+    #[test]
+    fn a_crd_names_its_storage_version_and_schemas() {
+        let crd = json!({"spec": {"group": "x.io", "names": {"plural": "foos", "kind": "Foo"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true,
+                 "schema": {"openAPIV3Schema": {"type": "object"}}},
+                {"name": "v2", "served": true, "storage": false}]}});
+        let defs = defs_from_crd(&crd).unwrap();
+        assert!(defs.iter().all(|d| d.storage_version == "v1"));
+        assert!(defs[0].schema.is_some() && defs[1].schema.is_none());
+        assert_eq!(defs[0].key(), defs[1].key());
     }
 
     #[test]

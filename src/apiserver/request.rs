@@ -9,6 +9,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, Method};
 use serde_json::Value;
 
+use super::fields::Mode;
 use super::protobuf;
 use super::registry::ResourceDef;
 use super::selectors::{FieldSelector, LabelSelector};
@@ -111,6 +112,11 @@ impl ResourceRequest {
             Method::DELETE => "deletecollection",
             _ => "unknown",
         }
+    }
+
+    /// What unknown fields in the body get (`fieldValidation`).
+    pub fn field_validation(&self) -> ApiResult<Mode> {
+        Mode::from_param(self.param("fieldValidation"))
     }
 
     pub fn is_watch(&self) -> bool {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::Value;
@@ -18,6 +18,20 @@ use super::views;
 pub(super) fn object_response(code: StatusCode, def: &ResourceDef, obj: &Stored) -> Response {
     let body = views::render(def, obj);
     (code, [("content-type", "application/json")], body).into_response()
+}
+
+/// Adds one `Warning` header per warning, as a real server words them
+/// (`299 - "unknown field \"spec.foo\""`); kubectl prints each.
+pub(super) fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let quoted = w.replace('\\', "\\\\").replace('"', "\\\"");
+        // A field name a header cannot carry is left out of the headers
+        // (the field is still dropped).
+        if let Ok(value) = HeaderValue::from_str(&format!("299 - \"{quoted}\"")) {
+            response.headers_mut().append("warning", value);
+        }
+    }
+    response
 }
 
 pub(super) fn commit_error(def: &ResourceDef, name: &str, e: CommitError) -> ApiError {

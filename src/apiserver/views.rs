@@ -1,11 +1,15 @@
-//! Resources served as a view of another resource's storage, converted on
-//! the way in and out, as a real server does for `events.k8s.io/v1` events,
-//! which are the same objects as core `v1` events: a Recorder writing
-//! `events.k8s.io` events is seen by `kubectl describe` reading core events.
+//! What a client sees of stored objects, and what is stored of what it
+//! sends: objects are kept in their resource's storage version and converted
+//! (`convert`) to and from the version a request names. Also resources
+//! served as a view of another resource's storage, as a real server does for
+//! `events.k8s.io/v1` events, which are the same objects as core `v1`
+//! events: a Recorder writing `events.k8s.io` events is seen by
+//! `kubectl describe` reading core events.
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::convert::convert;
 use super::registry::{ResourceDef, View};
 use super::store::Stored;
 
@@ -35,30 +39,33 @@ fn rename(obj: &mut Value, to_view: bool, api_version: &str) {
 /// A client's object in the storage form.
 pub fn to_storage(def: &ResourceDef, mut obj: Value) -> Value {
     match def.view {
-        Some(View::CoreEvents) => {
-            rename(&mut obj, false, "v1");
-            obj
-        }
-        None => obj,
+        Some(View::CoreEvents) => rename(&mut obj, false, "v1"),
+        None if def.is_storage_version() => {}
+        None => convert(&def.group, &def.kind, &mut obj, &def.storage_version),
     }
+    obj
 }
 
 /// A stored object (decoded) in the client's form.
 pub fn to_view(def: &ResourceDef, mut obj: Value) -> Value {
     match def.view {
-        Some(View::CoreEvents) => {
-            rename(&mut obj, true, &def.api_version());
-            obj
+        Some(View::CoreEvents) => rename(&mut obj, true, &def.api_version()),
+        None => {
+            let api_version = def.api_version();
+            if obj.get("apiVersion").and_then(Value::as_str) != Some(api_version.as_str()) {
+                convert(&def.group, &def.kind, &mut obj, &def.version);
+            }
         }
-        None => obj,
     }
+    obj
 }
 
-/// The bytes to send for a stored object: shared as-is unless converted.
+/// The bytes to send for a stored object: the stored bytes, shared, when
+/// the request speaks the storage version; converted otherwise.
 pub fn render(def: &ResourceDef, obj: &Stored) -> Bytes {
     match def.view {
-        None => obj.bytes.clone(),
-        Some(_) => {
+        None if def.is_storage_version() => obj.bytes.clone(),
+        _ => {
             let v = to_view(def, obj.value());
             Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
         }

@@ -9,13 +9,14 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::SimState;
-use super::create::{check_type, create_object, resolve_namespace};
+use super::create::{check_type, create_checked, resolve_namespace};
+use super::fields;
 use super::kinds::after_delete;
 use super::objects::{as_map, meta_mut, now, str_at};
 use super::patch::{self, PatchType};
 use super::registry::ResourceDef;
 use super::request::{RETRIES, ResourceRequest, name_of, ns_key, parse_rv, selectors};
-use super::response::{commit_error, list_body, object_response};
+use super::response::{commit_error, list_body, object_response, with_warnings};
 use super::status::{ApiError, ApiResult};
 use super::store::{CommitError, Stored};
 use super::{validate, views};
@@ -78,6 +79,7 @@ pub(super) fn update(state: &SimState, req: &ResourceRequest) -> ApiResult<Respo
         ));
     }
     check_type(def, &mut body)?;
+    let warnings = fields::check(state, def, req.field_validation()?, &mut body)?;
     let mut body = views::to_storage(def, body);
     let meta = meta_mut(&mut body);
     if let Some(n) = meta.get("name").and_then(Value::as_str)
@@ -104,7 +106,10 @@ pub(super) fn update(state: &SimState, req: &ResourceRequest) -> ApiResult<Respo
             .store
             .replace(&def.key(), Some(expected.unwrap_or(current.rv)), merged)
         {
-            Ok(stored) => return Ok(object_response(StatusCode::OK, def, &stored)),
+            Ok(stored) => {
+                let response = object_response(StatusCode::OK, def, &stored);
+                return Ok(with_warnings(response, &warnings));
+            }
             Err(CommitError::Conflict) if expected.is_none() => continue,
             Err(e) => return Err(commit_error(def, name, e)),
         }
@@ -124,13 +129,16 @@ pub(super) fn patch(state: &SimState, req: &ResourceRequest) -> ApiResult<Respon
         serde_json::from_slice(&req.body)
             .map_err(|e| ApiError::bad_request(format!("invalid patch body: {e}")))?
     };
+    let mode = req.field_validation()?;
     for _ in 0..RETRIES {
         let Some(current) = state.store.get(&def.key(), ns_key(req), name) else {
             if kind == PatchType::Apply && req.sub.is_none() {
                 let mut obj = body;
                 meta_mut(&mut obj).insert("name".into(), json!(name));
-                let stored = create_object(state, def, req.namespace.as_deref(), obj)?;
-                return Ok(object_response(StatusCode::CREATED, def, &stored));
+                let (stored, warnings) =
+                    create_checked(state, def, req.namespace.as_deref(), obj, mode)?;
+                let response = object_response(StatusCode::CREATED, def, &stored);
+                return Ok(with_warnings(response, &warnings));
             }
             return Err(ApiError::not_found(&def.group, &def.plural, name));
         };
@@ -138,6 +146,7 @@ pub(super) fn patch(state: &SimState, req: &ResourceRequest) -> ApiResult<Respon
         let mut new = views::to_view(def, old.clone());
         patch::apply(kind, &mut new, body.clone())
             .map_err(|e| ApiError::invalid(&def.group, &def.kind, name, &e))?;
+        let warnings = fields::check(state, def, mode, &mut new)?;
         let new = views::to_storage(def, new);
         if let Some(rv) = str_at(&new, "/metadata/resourceVersion")
             && rv != current.rv.to_string()
@@ -148,7 +157,10 @@ pub(super) fn patch(state: &SimState, req: &ResourceRequest) -> ApiResult<Respon
         let merged = merge_update(def, req.sub.as_deref(), &old, new);
         validate::object(state, def, name, &merged)?;
         match state.store.replace(&def.key(), Some(current.rv), merged) {
-            Ok(stored) => return Ok(object_response(StatusCode::OK, def, &stored)),
+            Ok(stored) => {
+                let response = object_response(StatusCode::OK, def, &stored);
+                return Ok(with_warnings(response, &warnings));
+            }
             Err(CommitError::Conflict) => continue,
             Err(e) => return Err(commit_error(def, name, e)),
         }
@@ -275,6 +287,8 @@ mod tests {
             binding: true,
             from_crd: false,
             view: None,
+            storage_version: "v1".into(),
+            schema: None,
         };
         let old = json!({"metadata": {"name": "p", "uid": "u", "generation": 1}, "spec": {"a": 1}, "status": {"phase": "Running"}});
         let new = json!({"metadata": {"name": "p", "uid": "x"}, "spec": {"a": 2}, "status": {"phase": "Failed"}});
