@@ -680,7 +680,9 @@ async fn podgroup_v1alpha2_on_a_cluster_without_v1beta1() {
     let env = cluster_with(
         SimConfig::default()
             .with_templates(vec![nodes(2, "4")])
-            .without_groups(["scheduling.k8s.io/v1beta1"]),
+            // A 1.36 cluster: v1alpha2 is the newest version served (with
+            // v1alpha3 served too, one object would be read in v1alpha3).
+            .without_groups(["scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha3"]),
     )
     .await;
     let daemon = start_daemon(&env).await;
