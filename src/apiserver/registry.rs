@@ -147,6 +147,7 @@ fn builtin_table() -> Vec<ResourceDef> {
         e("scheduling.k8s.io/v1alpha2", "podgroups", "PodGroup", NS, &[], true),
         e("scheduling.k8s.io/v1beta1", "workloads", "Workload", NS, &[], true),
         e("scheduling.k8s.io/v1beta1", "podgroups", "PodGroup", NS, &[], true),
+        e("scheduling.k8s.io/v1alpha3", "compositepodgroups", "CompositePodGroup", NS, &[], true),
         e("scheduling.x-k8s.io/v1alpha1", "podgroups", "PodGroup", NS, &["pg", "pgs"], true),
         e("scheduling.volcano.sh/v1beta1", "podgroups", "PodGroup", NS, &["podgroup-v1beta1"], false),
     ]

@@ -137,6 +137,7 @@ impl Engine {
         if change == DefChange::Added {
             self.siblings_changed(&key);
         }
+        self.hierarchy_changed(&key);
         self.flush_unschedulable(now);
     }
 
@@ -151,6 +152,15 @@ impl Engine {
         }
         self.definition_changed(key);
         self.siblings_changed(key);
+        self.hierarchy_changed(key);
+    }
+
+    /// A PodGroup or CompositePodGroup of a hierarchy appeared, changed or
+    /// left: the gates and barriers of the PodGroups it touches change.
+    fn hierarchy_changed(&mut self, key: &DefinitionKey) {
+        for leaf in self.gang.hierarchy_affected(key) {
+            self.definition_changed(&leaf);
+        }
     }
 
     /// A definition inside a containing object appeared or left: members of
@@ -243,6 +253,18 @@ impl Engine {
                 .reevaluate_gated(group, |p| gang.pre_enqueue(p, cache));
         }
         self.gang.reevaluate(group, &self.cache, &mut self.waiting);
+        // The other children of its gang composite may pass the gate now.
+        for sibling in self.gang.barrier_scope(group).unwrap_or_default() {
+            if sibling == *group {
+                continue;
+            }
+            self.dirty_groups.insert(sibling.clone());
+            let (gang, cache) = (&self.gang, &self.cache);
+            if group_gate(gang, &sibling, cache).is_ok() {
+                self.queue
+                    .reevaluate_gated(&sibling, |p| gang.pre_enqueue(p, cache));
+            }
+        }
     }
 
     /// A definition appeared, changed or disappeared: every queued member of its
