@@ -102,7 +102,10 @@ async fn a_composite_that_fits_is_bound_whole() {
         names_bound(p, "a-").len() == 2 && names_bound(p, "b-").len() == 2
     })
     .await;
-    assert_eq!(names_bound(&pods, "a-").len() + names_bound(&pods, "b-").len(), 4);
+    assert_eq!(
+        names_bound(&pods, "a-").len() + names_bound(&pods, "b-").len(),
+        4
+    );
     let cond = wait_composite_condition(&env, |c| c["status"] == "True").await;
     assert_eq!(cond["reason"], "Scheduled");
     for child in ["a", "b"] {
