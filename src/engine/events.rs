@@ -150,6 +150,8 @@ impl Engine {
         for group in &groups {
             self.outbox.forget_group(group);
         }
+        // A composite has no members: its own report is keyed by itself.
+        self.outbox.forget_group(&GroupKey::new(key.clone()));
         self.definition_changed(key);
         self.siblings_changed(key);
         self.hierarchy_changed(key);
@@ -332,6 +334,23 @@ impl Engine {
         self.outbox.group_gating(group, observed, min_count, placed);
     }
 
+    /// The gating status of the gang composites above a child group.
+    fn report_composite_gating(&mut self, group: &GroupKey) {
+        let has_parent = self
+            .gang
+            .def(&group.definition)
+            .is_some_and(|d| d.parent_key().is_some());
+        if !has_parent {
+            return;
+        }
+        for composite in self.gang.ancestors(&group.definition).unwrap_or_default() {
+            if let Some((ready, min)) = self.gang.composite_readiness(&composite, &self.cache) {
+                self.outbox
+                    .composite_gating(&GroupKey::new(composite), ready, min);
+            }
+        }
+    }
+
     /// Writes changed gate messages (`waiting for N/M pods`, malformed
     /// definitions) once per change.
     pub(super) fn refresh_gate_messages(&mut self) {
@@ -341,6 +360,7 @@ impl Engine {
             self.queue
                 .reevaluate_gated(group, |p| gang.pre_enqueue(p, cache));
             self.report_gating(group);
+            self.report_composite_gating(group);
         }
         for (key, gated) in self.queue.take_gate_changes() {
             if self

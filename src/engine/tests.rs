@@ -283,3 +283,40 @@ fn a_composite_observed_last_opens_its_childrens_gates() {
         Some(PodLocation::Gated)
     );
 }
+
+/// While a gang composite has fewer than `minGroupCount` children with
+/// their quorum observed, its condition says how many it has.
+#[test]
+fn a_composite_short_of_children_reports_it() {
+    use crate::model::{DefinitionKey, GroupDef, GroupPolicy, GroupSource};
+    let mut e = engine();
+    let t0 = Instant::now();
+    e.on_event(ClusterEvent::NodeUpserted(arc(node("n0", 4000, 8))), t0);
+    let job = DefinitionKey::new("default", GroupSource::CompositePodGroup, "job");
+    let policy = Ok(GroupPolicy::Gang {
+        min_count: 2,
+        schedule_timeout: None,
+    });
+    e.on_event(
+        ClusterEvent::GroupDefUpserted(GroupDef::new(job.clone(), policy, 1)),
+        t0,
+    );
+    let mut a = gang_def("a", 1, 1);
+    a.extras.parent_composite = Some("job".into());
+    e.on_event(ClusterEvent::GroupDefUpserted(a), t0);
+    e.on_event(
+        ClusterEvent::PodUpserted(arc(member("a0", &group_key("a"), 100, 1))),
+        t0,
+    );
+    e.run_until_idle(t0);
+    let actions = e.drain_actions();
+    assert!(binds(&actions).is_empty());
+    assert!(
+        actions.iter().any(|a| matches!(
+            a,
+            Action::GroupStatus { group, initially_scheduled: false, message, .. }
+                if group.definition == job && message == "1 of 2 child groups have their quorum observed"
+        )),
+        "{actions:?}"
+    );
+}

@@ -202,6 +202,22 @@ impl GangScheduling {
         Ok(())
     }
 
+    /// A gang composite's children with their quorum observed, and its
+    /// `minGroupCount` (for its gating status).
+    pub fn composite_readiness(&self, key: &DefinitionKey, cache: &Cache) -> Option<(u64, u32)> {
+        match self.defs.get(key).map(|d| &d.policy) {
+            Some(Ok(GroupPolicy::Gang { min_count, .. }))
+                if key.source == GroupSource::CompositePodGroup =>
+            {
+                Some((
+                    self.children_ready(key, cache, Count::Observed, 0),
+                    *min_count,
+                ))
+            }
+            _ => None,
+        }
+    }
+
     /// How many children of a composite are at their own quorum.
     fn children_ready(
         &self,
