@@ -248,3 +248,16 @@ fn malformed_hierarchies_are_refused_precisely() {
     f.gang.upsert_def(composite("c3", Some(1), None));
     assert_eq!(gate(&f, &a0), Ok(()));
 }
+
+#[test]
+fn children_are_queued_by_their_composites_creation_time() {
+    let mut f = fixture();
+    let mut job = composite("job", Some(2), None);
+    job.created_ms = 7;
+    f.gang.upsert_def(job);
+    let mut a = child("a", 1, "job");
+    a.created_ms = 99;
+    f.gang.upsert_def(a);
+    let key = f.gang.order_key(&member("a0", &group_key("a"), 100, 1));
+    assert_eq!(key.group_created_ms, 7);
+}

@@ -115,6 +115,19 @@ impl GangScheduling {
         })
     }
 
+    /// The creation time a definition's members are queued by: the topmost
+    /// gang composite's for a child of one, so that the children of one
+    /// composite sort together (a subtree is tried as a unit, as far as the
+    /// queue can), else the definition's own.
+    pub(super) fn queue_created_ms(&self, def: &GroupDef) -> i64 {
+        if def.parent_key().is_none() {
+            return def.created_ms;
+        }
+        self.top_gang(&def.key)
+            .and_then(|top| self.defs.get(&top))
+            .map_or(def.created_ms, |top| top.created_ms)
+    }
+
     /// The groups a member's barrier spans: every PodGroup under the topmost
     /// gang composite above it, or `None` when no gang composite is above.
     pub fn barrier_scope(&self, group: &GroupKey) -> Option<Vec<GroupKey>> {

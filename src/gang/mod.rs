@@ -235,7 +235,7 @@ impl QueueSortPlugin for GangScheduling {
         match pod.group.key() {
             Some(group) => {
                 let def = self.defs.get(&group.definition);
-                let created = def.map_or(pod.created_ms, |d| d.created_ms);
+                let created = def.map_or(pod.created_ms, |d| self.queue_created_ms(d));
                 let mut key = OrderKey::member(pod, group, created);
                 // The definition's priority class stands in for a member that
                 // carries no priority of its own (Volcano, PodGroup).
