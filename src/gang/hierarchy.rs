@@ -239,10 +239,12 @@ impl GangScheduling {
         count: Count,
         depth: usize,
     ) -> u64 {
-        self.children
+        let ready = self
+            .children
             .of(key)
             .filter(|c| self.subtree_ready(c, cache, count, depth.saturating_add(1)))
-            .count() as u64
+            .count();
+        u64::try_from(ready).unwrap_or(u64::MAX)
     }
 
     /// A PodGroup is ready at its own quorum (a basic one with one member);
