@@ -627,6 +627,12 @@ const UNEXERCISED_ALLOWED: &[(&str, &str, &str, &str)] = &[
         "persistentvolumes",
         "PreBind binds a static volume to a claim (tests/volumes_e2e.rs)",
     ),
+    (
+        "patch",
+        "scheduling.k8s.io",
+        "compositepodgroups/status",
+        "the CompositePodGroupInitiallyScheduled condition (tests/composite_e2e.rs)",
+    ),
 ];
 
 /// Expands rules into single grants.

@@ -431,6 +431,7 @@ async fn dialect_examples_applied_with_kubectl_are_scheduled_by_muster() {
     for dialect in [
         "podgroup-v1beta1",
         "podgroup-v1alpha2",
+        "compositepodgroup-v1alpha3",
         "workload-v1alpha1",
         "coscheduling",
         "volcano",

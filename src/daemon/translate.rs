@@ -134,7 +134,12 @@ impl Directory {
                     let uid = self.owner_uids.get(&group.definition).cloned();
                     return Some(owner_status_event(&group, resource, uid, phase, &message));
                 }
-                if group.definition.source != GroupSource::PodGroup {
+                let condition = match group.definition.source {
+                    GroupSource::PodGroup => workload_api::condition_type(&resource.version),
+                    GroupSource::CompositePodGroup => crate::dialects::composite::CONDITION,
+                    _ => "",
+                };
+                if condition.is_empty() {
                     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
                     let status = status_patch(
                         group.definition.source,
@@ -157,7 +162,7 @@ impl Directory {
                 }
                 // Named and worded as the version Muster read the object in.
                 Some(ApiCall::GroupCondition {
-                    type_: workload_api::condition_type(&resource.version).into(),
+                    type_: condition.into(),
                     reason: workload_api::condition_reason(phase).into(),
                     resource,
                     namespace: group.namespace().to_string(),

@@ -8,6 +8,7 @@
 //! matched later by `DefinitionKey`.
 
 mod common;
+pub mod composite;
 pub mod coscheduling;
 pub mod kueue;
 pub mod owners;
@@ -59,6 +60,16 @@ pub const DEFINITION_SOURCES: &[DefinitionSource] = &[
         plural: "podgroups",
         status_subresource: true,
         translate: |obj| pod_group_definition(obj).map(|d| vec![d]),
+    },
+    DefinitionSource {
+        name: "compositepodgroups.scheduling.k8s.io",
+        source: GroupSource::CompositePodGroup,
+        group: "scheduling.k8s.io",
+        versions: &["v1alpha3"],
+        kind: "CompositePodGroup",
+        plural: "compositepodgroups",
+        status_subresource: true,
+        translate: |obj| composite::definition(obj).map(|d| vec![d]),
     },
     DefinitionSource {
         name: "workloads.scheduling.k8s.io",
@@ -115,6 +126,7 @@ pub fn status_patch(source: GroupSource, status: &GangStatus<'_>) -> Option<serd
         GroupSource::Coscheduling => Some(coscheduling::status(status)),
         GroupSource::Volcano => Some(volcano::status(status)),
         GroupSource::PodGroup
+        | GroupSource::CompositePodGroup
         | GroupSource::Workload
         | GroupSource::Kueue
         | GroupSource::Owner(_) => None,
@@ -283,6 +295,7 @@ mod tests {
     fn every_dialect_with_a_definition_is_watched() {
         for source in [
             GroupSource::PodGroup,
+            GroupSource::CompositePodGroup,
             GroupSource::Workload,
             GroupSource::Coscheduling,
             GroupSource::Volcano,

@@ -58,7 +58,8 @@ pub fn membership(pod: &PodWire, namespace: &str) -> Option<GroupMembership> {
 /// shape is the same) into a group definition. A malformed spec becomes
 /// `policy: Err` with the exact reason, so its members are held and told
 /// why; a well-formed one asking for what Muster cannot do (DRA claims, a
-/// parent CompositePodGroup) is marked `unsupported` and refused likewise.
+/// is marked `unsupported` and refused likewise. A parent CompositePodGroup
+/// is recorded in `extras.parent_composite` (see `gang::hierarchy`).
 pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
     let meta = Meta::read(obj)?;
     let spec = &obj["spec"];
@@ -85,7 +86,10 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
         )
     };
     match read_fields(spec, &mut def) {
-        Ok(parent) => def.unsupported = unsupported(&label, meta.namespace, &def, parent),
+        Ok(parent) => {
+            def.extras.parent_composite = parent;
+            def.unsupported = unsupported(&label, &def);
+        }
         Err(e) if def.policy.is_ok() => def.policy = Err(format!("{label}: {e}")),
         Err(_) => {}
     }
@@ -103,17 +107,7 @@ fn read_fields(spec: &Value, def: &mut GroupDef) -> Result<Option<String>, Strin
 }
 
 /// Why a well-formed PodGroup cannot be placed by Muster, if it cannot.
-fn unsupported(
-    label: &str,
-    namespace: &str,
-    def: &GroupDef,
-    parent: Option<String>,
-) -> Option<String> {
-    if let Some(parent) = parent {
-        return Some(format!(
-            "{label}: spec.parentCompositePodGroupName names CompositePodGroup {namespace}/{parent}: hierarchical gangs (scheduling.k8s.io/v1alpha3 CompositePodGroup) are not supported by this scheduler"
-        ));
-    }
+fn unsupported(label: &str, def: &GroupDef) -> Option<String> {
     let claims = &def.extras.resource_claims;
     (!claims.is_empty()).then(|| {
         format!(
@@ -293,7 +287,7 @@ mod tests {
         );
         assert_eq!(d.unsupported, None);
 
-        // Claims and a parent composite are read, and refused.
+        // Claims are read, and refused; a parent composite is recorded.
         let mut claimed = typed.clone();
         claimed.spec.resource_claims = Some(vec![sched::PodGroupResourceClaim {
             name: "gpu".into(),
@@ -311,12 +305,11 @@ mod tests {
         let mut child = typed;
         child.spec.parent_composite_pod_group_name = Some("job".into());
         let d = pod_group_definition(&serde_json::to_value(&child).unwrap()).unwrap();
-        assert!(
-            d.unsupported
-                .as_deref()
-                .is_some_and(|u| u.contains("names CompositePodGroup ml/job")),
-            "{:?}",
-            d.unsupported
+        assert_eq!(d.unsupported, None);
+        assert_eq!(d.extras.parent_composite.as_deref(), Some("job"));
+        assert_eq!(
+            d.parent_key().unwrap().to_string(),
+            "CompositePodGroup ml/job"
         );
     }
 

@@ -226,10 +226,24 @@ impl Outbox {
         min_count: u32,
         scheduled: u32,
     ) {
+        let short = observed < min_count as usize;
+        let message = format!("{observed} of {min_count} members observed");
+        self.gating(group, short, message, scheduled);
+    }
+
+    /// A gang CompositePodGroup's gating status: how many of its children
+    /// have their quorum observed against `minGroupCount`.
+    pub fn composite_gating(&mut self, group: &GroupKey, ready: u64, min_group_count: u32) {
+        let short = ready < u64::from(min_group_count);
+        let message =
+            format!("{ready} of {min_group_count} child groups have their quorum observed");
+        self.gating(group, short, message, 0);
+    }
+
+    fn gating(&mut self, group: &GroupKey, short: bool, message: String, scheduled: u32) {
         if self.scheduled_groups.contains(group) {
             return;
         }
-        let short = observed < min_count as usize;
         let was_short = self.short_of_members.insert(group.clone(), short);
         if was_short == Some(short) || (was_short.is_none() && !short) {
             return;
@@ -244,7 +258,7 @@ impl Outbox {
             group: group.clone(),
             phase,
             reason: phase.reason(),
-            message: format!("{observed} of {min_count} members observed"),
+            message,
             initially_scheduled: false,
             scheduled,
         });

@@ -243,7 +243,8 @@ impl Engine {
                     allowed.len()
                 );
                 let scheduled = self.scheduled_members(&group);
-                if self.outbox.group_scheduled(&group, message, scheduled) {
+                // A composite's report has no members of its own to track.
+                if self.outbox.group_scheduled(&group, message, scheduled) && !allowed.is_empty() {
                     self.sample(Sample::GangReleased);
                     self.released.insert(
                         group,

@@ -137,6 +137,7 @@ impl Engine {
         if change == DefChange::Added {
             self.siblings_changed(&key);
         }
+        self.hierarchy_changed(&key);
         self.flush_unschedulable(now);
     }
 
@@ -149,8 +150,19 @@ impl Engine {
         for group in &groups {
             self.outbox.forget_group(group);
         }
+        // A composite has no members: its own report is keyed by itself.
+        self.outbox.forget_group(&GroupKey::new(key.clone()));
         self.definition_changed(key);
         self.siblings_changed(key);
+        self.hierarchy_changed(key);
+    }
+
+    /// A PodGroup or CompositePodGroup of a hierarchy appeared, changed or
+    /// left: the gates and barriers of the PodGroups it touches change.
+    fn hierarchy_changed(&mut self, key: &DefinitionKey) {
+        for leaf in self.gang.hierarchy_affected(key) {
+            self.definition_changed(&leaf);
+        }
     }
 
     /// A definition inside a containing object appeared or left: members of
@@ -243,6 +255,18 @@ impl Engine {
                 .reevaluate_gated(group, |p| gang.pre_enqueue(p, cache));
         }
         self.gang.reevaluate(group, &self.cache, &mut self.waiting);
+        // The other children of its gang composite may pass the gate now.
+        for sibling in self.gang.barrier_scope(group).unwrap_or_default() {
+            if sibling == *group {
+                continue;
+            }
+            self.dirty_groups.insert(sibling.clone());
+            let (gang, cache) = (&self.gang, &self.cache);
+            if group_gate(gang, &sibling, cache).is_ok() {
+                self.queue
+                    .reevaluate_gated(&sibling, |p| gang.pre_enqueue(p, cache));
+            }
+        }
     }
 
     /// A definition appeared, changed or disappeared: every queued member of its
@@ -310,6 +334,23 @@ impl Engine {
         self.outbox.group_gating(group, observed, min_count, placed);
     }
 
+    /// The gating status of the gang composites above a child group.
+    fn report_composite_gating(&mut self, group: &GroupKey) {
+        let has_parent = self
+            .gang
+            .def(&group.definition)
+            .is_some_and(|d| d.parent_key().is_some());
+        if !has_parent {
+            return;
+        }
+        for composite in self.gang.ancestors(&group.definition).unwrap_or_default() {
+            if let Some((ready, min)) = self.gang.composite_readiness(&composite, &self.cache) {
+                self.outbox
+                    .composite_gating(&GroupKey::new(composite), ready, min);
+            }
+        }
+    }
+
     /// Writes changed gate messages (`waiting for N/M pods`, malformed
     /// definitions) once per change.
     pub(super) fn refresh_gate_messages(&mut self) {
@@ -319,6 +360,7 @@ impl Engine {
             self.queue
                 .reevaluate_gated(group, |p| gang.pre_enqueue(p, cache));
             self.report_gating(group);
+            self.report_composite_gating(group);
         }
         for (key, gated) in self.queue.take_gate_changes() {
             if self

@@ -231,3 +231,98 @@ fn a_placed_pods_label_change_retries_pods_refused_for_it() {
     assert!(e.schedule_one(later));
     assert_eq!(binds(&e.drain_actions()), [("shy".into(), "n0".into())]);
 }
+
+/// A CompositePodGroup observed after its children and their pods opens
+/// the gate of both children; the subtree binds together; deleting the
+/// composite re-gates members that are still pending.
+#[test]
+fn a_composite_observed_last_opens_its_childrens_gates() {
+    use crate::model::{DefinitionKey, GroupDef, GroupPolicy, GroupSource, PodKey};
+    let mut e = engine();
+    let t0 = Instant::now();
+    for i in 0..4 {
+        e.on_event(
+            ClusterEvent::NodeUpserted(arc(node(&format!("n{i}"), 4000, 8))),
+            t0,
+        );
+    }
+    let job = DefinitionKey::new("default", GroupSource::CompositePodGroup, "job");
+    for child in ["a", "b"] {
+        let mut def = gang_def(child, 2, 1);
+        def.extras.parent_composite = Some("job".into());
+        e.on_event(ClusterEvent::GroupDefUpserted(def), t0);
+        let g = group_key(child);
+        for i in 0..2 {
+            e.on_event(
+                ClusterEvent::PodUpserted(arc(member(&format!("{child}{i}"), &g, 3000, 1))),
+                t0,
+            );
+        }
+    }
+    let a0 = PodKey::new("default", "a0");
+    assert_eq!(e.location(&a0), Some(PodLocation::Gated));
+    let composite = GroupDef::new(
+        job.clone(),
+        Ok(GroupPolicy::Gang {
+            min_count: 2,
+            schedule_timeout: None,
+        }),
+        1,
+    );
+    e.on_event(ClusterEvent::GroupDefUpserted(composite), t0);
+    assert_eq!(e.location(&a0), Some(PodLocation::Active));
+    e.run_until_idle(t0);
+    let actions = e.drain_actions();
+    assert_eq!(binds(&actions).len(), 4);
+    assert!(actions.iter().any(|a| matches!(
+        a,
+        Action::GroupStatus { group, initially_scheduled: true, .. }
+            if group.definition == job
+    )));
+
+    // A late member of a child whose composite is deleted waits for it again.
+    e.on_event(ClusterEvent::GroupDefDeleted(job), t0);
+    let late = member("a9", &group_key("a"), 100, 1);
+    e.on_event(ClusterEvent::PodUpserted(arc(late)), t0);
+    assert_eq!(
+        e.location(&PodKey::new("default", "a9")),
+        Some(PodLocation::Gated)
+    );
+}
+
+/// While a gang composite has fewer than `minGroupCount` children with
+/// their quorum observed, its condition says how many it has.
+#[test]
+fn a_composite_short_of_children_reports_it() {
+    use crate::model::{DefinitionKey, GroupDef, GroupPolicy, GroupSource};
+    let mut e = engine();
+    let t0 = Instant::now();
+    e.on_event(ClusterEvent::NodeUpserted(arc(node("n0", 4000, 8))), t0);
+    let job = DefinitionKey::new("default", GroupSource::CompositePodGroup, "job");
+    let policy = Ok(GroupPolicy::Gang {
+        min_count: 2,
+        schedule_timeout: None,
+    });
+    e.on_event(
+        ClusterEvent::GroupDefUpserted(GroupDef::new(job.clone(), policy, 1)),
+        t0,
+    );
+    let mut a = gang_def("a", 1, 1);
+    a.extras.parent_composite = Some("job".into());
+    e.on_event(ClusterEvent::GroupDefUpserted(a), t0);
+    e.on_event(
+        ClusterEvent::PodUpserted(arc(member("a0", &group_key("a"), 100, 1))),
+        t0,
+    );
+    e.run_until_idle(t0);
+    let actions = e.drain_actions();
+    assert!(binds(&actions).is_empty());
+    assert!(
+        actions.iter().any(|a| matches!(
+            a,
+            Action::GroupStatus { group, initially_scheduled: false, message, .. }
+                if group.definition == job && message == "1 of 2 child groups have their quorum observed"
+        )),
+        "{actions:?}"
+    );
+}

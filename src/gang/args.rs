@@ -83,7 +83,9 @@ impl DialectTimeouts {
 
     pub fn get(&self, source: GroupSource) -> Option<Duration> {
         match source {
-            GroupSource::PodGroup | GroupSource::Workload => self.workload_api,
+            GroupSource::PodGroup | GroupSource::Workload | GroupSource::CompositePodGroup => {
+                self.workload_api
+            }
             GroupSource::Coscheduling => self.coscheduling,
             GroupSource::Volcano => self.volcano,
             GroupSource::Kueue => self.kueue,

@@ -24,6 +24,12 @@ impl PermitPlugin for GangScheduling {
         let Some(group) = pod.group.key() else {
             return PermitVerdict::Allow;
         };
+        if let Some(msg) = self.hierarchy_refusal(group) {
+            return PermitVerdict::Reject(Refusal::new("FailedScheduling", msg));
+        }
+        if let Some(scope) = self.barrier_scope(group) {
+            return self.permit_in_scope(pod, group, &scope, cache, waiting, now);
+        }
         match self.policy(group) {
             Err(msg) => PermitVerdict::Reject(Refusal::new("FailedScheduling", msg)),
             Ok(GroupPolicy::Basic) => {
@@ -53,16 +59,7 @@ impl PermitPlugin for GangScheduling {
                     });
                     return PermitVerdict::Allow;
                 }
-                if !self.deadlines.contains_key(group) {
-                    let timeout = schedule_timeout.unwrap_or_else(|| {
-                        self.args_for(pod).default_timeout(group.definition.source)
-                    });
-                    // Saturating: a definition's timeout is capped when read, but the
-                    // barrier must not trust that it was.
-                    let deadline = deadline::after(now, timeout);
-                    self.deadlines.insert(group.clone(), deadline);
-                    self.timers.insert((deadline, group.clone()));
-                }
+                self.start_timer(pod, group, schedule_timeout, now);
                 PermitVerdict::Wait
             }
         }
@@ -83,6 +80,10 @@ impl PostFilterPlugin for GangScheduling {
         let Some(group) = pod.group.key() else {
             return;
         };
+        if let Some(scope) = self.barrier_scope(group) {
+            self.early_release_scope(pod, group, &scope, refusal, cache, waiting, now);
+            return;
+        }
         let Some(min_count) = self.min_count(group) else {
             return;
         };
@@ -128,6 +129,10 @@ impl GangScheduling {
             }
             self.timers.remove(&(t, group.clone()));
             self.deadlines.remove(&group);
+            if let Some(scope) = self.barrier_scope(&group) {
+                self.expire_scope(&group, &scope, cache, waiting);
+                continue;
+            }
             if waiting.group_len(&group) == 0 {
                 continue;
             }
@@ -154,6 +159,10 @@ impl GangScheduling {
     /// are released if quorum is now met, or rejected if the group became
     /// unusable (definition gone or malformed, scheduler names in conflict).
     pub fn reevaluate(&mut self, group: &GroupKey, cache: &Cache, waiting: &mut WaitingPods) {
+        if let Some(scope) = self.barrier_scope(group) {
+            self.reevaluate_scope(group, &scope, cache, waiting);
+            return;
+        }
         if waiting.group_len(group) == 0 {
             self.clear_timer_if_idle(group, waiting);
             return;
@@ -162,7 +171,8 @@ impl GangScheduling {
             self.reject_all(group, waiting, "FailedScheduling", &msg);
             return;
         }
-        match self.policy(group) {
+        let refusal = self.hierarchy_refusal(group).map(Err);
+        match refusal.unwrap_or_else(|| self.policy(group)) {
             Err(msg) => {
                 let msg = format!("rejected while waiting at permit: {msg}");
                 self.reject_all(group, waiting, "FailedScheduling", &msg);
@@ -184,7 +194,27 @@ impl GangScheduling {
         }
     }
 
-    fn allow_all(
+    /// Starts the group's barrier timer with its first waiting member.
+    pub(super) fn start_timer(
+        &mut self,
+        pod: &PodInfo,
+        group: &GroupKey,
+        schedule_timeout: Option<std::time::Duration>,
+        now: Instant,
+    ) {
+        if self.deadlines.contains_key(group) {
+            return;
+        }
+        let timeout = schedule_timeout
+            .unwrap_or_else(|| self.args_for(pod).default_timeout(group.definition.source));
+        // Saturating: a definition's timeout is capped when read, but the
+        // barrier must not trust that it was.
+        let deadline = deadline::after(now, timeout);
+        self.deadlines.insert(group.clone(), deadline);
+        self.timers.insert((deadline, group.clone()));
+    }
+
+    pub(super) fn allow_all(
         &mut self,
         group: &GroupKey,
         waiting: &mut WaitingPods,
@@ -197,7 +227,7 @@ impl GangScheduling {
         members
     }
 
-    fn reject_all(
+    pub(super) fn reject_all(
         &mut self,
         group: &GroupKey,
         waiting: &mut WaitingPods,
@@ -212,7 +242,7 @@ impl GangScheduling {
         members.len()
     }
 
-    fn clear_timer_if_idle(&mut self, group: &GroupKey, waiting: &WaitingPods) {
+    pub(super) fn clear_timer_if_idle(&mut self, group: &GroupKey, waiting: &WaitingPods) {
         if waiting.group_len(group) == 0
             && let Some(t) = self.deadlines.remove(group)
         {
@@ -224,7 +254,7 @@ impl GangScheduling {
 impl GangScheduling {
     /// `min_count` members assumed or bound, and each task of a definition
     /// with `min_task_members` at its own minimum among them.
-    fn quorum_met(&self, cache: &Cache, group: &GroupKey, min_count: u32) -> bool {
+    pub(super) fn quorum_met(&self, cache: &Cache, group: &GroupKey, min_count: u32) -> bool {
         let Some(members) = cache.group(group) else {
             return false;
         };

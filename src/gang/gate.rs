@@ -5,6 +5,7 @@ use crate::cache::Cache;
 use crate::model::{GroupKey, GroupMembership, GroupPolicy, PodInfo};
 use crate::queue::{Gate, Gated};
 
+use super::hierarchy::{ChainError, Count};
 use super::{GangScheduling, tasks};
 
 /// PreEnqueue for one pod: its own scheduling gates, its membership, its group.
@@ -33,6 +34,31 @@ pub fn group_gate(gang: &GangScheduling, group: &GroupKey, cache: &Cache) -> Gat
             gang.absent_message(&group.definition),
         ));
     }
+    own_gate(gang, group, cache)?;
+    hierarchy_gate(gang, group, cache)
+}
+
+/// A child of a gang CompositePodGroup: its hierarchy well formed, and every
+/// gang composite above it with `minGroupCount` children at their quorum.
+fn hierarchy_gate(gang: &GangScheduling, group: &GroupKey, cache: &Cache) -> Gate {
+    if gang
+        .def(&group.definition)
+        .and_then(|d| d.parent_key())
+        .is_none()
+    {
+        return Ok(());
+    }
+    match gang.ancestors(&group.definition) {
+        Err(ChainError::Missing(msg)) => return Err(Gated::waiting("Unschedulable", msg)),
+        Err(ChainError::Invalid(msg)) => return Err(Gated::invalid(msg)),
+        Ok(_) => {}
+    }
+    gang.chain_satisfied(group, cache, Count::Observed)
+        .map_err(|short| Gated::waiting("Unschedulable", format!("waiting for {short}")))
+}
+
+/// The group's own definition and quorum.
+fn own_gate(gang: &GangScheduling, group: &GroupKey, cache: &Cache) -> Gate {
     match gang.policy(group) {
         Err(msg) => Err(Gated::invalid(msg)),
         Ok(GroupPolicy::Basic) => Ok(()),

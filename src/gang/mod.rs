@@ -11,7 +11,9 @@
 
 pub mod args;
 mod barrier;
+mod composite_barrier;
 mod gate;
+pub mod hierarchy;
 mod tasks;
 mod topology;
 
@@ -69,6 +71,8 @@ pub struct GangScheduling {
     defs: HashMap<DefinitionKey, GroupDef>,
     /// Containing object (see `DefinitionKey::container`) → definitions observed in it.
     containers: HashMap<DefinitionKey, usize>,
+    /// CompositePodGroup → the definitions naming it as their parent.
+    children: hierarchy::Children,
     /// Group → when its barrier times out (first member started waiting + timeout).
     deadlines: HashMap<GroupKey, Instant>,
     timers: BTreeSet<(Instant, GroupKey)>,
@@ -100,6 +104,7 @@ impl GangScheduling {
             args,
             defs: HashMap::new(),
             containers: HashMap::new(),
+            children: hierarchy::Children::default(),
             deadlines: HashMap::new(),
             timers: BTreeSet::new(),
             denied: HashMap::new(),
@@ -120,7 +125,15 @@ impl GangScheduling {
 
     pub fn upsert_def(&mut self, def: GroupDef) -> DefChange {
         let container = def.key.container().map(|(c, _)| c);
-        match self.defs.insert(def.key.clone(), def.clone()) {
+        self.children.link(&def);
+        let old = self.defs.insert(def.key.clone(), def.clone());
+        if let Some(old) = &old
+            && old.parent_key() != def.parent_key()
+        {
+            self.children.unlink(old);
+            self.children.link(&def);
+        }
+        match old {
             None => {
                 if let Some(c) = container {
                     *self.containers.entry(c).or_default() += 1;
@@ -133,9 +146,10 @@ impl GangScheduling {
     }
 
     pub fn remove_def(&mut self, key: &DefinitionKey) -> bool {
-        if self.defs.remove(key).is_none() {
+        let Some(old) = self.defs.remove(key) else {
             return false;
-        }
+        };
+        self.children.unlink(&old);
         self.domains.retain(|g, _| g.definition != *key);
         if let Some((c, _)) = key.container()
             && let Some(n) = self.containers.get_mut(&c)
@@ -229,7 +243,7 @@ impl QueueSortPlugin for GangScheduling {
         match pod.group.key() {
             Some(group) => {
                 let def = self.defs.get(&group.definition);
-                let created = def.map_or(pod.created_ms, |d| d.created_ms);
+                let created = def.map_or(pod.created_ms, |d| self.queue_created_ms(d));
                 let mut key = OrderKey::member(pod, group, created);
                 // The definition's priority class stands in for a member that
                 // carries no priority of its own (Volcano, PodGroup).

@@ -463,3 +463,6 @@ fn a_preferred_topology_confines_when_it_can_and_spills_when_it_cannot() {
     assert!(matches!(verdict(3, true), PreFilterVerdict::Proceed));
     assert!(matches!(verdict(3, false), PreFilterVerdict::Refuse(_)));
 }
+
+#[path = "composite_tests.rs"]
+mod composite_tests;

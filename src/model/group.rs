@@ -24,6 +24,10 @@ pub enum GroupSource {
     Volcano,
     /// Kueue plain-pod group (no definition object).
     Kueue,
+    /// `scheduling.k8s.io/v1alpha3` `CompositePodGroup`: a group of child
+    /// groups (PodGroups or composites naming it as their parent). No pod
+    /// references one directly; its policy's `min_count` counts child groups.
+    CompositePodGroup,
     /// A workload's top owner (a Job, JobSet, LeaderWorkerSet, training job, ...):
     /// the group is the owner object itself (`dialects::owners`).
     Owner(OwnerKind),
@@ -85,6 +89,7 @@ impl GroupSource {
             GroupSource::Coscheduling => "PodGroup.scheduling.x-k8s.io",
             GroupSource::Volcano => "PodGroup.scheduling.volcano.sh",
             GroupSource::Kueue => "Kueue pod group",
+            GroupSource::CompositePodGroup => "CompositePodGroup",
             GroupSource::Owner(kind) => kind.kind_name(),
         }
     }
@@ -291,6 +296,25 @@ pub struct GroupExtras {
     pub resource_claims: Vec<String>,
     /// Kueue options beyond the member count and required topology.
     pub kueue: KueueOptions,
+    /// `spec.parentCompositePodGroupName` (PodGroup, CompositePodGroup): the
+    /// parent composite, in the definition's own namespace.
+    pub parent_composite: Option<String>,
+}
+
+/// The most levels a CompositePodGroup hierarchy may have, counting the
+/// PodGroups at the bottom (upstream's maximum depth of 4).
+pub const MAX_HIERARCHY_DEPTH: usize = 4;
+
+impl GroupDef {
+    /// The parent composite's key, if the definition names one.
+    pub fn parent_key(&self) -> Option<DefinitionKey> {
+        let parent = self.extras.parent_composite.as_deref()?;
+        Some(DefinitionKey::new(
+            &self.key.namespace,
+            GroupSource::CompositePodGroup,
+            parent,
+        ))
+    }
 }
 
 /// The most `resourceClaims` a PodGroup may list (what a pod may list).

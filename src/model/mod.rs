@@ -20,7 +20,7 @@ pub mod wire;
 pub use group::{
     CappedTimeout, DefinitionKey, DisruptionMode, GroupDef, GroupExtras, GroupKey, GroupMembership,
     GroupPhase, GroupPolicy, GroupSource, KueueOptions, MAX_GROUP_COUNT, MAX_GROUP_RESOURCE_CLAIMS,
-    MAX_SCHEDULE_TIMEOUT, OwnerKind, PreemptionPolicy, TASK_ANNOTATION,
+    MAX_HIERARCHY_DEPTH, MAX_SCHEDULE_TIMEOUT, OwnerKind, PreemptionPolicy, TASK_ANNOTATION,
 };
 pub use node::NodeInfo;
 pub use pod::{
