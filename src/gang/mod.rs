@@ -28,7 +28,7 @@ use crate::cache::Cache;
 use crate::framework::lifecycle::{
     CachePreFilterPlugin, PreEnqueuePlugin, PreFilterVerdict, QueueSortPlugin, Refusal,
 };
-use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupPolicy, PodInfo, PodKey};
+use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupPolicy, GroupSource, PodInfo, PodKey};
 use crate::queue::{Gate, OrderKey};
 
 /// Something the engine reports (group status, events, metrics).
@@ -245,11 +245,14 @@ impl QueueSortPlugin for GangScheduling {
                 let def = self.defs.get(&group.definition);
                 let created = def.map_or(pod.created_ms, |d| self.queue_created_ms(d));
                 let mut key = OrderKey::member(pod, group, created);
-                // The definition's priority class stands in for a member that
-                // carries no priority of its own (Volcano, PodGroup).
-                if pod.priority == 0
-                    && pod.priority_class_name.is_none()
-                    && let Some(p) = def.and_then(|d| d.priority)
+                // A Workload API PodGroup's priority (`spec.priority` or its
+                // class) is authoritative for its members (KEP-5710): the
+                // group is ordered, and will preempt, as one. Elsewhere the
+                // definition's class stands in only for a member carrying no
+                // priority of its own (Volcano).
+                let authoritative = group.definition.source == GroupSource::PodGroup;
+                if let Some(p) = def.and_then(|d| d.priority)
+                    && (authoritative || (pod.priority == 0 && pod.priority_class_name.is_none()))
                 {
                     key.priority = p;
                 }

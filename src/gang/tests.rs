@@ -342,13 +342,28 @@ fn definition_priority_orders_members_without_their_own() {
     def.priority = Some(500);
     f.gang.upsert_def(def);
     assert_eq!(f.gang.order_key(&member("m", &g, 100, 1)).priority, 500);
+    // A Workload API PodGroup's priority is authoritative (KEP-5710).
     let mut own = member("own", &g, 100, 1);
     own.priority = 7;
-    assert_eq!(f.gang.order_key(&own).priority, 7);
+    assert_eq!(f.gang.order_key(&own).priority, 500);
     let mut classed = member("classed", &g, 100, 1);
     classed.priority_class_name = Some(Arc::from("low"));
+    assert_eq!(f.gang.order_key(&classed).priority, 500);
+
+    // Other dialects: the definition only stands in for a member without one.
+    let vk = DefinitionKey::new("default", crate::model::GroupSource::Volcano, "vc");
+    let mut vdef = GroupDef::gang(vk.clone(), 2, 1);
+    vdef.priority = Some(300);
+    f.gang.upsert_def(vdef);
+    let vg = GroupKey::new(vk);
+    assert_eq!(f.gang.order_key(&member("v", &vg, 100, 1)).priority, 300);
+    let mut vown = member("vown", &vg, 100, 1);
+    vown.priority = 7;
+    assert_eq!(f.gang.order_key(&vown).priority, 7);
+    let mut vclassed = member("vclassed", &vg, 100, 1);
+    vclassed.priority_class_name = Some(Arc::from("low"));
     assert_eq!(
-        f.gang.order_key(&classed).priority,
+        f.gang.order_key(&vclassed).priority,
         0,
         "a member naming its own class keeps its priority"
     );
