@@ -273,3 +273,77 @@ async fn volumes_are_bound_provisioned_and_respected() {
 
     daemon.shutdown().await.expect("clean shutdown");
 }
+
+/// Waits (on a watch) until claim `name` names a storage class; returns it.
+async fn wait_claim_class(env: &e2e::Env, name: &str) -> String {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    use kube::runtime::watcher;
+    let api: kube::Api<PersistentVolumeClaim> =
+        kube::Api::namespaced(env.client.clone(), "default");
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = Box::pin(watcher::watcher(api, cfg));
+    let wait = async {
+        while let Some(ev) = stream.next().await {
+            if let watcher::Event::Apply(c) | watcher::Event::InitApply(c) = ev.expect("watch")
+                && let Some(class) = c.spec.and_then(|s| s.storage_class_name)
+            {
+                return class;
+            }
+        }
+        panic!("watch ended");
+    };
+    tokio::time::timeout(e2e::HANG_GUARD, wait)
+        .await
+        .expect("the claim got a class before the hang guard")
+}
+
+/// As a real API server: a claim naming no class gets the default one at
+/// creation (DefaultStorageClass admission), and one created before any
+/// default existed gets it when a default appears (the PV controller's
+/// retroactive assignment); `storageClassName: ""` stays classless.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_without_a_class_get_the_default_one() {
+    let bin = kubectl_binary();
+    let env = e2e::cluster(vec![e2e::nodes(1, "4")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let k = Kubectl { bin, kubeconfig };
+    let classless = |name: &str, class: &str| {
+        format!(
+            "
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: {name}, namespace: default}}
+spec:
+  accessModes: [ReadWriteOnce]
+  {class}
+  resources: {{requests: {{storage: 1Gi}}}}
+"
+        )
+    };
+    k.apply(&classless("early", "")).await;
+    k.apply(&classless("none", "storageClassName: \"\"")).await;
+    let early = k.json(&["get", "pvc", "early"]).await;
+    assert!(early["spec"]["storageClassName"].is_null(), "{early}");
+
+    k.apply(
+        "
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations: {storageclass.kubernetes.io/is-default-class: \"true\"}
+provisioner: csi.sim.muster.dev
+volumeBindingMode: WaitForFirstConsumer
+",
+    )
+    .await;
+    assert_eq!(wait_claim_class(&env, "early").await, "standard");
+    k.apply(&classless("late", "")).await;
+    let late = k.json(&["get", "pvc", "late"]).await;
+    assert_eq!(late["spec"]["storageClassName"], "standard", "{late}");
+    let none = k.json(&["get", "pvc", "none"]).await;
+    assert_eq!(none["spec"]["storageClassName"], "", "{none}");
+}

@@ -32,6 +32,8 @@ pub(super) fn on_create(
         // The PV controller's first word on new claims and volumes
         // (`provisioner.rs` takes it from there).
         ("", "persistentvolumeclaims") => {
+            // DefaultStorageClass admission.
+            super::provisioner::assign_default_class(&state.store, obj);
             child_mut(as_map(obj), "status").insert("phase".into(), json!("Pending"));
         }
         ("", "persistentvolumes") => {

@@ -13,6 +13,11 @@
 //!   it carries `volume.kubernetes.io/selected-node`, with node affinity to
 //!   that node's `kubernetes.io/hostname`.
 //!
+//! Before that, a claim that names no class at all (`spec.storageClassName`
+//! absent, not `""`) is given the default class when one exists, as the PV
+//! controller does retroactively since 1.28 (admission does it at creation,
+//! see [`default_class`]).
+//!
 //! Provisioned volumes are named `pvc-<claim uid>`, carry `spec.csi` with the
 //! class's provisioner as driver, and the class's `allowedTopologies` as node
 //! affinity when an `Immediate` class has them.
@@ -57,6 +62,44 @@ async fn run(store: Arc<Store>, shutdown: CancellationToken) {
     }
 }
 
+/// The default StorageClass, as the DefaultStorageClass admission plugin and
+/// the PV controller choose it: among classes annotated
+/// `storageclass.kubernetes.io/is-default-class: "true"`, the newest (by
+/// creation time, then name, as upstream breaks ties since 1.26).
+pub(super) fn default_class(store: &Store) -> Option<String> {
+    all(store, CLASSES)
+        .into_iter()
+        .filter_map(|s| {
+            let v = s.value();
+            let default = annotation(&v, DEFAULT_CLASS_ANNOTATION).is_some_and(|a| a == "true");
+            let created = str_at(&v, "/metadata/creationTimestamp")
+                .unwrap_or_default()
+                .to_string();
+            let name = str_at(&v, "/metadata/name")?.to_string();
+            default.then_some((created, name))
+        })
+        .max()
+        .map(|(_, name)| name)
+}
+
+/// Gives a claim without `spec.storageClassName` the default class, if any
+/// (creation-time admission and the PV controller's retroactive pass).
+pub(super) fn assign_default_class(store: &Store, claim: &mut Value) -> bool {
+    let spec = child_mut(as_map(claim), "spec");
+    if spec.contains_key("storageClassName") {
+        return false;
+    }
+    match default_class(store) {
+        Some(class) => {
+            spec.insert("storageClassName".into(), json!(class));
+            true
+        }
+        None => false,
+    }
+}
+
+const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
+
 fn all(store: &Store, res: &str) -> Vec<Arc<Stored>> {
     store.list(res, None, None, None, |_| true).0
 }
@@ -87,6 +130,14 @@ fn reconcile(store: &Store) {
         };
         if claim.deleting || (claim.bound && claim.volume_name.is_some()) {
             continue;
+        }
+        if claim.storage_class.is_none() && claim.volume_name.is_none() {
+            let mut updated = value.clone();
+            if assign_default_class(store, &mut updated) {
+                // The next pass (this write's event) binds or provisions it.
+                let _ = replace(store, CLAIMS, stored.rv, updated);
+                continue;
+            }
         }
         // A volume that names this claim (PreBind's static binding, or the
         // claim's own spec.volumeName).

@@ -323,8 +323,9 @@ pub struct Claim {
     pub request_bytes: i64,
     pub selector: Option<LabelSelector>,
     /// `spec.storageClassName`; `None` and `""` differ: `""` asks for a
-    /// volume without a class, `None` for the default class (which Muster
-    /// reads as "no class", see docs/plugins.md).
+    /// volume without a class, `None` for the default class (the API server
+    /// fills it in; until it has, Muster reads it as "no class", as
+    /// kube-scheduler does).
     pub storage_class: Option<Arc<str>>,
     /// `spec.volumeName`: the volume it is bound (or being bound) to.
     pub volume_name: Option<Arc<str>>,
