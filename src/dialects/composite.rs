@@ -7,10 +7,10 @@
 
 use serde_json::Value;
 
-use super::common::{Meta, positive_count, priority_class_name};
+use super::common::{Meta, priority_class_name};
 use super::pod_group_fields;
-use super::workload_api::split_capped;
-use crate::model::{CappedTimeout, DefinitionKey, GroupDef, GroupPolicy, GroupSource};
+use super::workload_api::{scheduling_policy, split_capped};
+use crate::model::{DefinitionKey, GroupDef, GroupSource};
 
 /// The condition the scheduler owns on a CompositePodGroup: whether the
 /// subtree's scheduling requirement was met (terminal once `True`).
@@ -24,7 +24,12 @@ pub fn definition(obj: &Value) -> Result<GroupDef, String> {
     let meta = Meta::read(obj)?;
     let spec = &obj["spec"];
     let label = format!("CompositePodGroup {}/{}", meta.namespace, meta.name);
-    let (policy, timeout_capped) = split_capped(policy(&spec["schedulingPolicy"], &meta));
+    let (policy, timeout_capped) = split_capped(scheduling_policy(
+        &spec["schedulingPolicy"],
+        "spec.schedulingPolicy",
+        "minGroupCount",
+        &meta,
+    ));
     let mut def = GroupDef {
         priority_class_name: priority_class_name(spec),
         timeout_capped,
@@ -59,40 +64,10 @@ fn read_fields(spec: &Value, def: &mut GroupDef) -> Result<(), String> {
     Ok(())
 }
 
-/// `spec.schedulingPolicy`: exactly one of `gang: {minGroupCount}` or
-/// `basic: {}`; the timeout annotation applies to a gang.
-fn policy(
-    policy: &Value,
-    meta: &Meta<'_>,
-) -> Result<(GroupPolicy, Option<Box<CappedTimeout>>), String> {
-    const FIELD: &str = "spec.schedulingPolicy";
-    let gang = policy.get("gang").filter(|v| !v.is_null());
-    let basic = policy.get("basic").filter(|v| !v.is_null());
-    match (gang, basic) {
-        (Some(g), None) => {
-            let min_count =
-                positive_count(&g["minGroupCount"], &format!("{FIELD}.gang.minGroupCount"))?;
-            let (schedule_timeout, capped) =
-                super::common::Timeout::split(meta.timeout_annotation()?);
-            Ok((
-                GroupPolicy::Gang {
-                    min_count,
-                    schedule_timeout,
-                },
-                capped,
-            ))
-        }
-        (None, Some(_)) => Ok((GroupPolicy::Basic, None)),
-        (Some(_), Some(_)) => Err(format!(
-            "{FIELD} sets both gang and basic; exactly one is allowed"
-        )),
-        (None, None) => Err(format!("{FIELD} is missing (expected gang or basic)")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::GroupPolicy;
     use k8s_openapi::api::scheduling::v1alpha3 as sched;
     use serde_json::json;
 

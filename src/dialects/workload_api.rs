@@ -67,6 +67,7 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
     let (policy, timeout_capped) = split_capped(scheduling_policy(
         &spec["schedulingPolicy"],
         "schedulingPolicy",
+        "minCount",
         &meta,
     ));
     let required_topology = spec["schedulingConstraints"]["topology"]
@@ -132,16 +133,19 @@ pub(crate) fn split_capped(
 
 /// `schedulingPolicy` (or a v1alpha1 entry's `policy`) at `field`, with the
 /// timeout annotation; the second value records a timeout that was capped.
+/// `count_key` names the gang's quorum: `minCount` for PodGroups and
+/// Workloads, `minGroupCount` for CompositePodGroups.
 pub(crate) fn scheduling_policy(
     policy: &Value,
     field: &str,
+    count_key: &str,
     meta: &Meta<'_>,
 ) -> Result<(GroupPolicy, Option<Box<CappedTimeout>>), String> {
     let gang = policy.get("gang").filter(|v| !v.is_null());
     let basic = policy.get("basic").filter(|v| !v.is_null());
     match (gang, basic) {
         (Some(g), None) => {
-            let min_count = positive_count(&g["minCount"], &format!("{field}.gang.minCount"))?;
+            let min_count = positive_count(&g[count_key], &format!("{field}.gang.{count_key}"))?;
             let (schedule_timeout, capped) = Timeout::split(meta.timeout_annotation()?);
             Ok((
                 GroupPolicy::Gang {

@@ -85,8 +85,12 @@ pub fn workload_definitions(obj: &Value) -> Result<Vec<GroupDef>, String> {
                 "spec.podGroups names {name:?} more than once"
             )));
         }
-        let (policy, timeout_capped) =
-            split_capped(scheduling_policy(&entry["policy"], "policy", &meta));
+        let (policy, timeout_capped) = split_capped(scheduling_policy(
+            &entry["policy"],
+            "policy",
+            "minCount",
+            &meta,
+        ));
         let policy = policy.map_err(|e| {
             format!(
                 "Workload {}/{} podGroup {name:?}: {e}",
