@@ -134,8 +134,10 @@ fn from_time(t: Time) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp_micros(t.0.as_microsecond())
 }
 
-macro_rules! core_v1_resource {
-    ($ty:ty, $kind:literal, $plural:literal, $scope:ty) => {
+/// `kube::Resource` for a lean type of a built-in kind: `$group` is `""`
+/// for the core group; every kind here is served as `v1`.
+macro_rules! lean_v1_resource {
+    ($ty:ty, $group:literal, $kind:literal, $plural:literal, $scope:ty) => {
         impl kube::Resource for $ty {
             type DynamicType = ();
             type Scope = $scope;
@@ -144,7 +146,7 @@ macro_rules! core_v1_resource {
                 Cow::Borrowed($kind)
             }
             fn group(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed("")
+                Cow::Borrowed($group)
             }
             fn version(_: &()) -> Cow<'_, str> {
                 Cow::Borrowed("v1")
@@ -239,52 +241,44 @@ impl LeanStorageClass {
     }
 }
 
-macro_rules! storage_v1_resource {
-    ($ty:ty, $kind:literal, $plural:literal) => {
-        impl kube::Resource for $ty {
-            type DynamicType = ();
-            type Scope = ClusterResourceScope;
-
-            fn kind(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($kind)
-            }
-            fn group(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed("storage.k8s.io")
-            }
-            fn version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed("v1")
-            }
-            fn plural(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($plural)
-            }
-            fn meta(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn meta_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
-
-core_v1_resource!(LeanPod, "Pod", "pods", NamespaceResourceScope);
-core_v1_resource!(
+lean_v1_resource!(LeanPod, "", "Pod", "pods", NamespaceResourceScope);
+lean_v1_resource!(PodPlacement, "", "Pod", "pods", NamespaceResourceScope);
+lean_v1_resource!(LeanNode, "", "Node", "nodes", ClusterResourceScope);
+lean_v1_resource!(
     LeanClaim,
+    "",
     "PersistentVolumeClaim",
     "persistentvolumeclaims",
     NamespaceResourceScope
 );
-core_v1_resource!(
+lean_v1_resource!(
     LeanVolume,
+    "",
     "PersistentVolume",
     "persistentvolumes",
     ClusterResourceScope
 );
-storage_v1_resource!(LeanStorageClass, "StorageClass", "storageclasses");
-storage_v1_resource!(LeanCsiNode, "CSINode", "csinodes");
-storage_v1_resource!(LeanCsiDriver, "CSIDriver", "csidrivers");
-core_v1_resource!(PodPlacement, "Pod", "pods", NamespaceResourceScope);
-core_v1_resource!(LeanNode, "Node", "nodes", ClusterResourceScope);
+lean_v1_resource!(
+    LeanStorageClass,
+    "storage.k8s.io",
+    "StorageClass",
+    "storageclasses",
+    ClusterResourceScope
+);
+lean_v1_resource!(
+    LeanCsiNode,
+    "storage.k8s.io",
+    "CSINode",
+    "csinodes",
+    ClusterResourceScope
+);
+lean_v1_resource!(
+    LeanCsiDriver,
+    "storage.k8s.io",
+    "CSIDriver",
+    "csidrivers",
+    ClusterResourceScope
+);
 
 #[cfg(test)]
 mod tests {
