@@ -165,13 +165,7 @@ impl PodInfo {
                 na.required_during_scheduling_ignored_during_execution
                     .as_ref()
             })
-            .map(|sel| {
-                sel.node_selector_terms
-                    .iter()
-                    .map(NodeSelectorTerm::from_wire)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map(|terms| NodeSelector { terms })
-            })
+            .map(NodeSelector::from_wire)
             .transpose()
             .map_err(ctx)?;
         let preferred_affinity = node_affinity

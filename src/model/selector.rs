@@ -143,6 +143,17 @@ pub struct NodeSelector {
 }
 
 impl NodeSelector {
+    /// From its wire form (a pod's required node affinity, a volume's
+    /// `nodeAffinity.required`).
+    pub fn from_wire(w: &super::wire::NodeSelectorWire) -> Result<Self, ModelError> {
+        let terms = w
+            .node_selector_terms
+            .iter()
+            .map(NodeSelectorTerm::from_wire)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(NodeSelector { terms })
+    }
+
     pub fn matches(&self, node_name: &str, labels: &BTreeMap<String, String>) -> bool {
         self.terms.iter().any(|t| t.matches(node_name, labels))
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::selector::LabelSelector;
-use super::wire::{LabelSelectorWire, NodeSelectorTermWire, ObjectMetaWire, QuantityWire};
+use super::wire::{LabelSelectorWire, ObjectMetaWire, QuantityWire};
 use super::{ModelError, NodeSelector, NodeSelectorTerm, Operator, PodKey, Quantity, Requirement};
 
 /// A claim's identity: its namespace and name (the shape of a pod's key).
@@ -417,13 +417,7 @@ pub struct ClaimRefWire {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PvNodeAffinityWire {
-    pub required: Option<PvNodeSelectorWire>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase", default)]
-pub struct PvNodeSelectorWire {
-    pub node_selector_terms: Vec<NodeSelectorTermWire>,
+    pub required: Option<super::wire::NodeSelectorWire>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -473,13 +467,7 @@ impl PersistentVolume {
             .node_affinity
             .as_ref()
             .and_then(|a| a.required.as_ref())
-            .map(|sel| {
-                sel.node_selector_terms
-                    .iter()
-                    .map(NodeSelectorTerm::from_wire)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map(|terms| NodeSelector { terms })
-            })
+            .map(NodeSelector::from_wire)
             .transpose()
             .map_err(|e| ctx(e.to_string()))?;
         Ok(PersistentVolume {
