@@ -86,12 +86,22 @@ impl PartialEq for Args {
 
 /// Decodes `value` (a `pluginConfig[].args` object; `null` gives `T`'s
 /// default) into the wire type `T`, naming the path of the first bad field.
+/// The args' type meta (`apiVersion`, `kind` as strings, which
+/// kube-scheduler's typed args carry) is accepted and dropped here, so wire
+/// types list only their own fields.
 pub fn decode<T: DeserializeOwned + Default>(
     path: &str,
-    value: serde_json::Value,
+    mut value: serde_json::Value,
 ) -> Result<T, ConfigError> {
     if value.is_null() {
         return Ok(T::default());
+    }
+    if let Some(map) = value.as_object_mut() {
+        for key in ["apiVersion", "kind"] {
+            if map.get(key).is_some_and(serde_json::Value::is_string) {
+                map.remove(key);
+            }
+        }
     }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let inner = e.path().to_string();
@@ -138,5 +148,9 @@ mod tests {
         let e = decode::<W>("p.args", serde_json::json!({"m": 1})).unwrap_err();
         assert!(e.message.contains("unknown field `m`"), "{e}");
         assert!(decode::<W>("p.args", serde_json::Value::Null).is_ok());
+        // Type meta is accepted without the wire type naming it.
+        let typed = serde_json::json!({"apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "InterPodAffinityArgs", "n": 3});
+        assert_eq!(decode::<W>("p.args", typed).unwrap().n, Some(3));
     }
 }

@@ -100,10 +100,6 @@ impl DialectTimeouts {
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct WireArgs {
-    #[allow(dead_code)]
-    api_version: Option<String>,
-    #[allow(dead_code)]
-    kind: Option<String>,
     permit_waiting_time_seconds: Option<i64>,
     pod_group_backoff_seconds: Option<i64>,
     dialect_timeout_seconds: Option<WireDialectTimeouts>,

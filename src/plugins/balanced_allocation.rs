@@ -119,10 +119,6 @@ impl ScorePlugin for BalancedAllocation {
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct WireArgs {
-    #[allow(dead_code)]
-    api_version: Option<String>,
-    #[allow(dead_code)]
-    kind: Option<String>,
     resources: Option<Vec<WireResourceSpec>>,
 }
 

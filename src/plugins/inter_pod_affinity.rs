@@ -67,10 +67,6 @@ impl Default for InterPodAffinityArgs {
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct WireArgs {
-    #[allow(dead_code)]
-    api_version: Option<String>,
-    #[allow(dead_code)]
-    kind: Option<String>,
     hard_pod_affinity_weight: Option<i64>,
     ignore_preferred_terms_of_existing_pods: Option<bool>,
 }

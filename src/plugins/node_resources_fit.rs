@@ -332,10 +332,6 @@ impl NodeResourcesFit {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct WireArgs {
     // Accepted because kube-scheduler allows typed args; they carry no setting.
-    #[allow(dead_code)]
-    api_version: Option<String>,
-    #[allow(dead_code)]
-    kind: Option<String>,
     #[serde(default)]
     ignored_resources: Vec<String>,
     #[serde(default)]

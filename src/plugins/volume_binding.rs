@@ -61,10 +61,6 @@ impl Default for VolumeBindingArgs {
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct WireArgs {
-    #[allow(dead_code)]
-    api_version: Option<String>,
-    #[allow(dead_code)]
-    kind: Option<String>,
     bind_timeout_seconds: Option<i64>,
     shape: Option<serde_json::Value>,
 }
@@ -390,7 +386,7 @@ pub(crate) mod tests {
     pub fn facts(changes: Vec<VolumeChange>) -> ClusterFacts {
         let mut f = ClusterFacts::default();
         for c in changes {
-            f.volumes.apply(c);
+            Arc::make_mut(&mut f.volumes).apply(c);
         }
         f
     }

@@ -55,10 +55,6 @@ pub fn system_default_constraints() -> Vec<SpreadConstraint> {
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct WireArgs {
-    #[allow(dead_code)]
-    api_version: Option<String>,
-    #[allow(dead_code)]
-    kind: Option<String>,
     default_constraints: Option<Vec<WireConstraint>>,
     defaulting_type: Option<String>,
 }
