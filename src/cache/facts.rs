@@ -21,7 +21,10 @@ pub struct ClusterFacts {
     /// upserts and removals).
     pub images: ImageSpread,
     /// Claims, volumes, classes and CSI objects (the volume plugins').
-    pub volumes: super::volumes::VolumeFacts,
+    /// Shared (copy on write, `Arc::make_mut`), so a cycle's plugin state can
+    /// hold the facts it resolves other pods' volumes with without copying
+    /// every claim and volume per cycle.
+    pub volumes: Arc<super::volumes::VolumeFacts>,
     /// Selectors of Services and controllers (PodTopologySpread's defaults).
     pub workloads: WorkloadSelectors,
     /// Accounted pods by label and their affinity terms by what they select

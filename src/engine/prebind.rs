@@ -128,7 +128,7 @@ impl Engine {
     /// A storage object changed: update the facts; pods parked as
     /// unschedulable may fit now, and pods in PreBind may be done.
     pub(super) fn on_volume_change(&mut self, change: VolumeChange, now: Instant) {
-        if !self.cache.facts_mut().volumes.apply(change) {
+        if !Arc::make_mut(&mut self.cache.facts_mut().volumes).apply(change) {
             return;
         }
         self.flush_unschedulable(now);

@@ -36,10 +36,11 @@ impl Plugin for NodeVolumeLimits {
 /// One CSI volume: (driver, handle).
 type CsiVolume = (Arc<str>, Arc<str>);
 
-/// The incoming pod's CSI volumes and the facts to resolve other pods'.
+/// The incoming pod's CSI volumes and the facts to resolve other pods'
+/// (shared with the cache, not copied).
 struct State {
     wanted: HashSet<CsiVolume>,
-    facts: VolumeFacts,
+    facts: Arc<VolumeFacts>,
 }
 
 /// The CSI volumes `pod` mounts, as far as `facts` resolve them (a missing
@@ -102,7 +103,7 @@ impl PreFilterPlugin for NodeVolumeLimits {
                 NAME,
                 State {
                     wanted,
-                    facts: facts.clone(),
+                    facts: Arc::clone(facts),
                 },
             );
         }
