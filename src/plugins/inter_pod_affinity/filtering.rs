@@ -238,8 +238,8 @@ fn scan_incoming_counts(
 }
 
 /// Folds `visit` over the nodes into one `TopologyCounts`, in parallel for
-/// large clusters.
-fn fold_nodes(
+/// large clusters (PreFilter's and PreScore's scans).
+pub(super) fn fold_nodes(
     nodes: &[NodeState],
     visit: impl Fn(&mut TopologyCounts, &NodeState) + Sync,
 ) -> TopologyCounts {

@@ -15,15 +15,11 @@
 
 use std::collections::BTreeMap;
 
-use rayon::prelude::*;
-
 use super::InterPodAffinityArgs;
 use super::counts::TopologyCounts;
-use crate::cache::{NodeState, TermKind};
+use crate::cache::TermKind;
 use crate::framework::{MAX_NODE_SCORE, Snapshot};
 use crate::model::{PodInfo, WeightedPodAffinityTerm};
-
-const PARALLEL_MIN_NODES: usize = 1024;
 
 /// What PreScore computed for one pod.
 #[derive(Debug, Default)]
@@ -148,9 +144,9 @@ impl Ctx<'_> {
         {
             return None;
         }
-        let step = |mut scores: TopologyCounts, node: &NodeState| {
+        let scores = super::filtering::fold_nodes(snapshot.nodes, |scores, node| {
             if node.info.labels.is_empty() {
-                return scores;
+                return;
             }
             let existing = if has_preferred {
                 &node.pods
@@ -158,23 +154,9 @@ impl Ctx<'_> {
                 &node.pods_with_affinity
             };
             for e in existing {
-                self.process(&mut scores, e, &node.info.labels);
+                self.process(scores, e, &node.info.labels);
             }
-            scores
-        };
-        let nodes = snapshot.nodes;
-        let scores = if nodes.len() < PARALLEL_MIN_NODES || rayon::current_num_threads() < 2 {
-            nodes.iter().fold(TopologyCounts::default(), step)
-        } else {
-            nodes
-                .par_iter()
-                .with_min_len(256)
-                .fold(TopologyCounts::default, step)
-                .reduce(TopologyCounts::default, |mut a, b| {
-                    a.merge(b);
-                    a
-                })
-        };
+        });
         Some(scores)
     }
 
