@@ -751,7 +751,7 @@ fn spread_pod(name: &str, cpu: i64, max_skew: i64, min_domains: Option<i64>) -> 
 /// still exist, are all in one rack (members of the profile without gang
 /// scheduling are plain pods and may run anywhere).
 fn one_rack_each(h: &Harness, w: &World) -> Result<(), String> {
-    for def in w.groups.iter().filter(|d| d.required_topology.is_some()) {
+    for def in w.groups.iter().filter(|d| d.topology.required.is_some()) {
         let g = muster::model::GroupKey::new(def.key.clone());
         let mut racks: Vec<&str> = h
             .pods()
@@ -893,7 +893,7 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
         } => {
             let name = w.name("gang-");
             let mut def = gang_def(&name, *min, w.next as i64);
-            def.required_topology = one_rack.then(|| RACK.to_string());
+            def.topology.required = one_rack.then(|| muster::model::LevelRef::Label(RACK.into()));
             def.priority_class_name = class.map(|c| format!("c{c}"));
             def.policy = Ok(GroupPolicy::Gang {
                 min_count: *min,

@@ -475,7 +475,7 @@ fn rack(h: &mut Harness, rack: &str, n: usize, cpu: i64) {
 fn add_rack_gang(h: &mut Harness, name: &str, min: u32, n: usize, cpu: i64) -> GroupKey {
     let g = add_gang(h, name, min, n, cpu, 100);
     let mut def = gang_def(name, min, 100);
-    def.required_topology = Some(RACK.into());
+    def.topology.required = Some(muster::model::LevelRef::Label(RACK.into()));
     h.put_def(def);
     g
 }

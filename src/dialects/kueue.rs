@@ -306,8 +306,19 @@ fn synthesize(key: &DefinitionKey, members: &BTreeMap<PodKey, Member>) -> GroupD
             key.namespace, key.name
         )
     });
+    let topology = crate::model::TopologyRequest {
+        required: first
+            .and_then(|m| m.topology.as_deref())
+            .map(|k| crate::model::LevelRef::Label(k.into())),
+        preferred: options
+            .preferred_topology
+            .as_deref()
+            .map(|k| crate::model::LevelRef::Label(k.into())),
+        unconstrained: options.unconstrained_topology,
+        slice: None,
+    };
     GroupDef {
-        required_topology: first.and_then(|m| m.topology.clone()),
+        topology,
         extras: Box::new(GroupExtras {
             kueue: options,
             ..GroupExtras::default()
@@ -427,7 +438,7 @@ mod tests {
                 ..KueueOptions::default()
             }
         );
-        assert_eq!(d.required_topology, None);
+        assert_eq!(d.topology.required, None);
         assert_eq!(d.unsupported, None);
         let out = k.observe(&pod_with(
             "b",

@@ -75,9 +75,12 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
         .and_then(|levels| levels.first())
         .and_then(|level| level["key"].as_str())
         .filter(|k| !k.is_empty())
-        .map(str::to_string);
+        .map(|k| crate::model::LevelRef::Label(k.into()));
     let mut def = GroupDef {
-        required_topology,
+        topology: crate::model::TopologyRequest {
+            required: required_topology,
+            ..Default::default()
+        },
         priority_class_name: priority_class_name(spec),
         timeout_capped,
         ..GroupDef::new(
@@ -200,8 +203,10 @@ mod tests {
             })
         );
         assert_eq!(
-            d.required_topology.as_deref(),
-            Some("topology.kubernetes.io/rack")
+            d.topology.required,
+            Some(crate::model::LevelRef::Label(
+                "topology.kubernetes.io/rack".into()
+            ))
         );
         assert!(d.created_ms > 0);
     }
@@ -278,7 +283,10 @@ mod tests {
                 schedule_timeout: None
             })
         );
-        assert_eq!(d.required_topology.as_deref(), Some("rack"));
+        assert_eq!(
+            d.topology.required,
+            Some(crate::model::LevelRef::Label("rack".into()))
+        );
         assert_eq!(d.priority, Some(1000));
         assert_eq!(d.priority_class_name.as_deref(), Some("high"));
         assert_eq!(

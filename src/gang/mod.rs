@@ -286,11 +286,11 @@ impl GangScheduling {
         // (the best domain), and after a failure there, or with no domain
         // big enough, the gang goes anywhere (upstream also tries each
         // higher level in between, which Muster does not know).
-        let (key, preferred) = match (&def.required_topology, &def.extras.kueue.preferred_topology)
-        {
-            (Some(k), _) => (k.as_str(), false),
-            (None, Some(k)) => (k.as_str(), true),
-            (None, None) => return PreFilterVerdict::Proceed,
+        use crate::model::LevelRef;
+        let (key, preferred) = match (&def.topology.required, &def.topology.preferred) {
+            (Some(LevelRef::Label(k)), _) => (&**k, false),
+            (None, Some(LevelRef::Label(k))) => (&**k, true),
+            _ => return PreFilterVerdict::Proceed,
         };
         let placed = cache.group(group).map_or(0, |m| m.assumed_or_bound());
         let choice = self.domains.entry(group.clone()).or_default();

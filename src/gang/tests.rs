@@ -463,9 +463,9 @@ fn a_preferred_topology_confines_when_it_can_and_spills_when_it_cannot() {
         let mut gang = GangScheduling::new(GangArgs::default(), HashMap::new());
         let mut def = gang_def("pg", min_count, 1);
         if preferred {
-            def.extras.kueue.preferred_topology = Some(RACK.into());
+            def.topology.preferred = Some(crate::model::LevelRef::Label(RACK.into()));
         } else {
-            def.required_topology = Some(RACK.into());
+            def.topology.required = Some(crate::model::LevelRef::Label(RACK.into()));
         }
         gang.upsert_def(def);
         let m = member("m0", &group_key("pg"), 4000, 1);

@@ -331,8 +331,9 @@ pub struct GroupDef {
     pub created_ms: i64,
     /// Total resources the gang needs before it is tried (Coscheduling, Volcano).
     pub min_resources: Option<Resources>,
-    /// Required topology: every member within one value of this node label.
-    pub required_topology: Option<String>,
+    /// What the group asks of topology (required and preferred levels,
+    /// slices), whatever the dialect said it in.
+    pub topology: super::TopologyRequest,
     /// Per-task quorum (Volcano `spec.minTaskMember`): task name → members of
     /// that task (pods annotated [`TASK_ANNOTATION`]) that must be assumed or
     /// bound, on top of `min_count`. Empty for every other dialect.
@@ -370,7 +371,7 @@ impl GroupDef {
             policy,
             created_ms,
             min_resources: None,
-            required_topology: None,
+            topology: super::TopologyRequest::default(),
             min_task_members: BTreeMap::new(),
             priority_class_name: None,
             priority: None,

@@ -14,6 +14,7 @@ mod resources;
 mod selector;
 pub mod spread;
 mod taint;
+pub mod topology;
 pub mod volumes;
 pub mod wire;
 
@@ -38,6 +39,7 @@ pub use selector::{
 };
 pub use spread::{PodSpread, SpreadConstraint, WhenUnsatisfiable};
 pub use taint::{Taint, TaintEffect, Toleration, first_untolerated};
+pub use topology::{LevelRef, SliceRequest, TopologyRequest};
 
 /// A Kubernetes object that cannot be turned into a scheduling model; the message
 /// names the object and the field.
