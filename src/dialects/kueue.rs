@@ -318,7 +318,7 @@ fn synthesize(key: &DefinitionKey, members: &BTreeMap<PodKey, Member>) -> GroupD
         slice: None,
     };
     GroupDef {
-        topology,
+        topology: Box::new(topology),
         extras: Box::new(GroupExtras {
             kueue: options,
             ..GroupExtras::default()

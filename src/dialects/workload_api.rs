@@ -77,10 +77,10 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
         .filter(|k| !k.is_empty())
         .map(|k| crate::model::LevelRef::Label(k.into()));
     let mut def = GroupDef {
-        topology: crate::model::TopologyRequest {
+        topology: Box::new(crate::model::TopologyRequest {
             required: required_topology,
             ..Default::default()
-        },
+        }),
         priority_class_name: priority_class_name(spec),
         timeout_capped,
         ..GroupDef::new(

@@ -332,8 +332,8 @@ pub struct GroupDef {
     /// Total resources the gang needs before it is tried (Coscheduling, Volcano).
     pub min_resources: Option<Resources>,
     /// What the group asks of topology (required and preferred levels,
-    /// slices), whatever the dialect said it in.
-    pub topology: super::TopologyRequest,
+    /// slices), whatever the dialect said it in; boxed, as `extras` is.
+    pub topology: Box<super::TopologyRequest>,
     /// Per-task quorum (Volcano `spec.minTaskMember`): task name → members of
     /// that task (pods annotated [`TASK_ANNOTATION`]) that must be assumed or
     /// bound, on top of `min_count`. Empty for every other dialect.
@@ -371,7 +371,7 @@ impl GroupDef {
             policy,
             created_ms,
             min_resources: None,
-            topology: super::TopologyRequest::default(),
+            topology: Box::default(),
             min_task_members: BTreeMap::new(),
             priority_class_name: None,
             priority: None,
