@@ -188,6 +188,9 @@ pub enum ClusterEvent {
     /// A workload owner (Job, JobSet, ...) observed or deleted: it defines
     /// its gang, and its pods may be grouped by it (top-owner grouping).
     Owner(OwnerChange),
+    /// A Kueue `Topology` or Volcano `HyperNode` observed or deleted: the
+    /// hierarchies gangs are placed over.
+    Topology(crate::model::topology::TopologyChange),
 }
 
 /// Where a pending pod is (invariant I4: exactly one place at every moment).
@@ -390,6 +393,12 @@ impl Engine {
                     .remove(kind, &namespace, &name);
             }
             ClusterEvent::Owner(change) => self.on_owner_changed(change, now),
+            ClusterEvent::Topology(change) => {
+                // New domains may hold a gang that fitted none: retry them.
+                if self.gang.topology_changed(change) {
+                    self.flush_unschedulable(now);
+                }
+            }
         }
         self.apply_gang_outcomes(now);
     }

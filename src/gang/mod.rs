@@ -12,12 +12,14 @@
 pub mod args;
 mod barrier;
 mod composite_barrier;
+mod declared;
 mod gate;
 pub mod hierarchy;
 mod tasks;
 mod topology;
 
 pub use args::{ALIAS, DialectTimeouts, GangArgs, NAME};
+pub use declared::DeclaredTopologies;
 pub use gate::group_gate;
 
 use std::collections::{BTreeSet, HashMap};
@@ -82,6 +84,8 @@ pub struct GangScheduling {
     domains: HashMap<GroupKey, DomainChoice>,
     /// Topology key → nodes by label value.
     topology_index: HashMap<String, topology::DomainIndex>,
+    /// The hierarchies the cluster declares.
+    declared: DeclaredTopologies,
     notices: Vec<GangNotice>,
 }
 
@@ -110,6 +114,7 @@ impl GangScheduling {
             denied: HashMap::new(),
             domains: HashMap::new(),
             topology_index: HashMap::new(),
+            declared: DeclaredTopologies::default(),
             notices: Vec::new(),
         }
     }
@@ -231,6 +236,17 @@ impl GangScheduling {
             .iter()
             .filter(move |(_, t)| **t > now)
             .map(|(g, _)| g)
+    }
+
+    /// A topology object (Kueue `Topology`, Volcano `HyperNode`) changed;
+    /// true when the declared hierarchies changed.
+    pub fn topology_changed(&mut self, change: crate::model::topology::TopologyChange) -> bool {
+        self.declared.apply(change)
+    }
+
+    /// The hierarchies the cluster declares.
+    pub fn declared_topologies(&self) -> &DeclaredTopologies {
+        &self.declared
     }
 
     pub fn take_notices(&mut self) -> Vec<GangNotice> {
