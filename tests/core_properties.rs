@@ -32,6 +32,19 @@ fn cluster(n: usize, cpu: i64) -> Harness {
     h
 }
 
+/// A cluster whose profile places gang members one per cycle
+/// (`planWholeGangs: false`), so members wait at the permit barrier: the
+/// barrier's own edge cases are tested there.
+fn cluster_per_pod(n: usize, cpu: i64) -> Harness {
+    let mut profile = ProfileConfig::new(SCHEDULER, Framework::default());
+    profile.plan_whole_gangs = false;
+    let mut h = Harness::with_config(EngineConfig::new(vec![profile]));
+    for i in 0..n {
+        h.add_node(node(&format!("n{i}"), cpu, 64));
+    }
+    h
+}
+
 /// Conditions written for a pod, in order.
 fn conditions(h: &Harness, pod: &PodKey) -> Vec<String> {
     h.actions
@@ -101,7 +114,7 @@ fn edge_members_with_different_scheduler_names_are_all_rejected() {
 
 #[test]
 fn edge_conflicting_member_rejects_waiting_members() {
-    let mut h = cluster(4, 4000);
+    let mut h = cluster_per_pod(4, 4000);
     two_waiting(&mut h, "w");
     let mut other = member("w-x", &group_key("w"), 1000, 1);
     other.scheduler_name = Arc::from("default-scheduler");
@@ -137,7 +150,7 @@ fn edge_min_count_above_members_stays_gated_with_count() {
 
 #[test]
 fn edge_min_count_lowered_while_waiting_releases() {
-    let mut h = cluster(4, 4000);
+    let mut h = cluster_per_pod(4, 4000);
     two_waiting(&mut h, "lower");
     h.put_def(gang_def("lower", 2, 100));
     h.settle();
@@ -163,7 +176,7 @@ fn edge_min_count_raised_applies_from_next_evaluation() {
 
 #[test]
 fn edge_waiting_member_deleted_leaves_the_barrier() {
-    let mut h = cluster(4, 4000);
+    let mut h = cluster_per_pod(4, 4000);
     two_waiting(&mut h, "del");
     h.delete_pod(&key("del-0"));
     checked(&h);
@@ -187,7 +200,7 @@ fn edge_waiting_member_deleted_leaves_the_barrier() {
 
 #[test]
 fn edge_node_deleted_under_reserved_members_requeues_them() {
-    let mut h = cluster(4, 4000);
+    let mut h = cluster_per_pod(4, 4000);
     two_waiting(&mut h, "nd");
     let node0 = h
         .engine
@@ -210,7 +223,7 @@ fn edge_node_deleted_under_reserved_members_requeues_them() {
 
 #[test]
 fn edge_definition_deleted_while_waiting_regates() {
-    let mut h = cluster(4, 4000);
+    let mut h = cluster_per_pod(4, 4000);
     two_waiting(&mut h, "gone");
     h.delete_def(&def_key("gone"));
     checked(&h);
@@ -333,6 +346,7 @@ fn min_resources_beyond_free_capacity_is_refused_precisely() {
 fn timeout_resolution_definition_then_profile_default() {
     let mut cfg = EngineConfig::new(vec![ProfileConfig::new(SCHEDULER, Framework::default())]);
     cfg.profiles[0].permit_waiting_time = Duration::from_secs(20);
+    cfg.profiles[0].plan_whole_gangs = false;
     let mut h = Harness::with_config(cfg);
     for i in 0..4 {
         h.add_node(node(&format!("n{i}"), 4000, 64));

@@ -41,6 +41,15 @@ fn add_gang(
     g
 }
 
+/// A harness whose profile places gang members one per cycle
+/// (`planWholeGangs: false`): members reserve as they go and wait at the
+/// permit barrier, whose semantics these tests pin down.
+fn per_pod_harness() -> Harness {
+    let mut profile = ProfileConfig::new(SCHEDULER, Framework::default());
+    profile.plan_whole_gangs = false;
+    Harness::with_config(EngineConfig::new(vec![profile]))
+}
+
 fn nodes(h: &mut Harness, n: usize, cpu: i64) {
     for i in 0..n {
         h.add_node(node(&format!("n{i}"), cpu, 64));
@@ -79,7 +88,7 @@ fn all_or_nothing(h: &Harness, g: &GroupKey, min: usize) {
 
 #[test]
 fn gang_that_fits_is_released_together() {
-    let mut h = Harness::new();
+    let mut h = per_pod_harness();
     nodes(&mut h, 4, 4000);
     let g = add_gang(&mut h, "train", 4, 4, 3000, 100);
     h.settle();
@@ -136,7 +145,7 @@ fn gang_that_does_not_fit_binds_nobody_and_holds_nothing() {
 
 #[test]
 fn barrier_times_out_and_releases_every_reservation() {
-    let mut h = Harness::new();
+    let mut h = per_pod_harness();
     nodes(&mut h, 4, 4000);
     let g = group_key("slow");
     h.put_def(gang_def("slow", 3, 100));
@@ -183,7 +192,7 @@ fn barrier_times_out_and_releases_every_reservation() {
 
 #[test]
 fn unschedulable_member_releases_all_waiting_members_at_once() {
-    let mut h = Harness::new();
+    let mut h = per_pod_harness();
     nodes(&mut h, 4, 4000);
     let g = group_key("sel");
     h.put_def(gang_def("sel", 4, 100));
@@ -358,7 +367,7 @@ fn plain_pods_are_unaffected_by_gangs() {
 
 #[test]
 fn late_members_pass_straight_through_after_quorum() {
-    let mut h = Harness::new();
+    let mut h = per_pod_harness();
     nodes(&mut h, 4, 4000);
     let g = add_gang(&mut h, "elastic", 2, 2, 1000, 100);
     h.settle();
@@ -435,7 +444,7 @@ fn a_bound_pod_keeps_its_reservation_until_the_informer_confirms_it() {
 
 #[test]
 fn plain_pod_blocked_by_a_waiting_gang_runs_when_the_gang_times_out() {
-    let mut h = Harness::new();
+    let mut h = per_pod_harness();
     nodes(&mut h, 1, 4000);
     let g = group_key("hold");
     h.put_def(gang_def("hold", 2, 1));
@@ -808,7 +817,7 @@ fn a_scheduler_name_conflict_is_reported_on_every_member() {
 /// is reserved and waiting for the rest of its gang.
 #[test]
 fn a_member_reserved_at_permit_says_so() {
-    let mut h = Harness::new();
+    let mut h = per_pod_harness();
     nodes(&mut h, 2, 2000);
     let g = group_key("grow");
     h.put_def(gang_def("grow", 3, 1));
@@ -876,4 +885,121 @@ fn a_capped_timeout_is_reported_once_per_value() {
     h.settle();
     assert_eq!(h.events("TimeoutCapped"), 2);
     assert_eq!(h.events_with("TimeoutCapped", "capped at 86400s"), 2);
+}
+
+// ---- the gang cycle (planWholeGangs, the default) ----------------------------
+
+/// A gang whose quorum is present is planned in one cycle and released in
+/// one go: no member ever waits at Permit, one attempt per member.
+#[test]
+fn a_gang_is_planned_whole_and_released_in_one_cycle() {
+    let mut h = Harness::new();
+    nodes(&mut h, 4, 4000);
+    let g = add_gang(&mut h, "train", 4, 4, 3000, 100);
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 4);
+    assert!(h.binds.iter().all(|b| b.at == h.binds[0].at));
+    let mut used: Vec<_> = h.binds.iter().map(|b| b.node.clone()).collect();
+    used.sort();
+    used.dedup();
+    assert_eq!(used.len(), 4, "members see each other's planned placements");
+    assert_eq!(h.events("GangWaiting"), 0);
+    let stats = h.engine.stats(h.now());
+    assert_eq!(stats.attempts_scheduled, 4);
+    assert_eq!(stats.attempts_unschedulable, 0);
+    assert_eq!(stats.permit_wait.count, 0);
+    assert_eq!(stats.quorum_to_all_bound.count, 1);
+    assert_eq!(
+        phases(&h).last(),
+        Some(&GroupPhase::Scheduled),
+        "{:?}",
+        phases(&h)
+    );
+}
+
+/// A gang that does not fit never holds a node, at any step: a failed plan
+/// is undone inside its cycle, and the message says how far it got.
+#[test]
+fn a_gang_that_does_not_fit_never_holds_a_node() {
+    let mut h = Harness::new();
+    nodes(&mut h, 2, 4000);
+    let g = add_gang(&mut h, "big", 3, 3, 3000, 100);
+    for _ in 0..40 {
+        h.advance(Duration::from_millis(700));
+        checked(&h);
+        assert!(h.engine.waiting().is_empty());
+        assert_nothing_held(&h);
+    }
+    assert!(h.binds.is_empty());
+    assert!(
+        h.events_with(
+            "FailedScheduling",
+            "PodGroup default/big cannot be placed as a whole: 2 of the 3 members needed could be placed; member default/big-2 fits no node: 0/2 nodes are available"
+        ) > 0
+    );
+    h.add_node(node("n-extra", 4000, 64));
+    h.advance(Duration::from_secs(15));
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 3);
+}
+
+/// Two gangs that each need 60% of the cluster: the first planned binds with
+/// one attempt per member; the second reserves nothing, so the first is
+/// never released early because of it (no churn).
+#[test]
+fn two_gangs_needing_sixty_percent_each_do_not_churn() {
+    let mut h = Harness::new();
+    nodes(&mut h, 10, 4000);
+    let a = add_gang(&mut h, "a", 6, 6, 4000, 100);
+    let b = add_gang(&mut h, "b", 6, 6, 4000, 101);
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&a), 6);
+    assert_eq!(h.bound_members(&b), 0);
+    let stats = h.engine.stats(h.now());
+    assert_eq!(stats.attempts_scheduled, 6, "one attempt per bound member");
+    assert_eq!(stats.gang_timeouts, 0);
+    assert_nothing_held_but_bound(&h);
+    for _ in 0..10 {
+        h.advance(Duration::from_secs(3));
+        checked(&h);
+        assert_eq!(h.engine.stats(h.now()).attempts_scheduled, 6);
+    }
+    // The first gang finishes: the second is placed whole.
+    for i in 0..6 {
+        h.finish_pod(&key(&format!("a-{i}")), PodPhase::Succeeded);
+    }
+    h.advance(Duration::from_secs(15));
+    checked(&h);
+    assert_eq!(h.bound_members(&b), 6);
+}
+
+/// Members beyond the quorum that fit nowhere are refused on their own; the
+/// quorum binds.
+#[test]
+fn members_beyond_the_quorum_that_do_not_fit_are_refused_alone() {
+    let mut h = Harness::new();
+    nodes(&mut h, 2, 4000);
+    let g = add_gang(&mut h, "elastic", 2, 3, 3000, 100);
+    h.settle();
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 2);
+    let left = (0..3)
+        .map(|i| key(&format!("elastic-{i}")))
+        .find(|k| h.node_of(k).is_none())
+        .expect("one member left");
+    assert_eq!(h.engine.location(&left), Some(PodLocation::Unschedulable));
+    assert_eq!(h.engine.stats(h.now()).gang_early_releases, 0);
+}
+
+/// Nothing but bound pods holds resources.
+fn assert_nothing_held_but_bound(h: &Harness) {
+    let assumed = h
+        .engine
+        .cache()
+        .pods()
+        .filter(|p| matches!(p.state, muster::cache::PodState::Assumed { .. }))
+        .count();
+    assert_eq!(assumed, 0);
 }

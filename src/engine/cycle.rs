@@ -32,13 +32,20 @@ impl Engine {
             return false;
         };
         self.in_cycle = Some(pod.key.clone());
-        self.run_cycle(pod, now);
+        let whole = match self.per_pod_gangs.contains(&pod.scheduler_name) {
+            true => None,
+            false => self.gang.gang_cycle_group(&pod, &self.cache, &self.waiting),
+        };
+        match whole {
+            Some((group, min_count)) => self.run_gang_cycle(pod, group, min_count, now),
+            None => self.run_cycle(pod, now),
+        }
         self.in_cycle = None;
         self.apply_gang_outcomes(now);
         true
     }
 
-    fn run_cycle(&mut self, pod: Arc<PodInfo>, now: Instant) {
+    pub(super) fn run_cycle(&mut self, pod: Arc<PodInfo>, now: Instant) {
         let restriction = match self.gang.pre_filter(&pod, &self.cache, now) {
             PreFilterVerdict::Proceed => None,
             PreFilterVerdict::Restrict(r) => Some(r),
@@ -86,24 +93,26 @@ impl Engine {
             );
             return;
         }
-        self.gang.reserve(&pod, &placement.node_name, now);
+        self.permit_assumed(pod, placement.node_name, now);
+    }
+
+    /// Reserve and Permit for a pod already assumed on `node`: bind it,
+    /// park it at the barrier, or give its node back.
+    pub(super) fn permit_assumed(&mut self, pod: Arc<PodInfo>, node: Arc<str>, now: Instant) {
+        self.gang.reserve(&pod, &node, now);
         self.stats.attempts_scheduled += 1;
-        let verdict = self.gang.permit(
-            &pod,
-            &placement.node_name,
-            &self.cache,
-            &mut self.waiting,
-            now,
-        );
+        let verdict = self
+            .gang
+            .permit(&pod, &node, &self.cache, &mut self.waiting, now);
         match verdict {
-            PermitVerdict::Allow => self.bind_or_pre_bind(&pod, placement.node_name, now),
+            PermitVerdict::Allow => self.bind_or_pre_bind(&pod, node, now),
             PermitVerdict::Wait => {
                 self.waiting.insert(WaitingPod {
                     pod: pod.clone(),
-                    node: placement.node_name.clone(),
+                    node: node.clone(),
                     since: now,
                 });
-                self.gang_waiting_event(&pod, &placement.node_name);
+                self.gang_waiting_event(&pod, &node);
             }
             PermitVerdict::Reject(refusal) => {
                 self.cache.forget(&pod.key);
@@ -118,7 +127,7 @@ impl Engine {
     /// The pod cannot be placed this cycle: PostFilter (early release for a
     /// gang), then park it — in backoff until its group's denial ends if the
     /// gang backs off as a whole, in the unschedulable pool otherwise.
-    fn refuse(&mut self, pod: Arc<PodInfo>, refusal: Refusal, now: Instant) {
+    pub(super) fn refuse(&mut self, pod: Arc<PodInfo>, refusal: Refusal, now: Instant) {
         self.stats.attempts_unschedulable += 1;
         self.gang
             .post_filter(&pod, &refusal, &self.cache, &mut self.waiting, now);
@@ -177,7 +186,7 @@ impl Engine {
 
     /// Condition once per change; the Warning event with it (or always, for
     /// one-off outcomes such as a timeout).
-    fn report_refusal(&mut self, key: &PodKey, refusal: &Refusal, always_event: bool) {
+    pub(super) fn report_refusal(&mut self, key: &PodKey, refusal: &Refusal, always_event: bool) {
         let changed = self
             .outbox
             .pod_condition(key, "Unschedulable", &refusal.message);
@@ -307,7 +316,7 @@ impl Engine {
 }
 
 /// Filter reasons that another pod's arrival or label change can lift.
-const POD_DEPENDENT_REASONS: [&str; 4] = [
+pub(super) const POD_DEPENDENT_REASONS: [&str; 4] = [
     crate::plugins::inter_pod_affinity::REASON_AFFINITY,
     crate::plugins::inter_pod_affinity::REASON_ANTI_AFFINITY,
     crate::plugins::inter_pod_affinity::REASON_EXISTING_ANTI_AFFINITY,

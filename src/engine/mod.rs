@@ -13,6 +13,7 @@
 mod actions;
 mod cycle;
 mod events;
+mod gang_cycle;
 mod inputs;
 mod introspection;
 mod owners;
@@ -58,6 +59,11 @@ pub struct ProfileConfig {
     /// `topOwnerGrouping`: whether pods are grouped by their top owner, and
     /// which owner kinds.
     pub top_owner: TopOwnerGrouping,
+    /// `planWholeGangs` (default true): a gang whose quorum is present is
+    /// planned as one unit and reserved only whole (`gang_cycle`); false
+    /// places members one per cycle, each reserving as it goes, with the
+    /// permit barrier and early release undoing what does not work out.
+    pub plan_whole_gangs: bool,
 }
 
 impl ProfileConfig {
@@ -73,6 +79,7 @@ impl ProfileConfig {
             dialect_timeouts: DialectTimeouts::UNIFORM,
             gang_enabled: true,
             top_owner: TopOwnerGrouping::default(),
+            plan_whole_gangs: true,
         }
     }
 }
@@ -256,6 +263,8 @@ pub struct Engine {
     owner_grouping: HashMap<Arc<str>, TopOwnerGrouping>,
     /// Profiles that do not gang-schedule.
     gang_disabled: HashSet<Arc<str>>,
+    /// Profiles that place gang members one per cycle (`planWholeGangs: false`).
+    per_pod_gangs: HashSet<Arc<str>>,
     /// Unreadable pods of ours already reported, with the error reported.
     invalid_reported: HashMap<PodKey, String>,
     /// A pod was refused for what other pods are where (inter-pod affinity
@@ -276,6 +285,12 @@ impl Engine {
             .map(|p| p.scheduler_name.clone())
             .collect();
         let gang_disabled = cfg.gang_disabled();
+        let per_pod_gangs = cfg
+            .profiles
+            .iter()
+            .filter(|p| !p.plan_whole_gangs)
+            .map(|p| p.scheduler_name.clone())
+            .collect();
         let owner_grouping = cfg
             .profiles
             .iter()
@@ -326,6 +341,7 @@ impl Engine {
             owners: OwnerIndex::default(),
             owner_grouping,
             gang_disabled,
+            per_pod_gangs,
             capped_timeouts: HashMap::new(),
             invalid_reported: HashMap::new(),
             awaiting_pod_change: false,

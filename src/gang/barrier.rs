@@ -252,6 +252,64 @@ impl GangScheduling {
 }
 
 impl GangScheduling {
+    /// The group `pod` opens a gang cycle for, with its `min_count`: a gang
+    /// (not basic policy) whose quorum is not met yet and none of whose
+    /// members holds a node at Permit. Late members of a released gang, and
+    /// members of a gang partly reserved already, take the per-pod cycle.
+    pub fn gang_cycle_group(
+        &self,
+        pod: &PodInfo,
+        cache: &Cache,
+        waiting: &WaitingPods,
+    ) -> Option<(GroupKey, u32)> {
+        let group = pod.group.key()?;
+        let min_count = self.min_count(group)?;
+        if waiting.group_len(group) > 0 || self.quorum_met(cache, group, min_count) {
+            return None;
+        }
+        Some((group.clone(), min_count))
+    }
+
+    /// Whether a planned gang, whose members are all assumed now, meets its
+    /// quorum (counting each task's minimum).
+    pub fn plan_meets_quorum(&self, cache: &Cache, group: &GroupKey, min_count: u32) -> bool {
+        self.quorum_met(cache, group, min_count)
+    }
+
+    /// Permit for a whole planned gang at once: when the group has its own
+    /// barrier (not a composite's) and the plan meets its quorum, every
+    /// planned member is allowed in one release. `false` leaves Permit to
+    /// each member (a composite child waits for its siblings there).
+    pub fn release_planned(
+        &mut self,
+        group: &GroupKey,
+        planned: Vec<crate::model::PodKey>,
+        cache: &Cache,
+    ) -> bool {
+        if self.barrier_scope(group).is_some() || self.hierarchy_refusal(group).is_some() {
+            return false;
+        }
+        let Some(min_count) = self.min_count(group) else {
+            return false;
+        };
+        if !self.quorum_met(cache, group, min_count) {
+            return false;
+        }
+        self.domain_succeeded(group);
+        self.notices.push(GangNotice::Released {
+            group: group.clone(),
+            allowed: planned,
+            quorum: min_count,
+        });
+        true
+    }
+
+    /// The first Volcano task short of its minimum among the members
+    /// assumed or bound, for messages.
+    pub fn task_shortfall(&self, group: &GroupKey, cache: &Cache) -> Option<String> {
+        self.placed_task_shortfall(group, cache)
+    }
+
     /// `min_count` members assumed or bound, and each task of a definition
     /// with `min_task_members` at its own minimum among them.
     pub(super) fn quorum_met(&self, cache: &Cache, group: &GroupKey, min_count: u32) -> bool {

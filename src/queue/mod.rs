@@ -267,6 +267,18 @@ impl SchedulingQueue {
         self.take(&key).map(|e| e.info)
     }
 
+    /// Takes a queued (not gated) pod out for its gang's cycle, counting
+    /// the attempt as `pop` does: a gang is planned as one unit, so the
+    /// members behind the one popped join its cycle from wherever they wait.
+    pub fn pull(&mut self, key: &PodKey) -> Option<Arc<PodInfo>> {
+        if matches!(self.entries.get(key)?.slot, Slot::Gated(_)) {
+            return None;
+        }
+        let n = self.attempts.entry(key.clone()).or_insert(0);
+        *n = n.saturating_add(1);
+        self.take(key).map(|e| e.info)
+    }
+
     /// Puts a pod that left for a cycle back.
     pub fn requeue(&mut self, info: Arc<PodInfo>, order: OrderKey, how: Requeue, now: Instant) {
         let own = deadline::after(now, self.backoff_for(self.attempts(&info.key)));

@@ -1,0 +1,280 @@
+//! The gang cycle: a gang whose quorum is present is planned as one unit.
+//!
+//! The member popped pulls every other queued member of its group into the
+//! cycle. Each is placed in queue order on the same node table, every member
+//! seeing the ones planned before it (they are assumed as they are planned,
+//! so resources, ports, inter-pod affinity and spread among members all
+//! count). Only a plan that meets the quorum is kept: its members pass
+//! Permit together and bind. A plan short of the quorum is undone before
+//! anything leaves the engine — no reservation is ever visible, so no other
+//! gang waits on nodes that will be given back — and the whole gang backs
+//! off with one message naming the member that could not be placed.
+//!
+//! This mirrors kube-scheduler 1.37's pod-group scheduling cycle (KEP-4671):
+//! plan all members on one snapshot, then reserve. Late members of a
+//! released gang, members of a partly reserved gang, plain pods and
+//! basic-policy groups keep the per-pod cycle (`cycle.rs`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::Engine;
+use super::cycle::POD_DEPENDENT_REASONS;
+use crate::framework::Snapshot;
+use crate::framework::lifecycle::{
+    CachePreFilterPlugin, PreFilterVerdict, QueueSortPlugin, Refusal, ReservePlugin,
+};
+use crate::framework::placement::FitError;
+use crate::model::{GroupKey, PodInfo};
+use crate::queue::Requeue;
+
+/// One member's place in a plan.
+struct Planned {
+    pod: Arc<PodInfo>,
+    node: Arc<str>,
+}
+
+/// What planning a gang came to.
+struct Plan {
+    placed: Vec<Planned>,
+    /// Members no node could take, with why; `None` for those not tried
+    /// once the quorum was out of reach.
+    unplaced: Vec<(Arc<PodInfo>, Option<FitError>)>,
+}
+
+impl Engine {
+    /// Plans `first`'s gang as one unit (see the module doc).
+    pub(super) fn run_gang_cycle(
+        &mut self,
+        first: Arc<PodInfo>,
+        group: GroupKey,
+        min_count: u32,
+        now: Instant,
+    ) {
+        // Group-level checks (denial, scheduler conflict, minResources,
+        // topology domain) speak for every member: the first one's verdict
+        // is the gang's.
+        let restriction = match self.gang.pre_filter(&first, &self.cache, now) {
+            PreFilterVerdict::Proceed => None,
+            PreFilterVerdict::Restrict(r) => Some(r),
+            PreFilterVerdict::HoldUntil(until) => {
+                let order = self.gang.order_key(&first);
+                self.queue.requeue(first, order, Requeue::Hold(until), now);
+                return;
+            }
+            PreFilterVerdict::Refuse(refusal) => return self.refuse(first, refusal, now),
+        };
+        if !self.profiles.contains_key(&first.scheduler_name) {
+            // Not a gang this engine can plan: the per-pod cycle reports it.
+            return self.run_cycle(first, now);
+        }
+        let members = self.pull_members(first, &group);
+        let placed_before = self.cache.group(&group).map_or(0, |m| m.assumed_or_bound());
+        let needed = usize::try_from(min_count)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(placed_before);
+        if members.len() < needed {
+            return self.park_short(&group, min_count, members, now);
+        }
+        let plan = self.plan(members, needed, restriction.as_ref());
+        if self.gang.plan_meets_quorum(&self.cache, &group, min_count) {
+            self.commit(&group, plan, now);
+        } else {
+            self.abandon(&group, min_count, plan, now);
+        }
+    }
+
+    /// `first` and every other member of `group` waiting in the queue (not
+    /// behind the gate), in queue order.
+    fn pull_members(&mut self, first: Arc<PodInfo>, group: &GroupKey) -> Vec<Arc<PodInfo>> {
+        let mut others: Vec<Arc<PodInfo>> = self
+            .queue
+            .members_of(group)
+            .iter()
+            .filter_map(|key| self.queue.pull(key))
+            .collect();
+        // The queue pops the greatest key first.
+        others.sort_by_cached_key(|p| std::cmp::Reverse(self.gang.order_key(p)));
+        let mut members = Vec::with_capacity(others.len().saturating_add(1));
+        members.push(first);
+        members.extend(others);
+        members
+    }
+
+    /// Places each member in turn, assuming it where it lands so the next
+    /// one sees it; stops trying once fewer than `needed` could still be
+    /// placed.
+    fn plan(
+        &mut self,
+        members: Vec<Arc<PodInfo>>,
+        needed: usize,
+        restriction: Option<&crate::framework::NodeRestriction>,
+    ) -> Plan {
+        let spare = members.len().saturating_sub(needed);
+        let mut plan = Plan {
+            placed: Vec::with_capacity(members.len()),
+            unplaced: Vec::new(),
+        };
+        for pod in members {
+            if plan.unplaced.len() > spare {
+                plan.unplaced.push((pod, None));
+                continue;
+            }
+            let Some(profile) = self.profiles.get_mut(&pod.scheduler_name) else {
+                let err = FitError::pre_filter(
+                    self.cache.nodes().len(),
+                    format!("no profile serves schedulerName {}", pod.scheduler_name).into(),
+                    true,
+                );
+                plan.unplaced.push((pod, Some(err)));
+                continue;
+            };
+            let snapshot = Snapshot::new(self.cache.nodes(), self.cache.facts());
+            match profile.framework.schedule_within(
+                &pod,
+                &snapshot,
+                &mut profile.next_start,
+                restriction,
+            ) {
+                Ok(placement) => match self.cache.assume(&pod.key, placement.node_index) {
+                    Ok(()) => plan.placed.push(Planned {
+                        pod,
+                        node: placement.node_name,
+                    }),
+                    Err(msg) => {
+                        self.stats.attempts_error += 1;
+                        let err = FitError::pre_filter(self.cache.nodes().len(), msg.into(), false);
+                        plan.unplaced.push((pod, Some(err)));
+                    }
+                },
+                Err(fit) => plan.unplaced.push((pod, Some(fit))),
+            }
+        }
+        plan
+    }
+
+    /// The plan meets the quorum: every placed member passes Permit (at
+    /// once, in one release, unless a composite's barrier holds them), and
+    /// the members no node took are refused on their own, as late members
+    /// of a released gang are.
+    fn commit(&mut self, group: &GroupKey, plan: Plan, now: Instant) {
+        let keys = plan.placed.iter().map(|p| p.pod.key.clone()).collect();
+        if self.gang.release_planned(group, keys, &self.cache) {
+            for Planned { pod, node } in plan.placed {
+                self.gang.reserve(&pod, &node, now);
+                self.stats.attempts_scheduled += 1;
+                self.bind_or_pre_bind(&pod, node, now);
+            }
+        } else {
+            for Planned { pod, node } in plan.placed {
+                self.permit_assumed(pod, node, now);
+            }
+        }
+        for (pod, fit) in plan.unplaced {
+            // Every member is tried while the quorum is within reach.
+            let message = fit.map_or_else(
+                || "not tried".to_string(),
+                |fit| {
+                    self.note_pod_dependence(&fit);
+                    fit.to_string()
+                },
+            );
+            self.refuse(pod, Refusal::new("FailedScheduling", message), now);
+        }
+    }
+
+    /// The plan falls short of the quorum: undo every assumption, and back
+    /// the whole gang off with one message saying which member could not be
+    /// placed and how many were.
+    fn abandon(&mut self, group: &GroupKey, min_count: u32, plan: Plan, now: Instant) {
+        // Read while the plan is still assumed.
+        let tasks = self.gang.task_shortfall(group, &self.cache);
+        for p in &plan.placed {
+            self.cache.forget(&p.pod.key);
+        }
+        let placed_before = self.cache.group(group).map_or(0, |m| m.assumed_or_bound());
+        let planned = plan.placed.len().saturating_add(placed_before);
+        let first_unplaced = plan
+            .unplaced
+            .iter()
+            .find_map(|(pod, fit)| fit.as_ref().map(|f| (pod, f)));
+        let why = match first_unplaced {
+            Some((pod, fit)) => {
+                self.note_pod_dependence(fit);
+                format!("member {} fits no node: {fit}", pod.key)
+            }
+            // Every member placed and still short: members behind a
+            // scheduling gate or not yet observed, or a task's minimum.
+            None => format!(
+                "only {} members were ready to be placed (the others are gated or not yet created){}",
+                plan.placed.len(),
+                tasks
+                    .map(|t| format!(", and {t} per spec.minTaskMember"))
+                    .unwrap_or_default()
+            ),
+        };
+        let message = format!(
+            "{group} cannot be placed as a whole: {planned} of the {min_count} members needed could be placed; {why}"
+        );
+        let refusal = Refusal::group_wide("FailedScheduling", message);
+        let mut members = plan
+            .placed
+            .into_iter()
+            .map(|p| p.pod)
+            .chain(plan.unplaced.into_iter().map(|(pod, _)| pod));
+        let Some(first) = members.next() else {
+            return;
+        };
+        // The first member's refusal backs the gang off (PostFilter) and
+        // reports the message on every pending member; the rest follow it
+        // into backoff.
+        self.refuse(first.clone(), refusal, now);
+        let how = match self.gang.denied_until(&first, now) {
+            Some(until) => Requeue::NotBefore(until),
+            None => Requeue::Unschedulable,
+        };
+        for pod in members {
+            self.stats.attempts_unschedulable += 1;
+            let order = self.gang.order_key(&pod);
+            self.queue.requeue(pod, order, how.clone(), now);
+        }
+    }
+
+    /// Fewer members are ready than the quorum needs (the others are behind
+    /// scheduling gates, or still binding from an earlier attempt): plan
+    /// nothing and wait. The members park as unschedulable; the next
+    /// member to become ready is popped and pulls them back.
+    fn park_short(
+        &mut self,
+        group: &GroupKey,
+        min_count: u32,
+        members: Vec<Arc<PodInfo>>,
+        now: Instant,
+    ) {
+        let placed = self.cache.group(group).map_or(0, |m| m.assumed_or_bound());
+        let ready = members.len().saturating_add(placed);
+        let message = format!(
+            "waiting for {ready}/{min_count} members of {group} to be ready to schedule (the others are behind scheduling gates)"
+        );
+        for pod in members {
+            self.stats.attempts_unschedulable += 1;
+            self.report_refusal(
+                &pod.key,
+                &Refusal::new("FailedScheduling", message.clone()),
+                false,
+            );
+            let order = self.gang.order_key(&pod);
+            self.queue.requeue(pod, order, Requeue::Unschedulable, now);
+        }
+    }
+
+    /// A refusal other pods' arrival could lift: retry on the next one.
+    fn note_pod_dependence(&mut self, fit: &FitError) {
+        if POD_DEPENDENT_REASONS
+            .iter()
+            .any(|r| fit.reasons.contains_key(*r))
+        {
+            self.awaiting_pod_change = true;
+        }
+    }
+}
