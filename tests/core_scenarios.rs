@@ -534,8 +534,9 @@ fn required_topology_with_no_rack_big_enough_binds_nothing() {
     checked(&h);
     assert_eq!(h.bound_members(&g), 0);
     assert_nothing_held(&h);
-    let msg = "requires all members within one value of node label topology.kubernetes.io/rack, \
-               but no domain has room for its 4 remaining member(s)";
+    let msg = "PodGroup default/train requires all members within one domain of \
+               topology.kubernetes.io/rack, and none holds them (the closest, \
+               topology.kubernetes.io/rack b, has room for 3 of the 4 members: 1 more need 3 cpu, 1Gi memory each)";
     assert!(h.events_with("FailedScheduling", msg) > 0);
     let statuses = h.actions_where(|a| {
         matches!(a, Action::GroupStatus { initially_scheduled: false, message, .. } if message.contains(msg))
@@ -543,10 +544,49 @@ fn required_topology_with_no_rack_big_enough_binds_nothing() {
     assert!(!statuses.is_empty(), "the group status says why");
 }
 
+/// The gang cycle tries the next rack in the same cycle when a plan fails
+/// in the first: nothing is reserved in between, nothing released early.
+#[test]
+fn a_rack_whose_plan_fails_gives_way_to_the_next_in_the_same_cycle() {
+    use muster::model::{Taint, TaintEffect};
+    let mut h = Harness::new();
+    rack(&mut h, "a", 4, 4000);
+    rack(&mut h, "b", 5, 4000);
+    let mut tainted = node("a-3", 4000, 64);
+    tainted.labels.insert(RACK.into(), "a".into());
+    tainted.taints.push(Taint {
+        key: "maintenance".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    });
+    h.add_node(tainted);
+    let g = add_rack_gang(&mut h, "train", 4, 4, 3000);
+    h.settle();
+    all_bound_in_rack(&h, &g, 4, "b");
+    let stats = h.engine.stats(h.now());
+    assert_eq!(stats.gang_early_releases, 0);
+    assert_eq!(stats.attempts_scheduled, 4);
+    let (tried, chosen) = h
+        .engine
+        .gang()
+        .considered_domains()
+        .get(&g)
+        .cloned()
+        .expect("the domains considered are kept");
+    assert_eq!(
+        tried,
+        [
+            "topology.kubernetes.io/rack a",
+            "topology.kubernetes.io/rack b"
+        ]
+    );
+    assert_eq!(chosen.as_deref(), Some("topology.kubernetes.io/rack b"));
+}
+
 #[test]
 fn a_rack_that_fails_late_is_released_and_another_is_tried() {
     use muster::model::{Taint, TaintEffect};
-    let mut h = Harness::new();
+    let mut h = per_pod_harness();
     // Rack a counts room for 4 but one of its nodes is tainted: the fourth
     // member does not fit there. Rack b (5 nodes) holds the gang.
     rack(&mut h, "a", 4, 4000);
@@ -1002,4 +1042,217 @@ fn assert_nothing_held_but_bound(h: &Harness) {
         .filter(|p| matches!(p.state, muster::cache::PodState::Assumed { .. }))
         .count();
     assert_eq!(assumed, 0);
+}
+
+// ---- topology over a hierarchy ------------------------------------------------
+
+mod hierarchy {
+    use super::*;
+    use muster::model::topology::{
+        HyperNodeDef, HyperNodeMember, HyperNodeMemberKind, MemberSelector, TopologyChange,
+        TopologyDef,
+    };
+    use muster::model::{LevelRef, SliceRequest, TopologyRequest};
+
+    const BLOCK: &str = "cloud.provider.com/topology-block";
+    const RACK: &str = "cloud.provider.com/topology-rack";
+
+    fn label(key: &str) -> LevelRef {
+        LevelRef::Label(key.into())
+    }
+
+    /// `blocks` × `racks` × `per_rack` nodes of `cpu`, named `b0-r1-n2`, with
+    /// a Kueue Topology declaring block → rack → hostname.
+    fn tree(h: &mut Harness, blocks: usize, racks: usize, per_rack: usize, cpu: i64) {
+        h.put_topology(TopologyChange::TopologyUpserted(TopologyDef {
+            name: "default".into(),
+            levels: vec![BLOCK.into(), RACK.into(), "kubernetes.io/hostname".into()],
+        }));
+        for b in 0..blocks {
+            for r in 0..racks {
+                for n in 0..per_rack {
+                    let name = format!("b{b}-r{r}-n{n}");
+                    let mut nd = node(&name, cpu, 64);
+                    nd.labels.insert(BLOCK.into(), format!("b{b}"));
+                    // Rack names repeat across blocks: domains are per block.
+                    nd.labels.insert(RACK.into(), format!("r{r}"));
+                    nd.labels
+                        .insert("kubernetes.io/hostname".into(), name.clone());
+                    h.add_node(nd);
+                }
+            }
+        }
+    }
+
+    fn gang_with(h: &mut Harness, name: &str, n: usize, cpu: i64, t: TopologyRequest) -> GroupKey {
+        let g = add_gang(h, name, n as u32, n, cpu, 100);
+        let mut def = gang_def(name, n as u32, 100);
+        *def.topology = t;
+        h.put_def(def);
+        g
+    }
+
+    /// The distinct `prefix` parts (`b0`, `b0-r1`) of the members' nodes.
+    fn spread(h: &Harness, g: &GroupKey, parts: usize) -> Vec<String> {
+        let mut out: Vec<String> = h
+            .pods()
+            .filter(|p| p.group.key() == Some(g))
+            .filter_map(|p| h.node_of(&p.key))
+            .map(|n| n.split('-').take(parts).collect::<Vec<_>>().join("-"))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    #[test]
+    fn a_preferred_rack_falls_back_to_one_block() {
+        let mut h = Harness::new();
+        tree(&mut h, 2, 2, 2, 4000);
+        let g = gang_with(
+            &mut h,
+            "g",
+            3,
+            3000,
+            TopologyRequest::preferred(label(RACK)),
+        );
+        h.settle();
+        checked(&h);
+        assert_eq!(h.bound_members(&g), 3);
+        assert_eq!(spread(&h, &g, 1).len(), 1, "one block");
+        assert_eq!(spread(&h, &g, 2).len(), 2, "no rack holds three");
+    }
+
+    #[test]
+    fn a_preferred_rack_that_fits_stays_in_one_rack() {
+        let mut h = Harness::new();
+        tree(&mut h, 2, 2, 2, 4000);
+        let g = gang_with(
+            &mut h,
+            "g",
+            2,
+            3000,
+            TopologyRequest::preferred(label(RACK)),
+        );
+        h.settle();
+        checked(&h);
+        assert_eq!(spread(&h, &g, 2).len(), 1);
+    }
+
+    #[test]
+    fn a_preferred_rack_falls_back_to_the_whole_cluster() {
+        let mut h = Harness::new();
+        tree(&mut h, 2, 2, 2, 4000);
+        let g = gang_with(
+            &mut h,
+            "g",
+            6,
+            3000,
+            TopologyRequest::preferred(label(RACK)),
+        );
+        h.settle();
+        checked(&h);
+        assert_eq!(h.bound_members(&g), 6);
+        assert_eq!(spread(&h, &g, 1).len(), 2);
+    }
+
+    #[test]
+    fn a_required_block_with_a_preferred_rack_never_leaves_the_block() {
+        let mut h = Harness::new();
+        tree(&mut h, 2, 2, 2, 4000);
+        let t = TopologyRequest {
+            required: Some(label(BLOCK)),
+            preferred: Some(label(RACK)),
+            ..TopologyRequest::default()
+        };
+        let g = gang_with(&mut h, "fits", 4, 3000, t.clone());
+        h.settle();
+        checked(&h);
+        assert_eq!(spread(&h, &g, 1).len(), 1);
+        // Five members fit in no block: refused, although the cluster holds them.
+        let big = gang_with(&mut h, "big", 5, 3000, t);
+        h.advance(Duration::from_secs(10));
+        checked(&h);
+        assert_eq!(h.bound_members(&big), 0);
+        assert!(h.events_with("FailedScheduling", &format!("within one domain of {BLOCK}")) > 0);
+    }
+
+    #[test]
+    fn slices_are_whole_racks_within_one_block() {
+        let mut h = Harness::new();
+        tree(&mut h, 2, 3, 2, 4000);
+        let t = TopologyRequest {
+            required: Some(label(BLOCK)),
+            slice: Some(SliceRequest {
+                level: label(RACK),
+                size: 2,
+            }),
+            ..TopologyRequest::default()
+        };
+        let g = gang_with(&mut h, "g", 6, 3000, t);
+        h.settle();
+        checked(&h);
+        assert_eq!(h.bound_members(&g), 6);
+        assert_eq!(spread(&h, &g, 1).len(), 1);
+        // Each pair of members (queue order) shares a rack.
+        for pair in 0..3 {
+            let racks: std::collections::BTreeSet<String> = (0..2)
+                .filter_map(|i| h.node_of(&key(&format!("g-{}", pair * 2 + i))))
+                .map(|n| n.split('-').take(2).collect::<Vec<_>>().join("-"))
+                .collect();
+            assert_eq!(racks.len(), 1, "slice {pair}: {racks:?}");
+        }
+    }
+
+    /// Volcano: tier-1 HyperNodes hold nodes by name, a tier-2 one holds
+    /// them by pattern; a hard network topology up to tier 2.
+    #[test]
+    fn volcano_hyper_node_tiers_confine_a_gang() {
+        let mut h = Harness::new();
+        for i in 0..6 {
+            h.add_node(node(&format!("n{i}"), 4000, 64));
+        }
+        let member = |kind, selector| HyperNodeMember { kind, selector };
+        for (name, nodes) in [("s0", ["n0", "n1"]), ("s1", ["n2", "n3"])] {
+            h.put_topology(TopologyChange::HyperNodeUpserted(HyperNodeDef {
+                name: name.into(),
+                tier: 1,
+                members: nodes
+                    .iter()
+                    .map(|n| {
+                        member(
+                            HyperNodeMemberKind::Node,
+                            MemberSelector::Exact((*n).into()),
+                        )
+                    })
+                    .collect(),
+            }));
+        }
+        h.put_topology(TopologyChange::HyperNodeUpserted(HyperNodeDef {
+            name: "top".into(),
+            tier: 2,
+            members: vec![member(
+                HyperNodeMemberKind::HyperNode,
+                MemberSelector::Regex("^s[0-9]+$".into()),
+            )],
+        }));
+        let t = TopologyRequest {
+            preferred: Some(LevelRef::Tier(1)),
+            required: Some(LevelRef::Tier(2)),
+            ..TopologyRequest::default()
+        };
+        let g = gang_with(&mut h, "g", 3, 3000, t);
+        h.settle();
+        checked(&h);
+        assert_eq!(h.bound_members(&g), 3);
+        let nodes: Vec<Arc<str>> = (0..3)
+            .filter_map(|i| h.node_of(&key(&format!("g-{i}"))))
+            .collect();
+        assert!(
+            nodes
+                .iter()
+                .all(|n| ["n0", "n1", "n2", "n3"].contains(&&**n)),
+            "inside HyperNode top: {nodes:?}"
+        );
+    }
 }

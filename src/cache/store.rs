@@ -164,6 +164,11 @@ impl Cache {
         self.node_index.get(name).map(|&i| &self.nodes[i])
     }
 
+    /// The node's position in the node table.
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.node_index.get(name).copied()
+    }
+
     pub fn pod(&self, key: &PodKey) -> Option<&CachedPod> {
         self.pods.get(key)
     }

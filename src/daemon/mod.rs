@@ -208,6 +208,8 @@ pub fn engine_config(config: &SchedulerConfig) -> EngineConfig {
             profile.dialect_timeouts = gang.dialect_timeouts;
             profile.gang_enabled = p.gang.is_some();
             profile.top_owner = gang.top_owner;
+            profile.plan_whole_gangs = gang.plan_whole_gangs;
+            profile.domain_order = gang.domain_order;
             profile
         })
         .collect();

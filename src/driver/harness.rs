@@ -152,6 +152,11 @@ impl Harness {
         self.send(ClusterEvent::GroupDefUpserted(def));
     }
 
+    /// A Kueue `Topology` or Volcano `HyperNode` observed or deleted.
+    pub fn put_topology(&mut self, change: crate::model::topology::TopologyChange) {
+        self.send(ClusterEvent::Topology(change));
+    }
+
     pub fn delete_def(&mut self, key: &DefinitionKey) {
         if self.defs.remove(key).is_some() {
             self.send(ClusterEvent::GroupDefDeleted(key.clone()));

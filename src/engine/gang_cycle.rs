@@ -20,11 +20,10 @@ use std::time::Instant;
 
 use super::Engine;
 use super::cycle::POD_DEPENDENT_REASONS;
-use crate::framework::Snapshot;
-use crate::framework::lifecycle::{
-    CachePreFilterPlugin, PreFilterVerdict, QueueSortPlugin, Refusal, ReservePlugin,
-};
+use crate::framework::lifecycle::{PreFilterVerdict, QueueSortPlugin, Refusal, ReservePlugin};
 use crate::framework::placement::FitError;
+use crate::framework::{NodeRestriction, Snapshot};
+use crate::gang::{PlacementTry, SlicePlan, Tries};
 use crate::model::{GroupKey, PodInfo};
 use crate::queue::Requeue;
 
@@ -54,16 +53,16 @@ impl Engine {
         // Group-level checks (denial, scheduler conflict, minResources,
         // topology domain) speak for every member: the first one's verdict
         // is the gang's.
-        let restriction = match self.gang.pre_filter(&first, &self.cache, now) {
-            PreFilterVerdict::Proceed => None,
-            PreFilterVerdict::Restrict(r) => Some(r),
+        match self.gang.group_pre_filter(&first, &self.cache, now) {
+            PreFilterVerdict::Proceed | PreFilterVerdict::Restrict(_) => {}
             PreFilterVerdict::HoldUntil(until) => {
                 let order = self.gang.order_key(&first);
                 self.queue.requeue(first, order, Requeue::Hold(until), now);
                 return;
             }
             PreFilterVerdict::Refuse(refusal) => return self.refuse(first, refusal, now),
-        };
+        }
+        let restriction = self.gang.confinement(&group, &self.cache);
         if !self.profiles.contains_key(&first.scheduler_name) {
             // Not a gang this engine can plan: the per-pod cycle reports it.
             return self.run_cycle(first, now);
@@ -76,11 +75,124 @@ impl Engine {
         if members.len() < needed {
             return self.park_short(&group, min_count, members, now);
         }
-        let plan = self.plan(members, needed, restriction.as_ref());
-        if self.gang.plan_meets_quorum(&self.cache, &group, min_count) {
-            self.commit(&group, plan, now);
-        } else {
-            self.abandon(&group, min_count, plan, now);
+        let needed_u64 = u64::try_from(needed).unwrap_or(u64::MAX);
+        let tries = match restriction {
+            // The per-pod confinement of a gang already partly placed.
+            Some(r) => vec![PlacementTry {
+                restriction: Some(r),
+                label: String::new(),
+                slices: None,
+            }],
+            None => match self
+                .gang
+                .placement_tries(&members[0], &group, &self.cache, needed_u64)
+            {
+                Tries::Anywhere => vec![PlacementTry {
+                    restriction: None,
+                    label: String::new(),
+                    slices: None,
+                }],
+                Tries::Domains(tries) => tries,
+                Tries::None(message) => {
+                    let refusal = Refusal::group_wide("FailedScheduling", message);
+                    return self.refuse_all(members, refusal, now);
+                }
+            },
+        };
+        let considered: Vec<String> = tries.iter().map(|t| t.label.clone()).collect();
+        let mut best: Option<(String, Plan)> = None;
+        for t in tries {
+            let plan = match &t.slices {
+                None => self.plan(members.clone(), needed, t.restriction.as_ref()),
+                Some(slices) => self.plan_slices(&members, &t, slices),
+            };
+            if self.gang.plan_meets_quorum(&self.cache, &group, min_count) {
+                self.gang.note_domains(&group, considered, Some(t.label));
+                return self.commit(&group, plan, now);
+            }
+            self.undo(&plan);
+            if best
+                .as_ref()
+                .is_none_or(|(_, b)| plan.placed.len() > b.placed.len())
+            {
+                best = Some((t.label, plan));
+            }
+        }
+        self.gang.note_domains(&group, considered, None);
+        if let Some((label, plan)) = best {
+            self.abandon(&group, min_count, plan, &label, now);
+        }
+    }
+
+    /// Plans the members slice by slice (`size` each, in queue order), each
+    /// slice within one domain of the slice level inside `t`'s domain.
+    fn plan_slices(
+        &mut self,
+        members: &[Arc<PodInfo>],
+        t: &PlacementTry,
+        slices: &SlicePlan,
+    ) -> Plan {
+        let mut plan = Plan {
+            placed: Vec::with_capacity(members.len()),
+            unplaced: Vec::new(),
+        };
+        for chunk in members.chunks(slices.size) {
+            let domains = self.gang.slice_domains(
+                &chunk[0],
+                &self.cache,
+                slices,
+                t.restriction.as_ref(),
+                chunk.len(),
+            );
+            let mut placed = false;
+            for domain in &domains {
+                let sub = self.plan(chunk.to_vec(), chunk.len(), Some(domain));
+                if sub.unplaced.is_empty() {
+                    plan.placed.extend(sub.placed);
+                    placed = true;
+                    break;
+                }
+                self.undo(&sub);
+            }
+            if !placed {
+                let why = format!(
+                    "no domain of {} holds a slice of {} member(s) ({} tried)",
+                    slices.level_name(),
+                    chunk.len(),
+                    domains.len()
+                );
+                let n = self.cache.nodes().len();
+                for pod in chunk {
+                    let err = FitError::pre_filter(n, why.clone().into(), false);
+                    plan.unplaced.push((pod.clone(), Some(err)));
+                }
+            }
+        }
+        plan
+    }
+
+    /// Gives back every node a plan assumed.
+    fn undo(&mut self, plan: &Plan) {
+        for p in &plan.placed {
+            self.cache.forget(&p.pod.key);
+        }
+    }
+
+    /// A group-wide refusal before any plan: every member backs off with it.
+    fn refuse_all(&mut self, members: Vec<Arc<PodInfo>>, refusal: Refusal, now: Instant) {
+        let mut members = members.into_iter();
+        let Some(first) = members.next() else {
+            return;
+        };
+        self.refuse(first.clone(), refusal, now);
+        let how = match self.gang.denied_until(&first, now) {
+            Some(until) => Requeue::NotBefore(until),
+            None => Requeue::Unschedulable,
+        };
+        for pod in members {
+            self.stats.attempts_unschedulable += 1;
+            let order = self.gang.order_key(&pod);
+            self.queue.requeue(pod, order, how.clone(), now);
         }
     }
 
@@ -108,7 +220,7 @@ impl Engine {
         &mut self,
         members: Vec<Arc<PodInfo>>,
         needed: usize,
-        restriction: Option<&crate::framework::NodeRestriction>,
+        restriction: Option<&NodeRestriction>,
     ) -> Plan {
         let spare = members.len().saturating_sub(needed);
         let mut plan = Plan {
@@ -186,12 +298,12 @@ impl Engine {
     /// The plan falls short of the quorum: undo every assumption, and back
     /// the whole gang off with one message saying which member could not be
     /// placed and how many were.
-    fn abandon(&mut self, group: &GroupKey, min_count: u32, plan: Plan, now: Instant) {
-        // Read while the plan is still assumed.
-        let tasks = self.gang.task_shortfall(group, &self.cache);
-        for p in &plan.placed {
-            self.cache.forget(&p.pod.key);
-        }
+    fn abandon(&mut self, group: &GroupKey, min_count: u32, plan: Plan, label: &str, now: Instant) {
+        let tasks = self.gang.task_shortfall_with(
+            group,
+            &self.cache,
+            plan.placed.iter().map(|p| &p.pod.key),
+        );
         let placed_before = self.cache.group(group).map_or(0, |m| m.assumed_or_bound());
         let planned = plan.placed.len().saturating_add(placed_before);
         let first_unplaced = plan
@@ -213,31 +325,24 @@ impl Engine {
                     .unwrap_or_default()
             ),
         };
+        let within = match label {
+            "" => String::new(),
+            l => format!(" (best try: {l})"),
+        };
         let message = format!(
-            "{group} cannot be placed as a whole: {planned} of the {min_count} members needed could be placed; {why}"
+            "{group} cannot be placed as a whole{within}: {planned} of the {min_count} members needed could be placed; {why}"
         );
         let refusal = Refusal::group_wide("FailedScheduling", message);
-        let mut members = plan
+        let members = plan
             .placed
             .into_iter()
             .map(|p| p.pod)
-            .chain(plan.unplaced.into_iter().map(|(pod, _)| pod));
-        let Some(first) = members.next() else {
-            return;
-        };
+            .chain(plan.unplaced.into_iter().map(|(pod, _)| pod))
+            .collect();
         // The first member's refusal backs the gang off (PostFilter) and
         // reports the message on every pending member; the rest follow it
         // into backoff.
-        self.refuse(first.clone(), refusal, now);
-        let how = match self.gang.denied_until(&first, now) {
-            Some(until) => Requeue::NotBefore(until),
-            None => Requeue::Unschedulable,
-        };
-        for pod in members {
-            self.stats.attempts_unschedulable += 1;
-            let order = self.gang.order_key(&pod);
-            self.queue.requeue(pod, order, how.clone(), now);
-        }
+        self.refuse_all(members, refusal, now);
     }
 
     /// Fewer members are ready than the quorum needs (the others are behind

@@ -64,6 +64,8 @@ pub struct ProfileConfig {
     /// places members one per cycle, each reserving as it goes, with the
     /// permit barrier and early release undoing what does not work out.
     pub plan_whole_gangs: bool,
+    /// `topologyDomainOrder`: how a level's domains are ordered for a gang.
+    pub domain_order: crate::gang::DomainOrder,
 }
 
 impl ProfileConfig {
@@ -80,6 +82,7 @@ impl ProfileConfig {
             gang_enabled: true,
             top_owner: TopOwnerGrouping::default(),
             plan_whole_gangs: true,
+            domain_order: crate::gang::DomainOrder::BestFit,
         }
     }
 }
@@ -305,6 +308,8 @@ impl Engine {
                     group_backoff: p.group_backoff,
                     dialect_timeouts: p.dialect_timeouts,
                     top_owner: p.top_owner,
+                    domain_order: p.domain_order,
+                    plan_whole_gangs: p.plan_whole_gangs,
                 };
                 (p.scheduler_name.clone(), a)
             })

@@ -25,6 +25,10 @@ pub struct GangArgs {
     pub dialect_timeouts: DialectTimeouts,
     /// `topOwnerGrouping`: group pods by their top owner (`dialects::owners`).
     pub top_owner: TopOwnerGrouping,
+    /// `topologyDomainOrder`: how a level's domains are ordered for a gang.
+    pub domain_order: super::DomainOrder,
+    /// `planWholeGangs`: plan a gang as one unit (the gang cycle).
+    pub plan_whole_gangs: bool,
 }
 
 impl Default for GangArgs {
@@ -34,6 +38,8 @@ impl Default for GangArgs {
             group_backoff: Duration::from_secs(5),
             dialect_timeouts: DialectTimeouts::UPSTREAM,
             top_owner: TopOwnerGrouping::default(),
+            domain_order: super::DomainOrder::BestFit,
+            plan_whole_gangs: true,
         }
     }
 }
@@ -104,6 +110,8 @@ struct WireArgs {
     pod_group_backoff_seconds: Option<i64>,
     dialect_timeout_seconds: Option<WireDialectTimeouts>,
     top_owner_grouping: Option<serde_json::Value>,
+    plan_whole_gangs: Option<bool>,
+    topology_domain_order: Option<String>,
 }
 
 /// `dialectTimeoutSeconds`: seconds per dialect.
@@ -189,11 +197,23 @@ pub fn decode_args(path: &str, value: serde_json::Value) -> Result<GangArgs, Con
         None => TopOwnerGrouping::default(),
         Some(v) => decode_grouping(&format!("{path}.topOwnerGrouping"), v)?,
     };
+    let domain_order = match raw.topology_domain_order.as_deref() {
+        None | Some("BestFit") => super::DomainOrder::BestFit,
+        Some("LeastFreeCapacity") => super::DomainOrder::LeastFreeCapacity,
+        Some(other) => {
+            return Err(ConfigError::at(
+                format!("{path}.topologyDomainOrder"),
+                format!("must be BestFit or LeastFreeCapacity, got {other:?}"),
+            ));
+        }
+    };
     Ok(GangArgs {
         permit_waiting_time,
         group_backoff,
         dialect_timeouts,
         top_owner,
+        domain_order,
+        plan_whole_gangs: raw.plan_whole_gangs.unwrap_or(true),
     })
 }
 

@@ -306,8 +306,17 @@ impl GangScheduling {
 
     /// The first Volcano task short of its minimum among the members
     /// assumed or bound, for messages.
-    pub fn task_shortfall(&self, group: &GroupKey, cache: &Cache) -> Option<String> {
-        self.placed_task_shortfall(group, cache)
+    /// `planned`: members of a plan already undone, counted as assumed.
+    pub fn task_shortfall_with<'a>(
+        &self,
+        group: &GroupKey,
+        cache: &Cache,
+        planned: impl Iterator<Item = &'a crate::model::PodKey>,
+    ) -> Option<String> {
+        let def = self.def(&group.definition)?;
+        let members = cache.group(group)?;
+        let planned: std::collections::HashSet<crate::model::PodKey> = planned.cloned().collect();
+        tasks::shortfall(def, cache, [members.assumed(), members.bound(), &planned])
     }
 
     /// `min_count` members assumed or bound, and each task of a definition

@@ -13,13 +13,16 @@ pub mod args;
 mod barrier;
 mod composite_barrier;
 mod declared;
+mod domains;
 mod gate;
 pub mod hierarchy;
+mod levels;
 mod tasks;
 mod topology;
 
 pub use args::{ALIAS, DialectTimeouts, GangArgs, NAME};
 pub use declared::DeclaredTopologies;
+pub use domains::{DomainOrder, PlacementTry, SlicePlan, Tries, describe as describe_requests};
 pub use gate::group_gate;
 
 use std::collections::{BTreeSet, HashMap};
@@ -86,6 +89,9 @@ pub struct GangScheduling {
     topology_index: HashMap<String, topology::DomainIndex>,
     /// The hierarchies the cluster declares.
     declared: DeclaredTopologies,
+    /// Per group, the domains its last gang cycle considered and the one it
+    /// was placed in (for `/debug`).
+    considered: HashMap<GroupKey, (Vec<String>, Option<String>)>,
     notices: Vec<GangNotice>,
 }
 
@@ -115,6 +121,7 @@ impl GangScheduling {
             domains: HashMap::new(),
             topology_index: HashMap::new(),
             declared: DeclaredTopologies::default(),
+            considered: HashMap::new(),
             notices: Vec::new(),
         }
     }
@@ -156,6 +163,7 @@ impl GangScheduling {
         };
         self.children.unlink(&old);
         self.domains.retain(|g, _| g.definition != *key);
+        self.considered.retain(|g, _| g.definition != *key);
         if let Some((c, _)) = key.container()
             && let Some(n) = self.containers.get_mut(&c)
         {
@@ -242,6 +250,20 @@ impl GangScheduling {
     /// true when the declared hierarchies changed.
     pub fn topology_changed(&mut self, change: crate::model::topology::TopologyChange) -> bool {
         self.declared.apply(change)
+    }
+
+    /// Records the domains a gang cycle considered (kept for groups with a
+    /// topology request only, and dropped with the definition).
+    pub fn note_domains(&mut self, group: &GroupKey, tried: Vec<String>, chosen: Option<String>) {
+        if tried.iter().all(String::is_empty) {
+            return;
+        }
+        self.considered.insert(group.clone(), (tried, chosen));
+    }
+
+    /// The domains `group`'s last gang cycle considered, and its choice.
+    pub fn considered_domains(&self) -> &HashMap<GroupKey, (Vec<String>, Option<String>)> {
+        &self.considered
     }
 
     /// The hierarchies the cluster declares.
@@ -376,8 +398,11 @@ impl GangScheduling {
     }
 }
 
-impl CachePreFilterPlugin for GangScheduling {
-    fn pre_filter(&mut self, pod: &PodInfo, cache: &Cache, now: Instant) -> PreFilterVerdict {
+impl GangScheduling {
+    /// PreFilter's group checks, without topology: the gang's denial,
+    /// scheduler-name conflicts and `minResources`. The gang cycle runs
+    /// these, then places the gang over its topology itself.
+    pub fn group_pre_filter(&self, pod: &PodInfo, cache: &Cache, now: Instant) -> PreFilterVerdict {
         if let Some(until) = self.denied_until(pod, now) {
             return PreFilterVerdict::HoldUntil(until);
         }
@@ -390,7 +415,19 @@ impl CachePreFilterPlugin for GangScheduling {
         if let Some(msg) = gate::min_resources_shortfall(self, group, cache) {
             return PreFilterVerdict::Refuse(Refusal::new("FailedScheduling", msg));
         }
-        let group = group.clone();
+        PreFilterVerdict::Proceed
+    }
+}
+
+impl CachePreFilterPlugin for GangScheduling {
+    fn pre_filter(&mut self, pod: &PodInfo, cache: &Cache, now: Instant) -> PreFilterVerdict {
+        match self.group_pre_filter(pod, cache, now) {
+            PreFilterVerdict::Proceed => {}
+            other => return other,
+        }
+        let Some(group) = pod.group.key().cloned() else {
+            return PreFilterVerdict::Proceed;
+        };
         self.topology_verdict(pod, &group, cache)
     }
 }

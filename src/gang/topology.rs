@@ -62,15 +62,26 @@ pub(super) fn index_for<'a>(
     cache: &Cache,
     key: &str,
 ) -> &'a mut DomainIndex {
-    let generation = cache.labels_generation();
+    index_with(indexes, key, cache.labels_generation(), || {
+        build_index(cache.nodes(), key)
+    })
+}
+
+/// The index named `name`, rebuilt with `build` when `generation` moved.
+pub(super) fn index_with<'a>(
+    indexes: &'a mut HashMap<String, DomainIndex>,
+    name: &str,
+    generation: u64,
+    build: impl FnOnce() -> BTreeMap<String, Vec<usize>>,
+) -> &'a mut DomainIndex {
     let index = indexes
-        .entry(key.to_string())
+        .entry(name.to_string())
         .or_insert_with(|| DomainIndex {
             generation: generation.wrapping_add(1),
             ..DomainIndex::default()
         });
     if index.generation != generation {
-        index.by_value = build_index(cache.nodes(), key);
+        index.by_value = build();
         // Node indices may have moved.
         index.memo = RoomMemo::default();
         index.generation = generation;
@@ -183,7 +194,7 @@ fn copies(free: &Resources, per_member: &Resources) -> u64 {
 }
 
 impl Domain {
-    fn holds(&self, need: &Need<'_>) -> bool {
+    pub(super) fn holds(&self, need: &Need<'_>) -> bool {
         self.room >= need.remaining
             && need
                 .min_resources

@@ -1,0 +1,352 @@
+//! Where a gang cycle tries to place a gang with a topology request: the
+//! domains to plan in, in order, and why none will do.
+//!
+//! Levels are tried from the narrowest asked for outwards — from the
+//! preferred level up to the required one, or up to the whole cluster when
+//! nothing is required (`TopologyRequest`). In each level only the domains
+//! whose room (whole copies of one member's requests, summed over their
+//! nodes, and `minResources` against their free capacity) holds the members
+//! still to place are tried, chosen by the configured domain choice:
+//! `BestFit` (Kueue's default: the tightest fit first, so big domains stay
+//! free for big gangs) or `LeastFreeCapacity` (the domain with the least
+//! free capacity first). The planner stops at the first domain in which a
+//! plan meets the quorum; the estimate only orders and prunes, the plan
+//! decides.
+
+use crate::cache::Cache;
+use crate::framework::NodeRestriction;
+use crate::model::{GroupKey, LevelRef, PodInfo, Resources};
+
+use super::GangScheduling;
+use super::levels::{self, Hierarchy};
+use super::topology::{Domain, DomainIndex};
+
+/// Fitting domains tried per level, and in all, before the gang backs off.
+const TRIES_PER_LEVEL: usize = 3;
+const MAX_TRIES: usize = 8;
+
+/// How the domains of one level are ordered (`topologyDomainOrder`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum DomainOrder {
+    /// Fewest spare member slots first (Kueue's `BestFit`).
+    #[default]
+    BestFit,
+    /// Least free capacity first (Kueue's `LeastFreeCapacity`).
+    LeastFreeCapacity,
+}
+
+/// One place to plan a gang in.
+#[derive(Debug, Clone)]
+pub struct PlacementTry {
+    /// The domain's nodes; `None` is the whole cluster.
+    pub restriction: Option<NodeRestriction>,
+    /// For messages and `/debug`: `topology.kubernetes.io/rack b1/r7`.
+    pub label: String,
+    /// Every `size` members within one domain of this level, inside it.
+    pub slices: Option<SlicePlan>,
+}
+
+/// A slice level resolved in the gang's hierarchy.
+#[derive(Debug, Clone)]
+pub struct SlicePlan {
+    pub hierarchy: Hierarchy,
+    pub level: usize,
+    pub size: usize,
+}
+
+impl SlicePlan {
+    /// The slice level, for messages.
+    pub fn level_name(&self) -> String {
+        level_key(&self.hierarchy, self.level)
+    }
+}
+
+/// Where the gang can go, or why it can go nowhere.
+pub enum Tries {
+    /// No topology request: the whole cluster, once.
+    Anywhere,
+    Domains(Vec<PlacementTry>),
+    /// A required level none of whose domains holds the gang.
+    None(String),
+}
+
+impl GangScheduling {
+    /// The places to plan `group` in, `needed` members still to place, each
+    /// like `pod` (its requests stand for every member's).
+    pub fn placement_tries(
+        &mut self,
+        pod: &PodInfo,
+        group: &GroupKey,
+        cache: &Cache,
+        needed: u64,
+    ) -> Tries {
+        let Some(def) = self.defs.get(&group.definition) else {
+            return Tries::Anywhere;
+        };
+        let request = def.topology.as_ref().clone();
+        if request.is_empty() {
+            return Tries::Anywhere;
+        }
+        let min_resources = def.min_resources.clone();
+        let choice = self.args_for(pod).domain_order;
+        let (hierarchy, levels, anywhere_last) = self.levels_to_try(&request);
+        let slices = request.slice.as_ref().map(|s| {
+            let (h, level) = levels::resolve(&self.declared, &s.level);
+            SlicePlan {
+                hierarchy: h,
+                level,
+                size: usize::try_from(s.size).unwrap_or(usize::MAX).max(1),
+            }
+        });
+        let mut tries = Vec::new();
+        let mut closest: Option<(String, Domain)> = None;
+        for level in levels {
+            let key = level_key(&hierarchy, level);
+            let index = self.level_index(cache, &hierarchy, level);
+            let domains = index.domains(cache.nodes(), &pod.requests, min_resources.is_some());
+            let need = super::topology::Need {
+                remaining: needed.max(1),
+                min_resources: min_resources.as_ref(),
+            };
+            let mut fitting: Vec<(&String, &Domain)> =
+                domains.iter().filter(|(_, d)| d.holds(&need)).collect();
+            match choice {
+                DomainOrder::BestFit => fitting.sort_by_key(|(v, d)| (d.room, v.as_str())),
+                DomainOrder::LeastFreeCapacity => fitting.sort_by(|(va, a), (vb, b)| {
+                    free_order(&a.free, &b.free).then_with(|| va.cmp(vb))
+                }),
+            }
+            for (value, _) in fitting.into_iter().take(TRIES_PER_LEVEL) {
+                tries.push(PlacementTry {
+                    restriction: Some(NodeRestriction {
+                        nodes: index.values().get(value).cloned().unwrap_or_default(),
+                        reason: format!("node(s) outside {key} {value} required by {group}"),
+                    }),
+                    label: format!("{key} {value}"),
+                    slices: slices.clone(),
+                });
+            }
+            // The domain with the most room, for the message if none fits.
+            if let Some((value, d)) = domains
+                .iter()
+                .max_by_key(|(v, d)| (d.room, std::cmp::Reverse(v.as_str())))
+                && closest.as_ref().is_none_or(|(_, c)| d.room > c.room)
+            {
+                closest = Some((format!("{key} {value}"), d.clone()));
+            }
+        }
+        tries.truncate(MAX_TRIES);
+        if anywhere_last {
+            tries.push(PlacementTry {
+                restriction: None,
+                label: "the whole cluster".into(),
+                slices,
+            });
+        }
+        if tries.is_empty() {
+            let required = request
+                .required
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            return Tries::None(no_domain_message(
+                group,
+                &required,
+                closest,
+                needed,
+                &pod.requests,
+                cache.nodes().len(),
+            ));
+        }
+        Tries::Domains(tries)
+    }
+
+    /// For a gang some of whose members are placed already (a bind failed,
+    /// a member was deleted): the domain of the required level they are in,
+    /// which the rest must join.
+    pub fn confinement(&mut self, group: &GroupKey, cache: &Cache) -> Option<NodeRestriction> {
+        let def = self.defs.get(&group.definition)?;
+        let required = def.topology.required.clone()?;
+        let members = cache.group(group)?;
+        let placed: Vec<usize> = members
+            .assumed()
+            .iter()
+            .chain(members.bound())
+            .filter_map(|k| cache.pod(k)?.state.node().and_then(|n| cache.node_index(n)))
+            .collect();
+        let first = *placed.first()?;
+        let (hierarchy, level) = levels::resolve(&self.declared, &required);
+        let key = level_key(&hierarchy, level);
+        let index = self.level_index(cache, &hierarchy, level);
+        let (value, nodes) = index
+            .values()
+            .iter()
+            .find(|(_, nodes)| nodes.binary_search(&first).is_ok())?;
+        Some(NodeRestriction {
+            nodes: nodes.clone(),
+            reason: format!("node(s) outside {key} {value} required by {group}"),
+        })
+    }
+
+    /// The slice domains inside `outer` for `size` members like `pod`,
+    /// best first.
+    pub fn slice_domains(
+        &mut self,
+        pod: &PodInfo,
+        cache: &Cache,
+        slices: &SlicePlan,
+        outer: Option<&NodeRestriction>,
+        size: usize,
+    ) -> Vec<NodeRestriction> {
+        let key = level_key(&slices.hierarchy, slices.level);
+        let index = self.level_index(cache, &slices.hierarchy, slices.level);
+        let domains = index.domains(cache.nodes(), &pod.requests, false);
+        let inside = |nodes: &[usize]| match outer {
+            None => true,
+            Some(o) => nodes.iter().all(|n| o.nodes.binary_search(n).is_ok()),
+        };
+        let mut fitting: Vec<(&String, &Domain)> = domains
+            .iter()
+            .filter(|(_, d)| d.room >= u64::try_from(size).unwrap_or(u64::MAX))
+            .filter(|(v, _)| index.values().get(*v).is_some_and(|n| inside(n)))
+            .collect();
+        fitting.sort_by_key(|(v, d)| (d.room, v.as_str()));
+        fitting
+            .into_iter()
+            .take(TRIES_PER_LEVEL)
+            .map(|(value, _)| NodeRestriction {
+                nodes: index.values().get(value).cloned().unwrap_or_default(),
+                reason: format!("node(s) outside slice domain {key} {value}"),
+            })
+            .collect()
+    }
+
+    /// The hierarchy and the levels to try in it, narrowest first, and
+    /// whether the whole cluster is the last resort.
+    fn levels_to_try(
+        &self,
+        request: &crate::model::TopologyRequest,
+    ) -> (Hierarchy, Vec<usize>, bool) {
+        let start = request.preferred.as_ref().or(request.required.as_ref());
+        let Some(start) = start else {
+            // Unconstrained (or slices alone): pack into the innermost level
+            // of the first declared hierarchy, widening to the whole cluster.
+            let Some(level) = self.default_innermost() else {
+                return (
+                    Hierarchy {
+                        source: String::new(),
+                        levels: Vec::new(),
+                    },
+                    Vec::new(),
+                    true,
+                );
+            };
+            let (h, i) = levels::resolve(&self.declared, &level);
+            return (h, (0..=i).rev().collect(), request.required.is_none());
+        };
+        let (h, from) = levels::resolve(&self.declared, start);
+        let to = match &request.required {
+            None => 0,
+            Some(r) => h
+                .levels
+                .iter()
+                .position(|l| l == r)
+                .unwrap_or(from)
+                .min(from),
+        };
+        (h, (to..=from).rev().collect(), request.required.is_none())
+    }
+
+    /// The innermost level of the first declared hierarchy.
+    fn default_innermost(&self) -> Option<LevelRef> {
+        if let Some(t) = self.declared.topologies().next() {
+            return t.levels.last().map(|l| LevelRef::Label(l.clone()));
+        }
+        self.declared
+            .plugin_levels()
+            .last()
+            .map(|l| LevelRef::Label(l.clone()))
+    }
+
+    /// The domain index of one level, rebuilt when node labels or the
+    /// declared hierarchies changed.
+    fn level_index(
+        &mut self,
+        cache: &Cache,
+        hierarchy: &Hierarchy,
+        level: usize,
+    ) -> &mut DomainIndex {
+        let name = format!("{}#{}", hierarchy.source, level_key(hierarchy, level));
+        let generation = cache.labels_generation() ^ self.declared.generation().rotate_left(32);
+        let declared = &self.declared;
+        super::topology::index_with(&mut self.topology_index, &name, generation, || {
+            levels::domains_of_level(cache.nodes(), declared, hierarchy, level)
+        })
+    }
+}
+
+fn level_key(h: &Hierarchy, level: usize) -> String {
+    h.levels
+        .get(level)
+        .map(ToString::to_string)
+        .unwrap_or_default()
+}
+
+/// Less free capacity first: cpu, then memory, then the rest.
+fn free_order(a: &Resources, b: &Resources) -> std::cmp::Ordering {
+    (a.milli_cpu, a.memory, a.ephemeral_storage).cmp(&(b.milli_cpu, b.memory, b.ephemeral_storage))
+}
+
+/// "rack b1/r7 has room for 6 of 8 members: 2 more need 8 cpu each".
+fn no_domain_message(
+    group: &GroupKey,
+    level: &str,
+    closest: Option<(String, Domain)>,
+    needed: u64,
+    per_member: &Resources,
+    nodes: usize,
+) -> String {
+    let detail = match closest {
+        None => format!("no node is in a domain of {level}"),
+        Some((domain, d)) => {
+            let room = d.room.min(needed);
+            format!(
+                "the closest, {domain}, has room for {room} of the {needed} members: {} more need {} each",
+                needed.saturating_sub(room),
+                describe(per_member)
+            )
+        }
+    };
+    format!(
+        "0/{nodes} nodes are available: {group} requires all members within one domain of {level}, and none holds them ({detail})"
+    )
+}
+
+/// A member's requests in the units operators read.
+pub fn describe(r: &Resources) -> String {
+    let mut parts = Vec::new();
+    if r.milli_cpu > 0 {
+        parts.push(match r.milli_cpu % 1000 {
+            0 => format!("{} cpu", r.milli_cpu / 1000),
+            _ => format!("{}m cpu", r.milli_cpu),
+        });
+    }
+    if r.memory > 0 {
+        const GI: i64 = 1 << 30;
+        const MI: i64 = 1 << 20;
+        parts.push(match (r.memory % GI, r.memory % MI) {
+            (0, _) => format!("{}Gi memory", r.memory / GI),
+            (_, 0) => format!("{}Mi memory", r.memory / MI),
+            _ => format!("{} bytes of memory", r.memory),
+        });
+    }
+    for (name, v) in &r.scalar {
+        if *v > 0 {
+            parts.push(format!("{v} {name}"));
+        }
+    }
+    if parts.is_empty() {
+        return "nothing".into();
+    }
+    parts.join(", ")
+}
