@@ -290,6 +290,7 @@ impl Engine {
                     group_backoff: p.group_backoff,
                     dialect_timeouts: p.dialect_timeouts,
                     top_owner: p.top_owner,
+                    ..GangArgs::default()
                 };
                 (p.scheduler_name.clone(), a)
             })

@@ -119,11 +119,10 @@ impl GangScheduling {
         }
     }
 
-    pub fn args_for(&self, pod: &PodInfo) -> GangArgs {
+    pub fn args_for(&self, pod: &PodInfo) -> &GangArgs {
         self.args
             .get(&pod.scheduler_name)
-            .copied()
-            .unwrap_or(self.default_args)
+            .unwrap_or(&self.default_args)
     }
 
     // ---- definitions ---------------------------------------------------------
