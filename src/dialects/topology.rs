@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use crate::model::topology::{
     HyperNodeDef, HyperNodeMember, HyperNodeMemberKind, MAX_HYPERNODE_MEMBERS, MAX_HYPERNODE_TIER,
-    MAX_TOPOLOGY_LEVELS, MemberSelector, TopologyDef, compile_member_regex, label_key_error,
+    MAX_TOPOLOGY_LEVELS, MemberSelector, TopologyChange, TopologyDef, compile_member_regex,
+    label_key_error,
 };
 use crate::model::wire::LabelSelectorWire;
 use crate::model::{LabelSelector, LevelRef};
@@ -27,6 +28,48 @@ pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 const MAX_NODE_LABEL_LEN: usize = 316;
 /// Longest `tierName` and `exactMatch.name` Volcano's CRD accepts.
 const MAX_NAME_LEN: usize = 253;
+
+/// A kind of object that declares a hierarchy, and how to read one: what
+/// the informers watch (while the API is served) to produce
+/// `TopologyChange`s.
+pub struct TopologySource {
+    /// The informer's name (`<plural>.<group>`), unique among informers.
+    pub name: &'static str,
+    pub group: &'static str,
+    /// Served versions in order of preference.
+    pub versions: &'static [&'static str],
+    pub kind: &'static str,
+    pub plural: &'static str,
+    /// Object JSON → its upsert; `Err` when invalid (then it declares
+    /// nothing: the informer reports it deleted).
+    pub read: fn(&Value) -> Result<TopologyChange, String>,
+    /// The deletion of the object of this name.
+    pub deleted: fn(Arc<str>) -> TopologyChange,
+}
+
+/// Every hierarchy kind Muster watches.
+pub const TOPOLOGY_SOURCES: &[TopologySource] = &[
+    TopologySource {
+        name: "topologies.kueue.x-k8s.io",
+        group: "kueue.x-k8s.io",
+        // v1beta2 is Kueue's storage version; v1beta1 (same shape) is
+        // deprecated but still served by older installs.
+        versions: &["v1beta2", "v1beta1"],
+        kind: "Topology",
+        plural: "topologies",
+        read: |obj| topology_def(obj).map(TopologyChange::TopologyUpserted),
+        deleted: TopologyChange::TopologyDeleted,
+    },
+    TopologySource {
+        name: "hypernodes.topology.volcano.sh",
+        group: "topology.volcano.sh",
+        versions: &["v1alpha1"],
+        kind: "HyperNode",
+        plural: "hypernodes",
+        read: |obj| hyper_node_def(obj).map(TopologyChange::HyperNodeUpserted),
+        deleted: TopologyChange::HyperNodeDeleted,
+    },
+];
 
 /// `metadata.name` of a cluster-scoped object.
 fn object_name(obj: &Value) -> Result<Arc<str>, String> {
