@@ -74,7 +74,7 @@ pub fn read_owner(source: &OwnerSource, obj: &Value) -> Result<OwnerObject, Stri
         },
         Err(e) => GroupDef::new(key.clone(), Err(format!("{key}: {e}")), meta.created_ms),
     };
-    read_topology(obj, &mut def);
+    read_topology(obj, source, &mut def);
     Ok(OwnerObject {
         def,
         parent: parent_of(obj, meta.namespace),
@@ -87,13 +87,13 @@ pub fn read_owner(source: &OwnerSource, obj: &Value) -> Result<OwnerObject, Stri
     })
 }
 
-/// The Kueue topology annotations of the owner's pod templates into
-/// `def.topology`: invalid ones make the definition malformed, templates
+/// The Kueue topology annotations of the owner's pod templates (and a
+/// Volcano Job's `spec.networkTopology`) into `def.topology`: invalid ones make the definition malformed, templates
 /// that disagree make it unsupported, a slice larger than the gang makes it
 /// malformed (it could never be whole).
-fn read_topology(obj: &Value, def: &mut GroupDef) {
+fn read_topology(obj: &Value, source: &OwnerSource, def: &mut GroupDef) {
     let key = &def.key;
-    let checked = owner_topology(obj).and_then(|t| match (&t, &def.policy) {
+    let checked = owner_topology(obj, source.kind_id).and_then(|t| match (&t, &def.policy) {
         (TemplateTopology::Agreed(request), Ok(GroupPolicy::Gang { min_count, .. })) => {
             slice_fits(request, *min_count).map(|()| t)
         }

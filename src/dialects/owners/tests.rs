@@ -688,3 +688,63 @@ fn pod_template_topology_errors_and_disagreements() {
         )
     );
 }
+
+#[test]
+fn volcano_jobs_state_their_network_topology() {
+    use crate::model::{LevelRef, TopologyRequest};
+    let vcjob = |spec: Value| {
+        json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta("v"),
+               "spec": spec})
+    };
+    let tasks = json!([{"name": "worker", "replicas": 4,
+                        "template": tas_template(json!({}))}]);
+    let o = owner(
+        OwnerKind::VolcanoJob,
+        vcjob(json!({"minAvailable": 4, "tasks": tasks,
+                     "networkTopology": {"mode": "hard", "highestTierAllowed": 2}})),
+    );
+    assert_eq!(
+        *o.def.topology,
+        TopologyRequest {
+            required: Some(LevelRef::Tier(2)),
+            preferred: Some(LevelRef::Tier(1)),
+            ..TopologyRequest::default()
+        }
+    );
+    let o = owner(
+        OwnerKind::VolcanoJob,
+        vcjob(json!({"tasks": tasks, "networkTopology": {"mode": "hard"}})),
+    );
+    assert_eq!(
+        o.def.policy,
+        Err("Job.batch.volcano.sh ml/v: spec.networkTopology: mode hard needs highestTierAllowed or highestTierName (network topology constraint has no tier boundary)".into())
+    );
+    let o = owner(
+        OwnerKind::VolcanoJob,
+        vcjob(
+            json!({"tasks": [{"name": "w", "replicas": 2, "template": tas_template(json!({})),
+                                "partitionPolicy": {"totalPartitions": 2, "partitionSize": 1,
+                                    "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}}]}),
+        ),
+    );
+    assert_eq!(
+        o.def.unsupported.as_deref(),
+        Some(
+            "Job.batch.volcano.sh ml/v: spec.tasks[0].partitionPolicy.networkTopology (a network topology per partition) is not supported by this scheduler"
+        )
+    );
+    let o = owner(
+        OwnerKind::VolcanoJob,
+        vcjob(
+            json!({"tasks": [{"name": "w", "replicas": 2, "template": tas_template(json!({
+                         "kueue.x-k8s.io/podset-required-topology": "rack"}))}],
+                     "networkTopology": {"mode": "soft"}}),
+        ),
+    );
+    assert_eq!(
+        o.def.unsupported.as_deref(),
+        Some(
+            "Job.batch.volcano.sh ml/v: spec.networkTopology (preferred HyperNode tier 1) and the pod templates' Kueue topology annotations (required rack) both ask for a topology"
+        )
+    );
+}

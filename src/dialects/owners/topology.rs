@@ -11,6 +11,11 @@
 //! the only ones (a template without annotations beside one with them is a
 //! pod set Kueue would leave unconstrained, which one request cannot say):
 //! otherwise the gang is refused as unsupported, naming both templates.
+//!
+//! A Volcano Job (`batch.volcano.sh`) states its own: `spec.networkTopology`,
+//! read as a Volcano PodGroup's (the PodGroup Volcano's job controller
+//! would create carries it); a task's `partitionPolicy.networkTopology` (a
+//! topology per partition) is refused as unsupported.
 
 use std::collections::BTreeMap;
 
@@ -21,7 +26,8 @@ use super::super::kueue::{
     SLICE_SIZE_ANNOTATION, SLICE_TOPOLOGY_ANNOTATION, UNCONSTRAINED_TOPOLOGY_ANNOTATION,
     pod_set_topology,
 };
-use crate::model::TopologyRequest;
+use super::super::volcano::network_topology;
+use crate::model::{OwnerKind, TopologyRequest};
 
 /// The annotations read from a pod template.
 const KEYS: [&str; 6] = [
@@ -47,9 +53,39 @@ pub enum TemplateTopology {
     Disagree(String),
 }
 
-/// The gang's request from the owner's pod templates; `Err` when a
+/// The gang's request from an owner of `kind`: its pod templates' Kueue
+/// annotations, and a Volcano Job's `spec.networkTopology`. `Err` when a
+/// field is invalid (naming it).
+pub fn owner_topology(obj: &Value, kind: OwnerKind) -> Result<TemplateTopology, String> {
+    let templates = template_topology(obj)?;
+    if kind != OwnerKind::VolcanoJob {
+        return Ok(templates);
+    }
+    if let Some(i) = obj["spec"]["tasks"].as_array().and_then(|tasks| {
+        tasks
+            .iter()
+            .position(|t| !t["partitionPolicy"]["networkTopology"].is_null())
+    }) {
+        return Ok(TemplateTopology::Disagree(format!(
+            "spec.tasks[{i}].partitionPolicy.networkTopology (a network topology per partition) is not supported by this scheduler"
+        )));
+    }
+    let network = network_topology(&obj["spec"]["networkTopology"])?;
+    Ok(match templates {
+        _ if network.is_empty() => templates,
+        TemplateTopology::Agreed(t) if t.is_empty() => TemplateTopology::Agreed(network),
+        TemplateTopology::Agreed(t) => TemplateTopology::Disagree(format!(
+            "spec.networkTopology ({}) and the pod templates' Kueue topology annotations ({}) both ask for a topology",
+            describe(&network),
+            describe(&t)
+        )),
+        disagree => disagree,
+    })
+}
+
+/// The request the pod templates' Kueue annotations make; `Err` when a
 /// template's annotations are invalid (naming the template's path).
-pub fn owner_topology(obj: &Value) -> Result<TemplateTopology, String> {
+fn template_topology(obj: &Value) -> Result<TemplateTopology, String> {
     let mut templates = Vec::new();
     find_templates(&obj["spec"], "spec".to_string(), 0, &mut templates);
     let mut asked: Vec<(String, TopologyRequest)> = Vec::new();
