@@ -1,17 +1,24 @@
 //! The topology sources with the real kubectl v1.37 against the simulated
 //! cluster: Kueue's sample `Topology` (site/static/examples/tas) and the
 //! HyperNodes of Volcano's network-topology user guide are applied and read
-//! back in every served version, by plural, kind and short name.
+//! back in every served version, by plural, kind and short name. Then a
+//! daemon among such objects (valid and not): it becomes ready, and a
+//! group whose topology constraint is invalid has its members refused with
+//! the reason.
 //!
 //! kubectl comes from $MUSTER_KUBECTL or `.tools/kubectl`, fetched with
 //! `tests/support/fetch-tools.sh` when missing.
 
 mod common;
+mod e2e;
 
 use std::path::PathBuf;
 use std::process::Stdio;
 
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::ApiResource;
 use muster::apiserver::SimCluster;
+use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
@@ -143,7 +150,10 @@ async fn kueue_topologies_and_volcano_hypernodes_with_kubectl() {
 
     // Kueue: applied as the sample writes it, read in both versions.
     let out = k.ok_with(&["apply", "-f", "-"], KUEUE_TOPOLOGY).await;
-    assert!(out.contains("topology.kueue.x-k8s.io/default created"), "{out}");
+    assert!(
+        out.contains("topology.kueue.x-k8s.io/default created"),
+        "{out}"
+    );
     let levels = k
         .ok(&[
             "get",
@@ -171,7 +181,10 @@ async fn kueue_topologies_and_volcano_hypernodes_with_kubectl() {
         "kueue.x-k8s.io/v1beta1 cloud.provider.com/topology-rack"
     );
     let out = k.ok_with(&["apply", "-f", "-"], KUEUE_TOPOLOGY).await;
-    assert!(out.contains("topology.kueue.x-k8s.io/default unchanged"), "{out}");
+    assert!(
+        out.contains("topology.kueue.x-k8s.io/default unchanged"),
+        "{out}"
+    );
     let table = k.ok(&["get", "topologies"]).await;
     assert!(table.contains("default"), "{table}");
 
@@ -231,4 +244,106 @@ async fn kueue_topologies_and_volcano_hypernodes_with_kubectl() {
     let out = k.ok(&["delete", "hn", "s6"]).await;
     assert!(out.contains("deleted"), "{out}");
     cluster.shutdown().await.unwrap();
+}
+
+async fn create(env: &e2e::Env, ar: &ApiResource, ns: Option<&str>, obj: Value) {
+    let obj: DynamicObject = serde_json::from_value(obj).expect("object json");
+    let api: Api<DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(env.client.clone(), ns, ar),
+        None => Api::all_with(env.client.clone(), ar),
+    };
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create object");
+}
+
+async fn wait_failed_scheduling(env: &e2e::Env, pod: &str, needle: &str) {
+    e2e::wait_event(env, "default", |e| {
+        e.involved_object.name.as_deref() == Some(pod)
+            && e.reason.as_deref() == Some("FailedScheduling")
+            && e.message.as_deref().is_some_and(|m| m.contains(needle))
+    })
+    .await;
+}
+
+/// The daemon watches the topology kinds (it is ready only once their
+/// informers listed, an invalid object among them), and a group's invalid
+/// topology constraint refuses its members with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_topology_constraints_refuse_their_members() {
+    let env = e2e::cluster(vec![e2e::nodes(2, "4")]).await;
+    let topology = common::resource("kueue.x-k8s.io", "v1beta2", "Topology", "topologies");
+    let hypernode = common::resource("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes");
+    create(
+        &env,
+        &topology,
+        None,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology", "metadata": {"name": "default"},
+        "spec": {"levels": [{"nodeLabel": "rack"}, {"nodeLabel": "kubernetes.io/hostname"}]}}),
+    )
+    .await;
+    create(
+        &env,
+        &topology,
+        None,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology", "metadata": {"name": "bad"},
+        "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "rack"}]}}),
+    )
+    .await;
+    create(&env, &hypernode, None, json!({"apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode", "metadata": {"name": "s0"},
+        "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": "node-("}}}]}}))
+    .await;
+    let d = e2e::daemon(&env, e2e::test_config("")).await;
+    e2e::wait_ready(&d).await;
+
+    // Volcano: hard mode without a tier bound.
+    let volcano = common::resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups");
+    create(
+        &env,
+        &volcano,
+        Some("default"),
+        json!({"apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup", "metadata": {"name": "vc", "namespace": "default"},
+        "spec": {"minMember": 2, "networkTopology": {"mode": "hard"}}}),
+    )
+    .await;
+    // PodGroup: two topology entries, where the API server admits one.
+    create(
+        &env,
+        &e2e::podgroup_resource(),
+        Some("default"),
+        json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "default"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                 "schedulingConstraints": {"topology": [{"key": "rack"}, {"key": "block"}]}}}),
+    )
+    .await;
+    let mut pods = Vec::new();
+    for i in 0..2 {
+        pods.push(e2e::pod(&format!("pg-{i}"), "1", "muster", Some("pg")));
+        let mut p = e2e::pod(&format!("vc-{i}"), "1", "muster", None);
+        p.metadata.annotations =
+            Some([("scheduling.k8s.io/group-name".to_string(), "vc".to_string())].into());
+        pods.push(p);
+    }
+    e2e::create_pods(&env, "default", pods).await;
+    wait_failed_scheduling(
+        &env,
+        "vc-0",
+        "PodGroup.scheduling.volcano.sh default/vc: spec.networkTopology: mode hard needs highestTierAllowed or highestTierName",
+    )
+    .await;
+    wait_failed_scheduling(
+        &env,
+        "pg-0",
+        "PodGroup default/pg: spec.schedulingConstraints.topology: Too many: 2: must have at most 1 item",
+    )
+    .await;
+    let listed = e2e::list_pods(&env, "default").await;
+    assert!(listed.values().all(|p| !e2e::bound(p)), "nothing placed");
+    d.shutdown().await.expect("clean shutdown");
 }
