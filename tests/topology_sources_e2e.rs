@@ -57,6 +57,29 @@ impl Kubectl {
     async fn ok(&self, args: &[&str]) -> String {
         self.ok_with(args, "").await
     }
+
+    /// Runs kubectl with `stdin` expecting failure; returns stderr.
+    async fn fails_with(&self, args: &[&str], stdin: &str) -> String {
+        let mut child = Command::new(&self.bin)
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("kubectl runs");
+        let mut input = child.stdin.take().expect("stdin piped");
+        input.write_all(stdin.as_bytes()).await.unwrap();
+        drop(input);
+        let out = child.wait_with_output().await.expect("kubectl finishes");
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} unexpectedly succeeded"
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
 }
 
 /// Kueue's sample Topology, as site/static/examples/tas/sample-queues.yaml
@@ -187,6 +210,17 @@ async fn kueue_topologies_and_volcano_hypernodes_with_kubectl() {
     );
     let table = k.ok(&["get", "topologies"]).await;
     assert!(table.contains("default"), "{table}");
+    // Refused as Kueue's CRD rules refuse it.
+    let err = k
+        .fails_with(
+            &["apply", "-f", "-"],
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata: {name: dup}\nspec:\n  levels: [{nodeLabel: rack}, {nodeLabel: rack}]\n",
+        )
+        .await;
+    assert!(
+        err.contains(r#"Topology "dup" is invalid: spec.levels[1]: "rack": must be unique"#),
+        "{err}"
+    );
 
     // Volcano: leaf and non-leaf HyperNodes.
     let out = k.ok_with(&["apply", "-f", "-"], VOLCANO_HYPERNODES).await;
@@ -243,6 +277,17 @@ async fn kueue_topologies_and_volcano_hypernodes_with_kubectl() {
     assert_eq!(s6, "3 3");
     let out = k.ok(&["delete", "hn", "s6"]).await;
     assert!(out.contains("deleted"), "{out}");
+    // Refused as Volcano's webhook refuses it.
+    let err = k
+        .fails_with(
+            &["apply", "-f", "-"],
+            "apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata: {name: both}\nspec:\n  tier: 1\n  members:\n  - type: Node\n    selector: {exactMatch: {name: a}, regexMatch: {pattern: b}}\n",
+        )
+        .await;
+    assert!(
+        err.contains("Only one of ExactMatch, RegexMatch, or LabelMatch can be specified"),
+        "{err}"
+    );
     cluster.shutdown().await.unwrap();
 }
 
@@ -271,7 +316,14 @@ async fn wait_failed_scheduling(env: &e2e::Env, pod: &str, needle: &str) {
 /// topology constraint refuses its members with the reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_topology_constraints_refuse_their_members() {
-    let env = e2e::cluster(vec![e2e::nodes(2, "4")]).await;
+    // Validation off: a cluster without Kueue's CRD rules or Volcano's
+    // webhook stores invalid objects; the scheduler must ignore them.
+    let config = common::fast()
+        .validate(false)
+        .with_templates(vec![e2e::nodes(2, "4")]);
+    let cluster = SimCluster::start(config).await.unwrap();
+    let client = cluster.client().unwrap();
+    let env = e2e::Env { cluster, client };
     let topology = common::resource("kueue.x-k8s.io", "v1beta2", "Topology", "topologies");
     let hypernode = common::resource("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes");
     create(

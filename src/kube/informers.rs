@@ -1180,7 +1180,11 @@ mod sim_tests {
     #[tokio::test]
     async fn topology_objects_are_watched_and_invalid_ones_are_gone() {
         use crate::model::topology::{HyperNodeMemberKind, MemberSelector};
-        let cluster = SimCluster::start(SimConfig::default()).await.unwrap();
+        // Validation off: the simulator refuses invalid topology objects, as
+        // a cluster with Kueue's CRD and Volcano's webhook does; one without
+        // them stores them, and the scheduler must defend itself.
+        let config = SimConfig::default().validate(false);
+        let cluster = SimCluster::start(config).await.unwrap();
         let client = cluster.client().unwrap();
         let topologies = dynamic_api(
             &client,
