@@ -517,6 +517,73 @@ mod tests {
         }
     }
 
+    /// Hostile objects: any shape of JSON where the fields are expected
+    /// (keys among the real ones) never panics, and what is accepted holds
+    /// every bound.
+    mod hostile {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn value() -> impl Strategy<Value = Value> {
+            let key = prop_oneof![
+                Just("levels"),
+                Just("nodeLabel"),
+                Just("tier"),
+                Just("tierName"),
+                Just("members"),
+                Just("type"),
+                Just("selector"),
+                Just("exactMatch"),
+                Just("regexMatch"),
+                Just("labelMatch"),
+                Just("name"),
+                Just("pattern"),
+                Just("matchLabels"),
+                Just("matchExpressions"),
+            ];
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<i64>().prop_map(Value::from),
+                any::<f64>().prop_map(Value::from),
+                prop_oneof![
+                    Just("Node"),
+                    Just("HyperNode"),
+                    Just("rack"),
+                    Just("kubernetes.io/hostname"),
+                    Just("("),
+                    Just("^n-[0-9]+$"),
+                    Just(""),
+                    Just("a/b/c"),
+                ]
+                .prop_map(Value::from),
+                "[ -~]{0,12}".prop_map(Value::from),
+            ];
+            leaf.prop_recursive(5, 48, 4, move |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::btree_map(key.clone(), inner, 0..4).prop_map(|m| {
+                        Value::Object(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+                    }),
+                ]
+            })
+        }
+
+        proptest! {
+            #[test]
+            fn readers_never_panic_and_bound_what_they_accept(spec in value()) {
+                let obj = json!({"metadata": {"name": "x"}, "spec": spec});
+                if let Ok(t) = topology_def(&obj) {
+                    prop_assert!((1..=MAX_TOPOLOGY_LEVELS).contains(&t.levels.len()));
+                }
+                if let Ok(h) = hyper_node_def(&obj) {
+                    prop_assert!(h.tier <= MAX_HYPERNODE_TIER);
+                    prop_assert!((1..=MAX_HYPERNODE_MEMBERS).contains(&h.members.len()));
+                }
+                let _ = crate::dialects::volcano::network_topology(&obj["spec"]);
+            }
+        }
+    }
+
     #[test]
     fn label_levels() {
         assert_eq!(label_level("rack", "f"), Ok(LevelRef::Label("rack".into())));
