@@ -114,7 +114,17 @@ profiles:
   pluginConfig:
   - name: GangScheduling
     args: {permitWaitingTimeSeconds: 10, podGroupBackoffSeconds: 1}
+- schedulerName: muster-per-pod
+  pluginConfig:
+  - name: GangScheduling
+    args: {permitWaitingTimeSeconds: 10, podGroupBackoffSeconds: 1, planWholeGangs: false}
 "#;
+
+/// The profile that places gang members one per cycle, so they reserve as
+/// they go and wait at Permit: the faults that hit reservations (a node
+/// deleted under them, the group changing while they wait) are driven
+/// through it; every other step uses the default gang cycle.
+const PER_POD: &str = "muster-per-pod";
 
 fn milli_cpu(q: &str) -> i64 {
     match q.strip_suffix('m') {
@@ -425,7 +435,7 @@ async fn wait_at_permit(env: &Env, names: &[String], cpu: &BTreeMap<String, i64>
 
 /// A gang's member pinned to one node (by name, as a DaemonSet pins).
 fn pinned(name: &str, group: &str, node: &str) -> Pod {
-    let mut p = pod(name, "1", "muster", Some(group));
+    let mut p = pod(name, "1", PER_POD, Some(group));
     if let Some(spec) = p.spec.as_mut() {
         spec.affinity = Some(
             serde_json::from_value(
@@ -444,7 +454,7 @@ fn pinned(name: &str, group: &str, node: &str) -> Pod {
 /// A member held by a scheduling gate: it counts toward its gang's quorum,
 /// so its siblings reach Permit and wait there, reserved, for it.
 fn held(name: &str, group: &str) -> Pod {
-    gated(pod(name, "1", "muster", Some(group)))
+    gated(pod(name, "1", PER_POD, Some(group)))
 }
 
 /// Deletes pods by name.
@@ -529,7 +539,7 @@ async fn group_changes_while_waiting(env: &Env, cpu: &BTreeMap<String, i64>) {
         let names: Vec<String> = (0..GANG_SIZE).map(|m| format!("{group}-m{m}")).collect();
         let mut members: Vec<Pod> = names
             .iter()
-            .map(|n| pod(n, "1", "muster", Some(group)))
+            .map(|n| pod(n, "1", PER_POD, Some(group)))
             .collect();
         members.push(held(&format!("{group}-held"), group));
         held_back.push(format!("{group}-held"));

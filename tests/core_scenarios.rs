@@ -1217,6 +1217,7 @@ mod hierarchy {
             h.put_topology(TopologyChange::HyperNodeUpserted(HyperNodeDef {
                 name: name.into(),
                 tier: 1,
+                tier_name: None,
                 members: nodes
                     .iter()
                     .map(|n| {
@@ -1231,6 +1232,7 @@ mod hierarchy {
         h.put_topology(TopologyChange::HyperNodeUpserted(HyperNodeDef {
             name: "top".into(),
             tier: 2,
+            tier_name: Some("spine".into()),
             members: vec![member(
                 HyperNodeMemberKind::HyperNode,
                 MemberSelector::Regex("^s[0-9]+$".into()),
@@ -1238,7 +1240,8 @@ mod hierarchy {
         }));
         let t = TopologyRequest {
             preferred: Some(LevelRef::Tier(1)),
-            required: Some(LevelRef::Tier(2)),
+            // `highestTierName: spine`: the tier of HyperNode top.
+            required: Some(LevelRef::TierName("spine".into())),
             ..TopologyRequest::default()
         };
         let g = gang_with(&mut h, "g", 3, 3000, t);

@@ -433,7 +433,7 @@ fn chart_values_change_what_they_should() {
         .map(|p| p.scheduler_name.as_str())
         .collect();
     assert_eq!(names, ["batch", "gangs"]);
-    let gang = config.profiles[0].gang.expect("gang scheduling on");
+    let gang = config.profiles[0].gang.clone().expect("gang scheduling on");
     assert_eq!(gang.permit_waiting_time, Duration::from_secs(120));
     assert_eq!(gang.group_backoff, Duration::ZERO);
     let raw: Value = serde_norway::from_str(

@@ -175,6 +175,12 @@ fn builtin_table() -> Vec<ResourceDef> {
         e("scheduling.k8s.io/v1alpha3", "compositepodgroups", "CompositePodGroup", NS, &[], true),
         e("scheduling.x-k8s.io/v1alpha1", "podgroups", "PodGroup", NS, &["pg", "pgs"], true),
         e("scheduling.volcano.sh/v1beta1", "podgroups", "PodGroup", NS, &["podgroup-v1beta1"], false),
+        // Topology sources (issue 15): Kueue serves Topology in v1beta1
+        // (deprecated) and v1beta2 (storage); Volcano's HyperNode has a
+        // status subresource.
+        e("kueue.x-k8s.io/v1beta1", "topologies", "Topology", CLUSTER, &["topo"], false),
+        e("kueue.x-k8s.io/v1beta2", "topologies", "Topology", CLUSTER, &["topo"], false),
+        e("topology.volcano.sh/v1alpha1", "hypernodes", "HyperNode", CLUSTER, &["hn"], true),
     ]
 }
 
@@ -514,6 +520,34 @@ mod tests {
         assert_eq!(
             reg.lookup("", "v1", "pods").unwrap().key().as_ref(),
             "/v1/pods"
+        );
+    }
+
+    #[test]
+    fn topology_sources_are_served_cluster_scoped() {
+        let reg = Registry::new(&BTreeSet::new());
+        let v1beta1 = reg
+            .lookup("kueue.x-k8s.io", "v1beta1", "topologies")
+            .unwrap();
+        let v1beta2 = reg
+            .lookup("kueue.x-k8s.io", "v1beta2", "topologies")
+            .unwrap();
+        assert!(!v1beta1.namespaced && !v1beta1.status);
+        assert_eq!(v1beta1.key(), v1beta2.key());
+        assert_eq!(v1beta1.storage_version, "v1beta2");
+        assert_eq!(v1beta2.short_names, ["topo"]);
+        let hn = reg
+            .lookup("topology.volcano.sh", "v1alpha1", "hypernodes")
+            .unwrap();
+        assert!(!hn.namespaced && hn.status);
+        assert_eq!(
+            (hn.kind.as_str(), hn.short_names.as_slice()),
+            ("HyperNode", &["hn".to_string()][..])
+        );
+        let reg = Registry::new(&["kueue.x-k8s.io".to_string()].into());
+        assert!(
+            reg.lookup("kueue.x-k8s.io", "v1beta2", "topologies")
+                .is_none()
         );
     }
 

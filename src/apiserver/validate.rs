@@ -7,6 +7,11 @@
 //! field, worded as the real server words them. The scheduler does not
 //! rely on this (it refuses such pods itself, `model::requests`), but clients
 //! and tests see the same answer they would from a real cluster.
+//!
+//! The topology kinds served in place of their CRDs are checked as those
+//! CRDs' schemas and admission webhooks would check them: a Kueue `Topology`
+//! (its levels) and a Volcano `HyperNode` (tier, members, selectors), by the
+//! scheduler's own readers (`dialects::topology`), answering 422.
 
 use serde_json::Value;
 
@@ -18,7 +23,25 @@ use crate::model::Quantity;
 /// Validates `obj`, about to be stored as `def`, named `name` (unless the
 /// cluster was started with validation off, [`super::SimConfig::validate`]).
 pub fn object(state: &SimState, def: &ResourceDef, name: &str, obj: &Value) -> ApiResult<()> {
-    if !(state.validate && def.group.is_empty() && def.kind == "Pod") {
+    if !state.validate {
+        return Ok(());
+    }
+    if let Some(why) = topology_object(def, name, obj) {
+        // `<field>: <message>`, as one cause (kubectl lists the causes).
+        let (field, message) = why.split_once(": ").unwrap_or(("", &why));
+        let cause = Cause {
+            reason: "FieldValueInvalid",
+            field: field.to_string(),
+            message: message.to_string(),
+        };
+        return Err(ApiError::invalid_fields(
+            &def.group,
+            &def.kind,
+            name,
+            vec![cause],
+        ));
+    }
+    if !(def.group.is_empty() && def.kind == "Pod") {
         return Ok(());
     }
     if let Some(bad) = unparsable_quantity(obj) {
@@ -34,6 +57,26 @@ pub fn object(state: &SimState, def: &ResourceDef, name: &str, obj: &Value) -> A
     Err(ApiError::invalid_fields(
         &def.group, &def.kind, name, causes,
     ))
+}
+
+/// Why a Kueue `Topology` or Volcano `HyperNode` (a built-in stand-in for
+/// the CRD) is invalid, if it is one and is invalid: the reader's message
+/// without its `<Kind> <name>: ` prefix.
+fn topology_object(def: &ResourceDef, name: &str, obj: &Value) -> Option<String> {
+    use crate::dialects::topology::{hyper_node_def, topology_def};
+    let read: fn(&Value) -> Result<(), String> = match (def.group.as_str(), def.kind.as_str()) {
+        ("kueue.x-k8s.io", "Topology") => |o| topology_def(o).map(drop),
+        ("topology.volcano.sh", "HyperNode") => |o| hyper_node_def(o).map(drop),
+        _ => return None,
+    };
+    // The name may come from generateName: read the object as it is stored.
+    let mut named = obj.clone();
+    if let Some(meta) = named.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("name".into(), Value::from(name));
+    }
+    let e = read(&named).err()?;
+    let prefix = format!("{} {name}: ", def.kind);
+    Some(e.strip_prefix(&prefix).map_or(e.clone(), str::to_string))
 }
 
 /// The grammar of a quantity, as the real server's decoding error quotes it.
@@ -191,6 +234,37 @@ mod tests {
         assert_eq!(
             causes[0].message,
             "Invalid value: \"2\": must be less than or equal to cpu limit of 1"
+        );
+    }
+
+    #[test]
+    fn topology_kinds_are_checked_as_their_crds_would() {
+        let reg = super::super::registry::Registry::new(&Default::default());
+        let topo = reg
+            .lookup("kueue.x-k8s.io", "v1beta2", "topologies")
+            .unwrap();
+        let hn = reg
+            .lookup("topology.volcano.sh", "v1alpha1", "hypernodes")
+            .unwrap();
+        let ok = json!({"metadata": {"generateName": "t-"},
+            "spec": {"levels": [{"nodeLabel": "rack"}]}});
+        assert_eq!(topology_object(&topo, "t-1", &ok), None);
+        let dup = json!({"metadata": {"name": "t"},
+            "spec": {"levels": [{"nodeLabel": "rack"}, {"nodeLabel": "rack"}]}});
+        assert_eq!(
+            topology_object(&topo, "t", &dup).as_deref(),
+            Some("spec.levels[1]: \"rack\": must be unique")
+        );
+        let bad = json!({"metadata": {"name": "s0"}, "spec": {"tier": 1, "members": [
+            {"type": "Node", "selector": {"regexMatch": {"pattern": "("}}}]}});
+        assert!(topology_object(&hn, "s0", &bad).unwrap().starts_with(
+            "spec.members[0].selector.regexMatch.pattern: \"(\": invalid regular expression"
+        ));
+        let pods = reg.lookup("", "v1", "pods").unwrap();
+        assert_eq!(topology_object(&pods, "p", &json!("not an object")), None);
+        assert_eq!(
+            topology_object(&topo, "t", &json!("not an object")).as_deref(),
+            Some("metadata.name is required")
         );
     }
 

@@ -102,7 +102,7 @@ profiles:
         !p.scores()
             .any(|(n, _)| n == "NodeResourcesBalancedAllocation")
     );
-    let gang = p.gang.unwrap();
+    let gang = p.gang.clone().unwrap();
     assert_eq!(gang.permit_waiting_time, Duration::from_secs(10));
     assert_eq!(gang.group_backoff, Duration::ZERO);
 }
@@ -113,12 +113,12 @@ fn top_owner_grouping_is_opt_in() {
         "profiles:\n- pluginConfig:\n  - name: GangScheduling\n    args: {topOwnerGrouping: {enabled: true, kinds: [JobSet, LeaderWorkerSet]}}\n",
     )
     .unwrap();
-    let grouping = c.profiles[0].gang.unwrap().top_owner;
+    let grouping = c.profiles[0].gang.clone().unwrap().top_owner;
     assert!(grouping.enabled);
     assert!(grouping.kinds.contains(crate::model::OwnerKind::JobSet));
     assert!(!grouping.kinds.contains(crate::model::OwnerKind::Job));
     let default = SchedulerConfig::from_yaml("profiles: [{schedulerName: muster}]\n").unwrap();
-    assert!(!default.profiles[0].gang.unwrap().top_owner.enabled);
+    assert!(!default.profiles[0].gang.clone().unwrap().top_owner.enabled);
 }
 
 #[test]

@@ -202,7 +202,7 @@ pub fn engine_config(config: &SchedulerConfig) -> EngineConfig {
         .iter()
         .map(|p| {
             let mut profile = ProfileConfig::new(&p.scheduler_name, p.framework.clone());
-            let gang = p.gang.unwrap_or_default();
+            let gang = p.gang.clone().unwrap_or_default();
             profile.permit_waiting_time = gang.permit_waiting_time;
             profile.group_backoff = gang.group_backoff;
             profile.dialect_timeouts = gang.dialect_timeouts;
@@ -210,6 +210,7 @@ pub fn engine_config(config: &SchedulerConfig) -> EngineConfig {
             profile.top_owner = gang.top_owner;
             profile.plan_whole_gangs = gang.plan_whole_gangs;
             profile.domain_order = gang.domain_order;
+            profile.topology_levels = gang.topology_levels;
             profile
         })
         .collect();

@@ -8,16 +8,18 @@
 //!
 //! Also read and validated: the topology annotations (`podset-required-`,
 //! `-preferred-`, `-unconstrained-topology`, `podset-slice-required-topology`
-//! with `podset-slice-size`) and `pod-group-fast-admission` /
+//! with `podset-slice-size`; [`pod_set_topology`], which top-owner groups
+//! share for their pod templates) and `pod-group-fast-admission` /
 //! `pod-group-serving`. What Muster does with each: docs/dialects.md.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::common::bounded_count;
+use super::topology::label_level;
 use crate::model::wire::PodWire;
 use crate::model::{
     DefinitionKey, GroupDef, GroupExtras, GroupKey, GroupMembership, GroupPolicy, GroupSource,
-    KueueOptions, PodInfo, PodKey,
+    KueueOptions, LevelRef, PodInfo, PodKey, SliceRequest, TopologyRequest,
 };
 
 /// The label naming a pod's Kueue pod group.
@@ -34,6 +36,10 @@ pub const UNCONSTRAINED_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-uncon
 pub const SLICE_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-slice-required-topology";
 /// The number of members in each slice.
 pub const SLICE_SIZE_ANNOTATION: &str = "kueue.x-k8s.io/podset-slice-size";
+/// Kueue's multi-level slices (a JSON list of levels and sizes; beta behind
+/// its `TASMultiLayerTopology` gate): refused here.
+pub const SLICE_CONSTRAINTS_ANNOTATION: &str =
+    "kueue.x-k8s.io/podset-slice-required-topology-constraints";
 /// The annotation letting Kueue admit the group before every member exists.
 pub const FAST_ADMISSION_ANNOTATION: &str = "kueue.x-k8s.io/pod-group-fast-admission";
 /// The annotation marking a serving group (members replaced while it runs).
@@ -88,28 +94,42 @@ fn flag(annotations: &BTreeMap<String, String>, key: &str) -> Result<bool, Strin
     }
 }
 
-/// A node-label annotation: absent is none; present, it must not be empty.
-fn label_key(annotations: &BTreeMap<String, String>, key: &str) -> Result<Option<String>, String> {
-    match annotations.get(key) {
-        None => Ok(None),
-        Some(v) if v.trim().is_empty() => Err(format!("annotation {key} is empty")),
-        Some(v) => Ok(Some(v.clone())),
+/// A boolean as Kueue parses `podset-unconstrained-topology` (Go's
+/// `strconv.ParseBool`).
+fn go_bool(key: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        _ => Err(format!(
+            "annotation {key}: Invalid value: {v:?}: must be a boolean value"
+        )),
     }
 }
 
-/// The member's topology and pod-group options, validated as Kueue's
-/// webhook does: at most one of required, preferred and unconstrained; a
-/// slice topology only with a positive slice size, and the size only with it.
-fn options(
-    annotations: &BTreeMap<String, String>,
-) -> Result<(Option<String>, KueueOptions), String> {
-    let required = label_key(annotations, REQUIRED_TOPOLOGY_ANNOTATION)?;
-    let preferred = label_key(annotations, PREFERRED_TOPOLOGY_ANNOTATION)?;
-    let unconstrained = flag(annotations, UNCONSTRAINED_TOPOLOGY_ANNOTATION)?;
+/// A node-label annotation: absent is none; present, a valid label key.
+fn level(annotations: &BTreeMap<String, String>, key: &str) -> Result<Option<LevelRef>, String> {
+    annotations
+        .get(key)
+        .map(|v| label_level(v, &format!("annotation {key}")))
+        .transpose()
+}
+
+/// A pod set's topology request from its annotations (a member pod's, or a
+/// top owner's pod template's), validated as Kueue's webhook does: at most
+/// one of required, preferred and unconstrained (each counts when present,
+/// even `unconstrained: "false"`); every level a valid label key; a slice
+/// level only with a slice size of at least 1, and the size only with it;
+/// the multi-level slice annotation refused. Whether the slice level lies
+/// at or below the required one depends on the hierarchy the gang lands
+/// in, so it is the planner's to check.
+pub fn pod_set_topology(annotations: &BTreeMap<String, String>) -> Result<TopologyRequest, String> {
+    let required = level(annotations, REQUIRED_TOPOLOGY_ANNOTATION)?;
+    let preferred = level(annotations, PREFERRED_TOPOLOGY_ANNOTATION)?;
+    let unconstrained = annotations.get(UNCONSTRAINED_TOPOLOGY_ANNOTATION);
     let modes = [
         (required.is_some(), REQUIRED_TOPOLOGY_ANNOTATION),
         (preferred.is_some(), PREFERRED_TOPOLOGY_ANNOTATION),
-        (unconstrained, UNCONSTRAINED_TOPOLOGY_ANNOTATION),
+        (unconstrained.is_some(), UNCONSTRAINED_TOPOLOGY_ANNOTATION),
     ];
     let set: Vec<&str> = modes
         .iter()
@@ -122,8 +142,17 @@ fn options(
             set.join(" and ")
         ));
     }
-    let slice_topology = label_key(annotations, SLICE_TOPOLOGY_ANNOTATION)?;
-    let slice = match (slice_topology, annotations.get(SLICE_SIZE_ANNOTATION)) {
+    let unconstrained = match unconstrained {
+        Some(v) => go_bool(UNCONSTRAINED_TOPOLOGY_ANNOTATION, v)?,
+        None => false,
+    };
+    if annotations.contains_key(SLICE_CONSTRAINTS_ANNOTATION) {
+        return Err(format!(
+            "annotation {SLICE_CONSTRAINTS_ANNOTATION} (multi-level slices) is not supported by this scheduler"
+        ));
+    }
+    let slice_level = level(annotations, SLICE_TOPOLOGY_ANNOTATION)?;
+    let slice = match (slice_level, annotations.get(SLICE_SIZE_ANNOTATION)) {
         (None, None) => None,
         (Some(_), None) => {
             return Err(format!(
@@ -135,20 +164,44 @@ fn options(
                 "annotation {SLICE_SIZE_ANNOTATION} is only valid with {SLICE_TOPOLOGY_ANNOTATION}"
             ));
         }
-        (Some(key), Some(size)) => {
+        (Some(level), Some(size)) => {
             let field = format!("annotation {SLICE_SIZE_ANNOTATION}");
             match size.trim().parse::<i64>() {
-                Ok(n) if n > 0 => Some((key, bounded_count(n, &field)?)),
+                Ok(n) if n > 0 => Some(SliceRequest {
+                    level,
+                    size: bounded_count(n, &field)?,
+                }),
                 _ => return Err(format!("{field} must be a positive integer, got {size:?}")),
             }
         }
     };
-    Ok((
+    Ok(TopologyRequest {
         required,
+        preferred,
+        slice,
+        unconstrained,
+    })
+}
+
+/// A slice larger than the pod set can never be whole (Kueue's webhook:
+/// "must not be greater than pod set count").
+pub fn slice_fits(topology: &TopologyRequest, count: u32) -> Result<(), String> {
+    match &topology.slice {
+        Some(slice) if slice.size > count => Err(format!(
+            "annotation {SLICE_SIZE_ANNOTATION}: Invalid value: \"{}\": must not be greater than pod set count {count}",
+            slice.size
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The member's topology and pod-group options.
+fn options(
+    annotations: &BTreeMap<String, String>,
+) -> Result<(TopologyRequest, KueueOptions), String> {
+    Ok((
+        pod_set_topology(annotations)?,
         KueueOptions {
-            preferred_topology: preferred,
-            unconstrained_topology: unconstrained,
-            slice,
             fast_admission: flag(annotations, FAST_ADMISSION_ANNOTATION)?,
             serving: flag(annotations, SERVING_ANNOTATION)?,
         },
@@ -166,7 +219,7 @@ pub enum Synthesized {
 struct Member {
     count: u32,
     created_ms: i64,
-    topology: Option<String>,
+    topology: TopologyRequest,
     options: KueueOptions,
 }
 
@@ -246,18 +299,20 @@ impl KueueGroups {
 type Agreed = (&'static str, fn(&Member) -> Option<String>);
 
 const AGREED: [Agreed; 6] = [
-    (REQUIRED_TOPOLOGY_ANNOTATION, |m| m.topology.clone()),
+    (REQUIRED_TOPOLOGY_ANNOTATION, |m| {
+        m.topology.required.as_ref().map(LevelRef::to_string)
+    }),
     (PREFERRED_TOPOLOGY_ANNOTATION, |m| {
-        m.options.preferred_topology.clone()
+        m.topology.preferred.as_ref().map(LevelRef::to_string)
     }),
     (UNCONSTRAINED_TOPOLOGY_ANNOTATION, |m| {
-        Some(m.options.unconstrained_topology.to_string())
+        Some(m.topology.unconstrained.to_string())
     }),
     (SLICE_TOPOLOGY_ANNOTATION, |m| {
-        m.options
+        m.topology
             .slice
             .as_ref()
-            .map(|(k, n)| format!("{k} (size {n})"))
+            .map(|s| format!("{} (size {})", s.level, s.size))
     }),
     (FAST_ADMISSION_ANNOTATION, |m| {
         Some(m.options.fast_admission.to_string())
@@ -291,39 +346,25 @@ fn synthesize(key: &DefinitionKey, members: &BTreeMap<PodKey, Member>) -> GroupD
         )
     });
     let first = members.values().next();
+    let topology = first.map(|m| m.topology.clone()).unwrap_or_default();
+    let min_count = first.map_or(1, |m| m.count);
     let policy = match disagreement {
         Some(m) => Err(m),
-        None => Ok(GroupPolicy::Gang {
-            min_count: first.map_or(1, |m| m.count),
-            schedule_timeout: None,
-        }),
+        None => slice_fits(&topology, min_count)
+            .map(|()| GroupPolicy::Gang {
+                min_count,
+                schedule_timeout: None,
+            })
+            .map_err(|e| format!("Kueue pod group {}/{}: {e}", key.namespace, key.name)),
     };
     let created_ms = members.values().map(|m| m.created_ms).min().unwrap_or(0);
     let options = first.map(|m| m.options.clone()).unwrap_or_default();
-    let unsupported = options.slice.as_ref().map(|(label, size)| {
-        format!(
-            "Kueue pod group {}/{}: annotation {SLICE_TOPOLOGY_ANNOTATION} (every {size} members within one value of node label {label}) is not supported by this scheduler",
-            key.namespace, key.name
-        )
-    });
-    let topology = crate::model::TopologyRequest {
-        required: first
-            .and_then(|m| m.topology.as_deref())
-            .map(|k| crate::model::LevelRef::Label(k.into())),
-        preferred: options
-            .preferred_topology
-            .as_deref()
-            .map(|k| crate::model::LevelRef::Label(k.into())),
-        unconstrained: options.unconstrained_topology,
-        slice: None,
-    };
     GroupDef {
         topology: Box::new(topology),
         extras: Box::new(GroupExtras {
             kueue: options,
             ..GroupExtras::default()
         }),
-        unsupported,
         ..GroupDef::new(key.clone(), policy, created_ms)
     }
 }
@@ -433,12 +474,11 @@ mod tests {
         assert_eq!(
             d.extras.kueue,
             KueueOptions {
-                preferred_topology: Some("rack".into()),
                 fast_admission: true,
                 ..KueueOptions::default()
             }
         );
-        assert_eq!(d.topology.required, None);
+        assert_eq!(*d.topology, TopologyRequest::preferred(label("rack")));
         assert_eq!(d.unsupported, None);
         let out = k.observe(&pod_with(
             "b",
@@ -450,20 +490,94 @@ mod tests {
         );
     }
 
+    fn label(key: &str) -> LevelRef {
+        LevelRef::Label(key.into())
+    }
+
+    /// Each topology annotation set, as Kueue's samples write them, into
+    /// the request.
     #[test]
-    fn slices_are_refused_as_unsupported() {
+    fn topology_annotations_into_the_request() {
+        let slice = |key: &str, size| {
+            Some(SliceRequest {
+                level: label(key),
+                size,
+            })
+        };
+        for (annotations, want) in [
+            (json!({}), TopologyRequest::default()),
+            (
+                json!({REQUIRED_TOPOLOGY_ANNOTATION: "cloud.provider.com/topology-rack"}),
+                TopologyRequest::required(label("cloud.provider.com/topology-rack")),
+            ),
+            (
+                json!({PREFERRED_TOPOLOGY_ANNOTATION: "cloud.provider.com/topology-block"}),
+                TopologyRequest::preferred(label("cloud.provider.com/topology-block")),
+            ),
+            (
+                json!({UNCONSTRAINED_TOPOLOGY_ANNOTATION: "true"}),
+                TopologyRequest {
+                    unconstrained: true,
+                    ..TopologyRequest::default()
+                },
+            ),
+            (
+                json!({UNCONSTRAINED_TOPOLOGY_ANNOTATION: "False"}),
+                TopologyRequest::default(),
+            ),
+            (
+                json!({SLICE_TOPOLOGY_ANNOTATION: "rack", SLICE_SIZE_ANNOTATION: "2"}),
+                TopologyRequest {
+                    slice: slice("rack", 2),
+                    ..TopologyRequest::default()
+                },
+            ),
+            (
+                json!({REQUIRED_TOPOLOGY_ANNOTATION: "block",
+                       SLICE_TOPOLOGY_ANNOTATION: "rack", SLICE_SIZE_ANNOTATION: "2"}),
+                TopologyRequest {
+                    required: Some(label("block")),
+                    slice: slice("rack", 2),
+                    ..TopologyRequest::default()
+                },
+            ),
+            (
+                json!({PREFERRED_TOPOLOGY_ANNOTATION: "block",
+                       SLICE_TOPOLOGY_ANNOTATION: "rack", SLICE_SIZE_ANNOTATION: "1"}),
+                TopologyRequest {
+                    preferred: Some(label("block")),
+                    slice: slice("rack", 1),
+                    ..TopologyRequest::default()
+                },
+            ),
+        ] {
+            let mut k = KueueGroups::default();
+            let out = k.observe(&pod_with("a", annotations.clone()));
+            let d = upserted(&out);
+            assert!(d.policy.is_ok(), "{annotations}: {:?}", d.policy);
+            assert_eq!(*d.topology, want, "{annotations}");
+            assert_eq!(d.unsupported, None, "{annotations}");
+        }
+    }
+
+    #[test]
+    fn slices_must_fit_the_group() {
         let mut k = KueueGroups::default();
         let out = k.observe(&pod_with(
             "a",
+            json!({SLICE_TOPOLOGY_ANNOTATION: "rack", SLICE_SIZE_ANNOTATION: "3"}),
+        ));
+        assert_eq!(
+            upserted(&out).policy,
+            Err("Kueue pod group default/g: annotation kueue.x-k8s.io/podset-slice-size: Invalid value: \"3\": must not be greater than pod set count 2".into())
+        );
+        let out = k.observe(&pod_with(
+            "b",
             json!({SLICE_TOPOLOGY_ANNOTATION: "rack", SLICE_SIZE_ANNOTATION: "2"}),
         ));
-        let d = upserted(&out);
-        assert_eq!(d.extras.kueue.slice, Some(("rack".into(), 2)));
         assert_eq!(
-            d.unsupported.as_deref(),
-            Some(
-                "Kueue pod group default/g: annotation kueue.x-k8s.io/podset-slice-required-topology (every 2 members within one value of node label rack) is not supported by this scheduler"
-            )
+            upserted(&out).policy,
+            Err("pods of group default/g disagree on kueue.x-k8s.io/podset-slice-required-topology: rack (size 2) vs rack (size 3)".into())
         );
     }
 
@@ -483,7 +597,7 @@ mod tests {
         for (annotations, message) in [
             (
                 json!({UNCONSTRAINED_TOPOLOGY_ANNOTATION: "yes"}),
-                "annotation kueue.x-k8s.io/podset-unconstrained-topology must be \"true\" or \"false\", got \"yes\"",
+                "annotation kueue.x-k8s.io/podset-unconstrained-topology: Invalid value: \"yes\": must be a boolean value",
             ),
             (
                 json!({FAST_ADMISSION_ANNOTATION: "1"}),
@@ -495,7 +609,23 @@ mod tests {
             ),
             (
                 json!({PREFERRED_TOPOLOGY_ANNOTATION: ""}),
-                "annotation kueue.x-k8s.io/podset-preferred-topology is empty",
+                "annotation kueue.x-k8s.io/podset-preferred-topology: Invalid value: \"\": name part must be non-empty",
+            ),
+            (
+                json!({REQUIRED_TOPOLOGY_ANNOTATION: "rack/a/b"}),
+                "annotation kueue.x-k8s.io/podset-required-topology: Invalid value: \"rack/a/b\": a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+            ),
+            (
+                json!({SLICE_TOPOLOGY_ANNOTATION: "-rack", SLICE_SIZE_ANNOTATION: "2"}),
+                "annotation kueue.x-k8s.io/podset-slice-required-topology: Invalid value: \"-rack\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            ),
+            (
+                json!({UNCONSTRAINED_TOPOLOGY_ANNOTATION: "false", PREFERRED_TOPOLOGY_ANNOTATION: "rack"}),
+                "annotations kueue.x-k8s.io/podset-preferred-topology and kueue.x-k8s.io/podset-unconstrained-topology are mutually exclusive",
+            ),
+            (
+                json!({SLICE_CONSTRAINTS_ANNOTATION: "[{\"topology\": \"rack\", \"size\": 2}]"}),
+                "annotation kueue.x-k8s.io/podset-slice-required-topology-constraints (multi-level slices) is not supported by this scheduler",
             ),
             (
                 json!({REQUIRED_TOPOLOGY_ANNOTATION: "rack", PREFERRED_TOPOLOGY_ANNOTATION: "block"}),

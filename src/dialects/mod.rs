@@ -13,6 +13,7 @@ pub mod coscheduling;
 pub mod kueue;
 pub mod owners;
 mod pod_group_fields;
+pub mod topology;
 pub mod volcano;
 pub mod workload_api;
 pub mod workload_v1alpha1;

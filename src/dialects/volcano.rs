@@ -5,7 +5,9 @@
 //! `spec.minResources` (and Muster's timeout annotation), `spec.minTaskMember`
 //! (per-task quorum; a member's task is its `volcano.sh/task-spec`
 //! annotation), `spec.priorityClassName` (the members' priority when they
-//! carry none) and `spec.queue` (recorded, informational). Written, with
+//! carry none), `spec.queue` (recorded, informational) and
+//! `spec.networkTopology` (a topology over HyperNode tiers,
+//! [`network_topology`]). Written, with
 //! the object since the CRD has no `/status` subresource: `status.phase`,
 //! `status.running` (members bound or binding) and one condition in
 //! Volcano's vocabulary.
@@ -17,9 +19,11 @@ use serde_json::{Value, json};
 use super::common::{
     GangStatus, Meta, bounded_count, min_member_definition, named_member, priority_class_name,
 };
+use crate::model::topology::MAX_HYPERNODE_TIER;
 use crate::model::wire::PodWire;
 use crate::model::{
-    GroupDef, GroupMembership, GroupPhase, GroupPolicy, GroupSource, MAX_GROUP_COUNT,
+    GroupDef, GroupMembership, GroupPhase, GroupPolicy, GroupSource, LevelRef, MAX_GROUP_COUNT,
+    TopologyRequest,
 };
 
 /// The annotation naming a pod's Volcano `PodGroup` (Volcano's
@@ -90,7 +94,116 @@ pub fn definition(obj: &Value) -> Result<GroupDef, String> {
         .as_str()
         .filter(|q| !q.is_empty())
         .map(str::to_string);
+    match network_topology(&spec["networkTopology"]) {
+        Ok(topology) => *def.topology = topology,
+        Err(e) if def.policy.is_ok() => def.policy = Err(format!("{}: {e}", def.key)),
+        Err(_) => {}
+    }
+    def.unsupported = subgroup_topology(spec).map(|at| {
+        format!(
+            "{}: {at} (a network topology per subgroup) is not supported by this scheduler",
+            def.key
+        )
+    });
     Ok(def)
+}
+
+/// `spec.networkTopology` → what the gang asks of the HyperNode tiers.
+///
+/// - `mode: hard` (the default) with `highestTierAllowed: N` (or
+///   `highestTierName`): every member within one HyperNode of tier N or
+///   lower, tier 1 tried first: `preferred: Tier(1)`, `required: Tier(N)`
+///   (`TierName(name)` for a name; for N = 0, both `Tier(0)`). Hard mode
+///   without either bound is refused (Volcano: "no tier boundary").
+/// - `mode: soft`: the lowest tier that holds the gang, else anywhere:
+///   `preferred: Tier(1)`, no `required`. A bound given in soft mode only
+///   ranks placements within it first in Volcano, which trying tiers
+///   narrowest first already does.
+///
+/// Absent: nothing asked.
+pub fn network_topology(nt: &Value) -> Result<TopologyRequest, String> {
+    let field = "spec.networkTopology";
+    if nt.is_null() {
+        return Ok(TopologyRequest::default());
+    }
+    if !nt.is_object() {
+        return Err(format!("{field} must be an object, got {nt}"));
+    }
+    let hard = match &nt["mode"] {
+        Value::Null => true,
+        Value::String(m) if m == "hard" => true,
+        Value::String(m) if m == "soft" => false,
+        other => {
+            return Err(format!(
+                "{field}.mode: Unsupported value: {other}: supported values: \"hard\", \"soft\""
+            ));
+        }
+    };
+    let tier = match &nt["highestTierAllowed"] {
+        Value::Null => None,
+        v => Some(
+            v.as_u64()
+                .filter(|t| *t <= u64::from(MAX_HYPERNODE_TIER))
+                .and_then(|t| u32::try_from(t).ok())
+                .ok_or_else(|| {
+                    format!(
+                        "{field}.highestTierAllowed must be an integer between 0 and {MAX_HYPERNODE_TIER}, got {v}"
+                    )
+                })?,
+        ),
+    };
+    let tier_name = match &nt["highestTierName"] {
+        Value::Null => None,
+        Value::String(s) if s.is_empty() => None,
+        Value::String(s) if s.len() <= 253 => Some(s.as_str()),
+        Value::String(_) => {
+            return Err(format!(
+                "{field}.highestTierName must be no more than 253 characters"
+            ));
+        }
+        other => {
+            return Err(format!(
+                "{field}.highestTierName must be a string, got {other}"
+            ));
+        }
+    };
+    let bound = match (tier, tier_name) {
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "{field}: highestTierAllowed and highestTierName cannot be set simultaneously"
+            ));
+        }
+        (Some(t), None) => Some(LevelRef::Tier(t)),
+        (None, Some(name)) => Some(LevelRef::TierName(name.into())),
+        (None, None) => None,
+    };
+    if !hard {
+        return Ok(TopologyRequest::preferred(LevelRef::Tier(1)));
+    }
+    let Some(required) = bound else {
+        return Err(format!(
+            "{field}: mode hard needs highestTierAllowed or highestTierName (network topology constraint has no tier boundary)"
+        ));
+    };
+    let preferred = match required {
+        LevelRef::Tier(0) => LevelRef::Tier(0),
+        _ => LevelRef::Tier(1),
+    };
+    Ok(TopologyRequest {
+        required: Some(required),
+        preferred: Some(preferred),
+        ..TopologyRequest::default()
+    })
+}
+
+/// The first `spec.subGroupPolicy[i].networkTopology` set, by field path:
+/// a topology per subgroup, which Muster does not place by.
+fn subgroup_topology(spec: &Value) -> Option<String> {
+    spec["subGroupPolicy"]
+        .as_array()?
+        .iter()
+        .position(|p| !p["networkTopology"].is_null())
+        .map(|i| format!("spec.subGroupPolicy[{i}].networkTopology"))
 }
 
 /// The timeout Muster's annotation sets, for a gang made of tasks alone.
@@ -252,6 +365,114 @@ mod tests {
                 "{spec}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn network_topology_maps_to_tiers() {
+        let tier = LevelRef::Tier;
+        for (nt, required, preferred) in [
+            (json!(null), None, None),
+            (
+                json!({"mode": "hard", "highestTierAllowed": 2}),
+                Some(tier(2)),
+                Some(tier(1)),
+            ),
+            (
+                json!({"highestTierAllowed": 1}),
+                Some(tier(1)),
+                Some(tier(1)),
+            ),
+            (
+                json!({"highestTierAllowed": 0}),
+                Some(tier(0)),
+                Some(tier(0)),
+            ),
+            (
+                json!({"mode": "hard", "highestTierName": "spine"}),
+                Some(LevelRef::TierName("spine".into())),
+                Some(tier(1)),
+            ),
+            (json!({"mode": "soft"}), None, Some(tier(1))),
+            (
+                json!({"mode": "soft", "highestTierAllowed": 3}),
+                None,
+                Some(tier(1)),
+            ),
+            (
+                json!({"mode": "hard", "highestTierAllowed": 2, "highestTierName": ""}),
+                Some(tier(2)),
+                Some(tier(1)),
+            ),
+        ] {
+            let d = def(json!({"minMember": 2, "networkTopology": nt}));
+            assert!(d.policy.is_ok(), "{nt}: {:?}", d.policy);
+            assert_eq!(d.topology.required, required, "{nt}");
+            assert_eq!(d.topology.preferred, preferred, "{nt}");
+            assert!(d.topology.slice.is_none() && !d.topology.unconstrained);
+        }
+    }
+
+    #[test]
+    fn malformed_network_topology() {
+        for (nt, message) in [
+            (
+                json!("hard"),
+                "spec.networkTopology must be an object, got \"hard\"",
+            ),
+            (
+                json!({"mode": "strict", "highestTierAllowed": 1}),
+                "spec.networkTopology.mode: Unsupported value: \"strict\": supported values: \"hard\", \"soft\"",
+            ),
+            (
+                json!({"highestTierAllowed": -1}),
+                "spec.networkTopology.highestTierAllowed must be an integer between 0 and 16, got -1",
+            ),
+            (
+                json!({"highestTierAllowed": 17}),
+                "spec.networkTopology.highestTierAllowed must be an integer between 0 and 16, got 17",
+            ),
+            (
+                json!({"highestTierAllowed": 1.5}),
+                "spec.networkTopology.highestTierAllowed must be an integer between 0 and 16, got 1.5",
+            ),
+            (
+                json!({"highestTierName": 3}),
+                "spec.networkTopology.highestTierName must be a string, got 3",
+            ),
+            (
+                json!({"highestTierAllowed": 1, "highestTierName": "rack"}),
+                "spec.networkTopology: highestTierAllowed and highestTierName cannot be set simultaneously",
+            ),
+            (
+                json!({"mode": "hard"}),
+                "spec.networkTopology: mode hard needs highestTierAllowed or highestTierName (network topology constraint has no tier boundary)",
+            ),
+            (
+                json!({}),
+                "spec.networkTopology: mode hard needs highestTierAllowed or highestTierName",
+            ),
+        ] {
+            let err = def(json!({"minMember": 2, "networkTopology": nt}))
+                .policy
+                .unwrap_err();
+            let want = format!("PodGroup.scheduling.volcano.sh batch/job: {message}");
+            assert!(err.starts_with(&want), "{nt}: {err}");
+        }
+    }
+
+    #[test]
+    fn subgroup_topology_is_refused() {
+        let d = def(json!({"minMember": 2, "subGroupPolicy": [
+            {"name": "a"},
+            {"name": "b", "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}]}));
+        assert!(d.policy.is_ok());
+        assert_eq!(
+            d.unsupported.as_deref(),
+            Some(
+                "PodGroup.scheduling.volcano.sh batch/job: spec.subGroupPolicy[1].networkTopology (a network topology per subgroup) is not supported by this scheduler"
+            )
+        );
+        assert_eq!(def(json!({"minMember": 2})).unsupported, None);
     }
 
     #[test]

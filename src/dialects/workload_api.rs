@@ -70,17 +70,7 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
         "minCount",
         &meta,
     ));
-    let required_topology = spec["schedulingConstraints"]["topology"]
-        .as_array()
-        .and_then(|levels| levels.first())
-        .and_then(|level| level["key"].as_str())
-        .filter(|k| !k.is_empty())
-        .map(|k| crate::model::LevelRef::Label(k.into()));
     let mut def = GroupDef {
-        topology: Box::new(crate::model::TopologyRequest {
-            required: required_topology,
-            ..Default::default()
-        }),
         priority_class_name: priority_class_name(spec),
         timeout_capped,
         ..GroupDef::new(
@@ -89,6 +79,11 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
             meta.created_ms,
         )
     };
+    match topology(spec, &meta) {
+        Ok(t) => *def.topology = t,
+        Err(e) if def.policy.is_ok() => def.policy = Err(format!("{label}: {e}")),
+        Err(_) => {}
+    }
     match read_fields(spec, &mut def) {
         Ok(parent) => {
             def.extras.parent_composite = parent;
@@ -98,6 +93,47 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
         Err(_) => {}
     }
     Ok(def)
+}
+
+/// Muster's annotation on a PodGroup: a node label whose domains the gang
+/// tries first, falling back level by level to the required one (or to
+/// the whole cluster without one), as Kueue's `podset-preferred-topology`.
+pub const PREFERRED_TOPOLOGY_ANNOTATION: &str = "muster.dev/preferred-topology";
+
+/// `spec.schedulingConstraints.topology` (the required level) and
+/// [`PREFERRED_TOPOLOGY_ANNOTATION`]. The API server admits at most one
+/// topology entry ("Currently only a single topology constraint can be
+/// specified", in every served version); more is refused rather than
+/// reading the first, and each key must be a valid label key.
+fn topology(spec: &Value, meta: &Meta<'_>) -> Result<crate::model::TopologyRequest, String> {
+    use super::topology::label_level;
+    let field = "spec.schedulingConstraints.topology";
+    let required = match &spec["schedulingConstraints"]["topology"] {
+        Value::Null => None,
+        Value::Array(entries) => match entries.as_slice() {
+            [] => None,
+            [entry] => match entry["key"].as_str() {
+                Some(key) => Some(label_level(key, &format!("{field}[0].key"))?),
+                None => return Err(format!("{field}[0].key: Required value")),
+            },
+            more => {
+                return Err(format!(
+                    "{field}: Too many: {}: must have at most 1 item",
+                    more.len()
+                ));
+            }
+        },
+        other => return Err(format!("{field} must be a list, got {other}")),
+    };
+    let preferred = meta
+        .annotation(PREFERRED_TOPOLOGY_ANNOTATION)
+        .map(|key| label_level(key, &format!("annotation {PREFERRED_TOPOLOGY_ANNOTATION}")))
+        .transpose()?;
+    Ok(crate::model::TopologyRequest {
+        required,
+        preferred,
+        ..Default::default()
+    })
 }
 
 /// Reads the spec fields beyond policy and topology into `def`; returns the
@@ -209,6 +245,89 @@ mod tests {
             ))
         );
         assert!(d.created_ms > 0);
+    }
+
+    #[test]
+    fn topology_constraint_and_preferred_annotation() {
+        use crate::model::LevelRef;
+        let gang = json!({"gang": {"minCount": 2}});
+        let rack = || Some(LevelRef::Label("rack".into()));
+        let block = || Some(LevelRef::Label("block".into()));
+        for (constraints, annotations, required, preferred) in [
+            (json!(null), json!({}), None, None),
+            (json!({"topology": []}), json!({}), None, None),
+            (
+                json!({"topology": [{"key": "block"}]}),
+                json!({}),
+                block(),
+                None,
+            ),
+            (
+                json!({"topology": [{"key": "block"}]}),
+                json!({PREFERRED_TOPOLOGY_ANNOTATION: "rack"}),
+                block(),
+                rack(),
+            ),
+            (
+                json!({}),
+                json!({PREFERRED_TOPOLOGY_ANNOTATION: "rack"}),
+                None,
+                rack(),
+            ),
+        ] {
+            let d = def(
+                json!({"schedulingPolicy": gang, "schedulingConstraints": constraints}),
+                annotations.clone(),
+            );
+            assert!(
+                d.policy.is_ok(),
+                "{constraints} {annotations}: {:?}",
+                d.policy
+            );
+            assert_eq!(d.topology.required, required, "{constraints}");
+            assert_eq!(d.topology.preferred, preferred, "{annotations}");
+        }
+    }
+
+    #[test]
+    fn invalid_topology_is_refused() {
+        let gang = json!({"gang": {"minCount": 2}});
+        for (constraints, annotations, message) in [
+            (
+                json!({"topology": [{"key": "block"}, {"key": "rack"}]}),
+                json!({}),
+                "spec.schedulingConstraints.topology: Too many: 2: must have at most 1 item",
+            ),
+            (
+                json!({"topology": [{}]}),
+                json!({}),
+                "spec.schedulingConstraints.topology[0].key: Required value",
+            ),
+            (
+                json!({"topology": [{"key": "-rack"}]}),
+                json!({}),
+                "spec.schedulingConstraints.topology[0].key: Invalid value: \"-rack\": name part must consist",
+            ),
+            (
+                json!({"topology": "rack"}),
+                json!({}),
+                "spec.schedulingConstraints.topology must be a list, got \"rack\"",
+            ),
+            (
+                json!({}),
+                json!({PREFERRED_TOPOLOGY_ANNOTATION: ""}),
+                "annotation muster.dev/preferred-topology: Invalid value: \"\": name part must be non-empty",
+            ),
+        ] {
+            let err = def(
+                json!({"schedulingPolicy": gang, "schedulingConstraints": constraints}),
+                annotations,
+            )
+            .policy
+            .unwrap_err();
+            let want = format!("PodGroup ml/train: {message}");
+            assert!(err.starts_with(&want), "{err}");
+        }
     }
 
     #[test]

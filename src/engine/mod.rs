@@ -66,6 +66,8 @@ pub struct ProfileConfig {
     pub plan_whole_gangs: bool,
     /// `topologyDomainOrder`: how a level's domains are ordered for a gang.
     pub domain_order: crate::gang::DomainOrder,
+    /// `topologyLevels`: the hierarchy used when the cluster declares none.
+    pub topology_levels: Vec<Arc<str>>,
 }
 
 impl ProfileConfig {
@@ -83,6 +85,7 @@ impl ProfileConfig {
             top_owner: TopOwnerGrouping::default(),
             plan_whole_gangs: true,
             domain_order: crate::gang::DomainOrder::BestFit,
+            topology_levels: Vec::new(),
         }
     }
 }
@@ -310,10 +313,18 @@ impl Engine {
                     top_owner: p.top_owner,
                     domain_order: p.domain_order,
                     plan_whole_gangs: p.plan_whole_gangs,
+                    topology_levels: p.topology_levels.clone(),
                 };
                 (p.scheduler_name.clone(), a)
             })
             .collect();
+        // One plugin hierarchy for the engine: the first profile's that sets one.
+        let plugin_levels = cfg
+            .profiles
+            .iter()
+            .map(|p| p.topology_levels.clone())
+            .find(|l| !l.is_empty())
+            .unwrap_or_default();
         let profiles = cfg
             .profiles
             .into_iter()
@@ -333,7 +344,11 @@ impl Engine {
                 max_backoff: cfg.pod_max_backoff,
                 max_in_unschedulable: cfg.max_in_unschedulable,
             }),
-            gang: GangScheduling::new(GangArgs::default(), args),
+            gang: {
+                let mut gang = GangScheduling::new(GangArgs::default(), args);
+                gang.set_topology_levels(plugin_levels);
+                gang
+            },
             waiting: WaitingPods::new(),
             in_cycle: None,
             outbox: Outbox::default(),

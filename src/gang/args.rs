@@ -2,9 +2,11 @@
 //! validated from its `pluginConfig` entry (also accepted under the name
 //! scheduler-plugins users know, `Coscheduling`, with its field names).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::dialects::owners::{TopOwnerGrouping, decode_grouping};
+use crate::dialects::topology::validate_level_keys;
 use crate::framework::args::{self, ConfigError};
 use crate::model::{GroupSource, MAX_SCHEDULE_TIMEOUT};
 
@@ -14,7 +16,7 @@ pub const NAME: &str = "GangScheduling";
 pub const ALIAS: &str = "Coscheduling";
 
 /// Per-profile arguments (`GangScheduling`/`Coscheduling` pluginConfig).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GangArgs {
     /// `permitWaitingTimeSeconds`: the timeout when neither the definition
     /// nor [`GangArgs::dialect_timeouts`] sets one.
@@ -29,6 +31,10 @@ pub struct GangArgs {
     pub domain_order: super::DomainOrder,
     /// `planWholeGangs`: plan a gang as one unit (the gang cycle).
     pub plan_whole_gangs: bool,
+    /// `topologyLevels`: node label keys, outermost level first (block,
+    /// rack, host), the hierarchy used when the cluster declares none (no
+    /// Kueue `Topology`, no Volcano `HyperNode`). Empty: none.
+    pub topology_levels: Vec<Arc<str>>,
 }
 
 impl Default for GangArgs {
@@ -40,6 +46,7 @@ impl Default for GangArgs {
             top_owner: TopOwnerGrouping::default(),
             domain_order: super::DomainOrder::BestFit,
             plan_whole_gangs: true,
+            topology_levels: Vec::new(),
         }
     }
 }
@@ -112,6 +119,7 @@ struct WireArgs {
     top_owner_grouping: Option<serde_json::Value>,
     plan_whole_gangs: Option<bool>,
     topology_domain_order: Option<String>,
+    topology_levels: Option<Vec<String>>,
 }
 
 /// `dialectTimeoutSeconds`: seconds per dialect.
@@ -207,6 +215,10 @@ pub fn decode_args(path: &str, value: serde_json::Value) -> Result<GangArgs, Con
             ));
         }
     };
+    let topology_levels = match raw.topology_levels {
+        None => Vec::new(),
+        Some(keys) => topology_levels(&format!("{path}.topologyLevels"), keys)?,
+    };
     Ok(GangArgs {
         permit_waiting_time,
         group_backoff,
@@ -214,7 +226,17 @@ pub fn decode_args(path: &str, value: serde_json::Value) -> Result<GangArgs, Con
         top_owner,
         domain_order,
         plan_whole_gangs: raw.plan_whole_gangs.unwrap_or(true),
+        topology_levels,
     })
+}
+
+/// `topologyLevels` at `path`: as a Kueue `Topology`'s levels, 1 to 16
+/// distinct valid label keys (an empty list is an error: leave the field
+/// out for none).
+fn topology_levels(path: &str, keys: Vec<String>) -> Result<Vec<Arc<str>>, ConfigError> {
+    validate_level_keys(&keys)
+        .map_err(|e| ConfigError::at(format!("{path}{}", e.at), e.message))?;
+    Ok(keys.into_iter().map(Arc::from).collect())
 }
 
 #[cfg(test)]
@@ -276,5 +298,56 @@ mod tests {
         assert_eq!(e.path, "a.dialectTimeoutSeconds.kueue");
         let e = decode_args("a", json!({"dialectTimeoutSeconds": {"slurm": 5}})).unwrap_err();
         assert!(e.path.starts_with("a.dialectTimeoutSeconds"), "{}", e.path);
+    }
+
+    #[test]
+    fn topology_levels_are_validated() {
+        let a = decode_args(
+            "a",
+            json!({"topologyLevels": ["cloud.provider.com/topology-block",
+                                      "cloud.provider.com/topology-rack",
+                                      "kubernetes.io/hostname"]}),
+        )
+        .unwrap();
+        let levels: Vec<&str> = a.topology_levels.iter().map(|l| &**l).collect();
+        assert_eq!(
+            levels,
+            [
+                "cloud.provider.com/topology-block",
+                "cloud.provider.com/topology-rack",
+                "kubernetes.io/hostname"
+            ]
+        );
+        assert!(GangArgs::default().topology_levels.is_empty());
+        let seventeen: Vec<String> = (0..17).map(|i| format!("l{i}")).collect();
+        for (levels, path, message) in [
+            (json!([]), "a.topologyLevels", "must have at least 1 item"),
+            (
+                json!(seventeen),
+                "a.topologyLevels",
+                "must have at most 16 items, got 17",
+            ),
+            (
+                json!(["block", "rack", "block"]),
+                "a.topologyLevels[2]",
+                "\"block\": must be unique",
+            ),
+            (
+                json!(["block", "Rack_"]),
+                "a.topologyLevels[1]",
+                "\"Rack_\": name part must consist",
+            ),
+            (
+                json!(["example.com/a/b"]),
+                "a.topologyLevels[0]",
+                "\"example.com/a/b\": a qualified name must consist",
+            ),
+        ] {
+            let e = decode_args("a", json!({"topologyLevels": levels})).unwrap_err();
+            assert_eq!(e.path, path, "{levels}");
+            assert!(e.message.starts_with(message), "{levels}: {}", e.message);
+        }
+        let e = decode_args("a", json!({"topologyLevels": "rack"})).unwrap_err();
+        assert!(e.path.starts_with("a"), "{}", e.path);
     }
 }

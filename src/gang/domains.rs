@@ -247,12 +247,16 @@ impl GangScheduling {
         let (h, from) = levels::resolve(&self.declared, start);
         let to = match &request.required {
             None => 0,
-            Some(r) => h
-                .levels
-                .iter()
-                .position(|l| l == r)
-                .unwrap_or(from)
-                .min(from),
+            Some(r) => {
+                // The required level in the same hierarchy (a tier name
+                // resolves to its tier). A preferred level of another
+                // hierarchy cannot nest in it: the required level alone.
+                let (rh, ri) = levels::resolve(&self.declared, r);
+                if rh.levels != h.levels {
+                    return (rh, vec![ri], false);
+                }
+                ri.min(from)
+            }
         };
         (h, (to..=from).rev().collect(), request.required.is_none())
     }

@@ -64,6 +64,27 @@ pub fn resolve(declared: &DeclaredTopologies, level: &LevelRef) -> (Hierarchy, u
                 0,
             )
         }
+        LevelRef::TierName(name) => {
+            // The tier of the HyperNodes carrying that `tierName`.
+            let tier = declared
+                .hyper_nodes()
+                .values()
+                .find(|h| h.tier_name.as_deref() == Some(&**name))
+                .map(|h| h.tier);
+            match tier {
+                Some(t) => resolve(declared, &LevelRef::Tier(t)),
+                None => {
+                    let source = "HyperNodes".to_string();
+                    (
+                        Hierarchy {
+                            source,
+                            levels: vec![level.clone()],
+                        },
+                        0,
+                    )
+                }
+            }
+        }
         LevelRef::Tier(tier) => {
             // Tiers outermost first: the highest declared down to 1.
             let top = declared

@@ -126,11 +126,10 @@ impl GangScheduling {
         }
     }
 
-    pub fn args_for(&self, pod: &PodInfo) -> GangArgs {
+    pub fn args_for(&self, pod: &PodInfo) -> &GangArgs {
         self.args
             .get(&pod.scheduler_name)
-            .copied()
-            .unwrap_or(self.default_args)
+            .unwrap_or(&self.default_args)
     }
 
     // ---- definitions ---------------------------------------------------------
@@ -264,6 +263,11 @@ impl GangScheduling {
     /// The domains `group`'s last gang cycle considered, and its choice.
     pub fn considered_domains(&self) -> &HashMap<GroupKey, (Vec<String>, Option<String>)> {
         &self.considered
+    }
+
+    /// The plugin's `topologyLevels`: the hierarchy of last resort.
+    pub fn set_topology_levels(&mut self, levels: Vec<Arc<str>>) {
+        self.declared.set_plugin_levels(levels);
     }
 
     /// The hierarchies the cluster declares.

@@ -9,7 +9,10 @@
 //! deleted, because kube-rs leaves that to the consumer. Group-definition kinds
 //! and workload-owner kinds (top-owner grouping) whose API group is not
 //! installed are skipped with one log line and re-checked periodically, so
-//! installing a CRD later needs no restart.
+//! installing a CRD later needs no restart. The hierarchy kinds (Kueue
+//! `Topology`, Volcano `HyperNode`) are watched the same way; an invalid
+//! one is logged and reported deleted, so its domains are never used
+//! half-read.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
@@ -33,8 +36,10 @@ use super::objects::{
 use crate::cache::SelectingKind;
 use crate::cache::VolumeChange;
 use crate::dialects::owners::{OWNER_SOURCES, OwnerChange, OwnerSource, read_owner};
+use crate::dialects::topology::{TOPOLOGY_SOURCES, TopologySource};
 use crate::dialects::{DEFINITION_SOURCES, DefinitionSource};
 use crate::model::spread::ControllerKind;
+use crate::model::topology::TopologyChange;
 use crate::model::volumes::{Claim, CsiDriver, CsiNode, PersistentVolume, StorageClass};
 use crate::model::wire::LabelSelectorWire;
 use crate::model::{DefinitionKey, GroupDef, LabelSelector, NodeInfo, PodInfo, PodKey};
@@ -89,6 +94,9 @@ pub enum Observed {
     },
     /// A workload owner (top-owner grouping) observed or gone.
     Owner(OwnerChange),
+    /// A Kueue `Topology` or Volcano `HyperNode` observed or gone (an
+    /// invalid one arrives as gone).
+    Topology(TopologyChange),
     /// The named informer finished its initial list.
     Synced(&'static str),
     /// A definition or owner kind (by informer name, `DefinitionSource::name`,
@@ -184,6 +192,21 @@ pub fn start(
             relist: Relist::new(),
         };
         let kind = ServedKind::of_definitions(source);
+        tasks.push(tokio::spawn(run_served(
+            client.clone(),
+            kind,
+            tx.clone(),
+            recheck,
+            handler,
+        )));
+    }
+    for source in TOPOLOGY_SOURCES {
+        let handler = move || Topologies {
+            source,
+            live: HashSet::new(),
+            relist: Relist::new(),
+        };
+        let kind = ServedKind::of_topology(source);
         tasks.push(tokio::spawn(run_served(
             client.clone(),
             kind,
@@ -667,6 +690,16 @@ impl ServedKind {
         }
     }
 
+    fn of_topology(source: &'static TopologySource) -> Self {
+        ServedKind {
+            informer: source.name,
+            group: source.group,
+            versions: source.versions,
+            kind: source.kind,
+            plural: source.plural,
+        }
+    }
+
     fn of_owners(source: &'static OwnerSource) -> Self {
         ServedKind {
             informer: source.name,
@@ -941,11 +974,74 @@ impl ServedHandler for Owners {
     }
 }
 
+/// A hierarchy kind's watch: each object read into its description, or
+/// reported gone (deleted, or invalid: never used half-read).
+struct Topologies {
+    source: &'static TopologySource,
+    /// Names of the objects reported upserted and not since gone.
+    live: HashSet<String>,
+    relist: Relist<String>,
+}
+
+impl Topologies {
+    fn gone(&mut self, name: &str) -> Option<Observed> {
+        self.live
+            .remove(name)
+            .then(|| Observed::Topology((self.source.deleted)(Arc::from(name))))
+    }
+}
+
+impl ServedHandler for Topologies {
+    fn on_event(&mut self, ev: Event<DynamicObject>) -> Vec<Observed> {
+        match ev {
+            Event::Init => {
+                self.relist.begin();
+                Vec::new()
+            }
+            Event::InitApply(o) | Event::Apply(o) => {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                self.relist.seen(name.clone());
+                let read = serde_json::to_value(&o)
+                    .map_err(|e| e.to_string())
+                    .and_then(|json| (self.source.read)(&json));
+                match read {
+                    Ok(change) => {
+                        self.live.insert(name);
+                        vec![Observed::Topology(change)]
+                    }
+                    Err(error) => {
+                        warn!(kind = self.source.kind, %name, %error, "invalid object: its domains are not used");
+                        self.gone(&name).into_iter().collect()
+                    }
+                }
+            }
+            Event::Delete(o) => {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                self.relist.gone(&name);
+                self.gone(&name).into_iter().collect()
+            }
+            Event::InitDone => {
+                let stale = self.relist.finish();
+                stale.iter().filter_map(|k| self.gone(k)).collect()
+            }
+        }
+    }
+
+    fn retract_all(self) -> Vec<Observed> {
+        let deleted = self.source.deleted;
+        self.live
+            .into_iter()
+            .map(|name| Observed::Topology(deleted(Arc::from(name))))
+            .collect()
+    }
+}
+
 /// Shared-nothing sanity: the required informers are a subset of those started.
 pub fn informer_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = REQUIRED_INFORMERS.to_vec();
     names.extend(DEFINITION_SOURCES.iter().map(|s| s.name));
     names.extend(OWNER_SOURCES.iter().map(|s| s.name));
+    names.extend(TOPOLOGY_SOURCES.iter().map(|s| s.name));
     names
 }
 
@@ -1049,6 +1145,134 @@ mod sim_tests {
             Observed::PodDeleted(key) => assert_eq!(key, PodKey::new("default", "running")),
             other => panic!("expected the finished pod deleted, got {other:?}"),
         }
+        for t in tasks {
+            t.abort();
+        }
+        cluster.shutdown().await.unwrap();
+    }
+
+    /// The next topology event, skipping every other informer's.
+    async fn next_topology_event(rx: &mut mpsc::Receiver<Observed>) -> TopologyChange {
+        loop {
+            let o = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .expect("an informer event in time")
+                .expect("informers running");
+            if let Observed::Topology(change) = o {
+                return change;
+            }
+        }
+    }
+
+    fn dynamic_api(
+        client: &kube::Client,
+        gvk: (&str, &str, &str),
+        plural: &str,
+    ) -> Api<DynamicObject> {
+        let ar =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(gvk.0, gvk.1, gvk.2), plural);
+        Api::all_with(client.clone(), &ar)
+    }
+
+    /// Kueue Topologies and Volcano HyperNodes arrive as topology changes;
+    /// an invalid one is never reported as declared, and one that becomes
+    /// invalid is reported gone.
+    #[tokio::test]
+    async fn topology_objects_are_watched_and_invalid_ones_are_gone() {
+        use crate::model::topology::{HyperNodeMemberKind, MemberSelector};
+        // Validation off: the simulator refuses invalid topology objects, as
+        // a cluster with Kueue's CRD and Volcano's webhook does; one without
+        // them stores them, and the scheduler must defend itself.
+        let config = SimConfig::default().validate(false);
+        let cluster = SimCluster::start(config).await.unwrap();
+        let client = cluster.client().unwrap();
+        let topologies = dynamic_api(
+            &client,
+            ("kueue.x-k8s.io", "v1beta2", "Topology"),
+            "topologies",
+        );
+        let hypernodes = dynamic_api(
+            &client,
+            ("topology.volcano.sh", "v1alpha1", "HyperNode"),
+            "hypernodes",
+        );
+        let create = |api: &Api<DynamicObject>, obj: serde_json::Value| {
+            let api = api.clone();
+            async move {
+                let obj: DynamicObject = serde_json::from_value(obj).unwrap();
+                api.create(&PostParams::default(), &obj).await.unwrap();
+            }
+        };
+        create(
+            &topologies,
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+            "metadata": {"name": "default"},
+            "spec": {"levels": [{"nodeLabel": "cloud.provider.com/topology-block"},
+                                {"nodeLabel": "cloud.provider.com/topology-rack"},
+                                {"nodeLabel": "kubernetes.io/hostname"}]}}),
+        )
+        .await;
+        // Duplicate levels: invalid, so never declared.
+        create(
+            &topologies,
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+            "metadata": {"name": "dup"},
+            "spec": {"levels": [{"nodeLabel": "rack"}, {"nodeLabel": "rack"}]}}),
+        )
+        .await;
+        create(
+            &hypernodes,
+            json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+            "metadata": {"name": "s0"},
+            "spec": {"tier": 1, "members": [
+                {"type": "Node", "selector": {"exactMatch": {"name": "node-0"}}},
+                {"type": "Node", "selector": {"regexMatch": {"pattern": "node-[01]"}}}]}}),
+        )
+        .await;
+
+        let (tx, mut rx) = mpsc::channel(1024);
+        let tasks = start(client, tx, Duration::from_secs(3600));
+        let mut seen = [
+            next_topology_event(&mut rx).await,
+            next_topology_event(&mut rx).await,
+        ];
+        seen.sort_by_key(|c| format!("{c:?}"));
+        match &seen[..] {
+            [
+                TopologyChange::HyperNodeUpserted(h),
+                TopologyChange::TopologyUpserted(t),
+            ] => {
+                assert_eq!((&*h.name, h.tier, h.members.len()), ("s0", 1, 2));
+                assert_eq!(h.members[1].kind, HyperNodeMemberKind::Node);
+                assert_eq!(
+                    h.members[1].selector,
+                    MemberSelector::Regex("node-[01]".into())
+                );
+                assert_eq!(&*t.name, "default");
+                assert_eq!(t.levels.len(), 3);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+
+        // s0 made invalid (a pattern that does not compile): gone.
+        let patch = Patch::Merge(json!({"spec": {"members": [
+            {"type": "Node", "selector": {"regexMatch": {"pattern": "node-("}}}]}}));
+        hypernodes
+            .patch("s0", &PatchParams::default(), &patch)
+            .await
+            .unwrap();
+        assert_eq!(
+            next_topology_event(&mut rx).await,
+            TopologyChange::HyperNodeDeleted("s0".into())
+        );
+        topologies
+            .delete("default", &Default::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            next_topology_event(&mut rx).await,
+            TopologyChange::TopologyDeleted("default".into())
+        );
         for t in tasks {
             t.abort();
         }

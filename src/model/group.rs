@@ -260,20 +260,11 @@ pub enum PreemptionPolicy {
     PreemptLowerPriority,
 }
 
-/// Kueue's pod-group and topology annotations beyond the required topology
-/// (`kueue.x-k8s.io/...`), as the members agree on them.
+/// Kueue's pod-group annotations (`kueue.x-k8s.io/...`) as the members
+/// agree on them. Its topology annotations are read into
+/// [`GroupDef::topology`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KueueOptions {
-    /// `podset-preferred-topology`: a node label the members should share a
-    /// value of if they can. Recorded; placement by it is not implemented yet,
-    /// and a warning event on the members says so.
-    pub preferred_topology: Option<String>,
-    /// `podset-unconstrained-topology: "true"`: no topology constraint at all.
-    pub unconstrained_topology: bool,
-    /// `podset-slice-required-topology` and `podset-slice-size`: every slice
-    /// of `size` members within one value of the label. Not supported: the
-    /// members are refused (see [`GroupDef::unsupported`]).
-    pub slice: Option<(String, u32)>,
     /// `pod-group-fast-admission: "true"`: Kueue admits the group before
     /// every member exists. Admission is Kueue's; the gang still waits for
     /// its total count here.

@@ -78,7 +78,7 @@ impl Simulation {
                 )
             })?;
         let opts = RunOptions {
-            gang: profile.gang.unwrap_or_default(),
+            gang: profile.gang.clone().unwrap_or_default(),
             concurrency: 1,
             progress: &mut Lines::new(progress),
         };

@@ -18,6 +18,7 @@
 mod kinds;
 mod object;
 mod resolve;
+mod topology;
 
 #[cfg(test)]
 mod tests;
@@ -25,6 +26,7 @@ mod tests;
 pub use kinds::{OWNER_SOURCES, OwnerSource, owner_source, source_of_reference};
 pub use object::{GANG_ANNOTATION, MIN_COUNT_ANNOTATION, OwnerObject, read_owner};
 pub use resolve::{OwnerIndex, Resolution};
+pub use topology::{TemplateTopology, owner_topology};
 
 use crate::framework::args::ConfigError;
 use crate::model::wire::PodWire;

@@ -6,7 +6,9 @@
 use serde_json::Value;
 
 use super::super::common::{Meta, Timeout, positive_count};
+use super::super::kueue::slice_fits;
 use super::kinds::{OwnerSource, source_of_reference};
+use super::topology::{TemplateTopology, owner_topology};
 use crate::model::{DefinitionKey, GroupDef, GroupPolicy, GroupSource};
 
 /// Annotation on a top owner: `"false"` makes its pods ordinary pods.
@@ -65,13 +67,14 @@ pub fn read_owner(source: &OwnerSource, obj: &Value) -> Result<OwnerObject, Stri
         };
         Ok((policy, timeout))
     };
-    let def = match read() {
+    let mut def = match read() {
         Ok((policy, timeout)) => GroupDef {
             timeout_capped: Timeout::split(timeout).1,
             ..GroupDef::new(key.clone(), Ok(policy), meta.created_ms)
         },
         Err(e) => GroupDef::new(key.clone(), Err(format!("{key}: {e}")), meta.created_ms),
     };
+    read_topology(obj, source, &mut def);
     Ok(OwnerObject {
         def,
         parent: parent_of(obj, meta.namespace),
@@ -82,6 +85,26 @@ pub fn read_owner(source: &OwnerSource, obj: &Value) -> Result<OwnerObject, Stri
             .filter(|u| !u.is_empty())
             .map(str::to_string),
     })
+}
+
+/// The Kueue topology annotations of the owner's pod templates (and a
+/// Volcano Job's `spec.networkTopology`) into `def.topology`: invalid ones make the definition malformed, templates
+/// that disagree make it unsupported, a slice larger than the gang makes it
+/// malformed (it could never be whole).
+fn read_topology(obj: &Value, source: &OwnerSource, def: &mut GroupDef) {
+    let key = &def.key;
+    let checked = owner_topology(obj, source.kind_id).and_then(|t| match (&t, &def.policy) {
+        (TemplateTopology::Agreed(request), Ok(GroupPolicy::Gang { min_count, .. })) => {
+            slice_fits(request, *min_count).map(|()| t)
+        }
+        _ => Ok(t),
+    });
+    match checked {
+        Ok(TemplateTopology::Agreed(request)) => *def.topology = request,
+        Ok(TemplateTopology::Disagree(why)) => def.unsupported = Some(format!("{key}: {why}")),
+        Err(e) if def.policy.is_ok() => def.policy = Err(format!("{key}: {e}")),
+        Err(_) => {}
+    }
 }
 
 /// The controlling owner reference, when its kind is in the table. Owner

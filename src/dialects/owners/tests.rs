@@ -510,3 +510,241 @@ fn a_jobset_of_dependent_jobs_groups_each_job() {
         Resolution::Member(d.clone())
     );
 }
+
+/// A pod template carrying `annotations`, as Kueue's TAS samples write one.
+fn tas_template(annotations: Value) -> Value {
+    json!({"metadata": {"annotations": annotations},
+           "spec": {"containers": [{"name": "c", "image": "busybox",
+                    "resources": {"requests": {"cpu": "1"}}}],
+                    "restartPolicy": "Never"}})
+}
+
+fn jobset(name: &str, parallelism: i64, annotations: Value) -> Value {
+    json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta(name),
+           "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": {
+               "parallelism": parallelism, "completions": parallelism, "backoffLimit": 0,
+               "template": tas_template(annotations)}}}]}})
+}
+
+/// Kueue's TAS samples (site/static/examples/tas and examples/jobs): the
+/// annotations on the pod template become the gang's request.
+#[test]
+fn kueue_topology_annotations_on_pod_templates() {
+    use crate::model::{LevelRef, SliceRequest, TopologyRequest};
+    let rack = || LevelRef::Label("cloud.provider.com/topology-rack".into());
+    let block = || LevelRef::Label("cloud.provider.com/topology-block".into());
+    let job_with = |parallelism: i64, annotations: Value| {
+        job(
+            "tas",
+            json!({"parallelism": parallelism, "completions": parallelism,
+                   "completionMode": "Indexed", "template": tas_template(annotations)}),
+        )
+    };
+    let cases = [
+        (
+            OwnerKind::Job,
+            job_with(
+                10,
+                json!({"kueue.x-k8s.io/podset-required-topology": "cloud.provider.com/topology-rack"}),
+            ),
+            TopologyRequest::required(rack()),
+        ),
+        (
+            OwnerKind::Job,
+            job_with(
+                40,
+                json!({"kueue.x-k8s.io/podset-preferred-topology": "cloud.provider.com/topology-block"}),
+            ),
+            TopologyRequest::preferred(block()),
+        ),
+        (
+            OwnerKind::Job,
+            job_with(
+                6,
+                json!({"kueue.x-k8s.io/podset-unconstrained-topology": "true"}),
+            ),
+            TopologyRequest {
+                unconstrained: true,
+                ..TopologyRequest::default()
+            },
+        ),
+        (
+            OwnerKind::JobSet,
+            jobset(
+                "required",
+                4,
+                json!({"kueue.x-k8s.io/podset-required-topology": "cloud.provider.com/topology-rack"}),
+            ),
+            TopologyRequest::required(rack()),
+        ),
+        (
+            OwnerKind::JobSet,
+            jobset(
+                "sliced",
+                8,
+                json!({"kueue.x-k8s.io/podset-slice-required-topology": "cloud.provider.com/topology-rack",
+                       "kueue.x-k8s.io/podset-slice-size": "4"}),
+            ),
+            TopologyRequest {
+                slice: Some(SliceRequest {
+                    level: rack(),
+                    size: 4,
+                }),
+                ..TopologyRequest::default()
+            },
+        ),
+        (
+            OwnerKind::JobSet,
+            jobset(
+                "combined",
+                8,
+                json!({"kueue.x-k8s.io/podset-required-topology": "cloud.provider.com/topology-block",
+                       "kueue.x-k8s.io/podset-slice-required-topology": "cloud.provider.com/topology-rack",
+                       "kueue.x-k8s.io/podset-slice-size": "4"}),
+            ),
+            TopologyRequest {
+                required: Some(block()),
+                slice: Some(SliceRequest {
+                    level: rack(),
+                    size: 4,
+                }),
+                ..TopologyRequest::default()
+            },
+        ),
+        (
+            OwnerKind::LeaderWorkerSet,
+            json!({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                   "metadata": meta("lws"),
+                   "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 3,
+                       "leaderTemplate": tas_template(json!({
+                           "kueue.x-k8s.io/podset-required-topology": "cloud.provider.com/topology-rack",
+                           "kueue.x-k8s.io/podset-group-name": "lws-group"})),
+                       "workerTemplate": tas_template(json!({
+                           "kueue.x-k8s.io/podset-required-topology": "cloud.provider.com/topology-rack",
+                           "kueue.x-k8s.io/podset-group-name": "lws-group"}))}}}),
+            TopologyRequest::required(rack()),
+        ),
+        (
+            OwnerKind::Job,
+            job_with(2, json!({})),
+            TopologyRequest::default(),
+        ),
+    ];
+    for (kind, obj, want) in cases {
+        let o = owner(kind, obj.clone());
+        assert!(o.def.policy.is_ok(), "{obj}: {:?}", o.def.policy);
+        assert_eq!(*o.def.topology, want, "{obj}");
+        assert_eq!(o.def.unsupported, None, "{obj}");
+    }
+}
+
+#[test]
+fn pod_template_topology_errors_and_disagreements() {
+    let o = owner(
+        OwnerKind::JobSet,
+        jobset(
+            "bad",
+            4,
+            json!({"kueue.x-k8s.io/podset-required-topology": "rack",
+                   "kueue.x-k8s.io/podset-preferred-topology": "block"}),
+        ),
+    );
+    assert_eq!(
+        o.def.policy,
+        Err("JobSet ml/bad: spec.replicatedJobs[0].template.spec.template.metadata.annotations: annotations kueue.x-k8s.io/podset-required-topology and kueue.x-k8s.io/podset-preferred-topology are mutually exclusive".into())
+    );
+    let o = owner(
+        OwnerKind::JobSet,
+        jobset(
+            "big-slice",
+            4,
+            json!({"kueue.x-k8s.io/podset-slice-required-topology": "rack",
+                   "kueue.x-k8s.io/podset-slice-size": "8"}),
+        ),
+    );
+    assert_eq!(
+        o.def.policy,
+        Err("JobSet ml/big-slice: annotation kueue.x-k8s.io/podset-slice-size: Invalid value: \"8\": must not be greater than pod set count 4".into())
+    );
+    // A launcher without annotations beside workers confined to a rack:
+    // Kueue gives each pod set its own request; one gang cannot.
+    let mut js = jobset(
+        "mixed",
+        4,
+        json!({"kueue.x-k8s.io/podset-required-topology": "rack"}),
+    );
+    let launcher = json!({"name": "launcher", "replicas": 1, "template": {"spec": {
+        "parallelism": 1, "template": tas_template(json!({}))}}});
+    js["spec"]["replicatedJobs"]
+        .as_array_mut()
+        .unwrap()
+        .push(launcher);
+    let o = owner(OwnerKind::JobSet, js);
+    assert!(o.def.policy.is_ok());
+    assert_eq!(
+        o.def.unsupported.as_deref(),
+        Some(
+            "JobSet ml/mixed: pod templates ask for different topologies (spec.replicatedJobs[0].template.spec.template: required rack; spec.replicatedJobs[1].template.spec.template: none), and one gang is placed under one request"
+        )
+    );
+}
+
+#[test]
+fn volcano_jobs_state_their_network_topology() {
+    use crate::model::{LevelRef, TopologyRequest};
+    let vcjob = |spec: Value| {
+        json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta("v"),
+               "spec": spec})
+    };
+    let tasks = json!([{"name": "worker", "replicas": 4,
+                        "template": tas_template(json!({}))}]);
+    let o = owner(
+        OwnerKind::VolcanoJob,
+        vcjob(json!({"minAvailable": 4, "tasks": tasks,
+                     "networkTopology": {"mode": "hard", "highestTierAllowed": 2}})),
+    );
+    assert_eq!(
+        *o.def.topology,
+        TopologyRequest {
+            required: Some(LevelRef::Tier(2)),
+            preferred: Some(LevelRef::Tier(1)),
+            ..TopologyRequest::default()
+        }
+    );
+    let o = owner(
+        OwnerKind::VolcanoJob,
+        vcjob(json!({"tasks": tasks, "networkTopology": {"mode": "hard"}})),
+    );
+    assert_eq!(
+        o.def.policy,
+        Err("Job.batch.volcano.sh ml/v: spec.networkTopology: mode hard needs highestTierAllowed or highestTierName (network topology constraint has no tier boundary)".into())
+    );
+    let o = owner(
+        OwnerKind::VolcanoJob,
+        vcjob(
+            json!({"tasks": [{"name": "w", "replicas": 2, "template": tas_template(json!({})),
+                                "partitionPolicy": {"totalPartitions": 2, "partitionSize": 1,
+                                    "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}}]}),
+        ),
+    );
+    assert_eq!(
+        o.def.unsupported.as_deref(),
+        Some(
+            "Job.batch.volcano.sh ml/v: spec.tasks[0].partitionPolicy.networkTopology (a network topology per partition) is not supported by this scheduler"
+        )
+    );
+    let o = owner(
+        OwnerKind::VolcanoJob,
+        vcjob(
+            json!({"tasks": [{"name": "w", "replicas": 2, "template": tas_template(json!({
+                         "kueue.x-k8s.io/podset-required-topology": "rack"}))}],
+                     "networkTopology": {"mode": "soft"}}),
+        ),
+    );
+    assert_eq!(
+        o.def.unsupported.as_deref(),
+        Some(
+            "Job.batch.volcano.sh ml/v: spec.networkTopology (preferred HyperNode tier 1) and the pod templates' Kueue topology annotations (required rack) both ask for a topology"
+        )
+    );
+}
