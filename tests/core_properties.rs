@@ -829,14 +829,13 @@ fn check_all(h: &Harness, w: &World) -> Result<(), String> {
 /// The profile without gang scheduling the property tests add.
 const SOLO: &str = "solo";
 
-/// The gang-scheduling profile and `SOLO`.
-fn two_profiles() -> Harness {
+/// The gang-scheduling profile, planning gangs whole or per pod, and `SOLO`.
+fn two_profiles_in(plan_whole_gangs: bool) -> Harness {
     let mut solo = ProfileConfig::new(SOLO, Framework::default());
     solo.gang_enabled = false;
-    Harness::with_config(EngineConfig::new(vec![
-        ProfileConfig::new(SCHEDULER, Framework::default()),
-        solo,
-    ]))
+    let mut gang = ProfileConfig::new(SCHEDULER, Framework::default());
+    gang.plan_whole_gangs = plan_whole_gangs;
+    Harness::with_config(EngineConfig::new(vec![gang, solo]))
 }
 
 /// What the test generated so far, to pick targets from.
@@ -1099,8 +1098,9 @@ proptest! {
     fn invariants_hold_under_random_events(
         start_nodes in 0..=6usize,
         ops in prop::collection::vec(op(), 1..60),
+        whole in prop::bool::weighted(0.7),
     ) {
-        let mut h = two_profiles();
+        let mut h = two_profiles_in(whole);
         let mut w = World::default();
         for i in 0..start_nodes {
             apply(&mut h, &mut w, &Op::AddNode { cpu: 2000, rack: (i % 3) as u8 });
@@ -1189,5 +1189,96 @@ proptest! {
             }
         }
         prop_assert_eq!(finished.len(), pods.len(), "not all ran within 20 minutes at {:?}", h.elapsed());
+    }
+}
+
+// ---- topology: the preferred level against a brute-force oracle -------------
+
+const ORACLE_BLOCK: &str = "block";
+const ORACLE_RACK: &str = "rack";
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// A gang with a preferred rack on a random block → rack → node tree (random
+    /// node sizes, some nodes already partly used) lands in one domain of the
+    /// narrowest level that can hold it — rack, else block, else the whole
+    /// cluster — as a brute force over every domain says, and never partly.
+    #[test]
+    fn preferred_level_matches_the_oracle(
+        blocks in 1..=3usize,
+        racks in 1..=3usize,
+        per_rack in 1..=3usize,
+        sizes in prop::collection::vec(1..=4i64, 27),
+        used in prop::collection::vec(0..=2i64, 27),
+        members in 1..=8usize,
+        cpu in 1..=3i64,
+    ) {
+        use muster::model::topology::{TopologyChange, TopologyDef};
+        use muster::model::{LevelRef, TopologyRequest};
+        let mut h = Harness::new();
+        h.put_topology(TopologyChange::TopologyUpserted(TopologyDef {
+            name: "t".into(),
+            levels: vec![ORACLE_BLOCK.into(), ORACLE_RACK.into()],
+        }));
+        // Free whole-member slots per node, as the oracle counts them.
+        let mut slots: Vec<(usize, usize, usize)> = Vec::new(); // (block, rack, slots)
+        let mut i = 0;
+        for b in 0..blocks {
+            for r in 0..racks {
+                for n in 0..per_rack {
+                    let name = format!("b{b}-r{r}-n{n}");
+                    let capacity = sizes[i] * 1000;
+                    let taken = (used[i] * 1000).min(capacity);
+                    let mut nd = node(&name, capacity, 64);
+                    nd.labels.insert(ORACLE_BLOCK.into(), format!("b{b}"));
+                    nd.labels.insert(ORACLE_RACK.into(), format!("r{r}"));
+                    h.add_node(nd);
+                    if taken > 0 {
+                        let mut filler = pod(&format!("fill-{name}"), taken, 1);
+                        filler.node_name = Some(Arc::from(name.as_str()));
+                        h.put_pod(filler);
+                    }
+                    slots.push((b, r, usize::try_from((capacity - taken) / (cpu * 1000)).unwrap_or(0)));
+                    i += 1;
+                }
+            }
+        }
+        h.settle();
+        let g = group_key("g");
+        let mut def = gang_def("g", members as u32, 1);
+        *def.topology = TopologyRequest::preferred(LevelRef::Label(ORACLE_RACK.into()));
+        h.put_def(def);
+        for m in 0..members {
+            h.put_pod(member(&format!("g-{m}"), &g, cpu * 1000, 1));
+        }
+        h.settle();
+        checked(&h);
+        // The oracle: every rack, then every block, then everything.
+        let room = |f: &dyn Fn(usize, usize) -> bool| -> usize {
+            slots.iter().filter(|(b, r, _)| f(*b, *r)).map(|(_, _, s)| *s).sum()
+        };
+        let rack_fits = (0..blocks).any(|b| (0..racks).any(|r| room(&|x, y| x == b && y == r) >= members));
+        let block_fits = (0..blocks).any(|b| room(&|x, _| x == b) >= members);
+        let all_fits = room(&|_, _| true) >= members;
+        let bound = h.bound_members(&g);
+        prop_assert!(bound == 0 || bound == members, "partly bound: {bound}/{members}");
+        prop_assert_eq!(bound == members, all_fits, "fits the cluster: {}", all_fits);
+        if bound == members {
+            let placed: Vec<(String, String)> = (0..members)
+                .filter_map(|m| h.node_of(&key(&format!("g-{m}"))))
+                .map(|n| {
+                    let parts: Vec<&str> = n.split('-').collect();
+                    (parts[0].to_string(), parts[1].to_string())
+                })
+                .collect();
+            let one_block = placed.iter().all(|(b, _)| *b == placed[0].0);
+            let one_rack = one_block && placed.iter().all(|(_, r)| *r == placed[0].1);
+            if rack_fits {
+                prop_assert!(one_rack, "a rack holds {members}: {placed:?}");
+            } else if block_fits {
+                prop_assert!(one_block, "a block holds {members}: {placed:?}");
+            }
+        }
     }
 }

@@ -581,6 +581,11 @@ fn a_rack_whose_plan_fails_gives_way_to_the_next_in_the_same_cycle() {
         ]
     );
     assert_eq!(chosen.as_deref(), Some("topology.kubernetes.io/rack b"));
+    let debug = h.engine.debug_text(h.now());
+    assert!(
+        debug.contains("PodGroup default/train: tried [topology.kubernetes.io/rack a, topology.kubernetes.io/rack b]; placed in topology.kubernetes.io/rack b"),
+        "{debug}"
+    );
 }
 
 #[test]

@@ -76,7 +76,9 @@ async fn gang_that_cannot_fit_binds_nobody_until_a_node_is_added() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gang_timeout_rejects_every_waiting_member() {
     let env = cluster(vec![nodes(3, "4")]).await;
-    let daemon = daemon(&env, test_config("")).await;
+    // Per pod: the gang cycle reserves nothing for a gang with a gated
+    // member (`a_gang_with_a_gated_member_reserves_nothing`).
+    let daemon = daemon(&env, test_config(PER_POD_PROFILE)).await;
     create_podgroup(&env, "default", "slow", 3, Some(1)).await;
     let mut members: Vec<_> = (0..2)
         .map(|i| pod(&format!("slow-{i}"), "1", "muster", Some("slow")))
@@ -201,7 +203,7 @@ async fn pods_bound_by_another_scheduler_are_accounted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_while_members_wait_at_permit_leaves_no_partial_gang() {
     let env = cluster(vec![nodes(3, "4")]).await;
-    let first = daemon(&env, test_config("")).await;
+    let first = daemon(&env, test_config(PER_POD_PROFILE)).await;
     create_podgroup(&env, "default", "r", 3, Some(600)).await;
     let mut members: Vec<_> = (0..2)
         .map(|i| pod(&format!("r-{i}"), "1", "muster", Some("r")))
@@ -222,7 +224,7 @@ async fn restart_while_members_wait_at_permit_leaves_no_partial_gang() {
         "reservations are in memory only"
     );
 
-    let second = daemon(&env, test_config("")).await;
+    let second = daemon(&env, test_config(PER_POD_PROFILE)).await;
     wait_ready(&second).await;
     // The new scheduler re-reserves the two members (its own GangWaiting events bump the counts).
     for name in ["r-0", "r-1"] {
@@ -321,7 +323,9 @@ async fn two_replicas_one_leader_and_takeover_after_a_crash() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_expose_the_gang_facts_of_the_scenario() {
     let env = cluster(vec![nodes(2, "4")]).await;
-    let daemon = daemon(&env, test_config("")).await;
+    // Members placed one per cycle, so they wait at Permit and the barrier's
+    // metrics (permit wait, timeouts) have something to show.
+    let daemon = daemon(&env, test_config(PER_POD_PROFILE)).await;
     create_podgroup(&env, "default", "fits", 2, None).await;
     create_podgroup(&env, "default", "never", 2, Some(1)).await;
     create_pods(
@@ -487,3 +491,35 @@ async fn a_closed_leader_fence_drops_writes_before_they_leave() {
     let p = api.get("fenced").await.expect("pod");
     assert_eq!(p.spec.and_then(|s| s.node_name).as_deref(), Some(&*node));
 }
+
+/// The gang cycle: a gang one of whose members is behind a scheduling gate
+/// reserves nothing (no member ever says `WaitingAtPermit`); lifting the gate
+/// places the whole gang at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_with_a_gated_member_reserves_nothing_until_it_is_ready() {
+    let env = cluster(vec![nodes(3, "4")]).await;
+    let daemon = daemon(&env, test_config("")).await;
+    create_podgroup(&env, "default", "ready", 3, None).await;
+    let mut members: Vec<_> = (0..2)
+        .map(|i| pod(&format!("ready-{i}"), "1", "muster", Some("ready")))
+        .collect();
+    members.push(gated(pod("ready-2", "1", "muster", Some("ready"))));
+    create_pods(&env, "default", members).await;
+    let e = wait_event(&env, "default", |e| {
+        e.involved_object.name.as_deref() == Some("ready-0")
+            && e.message
+                .as_deref()
+                .is_some_and(|m| m.contains("to be ready to schedule"))
+    })
+    .await;
+    assert_eq!(e.reason.as_deref(), Some("FailedScheduling"), "{e:?}");
+    let pods = list_pods(&env, "default").await;
+    assert!(names_bound(&pods, "ready-").is_empty());
+    ungate(&env, "default", "ready-2").await;
+    wait_pods(&env, "default", |p| names_bound(p, "ready-").len() == 3).await;
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+/// The default profile placing gang members one per cycle
+/// (`planWholeGangs: false`).
+const PER_POD_PROFILE: &str = "profiles:\n- schedulerName: muster\n  pluginConfig:\n  - name: GangScheduling\n    args: {planWholeGangs: false}\n";

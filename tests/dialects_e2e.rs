@@ -626,7 +626,7 @@ async fn podgroup_required_topology_without_a_big_enough_rack_binds_nothing() {
         .map(|i| pod(&format!("wide-{i}"), "3", "muster", Some("wide")))
         .collect();
     create_pods(&env, "default", pods).await;
-    let needle = "requires all members within one value of node label topology.kubernetes.io/rack";
+    let needle = "requires all members within one domain of topology.kubernetes.io/rack";
     wait_failed_scheduling(&env, "default", "wide-0", needle).await;
     let c = wait_podgroup_condition(&env, "default", "wide", |c| {
         c["status"] == "False" && c["message"].as_str().is_some_and(|m| m.contains(needle))

@@ -282,18 +282,38 @@ impl SchedulerLoop {
                 break;
             }
             let after = self.engine.attempt_counts();
-            let result = if after.scheduled > before.scheduled {
-                "scheduled"
-            } else if after.unschedulable > before.unschedulable {
-                "unschedulable"
-            } else {
-                "error"
-            };
+            // A gang cycle attempts every member of its gang in one call:
+            // each attempt is counted under its own result.
+            let counts = [
+                (
+                    "scheduled",
+                    after.scheduled.saturating_sub(before.scheduled),
+                ),
+                (
+                    "unschedulable",
+                    after.unschedulable.saturating_sub(before.unschedulable),
+                ),
+                ("error", after.error.saturating_sub(before.error)),
+            ];
+            let result = counts
+                .iter()
+                .find(|(_, n)| *n > 0)
+                .map_or("error", |(r, _)| *r);
+            for (r, n) in counts {
+                if n > 0 {
+                    self.metrics
+                        .schedule_attempts
+                        .with_label_values(&[r, "all"])
+                        .inc_by(n);
+                }
+            }
+            if counts.iter().all(|(_, n)| *n == 0) {
+                self.metrics
+                    .schedule_attempts
+                    .with_label_values(&["error", "all"])
+                    .inc();
+            }
             let elapsed = started.elapsed().as_secs_f64();
-            self.metrics
-                .schedule_attempts
-                .with_label_values(&[result, "all"])
-                .inc();
             self.metrics
                 .attempt_duration
                 .with_label_values(&[result, "all"])

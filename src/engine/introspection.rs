@@ -85,6 +85,23 @@ impl Engine {
         if groups.len() > 50 {
             let _ = writeln!(out, "  ... and {} more", groups.len() - 50);
         }
+        // The domains each topology-constrained gang's last cycle tried.
+        let mut placed: Vec<_> = self.gang.considered_domains().iter().collect();
+        placed.sort_by(|a, b| a.0.cmp(b.0));
+        if !placed.is_empty() {
+            let _ = writeln!(out, "topology (last gang cycle per group):");
+        }
+        for (g, (tried, chosen)) in placed.iter().take(50) {
+            let chosen = chosen.as_deref().unwrap_or("none held it");
+            let _ = writeln!(
+                out,
+                "  {g}: tried [{}]; placed in {chosen}",
+                tried.join(", ")
+            );
+        }
+        if placed.len() > 50 {
+            let _ = writeln!(out, "  ... and {} more", placed.len() - 50);
+        }
         let a = self.attempt_counts();
         let _ = writeln!(
             out,
