@@ -51,8 +51,7 @@ impl ScorePlugin for PodTopologySpread {
         }
         // Only the system defaults tolerate nodes without every key.
         let require_all = !pod.spread.constraints.is_empty() || !self.system_defaulted;
-        let computed =
-            self.score_feasible(pod, snapshot.nodes, feasible, &constraints, require_all);
+        let computed = self.score_feasible(pod, snapshot, feasible, &constraints, require_all);
         state.write(PRE_SCORE_KEY, computed);
         true
     }
@@ -119,17 +118,18 @@ impl PodTopologySpread {
     fn score_feasible(
         &self,
         pod: &PodInfo,
-        nodes: &[NodeState],
+        snapshot: &Snapshot<'_>,
         feasible: &[usize],
         constraints: &[SpreadConstraint],
         require_all: bool,
     ) -> PreScoreState {
+        let (nodes, table) = (snapshot.nodes, &snapshot.facts.label_ids);
         let mut memo = self.memo();
         let domains: Vec<Domains> = constraints
             .iter()
             .map(|c| {
-                let (per_node, ids) = memo.domains(nodes, &c.topology_key);
-                domains_of(per_node, &ids)
+                let d = memo.domains(nodes, &c.topology_key, table);
+                domains_of(d.of_node, &d.ids)
             })
             .collect();
         let matching: Vec<Vec<u32>> = constraints
