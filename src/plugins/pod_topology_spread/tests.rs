@@ -100,9 +100,10 @@ fn filter_with(
         plugin.pre_filter(&mut state, pod, &Snapshot::new(nodes, facts)),
         PreFilterResult::AllNodes
     );
-    if let Some(s) = state.read::<PreFilterState>(PRE_FILTER_KEY) {
-        let with_ids = s.constraints.iter().all(|c| c.label_ids.is_some());
-        assert_eq!(with_ids, facts.label_ids.stamp() != 0, "ids iff a table");
+    let read = state.read::<PreFilterState>(PRE_FILTER_KEY);
+    for c in read.iter().flat_map(|s| &s.constraints) {
+        let numbered = facts.label_ids.stamp() != 0;
+        assert_eq!(c.label_ids.is_some(), numbered, "ids iff a table");
     }
     nodes
         .iter()
