@@ -6,9 +6,11 @@
 //! Cases: a plain pod whose labels some existing anti-affinity terms select,
 //! a pod with its own required anti-affinity and preferred affinity, and the
 //! default framework without InterPodAffinity as the baseline. Each runs on
-//! the cache's view (a maintained `PodIndex`: candidates from the index) and,
-//! suffixed `_scan`, on bare node states (every node's pods read, as
-//! kube-scheduler does).
+//! the cache's view (a maintained `PodIndex`: candidates from the index; the
+//! nodes' labels numbered by a `LabelIds` table: Filter and Score compare
+//! ids) and, suffixed `_scan`, on bare node states (every node's pods read,
+//! labels as strings, as kube-scheduler does). `pod_with_terms_strings` is
+//! the cache's view without label ids (the per-node passes read strings).
 //!
 //! Run: `cargo bench --bench inter_pod_affinity`. Figures: docs/performance.md.
 
@@ -16,7 +18,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use muster::cache::{ClusterFacts, NodeState, PodIndex};
+use muster::cache::{ClusterFacts, LabelIds, NodeState, PodIndex};
 use muster::framework::{Framework, Snapshot};
 use muster::model::{NodeInfo, PodInfo, Resources};
 use serde_json::{Value, json};
@@ -95,7 +97,7 @@ fn incoming(affinity: Value) -> PodInfo {
 }
 
 fn bench(c: &mut Criterion) {
-    let nodes = cluster();
+    let mut nodes = cluster();
     let plain = incoming(json!({}));
     let affine = incoming(json!({
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term("app-7", HOSTNAME)]},
@@ -112,15 +114,20 @@ fn bench(c: &mut Criterion) {
         .scorers
         .retain(|(p, _)| p.name() != "InterPodAffinity");
 
+    let mut indexed_strings = ClusterFacts::default();
+    indexed_strings.pods = PodIndex::of_nodes(&nodes);
     let mut indexed = ClusterFacts::default();
     indexed.pods = PodIndex::of_nodes(&nodes);
+    indexed.label_ids = LabelIds::of_nodes(&mut nodes);
     let scanned = ClusterFacts::default();
+    let nodes = nodes;
 
     let mut group = c.benchmark_group("inter_pod_affinity_5000_nodes_50000_pods");
     for (label, framework, pod, facts) in [
         ("baseline_without_plugin", &baseline, &plain, &indexed),
         ("plain_pod", &full, &plain, &indexed),
         ("pod_with_terms", &full, &affine, &indexed),
+        ("pod_with_terms_strings", &full, &affine, &indexed_strings),
         ("plain_pod_scan", &full, &plain, &scanned),
         ("pod_with_terms_scan", &full, &affine, &scanned),
     ] {

@@ -15,6 +15,10 @@
 //!   thirds of the nodes fail the filter and the search runs over ~3x the
 //!   nodes to find its 500 feasible ones: the other filters' cost grows.
 //!
+//! - `host_hard_zone_soft_strings`: `host_hard_zone_soft` without label ids
+//!   (the other cases run with the nodes' labels numbered by a `LabelIds`
+//!   table, as the cache keeps them; this one reads the label strings).
+//!
 //! Run: `cargo bench --bench topology_spread`. Figures: docs/performance.md.
 
 #[allow(dead_code)]
@@ -24,8 +28,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use muster::cache::NodeState;
-use muster::framework::Framework;
+use muster::cache::{ClusterFacts, LabelIds, NodeState};
+use muster::framework::{Framework, Snapshot};
 use muster::model::PodInfo;
 
 const PODS_PER_NODE: usize = 10;
@@ -115,15 +119,22 @@ fn bench(c: &mut Criterion) {
     for p in [&host_hard, &zone_hard, &plain] {
         assert!(framework.schedule(p, &nodes, &mut 0).is_ok());
     }
+    let mut facts = ClusterFacts::default();
+    facts.label_ids = LabelIds::of_nodes(&mut nodes);
+    let strings = ClusterFacts::default();
     let mut group = c.benchmark_group("topology_spread_5000_nodes_50000_pods");
     let mut start = 0;
-    for (label, pod) in [
-        ("no_constraints", &plain),
-        ("host_hard_zone_soft", &host_hard),
-        ("zone_hard_host_soft", &zone_hard),
+    for (label, pod, facts) in [
+        ("no_constraints", &plain, &facts),
+        ("host_hard_zone_soft", &host_hard, &facts),
+        ("host_hard_zone_soft_strings", &host_hard, &strings),
+        ("zone_hard_host_soft", &zone_hard, &facts),
     ] {
+        let snapshot = Snapshot::new(&nodes, facts);
         group.bench_function(label, |b| {
-            b.iter(|| black_box(framework.schedule(black_box(pod), &nodes, &mut start)))
+            b.iter(|| {
+                black_box(framework.schedule_within(black_box(pod), &snapshot, &mut start, None))
+            })
         });
     }
     let churn = Arc::new(app_pod(usize::MAX, "app-7"));
@@ -137,7 +148,8 @@ fn bench(c: &mut Criterion) {
                 node.remove_pod(&churn);
             }
             k += 1;
-            black_box(framework.schedule(black_box(&host_hard), &nodes, &mut start))
+            let snapshot = Snapshot::new(&nodes, &facts);
+            black_box(framework.schedule_within(black_box(&host_hard), &snapshot, &mut start, None))
         })
     });
     group.finish();

@@ -31,6 +31,10 @@ pub struct ClusterFacts {
     /// (kept by the cache beside `NodeState::pods`; unmaintained in facts
     /// built by hand, where plugins scan the nodes instead).
     pub pods: super::pod_index::PodIndex,
+    /// Node label keys and values as integers (kept by the cache, which
+    /// numbers every node state's labels; unmaintained in facts built by
+    /// hand, where plugins read the labels as strings).
+    pub label_ids: super::label_ids::LabelIds,
 }
 
 impl ClusterFacts {
@@ -44,6 +48,7 @@ impl ClusterFacts {
     pub fn maintained() -> Self {
         ClusterFacts {
             pods: super::pod_index::PodIndex::maintained(),
+            label_ids: super::label_ids::LabelIds::maintained(),
             ..ClusterFacts::default()
         }
     }

@@ -8,6 +8,7 @@
 mod facts;
 mod groups;
 mod images;
+mod label_ids;
 mod node_state;
 mod pod_index;
 mod selectors;
@@ -17,6 +18,7 @@ pub mod volumes;
 pub use facts::{ClusterFacts, Labels};
 pub use groups::{GroupMembers, MemberState};
 pub use images::ImageSpread;
+pub use label_ids::{LabelIds, NodeLabelIds, pack as pack_label_pair};
 pub use node_state::NodeState;
 pub use pod_index::{IndexedTerm, PodIndex, TermKind};
 pub use selectors::{SelectingKind, WorkloadSelectors};

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::label_ids::NodeLabelIds;
 use crate::model::{HostPort, NodeInfo, PodInfo, Resources};
 
 /// A node as the filter and score plugins see it: its spec plus the sum of the
@@ -31,6 +32,10 @@ pub struct NodeState {
     /// it (gang room, spread counts) never mistake a re-created node for
     /// the one they saw.
     pub generation: u64,
+    /// The node's labels as interned ids, set by the cache's `LabelIds`
+    /// (empty, stamp 0, on nodes built by hand and after a relabel until
+    /// the cache renumbers them: then plugins read `info.labels`).
+    pub label_ids: NodeLabelIds,
 }
 
 impl NodeState {
@@ -45,6 +50,7 @@ impl NodeState {
             pods_with_affinity: Vec::new(),
             pods_with_required_anti_affinity: Vec::new(),
             generation: next_generation(),
+            label_ids: NodeLabelIds::default(),
         }
     }
 
@@ -95,7 +101,11 @@ impl NodeState {
     }
 
     /// Replaces the node's spec (labels, taints, allocatable) keeping its accounting.
+    /// New labels void the interned ids (the cache renumbers them).
     pub fn set_info(&mut self, info: Arc<NodeInfo>) {
+        if info.labels != self.info.labels {
+            self.label_ids = NodeLabelIds::default();
+        }
         self.info = info;
         self.generation = next_generation();
     }

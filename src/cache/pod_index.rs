@@ -20,6 +20,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use foldhash::fast::RandomState;
+
 use crate::model::{LabelSelector, NodeInfo, Operator, PodAffinityTerm, PodInfo, PodKey};
 
 /// Which list of `PodAffinity` a term comes from.
@@ -57,14 +59,25 @@ struct Entry {
     node: Arc<NodeInfo>,
 }
 
-type TermRef = (PodKey, TermKind, u16);
-type PodSets = HashMap<String, HashMap<String, HashSet<PodKey>>>;
-type TermSets = HashMap<String, HashMap<String, HashSet<TermRef>>>;
+/// A pod's position in `PodIndex::slots`: sets hold these, so a query
+/// reaches each candidate's entry by array index, not by hashing and
+/// comparing its `PodKey` (most of PreFilter's and PreScore's cost at
+/// 50,000 pods when they were keys).
+type Slot = u32;
+type TermRef = (Slot, TermKind, u16);
+type Map<K, V> = HashMap<K, V, RandomState>;
+type Set<T> = HashSet<T, RandomState>;
+type PodSets = Map<String, Map<String, Set<Slot>>>;
+type TermSets = Map<String, Map<String, Set<TermRef>>>;
 
 #[derive(Debug, Default, Clone)]
 pub struct PodIndex {
     maintained: bool,
-    pods: HashMap<PodKey, Entry>,
+    /// Each accounted pod's slot.
+    pods: Map<PodKey, Slot>,
+    /// Entries by slot (`None`: free, listed in `free` for reuse).
+    slots: Vec<Option<Entry>>,
+    free: Vec<Slot>,
     /// label key → value → pods carrying it.
     by_label: PodSets,
     /// Terms of accounted pods, filed under the first single-valued `In`
@@ -72,7 +85,7 @@ pub struct PodIndex {
     /// selected) ...
     terms_by_pair: TermSets,
     /// ... or here when they have none.
-    general_terms: HashSet<TermRef>,
+    general_terms: Set<TermRef>,
     /// Terms of each kind, by `TermKind as usize`.
     term_counts: [usize; 4],
 }
@@ -118,11 +131,15 @@ impl PodIndex {
             return;
         }
         self.remove(&pod.key);
+        let Some(slot) = self.free_slot() else {
+            // More than `u32::MAX` pods: beyond any cluster; not indexed.
+            return;
+        };
         for (k, v) in &pod.labels {
-            insert(&mut self.by_label, k, v, pod.key.clone());
+            insert(&mut self.by_label, k, v, slot);
         }
         for (kind, i, term) in terms_of(pod) {
-            let entry = (pod.key.clone(), kind, i);
+            let entry = (slot, kind, i);
             match pair_of(&term.label_selector) {
                 Some((k, v)) => insert(&mut self.terms_by_pair, k, v, entry),
                 None => {
@@ -132,25 +149,43 @@ impl PodIndex {
             let n = &mut self.term_counts[kind as usize];
             *n = n.saturating_add(1);
         }
-        self.pods.insert(
-            pod.key.clone(),
-            Entry {
+        if let Some(s) = self.slots.get_mut(slot as usize) {
+            *s = Some(Entry {
                 pod: pod.clone(),
                 node: node.clone(),
-            },
-        );
+            });
+        }
+        self.pods.insert(pod.key.clone(), slot);
+    }
+
+    /// A free slot (reused first), or `None` past `u32`.
+    fn free_slot(&mut self) -> Option<Slot> {
+        if let Some(slot) = self.free.pop() {
+            return Some(slot);
+        }
+        let slot = Slot::try_from(self.slots.len()).ok()?;
+        self.slots.push(None);
+        Some(slot)
+    }
+
+    fn entry(&self, slot: Slot) -> Option<&Entry> {
+        self.slots.get(usize::try_from(slot).ok()?)?.as_ref()
     }
 
     /// Forgets a pod no longer accounted on any node.
     pub fn remove(&mut self, key: &PodKey) {
-        let Some(entry) = self.pods.remove(key) else {
+        let Some(slot) = self.pods.remove(key) else {
             return;
         };
+        let Some(entry) = self.slots.get_mut(slot as usize).and_then(Option::take) else {
+            return;
+        };
+        self.free.push(slot);
         for (k, v) in &entry.pod.labels {
-            delete(&mut self.by_label, k, v, key);
+            delete(&mut self.by_label, k, v, &slot);
         }
         for (kind, i, term) in terms_of(&entry.pod) {
-            let entry = (key.clone(), kind, i);
+            let entry = (slot, kind, i);
             match pair_of(&term.label_selector) {
                 Some((k, v)) => delete(&mut self.terms_by_pair, k, v, &entry),
                 None => {
@@ -165,7 +200,8 @@ impl PodIndex {
     /// Points the pods of `node` at its new spec (its labels changed).
     pub fn set_node(&mut self, node: &super::NodeState) {
         for pod in &node.pods {
-            if let Some(entry) = self.pods.get_mut(&pod.key) {
+            let slot = self.pods.get(&pod.key).copied();
+            if let Some(Some(entry)) = slot.and_then(|s| self.slots.get_mut(s as usize)) {
                 entry.node = node.info.clone();
             }
         }
@@ -182,14 +218,15 @@ impl PodIndex {
         if selector.matches_nothing() {
             return;
         }
-        let mut visit = |key: &PodKey| {
-            if let Some(e) = self.pods.get(key) {
-                f(&e.pod, &e.node);
-            }
-        };
         match self.narrowest(selector) {
-            Some(sets) => sets.into_iter().flatten().for_each(&mut visit),
-            None => self.pods.keys().for_each(visit),
+            Some(sets) => {
+                for slot in sets.into_iter().flatten() {
+                    if let Some(e) = self.entry(*slot) {
+                        f(&e.pod, &e.node);
+                    }
+                }
+            }
+            None => self.slots.iter().flatten().for_each(|e| f(&e.pod, &e.node)),
         }
     }
 
@@ -204,8 +241,8 @@ impl PodIndex {
             .iter()
             .filter_map(|(k, v)| self.terms_by_pair.get(k)?.get(v));
         for set in filed.chain(std::iter::once(&self.general_terms)) {
-            for (key, kind, i) in set {
-                if let Some(t) = self.term(key, *kind, *i) {
+            for (slot, kind, i) in set {
+                if let Some(t) = self.term(*slot, *kind, *i) {
                     f(t);
                 }
             }
@@ -217,8 +254,8 @@ impl PodIndex {
         self.term_counts[kind as usize]
     }
 
-    fn term(&self, key: &PodKey, kind: TermKind, i: u16) -> Option<IndexedTerm<'_>> {
-        let e = self.pods.get(key)?;
+    fn term(&self, slot: Slot, kind: TermKind, i: u16) -> Option<IndexedTerm<'_>> {
+        let e = self.entry(slot)?;
         let a = &e.pod.pod_affinity;
         let (term, weight) = match kind {
             TermKind::RequiredAffinity => (a.required_affinity.get(usize::from(i))?, 0),
@@ -243,9 +280,9 @@ impl PodIndex {
 
     /// The pod sets of the selector's most selective `In` requirement (one
     /// set per listed value), or `None` when it has no `In` requirement.
-    fn narrowest(&self, selector: &LabelSelector) -> Option<Vec<&HashSet<PodKey>>> {
-        static EMPTY: std::sync::OnceLock<HashSet<PodKey>> = std::sync::OnceLock::new();
-        let empty = EMPTY.get_or_init(HashSet::new);
+    fn narrowest(&self, selector: &LabelSelector) -> Option<Vec<&Set<Slot>>> {
+        static EMPTY: std::sync::OnceLock<Set<Slot>> = std::sync::OnceLock::new();
+        let empty = EMPTY.get_or_init(Set::default);
         selector
             .requirements()
             .iter()
@@ -293,7 +330,7 @@ fn pair_of(selector: &LabelSelector) -> Option<(&str, &str)> {
 }
 
 fn insert<T: Eq + std::hash::Hash>(
-    sets: &mut HashMap<String, HashMap<String, HashSet<T>>>,
+    sets: &mut Map<String, Map<String, Set<T>>>,
     k: &str,
     v: &str,
     item: T,
@@ -307,13 +344,15 @@ fn insert<T: Eq + std::hash::Hash>(
             set.insert(item);
         }
         None => {
-            values.insert(v.to_owned(), HashSet::from([item]));
+            let mut set = Set::default();
+            set.insert(item);
+            values.insert(v.to_owned(), set);
         }
     }
 }
 
 fn delete<T: Eq + std::hash::Hash>(
-    sets: &mut HashMap<String, HashMap<String, HashSet<T>>>,
+    sets: &mut Map<String, Map<String, Set<T>>>,
     k: &str,
     v: &str,
     item: &T,
@@ -336,19 +375,31 @@ fn delete<T: Eq + std::hash::Hash>(
 impl PodIndex {
     /// Everything the index holds, as sorted lines: equal for equal indexes.
     pub(crate) fn fingerprint(&self) -> Vec<String> {
+        // Slots differ between equal indexes: print the pods' keys.
+        let key = |slot: &Slot| {
+            self.entry(*slot)
+                .map_or("<free slot>".to_string(), |e| e.pod.key.to_string())
+        };
         let mut out: Vec<String> = self
             .pods
             .iter()
-            .map(|(k, e)| format!("pod {k} on {} {:?}", e.node.name, e.node.labels))
+            .map(|(k, slot)| match self.entry(*slot) {
+                Some(e) if e.pod.key == *k => {
+                    format!("pod {k} on {} {:?}", e.node.name, e.node.labels)
+                }
+                _ => format!("pod {k}: bad slot {slot}"),
+            })
             .collect();
+        let live = self.slots.iter().flatten().count();
+        out.push(format!("slots in use {live}"));
         for (k, values) in &self.by_label {
             for (v, set) in values {
-                let mut keys: Vec<String> = set.iter().map(|p| p.to_string()).collect();
+                let mut keys: Vec<String> = set.iter().map(key).collect();
                 keys.sort();
                 out.push(format!("label {k}={v}: {keys:?}"));
             }
         }
-        let term = |(p, kind, i): &TermRef| format!("{p}/{kind:?}/{i}");
+        let term = |(p, kind, i): &TermRef| format!("{}/{kind:?}/{i}", key(p));
         for (k, values) in &self.terms_by_pair {
             for (v, set) in values {
                 let mut terms: Vec<String> = set.iter().map(term).collect();

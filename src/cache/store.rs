@@ -225,15 +225,19 @@ impl Cache {
             let relabelled = self.nodes[i].info.labels != info.labels;
             if relabelled {
                 self.labels_generation += 1;
+                self.facts.label_ids.release(&self.nodes[i]);
             }
             self.nodes[i].set_info(info);
             if relabelled {
+                self.facts.label_ids.assign(&mut self.nodes[i]);
+                self.facts.label_ids.compact_if_sparse(&mut self.nodes);
                 self.facts.pods.set_node(&self.nodes[i]);
             }
             return false;
         }
         self.labels_generation += 1;
         let mut state = NodeState::new(info.clone());
+        self.facts.label_ids.assign(&mut state);
         for key in self.by_node.get(&info.name).into_iter().flatten() {
             if let Some(p) = self.pods.get(key) {
                 state.add_pod(&p.info);
@@ -259,6 +263,8 @@ impl Cache {
         if let Some(moved) = self.nodes.get(i) {
             self.node_index.insert(moved.info.name.clone(), i);
         }
+        self.facts.label_ids.release(&removed);
+        self.facts.label_ids.compact_if_sparse(&mut self.nodes);
         self.total_allocatable.sub(&removed.info.allocatable);
         self.facts.images.remove_node(&removed.info);
         for pod in &removed.pods {

@@ -137,17 +137,16 @@ impl FilterPlugin for InterPodAffinity {
         let Some(s) = state.read::<FilterState>(PRE_FILTER_KEY) else {
             return Ok(());
         };
-        let labels = &node.info.labels;
         // Only a pod landing in the pair could make affinity hold, and no
         // eviction creates one: unresolvable. Evicting the matching pods can
         // lift either anti-affinity: resolvable.
-        if !s.satisfies_affinity(pod, labels) {
+        if !s.satisfies_affinity(pod, node) {
             return Err(Rejection::unresolvable(REASON_AFFINITY));
         }
-        if !s.satisfies_anti_affinity(pod, labels) {
+        if !s.satisfies_anti_affinity(pod, node) {
             return Err(Rejection::new(REASON_ANTI_AFFINITY));
         }
-        if !s.satisfies_existing_anti_affinity(labels) {
+        if !s.satisfies_existing_anti_affinity(node) {
             return Err(Rejection::new(REASON_EXISTING_ANTI_AFFINITY));
         }
         Ok(())
@@ -174,7 +173,7 @@ impl ScorePlugin for InterPodAffinity {
     fn score(&self, state: &CycleState, _: &PodInfo, node: &NodeState) -> i64 {
         state
             .read::<ScoreState>(PRE_SCORE_KEY)
-            .map_or(0, |s| s.scores.sum_on(&node.info.labels))
+            .map_or(0, |s| s.scores.sum_on(node))
     }
 
     fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [i64]) {

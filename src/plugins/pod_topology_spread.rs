@@ -14,7 +14,9 @@
 //! with the selector of the Services and controllers that select them.
 //! Counts come from the snapshot's per-node pod lists (bound and reserved
 //! pods, so reserved gang members count) through a cross-cycle memo
-//! (`counts`); PreFilter precomputes them so Filter is O(constraints).
+//! (`counts`); PreFilter precomputes them so Filter is O(constraints): on
+//! the nodes the cache's `LabelIds` numbered, one lookup of the node's value
+//! id for the key and an index into counts by value id (strings otherwise).
 
 mod args;
 mod counts;
@@ -22,11 +24,11 @@ mod scoring;
 #[cfg(test)]
 mod tests;
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 pub use args::{DefaultingType, PodTopologySpreadArgs, decode_args, system_default_constraints};
 
-use crate::cache::{ClusterFacts, NodeState};
+use crate::cache::{ClusterFacts, LabelIds, NodeState};
 use crate::framework::{
     CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Rejection, Snapshot,
 };
@@ -148,6 +150,52 @@ struct FilterConstraint {
     counts: Vec<i64>,
     /// The global minimum, 0 while fewer than `minDomains` domains exist.
     min: i64,
+    /// The counts by the snapshot's `LabelIds` (when maintained).
+    label_ids: Option<FilterIds>,
+}
+
+/// A constraint's counts for the nodes one `LabelIds` table numbered.
+struct FilterIds {
+    stamp: u64,
+    /// The topology key's id (`None`: no numbered node has the key).
+    key: Option<u32>,
+    /// Matching pods per value id of the key.
+    by_value: Vec<i64>,
+}
+
+impl FilterConstraint {
+    /// Matching pods in `node`'s domain; `None` when it lacks the key.
+    fn matching_on(&self, node: &NodeState) -> Option<i64> {
+        if let Some(ids) = &self.label_ids
+            && ids.stamp == node.label_ids.stamp()
+        {
+            let value = node.label_ids.value(ids.key?)?;
+            let at = usize::try_from(value).ok();
+            return Some(at.and_then(|v| ids.by_value.get(v)).copied().unwrap_or(0));
+        }
+        let value = node.info.labels.get(&self.topology_key)?;
+        Some(
+            self.ids
+                .get(value.as_str())
+                .and_then(|id| self.counts.get(*id as usize))
+                .copied()
+                .unwrap_or(0),
+        )
+    }
+}
+
+/// `counts` (by domain id) by the value ids of `table` for `key`.
+fn by_value_id(table: &LabelIds, key: Option<u32>, value_ids: &[u32], counts: &[i64]) -> Vec<i64> {
+    let mut by_value = vec![0; key.map_or(0, |k| table.value_count(k))];
+    for (value, n) in value_ids.iter().zip(counts) {
+        if let Some(slot) = usize::try_from(*value)
+            .ok()
+            .and_then(|v| by_value.get_mut(v))
+        {
+            *slot = *n;
+        }
+    }
+    by_value
 }
 
 /// PreFilter's result: empty when the pod has no hard constraints.
@@ -167,7 +215,7 @@ impl PreFilterPlugin for PodTopologySpread {
         let computed = if constraints.is_empty() {
             PreFilterState::default()
         } else {
-            self.count_for_filter(pod, snapshot.nodes, &constraints)
+            self.count_for_filter(pod, snapshot, &constraints)
         };
         state.write(PRE_FILTER_KEY, computed);
         PreFilterResult::AllNodes
@@ -178,30 +226,36 @@ impl PodTopologySpread {
     fn count_for_filter(
         &self,
         pod: &PodInfo,
-        nodes: &[NodeState],
+        snapshot: &Snapshot<'_>,
         constraints: &[SpreadConstraint],
     ) -> PreFilterState {
+        let (nodes, table) = (snapshot.nodes, &snapshot.facts.label_ids);
         let mut memo = self.memo();
-        let domains: Vec<(Vec<u32>, DomainIds)> = constraints
+        let domains: Vec<(Vec<u32>, DomainIds, Arc<Vec<u32>>)> = constraints
             .iter()
-            .map(|c| memo.domains(nodes, &c.topology_key))
+            .map(|c| {
+                let d = memo.domains(nodes, &c.topology_key, table);
+                (d.of_node, d.ids, d.value_ids)
+            })
             .collect();
         let matching: Vec<Vec<u32>> = constraints
             .iter()
             .map(|c| memo.counts(nodes, &pod.key.namespace, &c.selector))
             .collect();
         drop(memo);
-        let mut per_domain: Vec<Vec<i64>> =
-            domains.iter().map(|(_, ids)| vec![0; ids.len()]).collect();
+        let mut per_domain: Vec<Vec<i64>> = domains
+            .iter()
+            .map(|(_, ids, _)| vec![0; ids.len()])
+            .collect();
         let mut present: Vec<Vec<bool>> = domains
             .iter()
-            .map(|(_, ids)| vec![false; ids.len()])
+            .map(|(_, ids, _)| vec![false; ids.len()])
             .collect();
         for (i, node) in nodes.iter().enumerate() {
             // Only nodes with every constraint's key take part.
             if domains
                 .iter()
-                .any(|(d, _)| d.get(i).is_none_or(|id| *id == MISSING))
+                .any(|(d, _, _)| d.get(i).is_none_or(|id| *id == MISSING))
             {
                 continue;
             }
@@ -223,12 +277,20 @@ impl PodTopologySpread {
             .iter()
             .zip(domains)
             .zip(per_domain.into_iter().zip(present))
-            .map(|((c, (_, ids)), (counts, seen))| {
+            .map(|((c, (_, ids, value_ids)), (counts, seen))| {
                 let eligible = counts.iter().zip(&seen).filter(|(_, s)| **s);
                 let domain_count = eligible.clone().count();
                 let global_min = eligible.map(|(n, _)| *n).min().unwrap_or(0);
                 let below_min_domains =
                     i64::try_from(domain_count).unwrap_or(i64::MAX) < i64::from(c.min_domains);
+                let label_ids = (table.stamp() != 0).then(|| {
+                    let key = table.key(&c.topology_key);
+                    FilterIds {
+                        stamp: table.stamp(),
+                        key,
+                        by_value: by_value_id(table, key, &value_ids, &counts),
+                    }
+                });
                 FilterConstraint {
                     topology_key: c.topology_key.clone(),
                     max_skew: i64::from(c.max_skew),
@@ -236,6 +298,7 @@ impl PodTopologySpread {
                     ids,
                     counts,
                     min: if below_min_domains { 0 } else { global_min },
+                    label_ids,
                 }
             })
             .collect();
@@ -249,15 +312,9 @@ impl FilterPlugin for PodTopologySpread {
             return Ok(());
         };
         for c in &s.constraints {
-            let Some(value) = node.info.labels.get(&c.topology_key) else {
+            let Some(matching) = c.matching_on(node) else {
                 return Err(Rejection::unresolvable(REASON_NODE_LABEL_NOT_MATCH));
             };
-            let matching = c
-                .ids
-                .get(value.as_str())
-                .and_then(|id| c.counts.get(*id as usize))
-                .copied()
-                .unwrap_or(0);
             let skew = matching.saturating_add(c.self_match).saturating_sub(c.min);
             if skew > c.max_skew {
                 // Resolvable: removing matching pods from the domain helps.

@@ -8,14 +8,16 @@
 //! incoming pod's labels; the pods carrying a term's required label), so the
 //! cost follows the matches, not the cluster; a snapshot without a
 //! maintained index is scanned as kube-scheduler does (nodes'
-//! `pods_with_required_anti_affinity`, then every pod). Filter then looks up
-//! the node's values of the terms' topology keys: O(terms) per node.
+//! `pods_with_required_anti_affinity`, then every pod). The counts are then
+//! renumbered by the cache's `LabelIds` and the terms' topology keys
+//! resolved to key ids, so Filter looks up the node's value ids of those
+//! keys: O(terms) integer lookups per node (strings on unnumbered nodes).
 
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 
-use super::counts::TopologyCounts;
+use super::counts::{Counts, TopologyCounts};
 use crate::cache::{NodeState, TermKind};
 use crate::framework::Snapshot;
 use crate::model::{PodAffinityTerm, PodInfo};
@@ -28,13 +30,17 @@ const PARALLEL_MIN_NODES: usize = 1024;
 #[derive(Debug, Default)]
 pub(super) struct FilterState {
     /// Existing pods' required anti-affinity terms that select the incoming pod.
-    pub existing_anti_affinity: TopologyCounts,
+    pub existing_anti_affinity: Counts,
     /// Existing pods matching every required affinity term of the incoming pod.
-    pub affinity: TopologyCounts,
+    pub affinity: Counts,
     /// Existing pods matching a required anti-affinity term of the incoming pod.
-    pub anti_affinity: TopologyCounts,
+    pub anti_affinity: Counts,
     /// The incoming pod matches all of its own required affinity terms.
     pub matches_own_affinity: bool,
+    /// The key id of each required affinity / anti-affinity term's topology
+    /// key in the cache's `LabelIds` (`None`: no numbered node has it).
+    pub affinity_keys: Vec<Option<u32>>,
+    pub anti_affinity_keys: Vec<Option<u32>>,
 }
 
 impl FilterState {
@@ -83,29 +89,32 @@ impl FilterState {
         };
         let matches_own_affinity = !terms.required_affinity.is_empty()
             && matches_all(&terms.required_affinity, pod, own_ns_labels);
+        let table = &snapshot.facts.label_ids;
+        let key_ids = |list: &[PodAffinityTerm]| -> Vec<Option<u32>> {
+            list.iter().map(|t| table.key(&t.topology_key)).collect()
+        };
         Some(FilterState {
-            existing_anti_affinity,
-            affinity,
-            anti_affinity,
+            existing_anti_affinity: Counts::new(existing_anti_affinity, table),
+            affinity: Counts::new(affinity, table),
+            anti_affinity: Counts::new(anti_affinity, table),
             matches_own_affinity,
+            affinity_keys: key_ids(&terms.required_affinity),
+            anti_affinity_keys: key_ids(&terms.required_anti_affinity),
         })
     }
 
-    /// The incoming pod's required affinity on a node with `labels`: the node
-    /// has every term's topology key and each pair holds a matching pod —
-    /// or no pod in the cluster matches yet and the pod matches its own terms
-    /// (the first pod of a self-affine group may go anywhere).
-    pub(super) fn satisfies_affinity(
-        &self,
-        pod: &PodInfo,
-        labels: &BTreeMap<String, String>,
-    ) -> bool {
+    /// The incoming pod's required affinity on `node`: it has every term's
+    /// topology key and each pair holds a matching pod — or no pod in the
+    /// cluster matches yet and the pod matches its own terms (the first pod
+    /// of a self-affine group may go anywhere).
+    pub(super) fn satisfies_affinity(&self, pod: &PodInfo, node: &NodeState) -> bool {
         let mut pods_exist = true;
-        for t in &pod.pod_affinity.required_affinity {
-            let Some(value) = labels.get(&t.topology_key) else {
+        for (i, t) in pod.pod_affinity.required_affinity.iter().enumerate() {
+            let key_id = self.affinity_keys.get(i).copied().flatten();
+            let Some(n) = self.affinity.on_node(&t.topology_key, key_id, node) else {
                 return false;
             };
-            if self.affinity.get(&t.topology_key, value) <= 0 {
+            if n <= 0 {
                 pods_exist = false;
             }
         }
@@ -114,26 +123,25 @@ impl FilterState {
 
     /// The incoming pod's required anti-affinity: no matching pod in any pair
     /// of the node (a node without the key is in no pair, so it passes).
-    pub(super) fn satisfies_anti_affinity(
-        &self,
-        pod: &PodInfo,
-        labels: &BTreeMap<String, String>,
-    ) -> bool {
+    pub(super) fn satisfies_anti_affinity(&self, pod: &PodInfo, node: &NodeState) -> bool {
         self.anti_affinity.is_empty()
-            || pod.pod_affinity.required_anti_affinity.iter().all(|t| {
-                labels
-                    .get(&t.topology_key)
-                    .is_none_or(|v| self.anti_affinity.get(&t.topology_key, v) <= 0)
-            })
+            || pod
+                .pod_affinity
+                .required_anti_affinity
+                .iter()
+                .enumerate()
+                .all(|(i, t)| {
+                    let key_id = self.anti_affinity_keys.get(i).copied().flatten();
+                    self.anti_affinity
+                        .on_node(&t.topology_key, key_id, node)
+                        .is_none_or(|n| n <= 0)
+                })
     }
 
     /// Existing pods' required anti-affinity: no pair of the node holds a
     /// pod whose term selects the incoming pod.
-    pub(super) fn satisfies_existing_anti_affinity(
-        &self,
-        labels: &BTreeMap<String, String>,
-    ) -> bool {
-        !self.existing_anti_affinity.any_positive_on(labels)
+    pub(super) fn satisfies_existing_anti_affinity(&self, node: &NodeState) -> bool {
+        !self.existing_anti_affinity.any_positive_on(node)
     }
 }
 

@@ -11,12 +11,13 @@
 //!   affinity term of the existing pod that selects the incoming pod (minus it
 //!   for preferred anti-affinity).
 //!
-//! A node's raw score is the sum over the pairs it belongs to.
+//! A node's raw score is the sum over the pairs it belongs to (looked up by
+//! the ids of the cache's `LabelIds` on the nodes it numbered).
 
 use std::collections::BTreeMap;
 
 use super::InterPodAffinityArgs;
-use super::counts::TopologyCounts;
+use super::counts::{Counts, TopologyCounts};
 use crate::cache::TermKind;
 use crate::framework::{MAX_NODE_SCORE, Snapshot};
 use crate::model::{PodInfo, WeightedPodAffinityTerm};
@@ -24,7 +25,8 @@ use crate::model::{PodInfo, WeightedPodAffinityTerm};
 /// What PreScore computed for one pod.
 #[derive(Debug, Default)]
 pub(super) struct ScoreState {
-    pub scores: TopologyCounts,
+    /// Per pair, renumbered by the cache's `LabelIds` for Score's lookups.
+    pub scores: Counts,
 }
 
 impl ScoreState {
@@ -51,7 +53,9 @@ impl ScoreState {
         } else {
             ctx.scan(has_preferred)?
         };
-        (!scores.is_empty()).then_some(ScoreState { scores })
+        (!scores.is_empty()).then(|| ScoreState {
+            scores: Counts::new(scores, &snapshot.facts.label_ids),
+        })
     }
 }
 

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::cache::{ClusterFacts, NodeState, PodIndex};
+use crate::cache::{ClusterFacts, LabelIds, NodeState, PodIndex};
 use crate::plugins::test_util::node;
 
 /// A pod `ns/name` with `labels` and `spec`.
@@ -92,9 +92,20 @@ fn indexed(facts: &ClusterFacts, nodes: &[NodeState]) -> ClusterFacts {
     f
 }
 
+/// `indexed`, with `nodes` (copied) numbered by the facts' `LabelIds` as the
+/// cache numbers them: Filter and Score then read label ids, not strings.
+fn numbered(facts: &ClusterFacts, nodes: &[NodeState]) -> (ClusterFacts, Vec<NodeState>) {
+    let mut nodes = nodes.to_vec();
+    let mut f = indexed(facts, &nodes);
+    f.label_ids = LabelIds::of_nodes(&mut nodes);
+    assert!(nodes.iter().all(|n| f.label_ids.numbered(&n.label_ids)));
+    (f, nodes)
+}
+
 /// Filter's verdict on each node, as the reason (`None`: passes) and
 /// whether it is unresolvable — the same whether PreFilter scans the nodes
-/// or reads the cache's pod index.
+/// or reads the cache's pod index, and whether Filter reads label strings or
+/// ids.
 fn filter_all(
     pod: &PodInfo,
     nodes: &[NodeState],
@@ -105,6 +116,12 @@ fn filter_all(
         filter_with(pod, nodes, &indexed(facts, nodes)),
         scanned,
         "indexed PreFilter disagrees with the scan"
+    );
+    let (with_ids, nodes) = numbered(facts, nodes);
+    assert_eq!(
+        filter_with(pod, &nodes, &with_ids),
+        scanned,
+        "Filter by label ids disagrees with the strings"
     );
     scanned
 }
@@ -541,6 +558,12 @@ fn scores(
         scanned,
         "indexed PreScore disagrees with the scan"
     );
+    let (with_ids, nodes) = numbered(facts, nodes);
+    assert_eq!(
+        scores_with(args, pod, &nodes, &with_ids),
+        scanned,
+        "Score by label ids disagrees with the strings"
+    );
     scanned
 }
 
@@ -814,7 +837,7 @@ mod index_agrees_with_the_scan {
         }
     }
 
-    fn spec(terms: &[T], app: u8) -> Value {
+    pub(super) fn spec(terms: &[T], app: u8) -> Value {
         let mut lists: [Vec<Value>; 4] = Default::default();
         for (kind, s, key, weight) in terms {
             let t = term(
@@ -836,7 +859,7 @@ mod index_agrees_with_the_scan {
                 "preferredDuringSchedulingIgnoredDuringExecution": pn}}})
     }
 
-    fn terms() -> impl Strategy<Value = Vec<T>> {
+    pub(super) fn terms() -> impl Strategy<Value = Vec<T>> {
         proptest::collection::vec((0..4u8, 0..3u8, 0..2u8, 1..100i64), 0..3)
     }
 
@@ -868,14 +891,95 @@ mod index_agrees_with_the_scan {
             let pod = mk("ns", "incoming", &[("app", &format!("a{app}"))], spec(&t, app));
             let facts = facts(&[("ns", &[])]);
             let with_index = indexed(&facts, &nodes);
-            prop_assert_eq!(filter_with(&pod, &nodes, &with_index), filter_with(&pod, &nodes, &facts));
+            let (with_ids, numbered_nodes) = numbered(&facts, &nodes);
+            let by_scan = filter_with(&pod, &nodes, &facts);
+            prop_assert_eq!(filter_with(&pod, &nodes, &with_index), by_scan.clone());
+            prop_assert_eq!(filter_with(&pod, &numbered_nodes, &with_ids), by_scan);
             let args = InterPodAffinityArgs {
                 hard_pod_affinity_weight: hard,
                 ignore_preferred_terms_of_existing_pods: ignore,
             };
+            let by_scan = scores_with(&args, &pod, &nodes, &facts);
+            prop_assert_eq!(scores_with(&args, &pod, &nodes, &with_index), by_scan.clone());
+            prop_assert_eq!(scores_with(&args, &pod, &numbered_nodes, &with_ids), by_scan);
+        }
+    }
+}
+
+mod label_ids_agree_with_the_strings {
+    //! On clusters built through the cache (nodes arriving, relabelled and
+    //! removed among pods with terms), Filter and Score reach the same
+    //! verdicts and scores reading the cache's label ids as reading strings.
+
+    use super::index_agrees_with_the_scan::{spec, terms};
+    use super::*;
+    use crate::cache::Cache;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Node `h{n}` arrives or is relabelled into zone `z{zone}`.
+        Node(u8, u8),
+        RemoveNode(u8),
+        /// A pod of app `a{app}` bound to `h{n}`.
+        Pod(u8, u8, Vec<(u8, u8, u8, i64)>),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0..5u8, 0..4u8).prop_map(|(n, z)| Op::Node(n, z)),
+            1 => (0..5u8).prop_map(Op::RemoveNode),
+            4 => (0..5u8, 0..3u8, terms()).prop_map(|(n, app, t)| Op::Pod(n, app, t)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+        #[test]
+        fn verdicts_and_scores(
+            ops in proptest::collection::vec(op(), 1..40),
+            incoming in (0..3u8, terms()),
+            slack in 0..2usize,
+        ) {
+            let mut c = Cache::new([std::sync::Arc::from("muster")]);
+            c.facts_mut().label_ids = LabelIds::maintained_with_slack(slack);
+            c.facts_mut().upsert_namespace("ns", Default::default());
+            for op in ops {
+                match op {
+                    Op::Node(n, zone) => {
+                        let host = format!("h{n}");
+                        let mut b = node(&host, &[]).label("hostname", &host);
+                        // Zone 3: no zone label at all.
+                        if zone < 3 {
+                            b = b.label("zone", &format!("z{zone}"));
+                        }
+                        c.upsert_node(b.build().info);
+                    }
+                    Op::RemoveNode(n) => {
+                        c.remove_node(&format!("h{n}"));
+                    }
+                    Op::Pod(n, app, t) => {
+                        let mut spec = spec(&t, app);
+                        spec["nodeName"] = json!(format!("h{n}"));
+                        let p = mk("ns", &unique("e"), &[("app", &format!("a{app}"))], spec);
+                        c.upsert_pod(std::sync::Arc::new(p));
+                    }
+                }
+            }
+            let (app, t) = incoming;
+            let pod = mk("ns", "incoming", &[("app", &format!("a{app}"))], spec(&t, app));
+            let nodes = c.nodes();
+            prop_assert!(nodes.iter().all(|n| c.facts().label_ids.numbered(&n.label_ids)));
+            let mut strings = c.facts().clone();
+            strings.label_ids = LabelIds::default();
             prop_assert_eq!(
-                scores_with(&args, &pod, &nodes, &with_index),
-                scores_with(&args, &pod, &nodes, &facts)
+                filter_with(&pod, nodes, c.facts()),
+                filter_with(&pod, nodes, &strings)
+            );
+            let args = InterPodAffinityArgs::default();
+            prop_assert_eq!(
+                scores_with(&args, &pod, nodes, c.facts()),
+                scores_with(&args, &pod, nodes, &strings)
             );
         }
     }

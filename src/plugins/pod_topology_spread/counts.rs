@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::cache::NodeState;
+use crate::cache::{LabelIds, NodeState};
 use crate::model::{LabelSelector, PodInfo};
 
 /// A node that lacks the topology key.
@@ -46,8 +46,21 @@ pub(super) type DomainIds = Arc<HashMap<Box<str>, u32>>;
 #[derive(Default)]
 struct DomainIndex {
     ids: DomainIds,
-    /// Per node position: (stamp, domain id or `MISSING`).
-    per_node: Vec<(u64, u32)>,
+    /// Per node position: (stamp, label-id stamp, domain id or `MISSING`).
+    per_node: Vec<(u64, u64, u32)>,
+    /// Per domain id: its value's id in the `LabelIds` table this index is
+    /// kept for (`MISSING` until a node that table numbered shows it).
+    value_ids: Arc<Vec<u32>>,
+}
+
+/// Every node's domain for one topology key.
+pub(super) struct NodeDomains {
+    /// Per node position: domain id, or `MISSING` when it lacks the key.
+    pub of_node: Vec<u32>,
+    /// Domain ids by topology value.
+    pub ids: DomainIds,
+    /// Per domain id: the value's id in the snapshot's `LabelIds` table.
+    pub value_ids: Arc<Vec<u32>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -61,7 +74,8 @@ struct MatchKey {
 #[derive(Default)]
 pub(super) struct Memo {
     matches: HashMap<MatchKey, Vec<(u64, u32)>>,
-    domains: HashMap<String, DomainIndex>,
+    /// By topology key and the stamp of the `LabelIds` table in use.
+    domains: HashMap<(String, u64), DomainIndex>,
 }
 
 impl Memo {
@@ -100,33 +114,64 @@ impl Memo {
     }
 
     /// Each node's domain id for `key` (`MISSING` when it lacks the label),
-    /// and the ids by value.
-    pub fn domains(&mut self, nodes: &[NodeState], key: &str) -> (Vec<u32>, DomainIds) {
-        if self.domains.len() >= MAX_MEMOS && !self.domains.contains_key(key) {
+    /// the ids by value, and each domain's value id in `table` (which
+    /// Filter reads on the nodes `table` numbered).
+    pub fn domains(&mut self, nodes: &[NodeState], key: &str, table: &LabelIds) -> NodeDomains {
+        let memo_key = (key.to_string(), table.stamp());
+        if self.domains.len() >= MAX_MEMOS && !self.domains.contains_key(&memo_key) {
             self.domains.clear();
         }
-        let index = self.domains.entry(key.to_string()).or_default();
+        let index = self.domains.entry(memo_key).or_default();
         // Values of nodes long gone accumulate; start afresh when they dominate.
         if index.ids.len() > nodes.len().saturating_mul(2).saturating_add(64) {
             *index = DomainIndex::default();
         }
-        index.per_node.resize(nodes.len(), (0, MISSING));
-        let DomainIndex { ids, per_node } = index;
-        let out = nodes
+        index.per_node.resize(nodes.len(), (0, 0, MISSING));
+        let key_id = table.key(key);
+        let DomainIndex {
+            ids,
+            per_node,
+            value_ids,
+        } = index;
+        let of_node = nodes
             .iter()
             .zip(per_node.iter_mut())
             .map(|(node, slot)| {
-                if slot.0 != node.generation {
+                let label_stamp = node.label_ids.stamp();
+                if slot.0 != node.generation || slot.1 != label_stamp {
                     let id = match node.info.labels.get(key) {
                         None => MISSING,
                         Some(value) => intern(ids, value),
                     };
-                    *slot = (node.generation, id);
+                    if id != MISSING && table.numbered(&node.label_ids) {
+                        let value = key_id.and_then(|k| node.label_ids.value(k));
+                        record_value_id(value_ids, id, value);
+                    }
+                    *slot = (node.generation, label_stamp, id);
                 }
-                slot.1
+                slot.2
             })
             .collect();
-        (out, index.ids.clone())
+        NodeDomains {
+            of_node,
+            ids: index.ids.clone(),
+            value_ids: index.value_ids.clone(),
+        }
+    }
+}
+
+/// Notes that domain `id` is value `value` of the table (a domain's value,
+/// and so its value id, never changes within one index).
+fn record_value_id(value_ids: &mut Arc<Vec<u32>>, id: u32, value: Option<u32>) {
+    let (Some(value), Ok(at)) = (value, usize::try_from(id)) else {
+        return;
+    };
+    let v = Arc::make_mut(value_ids);
+    if v.len() <= at {
+        v.resize(at.saturating_add(1), MISSING);
+    }
+    if let Some(slot) = v.get_mut(at) {
+        *slot = value;
     }
 }
 
@@ -194,8 +239,16 @@ mod tests {
         // A node replaced at the same position is recounted, not reused.
         nodes[0] = node("n2", &[]).label("zone", "z2").build();
         assert_eq!(memo.counts(&nodes, &ns, &sel), [0, 1]);
-        let (ids, by_value) = memo.domains(&nodes, "zone");
-        assert_eq!(ids[1], MISSING);
-        assert_eq!(by_value.get("z2"), Some(&ids[0]));
+        let d = memo.domains(&nodes, "zone", &LabelIds::default());
+        assert_eq!(d.of_node[1], MISSING);
+        assert_eq!(d.ids.get("z2"), Some(&d.of_node[0]));
+        assert!(d.value_ids.is_empty(), "no table numbered the nodes");
+        let table = LabelIds::of_nodes(&mut nodes);
+        let d = memo.domains(&nodes, "zone", &table);
+        let zone = table.key("zone").unwrap();
+        assert_eq!(
+            d.value_ids.get(d.of_node[0] as usize).copied(),
+            table.value(zone, "z2")
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::cache::{NodeState, SelectingKind};
+use crate::cache::{LabelIds, NodeState, SelectingKind};
 use crate::framework::ScorePlugin;
 use crate::model::{LabelSelector, PodInfo, TaintEffect};
 use crate::plugins::test_util::{NodeBuilder, node};
@@ -70,17 +70,41 @@ fn with_foos(b: NodeBuilder, prefix: &str, n: usize) -> NodeBuilder {
 }
 
 /// Filter verdicts for every node: `None` passes, else the reason and
-/// whether it is unresolvable.
+/// whether it is unresolvable — the same whether Filter reads the nodes'
+/// labels as strings or as the ids of a `LabelIds` table.
 fn filter_all(
     plugin: &PodTopologySpread,
     pod: &PodInfo,
     nodes: &[NodeState],
 ) -> Vec<Option<(String, bool)>> {
+    let by_strings = filter_with(plugin, pod, nodes, ClusterFacts::empty());
+    let mut numbered = nodes.to_vec();
+    let mut facts = ClusterFacts::default();
+    facts.label_ids = LabelIds::of_nodes(&mut numbered);
+    assert_eq!(
+        filter_with(plugin, pod, &numbered, &facts),
+        by_strings,
+        "Filter by label ids disagrees with the strings"
+    );
+    by_strings
+}
+
+fn filter_with(
+    plugin: &PodTopologySpread,
+    pod: &PodInfo,
+    nodes: &[NodeState],
+    facts: &ClusterFacts,
+) -> Vec<Option<(String, bool)>> {
     let mut state = CycleState::new();
     assert_eq!(
-        plugin.pre_filter(&mut state, pod, &Snapshot::of_nodes(nodes)),
+        plugin.pre_filter(&mut state, pod, &Snapshot::new(nodes, facts)),
         PreFilterResult::AllNodes
     );
+    let read = state.read::<PreFilterState>(PRE_FILTER_KEY);
+    for c in read.iter().flat_map(|s| &s.constraints) {
+        let numbered = facts.label_ids.stamp() != 0;
+        assert_eq!(c.label_ids.is_some(), numbered, "ids iff a table");
+    }
     nodes
         .iter()
         .map(|n| {
@@ -659,4 +683,70 @@ fn memo_follows_cluster_changes() {
     nodes[1].set_info(Arc::new(info));
     nodes.push(zn("y", Some("zone2"), &[]).build());
     assert_eq!(filter_all(&plugin, &pod, &nodes), [fails(), fails(), None]);
+}
+
+mod label_ids_agree_with_the_strings {
+    //! Cycle after cycle on a cluster the cache keeps (nodes arriving,
+    //! relabelled into other zones or out of any, removed; pods bound), one
+    //! plugin instance filters the same reading the cache's label ids as
+    //! another reading strings — the per-node memos follow both.
+
+    use super::*;
+    use crate::cache::Cache;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Node `n{n}` arrives or moves to zone `z{zone}` (3: no zone label).
+        Node(u8, u8),
+        RemoveNode(u8),
+        /// A pod labelled `foo` bound to `n{n}`.
+        Pod(u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0..6u8, 0..4u8).prop_map(|(n, z)| Op::Node(n, z)),
+            1 => (0..6u8).prop_map(Op::RemoveNode),
+            3 => (0..6u8).prop_map(Op::Pod),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+        #[test]
+        fn filter_verdicts(
+            ops in proptest::collection::vec(op(), 1..30),
+            key in prop_oneof![Just("zone"), Just(HOST)],
+            max_skew in 1..3i64,
+            min_domains in proptest::option::of(1..4i64),
+        ) {
+            let mut c = Cache::new([Arc::from("muster")]);
+            c.facts_mut().label_ids = LabelIds::maintained_with_slack(0);
+            let extra = min_domains.map_or(json!({}), |m| json!({"minDomains": m}));
+            let pod = incoming(foo(), vec![tsc(max_skew, key, "DoNotSchedule", "foo", extra)], json!({}));
+            let (by_ids, by_strings) = (PodTopologySpread::default(), PodTopologySpread::default());
+            for (i, op) in ops.into_iter().enumerate() {
+                match op {
+                    Op::Node(n, zone) => {
+                        let name = format!("n{n}");
+                        let z = format!("z{zone}");
+                        c.upsert_node(zn(&name, (zone < 3).then_some(z.as_str()), &[]).build().info);
+                    }
+                    Op::RemoveNode(n) => {
+                        c.remove_node(&format!("n{n}"));
+                    }
+                    Op::Pod(n) => {
+                        let spec = json!({"nodeName": format!("n{n}")});
+                        c.upsert_pod(Arc::new(pod_in("ns", &format!("e{i}"), foo(), spec)));
+                    }
+                }
+                let strings = ClusterFacts::default();
+                prop_assert_eq!(
+                    filter_with(&by_ids, &pod, c.nodes(), c.facts()),
+                    filter_with(&by_strings, &pod, c.nodes(), &strings)
+                );
+            }
+        }
+    }
 }
