@@ -3,11 +3,11 @@
 //! 2 racks × 2 nodes, labelled as Kueue's TAS kind cluster labels its
 //! workers) under Kueue's sample `Topology`, then
 //! - Kueue's TAS samples (the required and preferred Jobs of
-//!   site/static/examples/tas, the combined JobSet of
+//!   site/static/examples/tas, the combined and sliced JobSets of
 //!   site/static/examples/jobs) applied unchanged but for
 //!   `schedulerName: muster`: required → one rack, preferred with a gang
-//!   bigger than a rack → one block, slices → each slice in one rack, all in
-//!   one block;
+//!   bigger than a rack → one block, slices → each slice in one rack (all in
+//!   one block when the block is required);
 //! - v1beta1 PodGroups: a rack constraint lands in one rack, one too big for
 //!   any rack binds nothing and says which rack came closest, and
 //!   `muster.dev/preferred-topology: <rack>` falls back to one block;
@@ -407,6 +407,44 @@ spec:
                     - 100s
 "#;
 
+/// site/static/examples/jobs/sample-jobset-tas-sliced.yaml (slices of 4,
+/// each in one rack, no level for the whole), with `schedulerName: muster`.
+const SAMPLE_JOBSET_SLICED: &str = r#"# sample-jobset-tas-sliced.yaml
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: jobset-tas-sliced
+  labels:
+    kueue.x-k8s.io/queue-name: user-queue
+spec:
+  replicatedJobs:
+    - name: workers
+      replicas: 1
+      template:
+        spec:
+          parallelism: 8
+          completions: 8
+          backoffLimit: 0
+          template:
+            metadata:
+              annotations:
+                kueue.x-k8s.io/podset-slice-required-topology: "cloud.provider.com/topology-rack"
+                kueue.x-k8s.io/podset-slice-size: "4"
+            spec:
+              schedulerName: muster
+              containers:
+                - name: sleep
+                  image: busybox
+                  resources:
+                    requests:
+                      cpu: 1
+                      memory: "200Mi"
+                  command:
+                    - sleep
+                  args:
+                    - 100s
+"#;
+
 /// Pods another scheduler placed: `cpu` on each node, bound directly.
 async fn ballast(env: &Env, cpu: &str) {
     let mut pods = Vec::new();
@@ -459,6 +497,22 @@ async fn kueue_tas_samples_land_as_kueue_places_them() {
     }
     let nodes = wait_bound(&env, "jobset-tas-combined-", 8).await;
     assert_eq!(blocks(&nodes).len(), 1, "one block: {nodes:?}");
+    assert_eq!(
+        racks(&nodes).into_values().collect::<Vec<_>>(),
+        vec![4, 4],
+        "two whole slices of 4, each in one rack: {nodes:?}"
+    );
+    delete_pods(&env, "jobset-tas-combined-").await;
+
+    // Slices alone: each slice of 4 in one rack, nothing asked of the whole.
+    k.apply(SAMPLE_JOBSET_SLICED).await;
+    let jobset = k
+        .get_json("jobsets.jobset.x-k8s.io", "jobset-tas-sliced")
+        .await;
+    for job in create_jobset_jobs(&env, &k, &jobset).await {
+        create_job_pods(&env, &job).await;
+    }
+    let nodes = wait_bound(&env, "jobset-tas-sliced-", 8).await;
     assert_eq!(
         racks(&nodes).into_values().collect::<Vec<_>>(),
         vec![4, 4],
