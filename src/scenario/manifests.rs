@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::spec::{Dialect, GangWorkload, Outcome, PodShape, PodsWorkload, Scenario, Workload};
-use crate::dialects::{SCHEDULE_TIMEOUT_ANNOTATION, coscheduling, kueue, volcano};
+use crate::dialects::{SCHEDULE_TIMEOUT_ANNOTATION, coscheduling, kueue, volcano, workload_api};
 use crate::kwok::RUN_SECONDS_ANNOTATION;
 use crate::kwok::templates;
 use crate::model::GroupSource;
@@ -30,6 +30,8 @@ pub enum Kind {
     Namespace,
     PriorityClass,
     Node,
+    /// `kueue.x-k8s.io/v1beta2` Topology (the scenario's `kueueTopology`).
+    KueueTopology,
     /// `scheduling.k8s.io/v1beta1`.
     PodGroup,
     /// `scheduling.k8s.io/v1alpha2`.
@@ -53,6 +55,7 @@ impl Kind {
                 "priorityclasses",
             ),
             Kind::Node => ("", "v1", "Node", "nodes"),
+            Kind::KueueTopology => ("kueue.x-k8s.io", "v1beta2", "Topology", "topologies"),
             Kind::PodGroup => ("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"),
             Kind::PodGroupV1alpha2 => ("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups"),
             Kind::Workload => ("scheduling.k8s.io", "v1alpha1", "Workload", "workloads"),
@@ -102,7 +105,8 @@ pub struct Manifest {
 /// Everything a scenario creates, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
-    /// Namespaces, priority classes and nodes; may already exist.
+    /// Namespaces, priority classes, nodes and the Kueue Topology; may
+    /// already exist.
     pub setup: Vec<Manifest>,
     pub workloads: Vec<WorkloadPlan>,
 }
@@ -167,6 +171,7 @@ impl Scenario {
                 .into_iter()
                 .map(|n| self.node(n)),
         );
+        setup.extend(self.kueue_topology());
         let workloads = self
             .workloads
             .iter()
@@ -228,6 +233,23 @@ impl Scenario {
         }
     }
 
+    /// The hierarchy as a Kueue `Topology`, after the nodes it describes.
+    fn kueue_topology(&self) -> Option<Manifest> {
+        let levels = self.kueue_topology.as_ref()?;
+        let (_, _, kind, _) = Kind::KueueTopology.gvk();
+        let levels: Vec<Value> = levels.iter().map(|l| json!({"nodeLabel": l})).collect();
+        Some(Manifest {
+            kind: Kind::KueueTopology,
+            namespace: None,
+            name: self.name.clone(),
+            object: json!({
+                "apiVersion": Kind::KueueTopology.api_version(), "kind": kind,
+                "metadata": {"name": self.name, "labels": self.labels()},
+                "spec": {"levels": levels},
+            }),
+        })
+    }
+
     fn gang(&self, g: &GangWorkload, index: u32) -> GangPlan {
         let name = format!("{}-{index}", g.name_prefix);
         let dialect = self.gang_dialect(g);
@@ -274,6 +296,16 @@ impl Scenario {
             && dialect != Dialect::Coscheduling
         {
             annotations.insert(SCHEDULE_TIMEOUT_ANNOTATION.into(), json!(t.to_string()));
+        }
+        // Validation admits a preferred level only for the PodGroup
+        // dialects here (Kueue's rides on the pods).
+        if let Some(key) = &g.preferred_topology
+            && matches!(dialect, Dialect::PodGroup | Dialect::PodGroupV1alpha2)
+        {
+            annotations.insert(
+                workload_api::PREFERRED_TOPOLOGY_ANNOTATION.into(),
+                json!(key),
+            );
         }
         let priority_class = g.priority.map(priority_class_name);
         let spec = match dialect {
@@ -398,6 +430,9 @@ fn join_gang(pod: &mut Value, dialect: Dialect, g: &GangWorkload, name: &str) {
             meta["annotations"][kueue::TOTAL_COUNT_ANNOTATION] = json!(g.size.to_string());
             if let Some(key) = &g.required_topology {
                 meta["annotations"][kueue::REQUIRED_TOPOLOGY_ANNOTATION] = json!(key);
+            }
+            if let Some(key) = &g.preferred_topology {
+                meta["annotations"][kueue::PREFERRED_TOPOLOGY_ANNOTATION] = json!(key);
             }
         }
     }

@@ -33,6 +33,11 @@ pub struct Scenario {
     /// Node groups, in the simulator's node-template format.
     #[serde(default)]
     pub nodes: Vec<NodeTemplate>,
+    /// A topology hierarchy, as node label keys outermost level first,
+    /// created as a Kueue `Topology` object (named after the scenario) with
+    /// the nodes: what a gang's preferred level falls back through.
+    #[serde(default)]
+    pub kueue_topology: Option<Vec<String>>,
     /// Namespaces to create besides `default`.
     #[serde(default)]
     pub namespaces: Vec<String>,
@@ -115,6 +120,11 @@ pub struct GangWorkload {
     /// `schedulingConstraints.topology`, Kueue `podset-required-topology`).
     #[serde(default)]
     pub required_topology: Option<String>,
+    /// Node label whose value the members should share, tried first with
+    /// fallback to wider levels of the hierarchy (PodGroup annotation
+    /// `muster.dev/preferred-topology`, Kueue `podset-preferred-topology`).
+    #[serde(default)]
+    pub preferred_topology: Option<String>,
     #[serde(default)]
     pub expect: Option<Expectation>,
 }

@@ -313,3 +313,144 @@ fn required_topology_is_written_where_the_dialect_has_it() {
     assert_eq!(e.path, "dialect");
     assert!(e.message.contains("unknown variant"), "{e}");
 }
+
+/// `kueueTopology` becomes a Kueue Topology after the nodes, and a gang's
+/// `preferredTopology` reads back, through Muster's own translators, as the
+/// preferred level (PodGroup annotation, Kueue pod annotation).
+#[test]
+fn kueue_topology_and_preferred_topology_round_trip() {
+    use crate::dialects::{DEFINITION_SOURCES, KueueGroups, Synthesized};
+    use crate::model::{LevelRef, PodInfo};
+    let text = "name: t
+nodes: [{count: 2, capacity: {cpu: 4, pods: 10}, topology: {hostsPerRack: 1, racksPerBlock: 2}}]
+kueueTopology: [topology.muster.dev/block, topology.muster.dev/rack, kubernetes.io/hostname]
+workloads:
+  - gang: {namePrefix: pg, size: 2, preferredTopology: topology.muster.dev/rack, requiredTopology: topology.muster.dev/block}
+  - gang: {namePrefix: kq, size: 2, dialect: kueue, preferredTopology: topology.muster.dev/rack}
+";
+    let plan = Scenario::parse(text, "t.yaml").unwrap().plan();
+    let kinds: Vec<Kind> = plan.setup.iter().map(|m| m.kind).collect();
+    assert_eq!(kinds, [Kind::Node, Kind::Node, Kind::KueueTopology]);
+    let topology = crate::dialects::topology::topology_def(&plan.setup[2].object).unwrap();
+    assert_eq!(&*topology.name, "t");
+    let levels: Vec<&str> = topology.levels.iter().map(|l| &**l).collect();
+    assert_eq!(
+        levels,
+        [
+            "topology.muster.dev/block",
+            "topology.muster.dev/rack",
+            "kubernetes.io/hostname"
+        ]
+    );
+    let label = |k: &str| Some(LevelRef::Label(k.into()));
+
+    let WorkloadPlan::Gang(pg) = &plan.workloads[0] else {
+        panic!("a gang")
+    };
+    let m = pg.group.as_ref().unwrap();
+    let (group, version, kind, _) = m.kind.gvk();
+    let source = DEFINITION_SOURCES
+        .iter()
+        .find(|s| s.group == group && s.kind == kind && s.versions.contains(&version))
+        .unwrap();
+    let def = (source.translate)(&m.object).unwrap().remove(0);
+    assert_eq!(def.topology.preferred, label("topology.muster.dev/rack"));
+    assert_eq!(def.topology.required, label("topology.muster.dev/block"));
+
+    let WorkloadPlan::Gang(kq) = &plan.workloads[1] else {
+        panic!("a gang")
+    };
+    let mut groups = KueueGroups::default();
+    let out: Vec<_> = kq
+        .pods
+        .iter()
+        .map(|p| PodInfo::from_json(&serde_json::to_vec(&p.object).unwrap()).unwrap())
+        .flat_map(|p| groups.observe(&p))
+        .collect();
+    let Some(Synthesized::Upserted(def)) = out.last() else {
+        panic!("a synthesized group: {out:?}")
+    };
+    assert_eq!(def.topology.preferred, label("topology.muster.dev/rack"));
+    assert_eq!(def.topology.required, None);
+}
+
+#[test]
+fn bad_topology_fields_name_their_path() {
+    let gang = |fields: &str| {
+        format!("name: x\nworkloads: [{{gang: {{namePrefix: g, size: 2, {fields}}}}}]")
+    };
+    let cases = [
+        (
+            "name: x\nkueueTopology: []".to_string(),
+            "kueueTopology",
+            "at least 1",
+        ),
+        (
+            "name: x\nkueueTopology: [rack, rack]".into(),
+            "kueueTopology[1]",
+            "must be unique",
+        ),
+        (
+            "name: x\nkueueTopology: ['a b']".into(),
+            "kueueTopology[0]",
+            "name part must consist",
+        ),
+        (
+            "name: x\nkueueTopology: [kubernetes.io/hostname, rack]".into(),
+            "kueueTopology[0]",
+            "may only be the last level",
+        ),
+        (
+            gang("preferredTopology: 'rack/'"),
+            "workloads[0].gang.preferredTopology",
+            "name part must be non-empty",
+        ),
+        (
+            gang("requiredTopology: ''"),
+            "workloads[0].gang.requiredTopology",
+            "name part must be non-empty",
+        ),
+        (
+            gang("preferredTopology: rack, dialect: volcano"),
+            "workloads[0].gang.preferredTopology",
+            "volcano dialect has no preferred topology level",
+        ),
+        (
+            gang("preferredTopology: rack, dialect: workload"),
+            "workloads[0].gang.preferredTopology",
+            "workload dialect has no preferred topology level",
+        ),
+        (
+            gang("preferredTopology: rack, requiredTopology: block, dialect: kueue"),
+            "workloads[0].gang.preferredTopology",
+            "not both",
+        ),
+    ];
+    for (text, path, needle) in cases {
+        let e = err(&text);
+        assert_eq!(e.path, path, "{text}: {e}");
+        assert!(e.message.contains(needle), "{text}: {e}");
+    }
+}
+
+/// The TAS scenarios are the shapes docs/load-testing.md says: 5,000
+/// nodes in 50 racks of 100 and 10 blocks of 5 racks.
+#[test]
+fn tas_scenarios_have_upstreams_shape() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scenarios");
+    let tas = |name: &str| Scenario::load(&dir.join(name)).unwrap();
+    for (file, gangs, size) in [
+        ("perf-tas-rack-5k.yaml", 750, 4),
+        ("perf-tas-rack-5k-1500.yaml", 1500, 4),
+        ("perf-tas-rack-5k-2250.yaml", 2250, 4),
+        ("perf-tas-block-5k.yaml", 3, 1000),
+        ("perf-tas-preferred-5k.yaml", 30, 120),
+    ] {
+        let s = tas(file);
+        assert_eq!(s.node_count(), 5000, "{file}");
+        assert_eq!(s.gang_count(), gangs, "{file}");
+        assert_eq!(s.pod_count(), gangs * size, "{file}");
+        let t = s.nodes[0].topology;
+        assert_eq!((t.hosts_per_rack, t.racks_per_block), (100, 5), "{file}");
+    }
+}

@@ -1,11 +1,14 @@
 //! Checks a parsed scenario for what serde cannot express: positive counts
 //! (a `minCount` above `size` is allowed: such a gang waits), valid quantities and names, outcomes that make sense
-//! for the workload kind, unique names. Each error names its field path.
+//! for the workload kind, unique names, topology levels as the API server
+//! would take them. Each error names its field path.
 
 use std::collections::BTreeSet;
 
 use super::spec::{Dialect, GangWorkload, Outcome, Scenario, Workload};
+use crate::dialects::topology::validate_level_keys;
 use crate::model::Quantity;
+use crate::model::topology::label_key_error;
 
 /// A field path and what is wrong there.
 pub type Problem = (String, String);
@@ -20,6 +23,7 @@ pub fn check(s: &Scenario) -> Result<(), Problem> {
     }
     non_empty("schedulerName", &s.scheduler_name)?;
     nodes(s)?;
+    kueue_topology(s)?;
     for (i, ns) in s.namespaces.iter().enumerate() {
         dns_label(&format!("namespaces[{i}]"), ns)?;
     }
@@ -54,6 +58,25 @@ fn nodes(s: &Scenario) -> Result<(), Problem> {
                 "missing: a capacity map replaces the defaults as a whole, so without `pods` the nodes accept no pods".into(),
             ));
         }
+    }
+    Ok(())
+}
+
+/// The levels of the Kueue `Topology` the scenario creates, as Kueue's CRD
+/// and webhook check them (the simulated cluster refuses the same).
+fn kueue_topology(s: &Scenario) -> Result<(), Problem> {
+    let Some(levels) = &s.kueue_topology else {
+        return Ok(());
+    };
+    validate_level_keys(levels).map_err(|e| (format!("kueueTopology{}", e.at), e.message))?;
+    let hostname = "kubernetes.io/hostname";
+    if let Some(i) = levels.iter().position(|l| l == hostname)
+        && i + 1 != levels.len()
+    {
+        return Err((
+            format!("kueueTopology[{i}]"),
+            format!("{hostname:?} may only be the last level"),
+        ));
     }
     Ok(())
 }
@@ -118,7 +141,7 @@ fn dialect_fields(
     at: &dyn Fn(&str) -> String,
 ) -> Result<(), Problem> {
     if let Some(key) = &g.required_topology {
-        non_empty(&at("requiredTopology"), key)?;
+        label_key(&at("requiredTopology"), key)?;
         if !matches!(
             dialect,
             Dialect::PodGroup | Dialect::PodGroupV1alpha2 | Dialect::Kueue
@@ -129,6 +152,27 @@ fn dialect_fields(
                     "the {} dialect has no required topology (use podGroup, podGroupV1alpha2 or kueue)",
                     dialect.name()
                 ),
+            ));
+        }
+    }
+    if let Some(key) = &g.preferred_topology {
+        label_key(&at("preferredTopology"), key)?;
+        if !matches!(
+            dialect,
+            Dialect::PodGroup | Dialect::PodGroupV1alpha2 | Dialect::Kueue
+        ) {
+            return Err((
+                at("preferredTopology"),
+                format!(
+                    "the {} dialect has no preferred topology level (use podGroup, podGroupV1alpha2 or kueue)",
+                    dialect.name()
+                ),
+            ));
+        }
+        if dialect == Dialect::Kueue && g.required_topology.is_some() {
+            return Err((
+                at("preferredTopology"),
+                "the kueue dialect takes a required or a preferred topology, not both (its annotations are mutually exclusive)".into(),
             ));
         }
     }
@@ -161,6 +205,14 @@ fn non_empty(path: &str, s: &str) -> Result<(), Problem> {
         return Err((path.into(), "must not be empty".into()));
     }
     Ok(())
+}
+
+/// A node label key (a topology level), worded as the API server words it.
+fn label_key(path: &str, key: &str) -> Result<(), Problem> {
+    match label_key_error(key) {
+        Some(e) => Err((path.into(), format!("{key:?}: {e}"))),
+        None => Ok(()),
+    }
 }
 
 fn quantity(path: &str, value: &str) -> Result<(), Problem> {
