@@ -701,7 +701,7 @@ async fn a_volcano_gang_lands_under_one_hypernode() {
 /// nodes, fit in 2 racks. The gang cycle plans members inside the chosen
 /// domain with the profile's scoring alone, which spreads them over 3 or 4.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug (gang cycle): within the fallback domain members are not packed into the fewest lower-level domains"]
+
 async fn a_fallback_block_is_filled_rack_by_rack() {
     let mut templates = Vec::new();
     for rack in ["r1", "r2", "r3", "r4"] {

@@ -82,6 +82,7 @@ impl Engine {
                 restriction: Some(r),
                 label: String::new(),
                 slices: None,
+                pack: None,
             }],
             None => match self
                 .gang
@@ -91,6 +92,7 @@ impl Engine {
                     restriction: None,
                     label: String::new(),
                     slices: None,
+                    pack: None,
                 }],
                 Tries::Domains(tries) => tries,
                 Tries::None(message) => {
@@ -102,9 +104,10 @@ impl Engine {
         let considered: Vec<String> = tries.iter().map(|t| t.label.clone()).collect();
         let mut best: Option<(String, Plan)> = None;
         for t in tries {
-            let plan = match &t.slices {
-                None => self.plan(members.clone(), needed, t.restriction.as_ref()),
-                Some(slices) => self.plan_slices(&members, &t, slices),
+            let plan = match (&t.slices, &t.pack) {
+                (Some(slices), _) => self.plan_slices(&members, &t, slices),
+                (None, Some(pack)) => self.plan_packed(&members, needed, &t, pack),
+                (None, None) => self.plan(members.clone(), needed, t.restriction.as_ref()),
             };
             if self.gang.plan_meets_quorum(&self.cache, &group, min_count) {
                 self.gang.note_domains(&group, considered, Some(t.label));
@@ -167,6 +170,47 @@ impl Engine {
                     plan.unplaced.push((pod.clone(), Some(err)));
                 }
             }
+        }
+        plan
+    }
+
+    /// Plans the members into as few domains of the level inside `t`'s as
+    /// hold them (`GangScheduling::pack_domains`), each domain taking as
+    /// many as its room says; whoever does not fit there is planned in the
+    /// whole of `t`'s domain.
+    fn plan_packed(
+        &mut self,
+        members: &[Arc<PodInfo>],
+        needed: usize,
+        t: &PlacementTry,
+        pack: &SlicePlan,
+    ) -> Plan {
+        let order = self.gang.pack_domains(
+            &members[0],
+            &self.cache,
+            pack,
+            t.restriction.as_ref(),
+            members.len(),
+        );
+        let mut plan = Plan {
+            placed: Vec::with_capacity(members.len()),
+            unplaced: Vec::new(),
+        };
+        let mut rest: &[Arc<PodInfo>] = members;
+        let mut spill: Vec<Arc<PodInfo>> = Vec::new();
+        for (domain, take) in &order {
+            let (chunk, tail) = rest.split_at((*take).min(rest.len()));
+            rest = tail;
+            let sub = self.plan(chunk.to_vec(), 0, Some(domain));
+            plan.placed.extend(sub.placed);
+            spill.extend(sub.unplaced.into_iter().map(|(pod, _)| pod));
+        }
+        spill.extend(rest.iter().cloned());
+        if !spill.is_empty() {
+            let still = needed.saturating_sub(plan.placed.len());
+            let sub = self.plan(spill, still, t.restriction.as_ref());
+            plan.placed.extend(sub.placed);
+            plan.unplaced.extend(sub.unplaced);
         }
         plan
     }

@@ -44,6 +44,10 @@ pub struct PlacementTry {
     pub label: String,
     /// Every `size` members within one domain of this level, inside it.
     pub slices: Option<SlicePlan>,
+    /// The level just inside this try's (when the gang fell back to a wider
+    /// level, or to the whole cluster): members are packed into as few of
+    /// its domains as hold them, as Kueue's BestFit does.
+    pub pack: Option<SlicePlan>,
 }
 
 /// A slice level resolved in the gang's hierarchy.
@@ -116,6 +120,7 @@ impl GangScheduling {
                     free_order(&a.free, &b.free).then_with(|| va.cmp(vb))
                 }),
             }
+            let pack = inner_level(&hierarchy, level, slices.is_some());
             for (value, _) in fitting.into_iter().take(TRIES_PER_LEVEL) {
                 tries.push(PlacementTry {
                     restriction: Some(NodeRestriction {
@@ -124,6 +129,7 @@ impl GangScheduling {
                     }),
                     label: format!("{key} {value}"),
                     slices: slices.clone(),
+                    pack: pack.clone(),
                 });
             }
             // The domain with the most room, for the message if none fits.
@@ -137,10 +143,20 @@ impl GangScheduling {
         }
         tries.truncate(MAX_TRIES);
         if anywhere_last {
+            // The whole cluster, packed into the outermost level's domains.
+            let pack = match hierarchy.levels.is_empty() || slices.is_some() {
+                true => None,
+                false => Some(SlicePlan {
+                    hierarchy: hierarchy.clone(),
+                    level: 0,
+                    size: 0,
+                }),
+            };
             tries.push(PlacementTry {
                 restriction: None,
                 label: "the whole cluster".into(),
                 slices,
+                pack,
             });
         }
         if tries.is_empty() {
@@ -186,6 +202,61 @@ impl GangScheduling {
             nodes: nodes.clone(),
             reason: format!("node(s) outside {key} {value} required by {group}"),
         })
+    }
+
+    /// The domains of `inner`'s level inside `outer` with their room for
+    /// members like `pod`, the order to fill them in: the fewest domains
+    /// that hold `count` members — the tightest single domain that holds
+    /// them all if one does, else the roomiest first (Kueue's BestFit).
+    pub fn pack_domains(
+        &mut self,
+        pod: &PodInfo,
+        cache: &Cache,
+        inner: &SlicePlan,
+        outer: Option<&NodeRestriction>,
+        count: usize,
+    ) -> Vec<(NodeRestriction, usize)> {
+        let key = level_key(&inner.hierarchy, inner.level);
+        let index = self.level_index(cache, &inner.hierarchy, inner.level);
+        let domains = index.domains(cache.nodes(), &pod.requests, false);
+        let inside = |nodes: &[usize]| match outer {
+            None => true,
+            Some(o) => nodes.iter().all(|n| o.nodes.binary_search(n).is_ok()),
+        };
+        let mut left: Vec<(&String, usize)> = domains
+            .iter()
+            .filter(|(v, d)| d.room > 0 && index.values().get(*v).is_some_and(|n| inside(n)))
+            .map(|(v, d)| (v, usize::try_from(d.room).unwrap_or(usize::MAX)))
+            .collect();
+        let mut order = Vec::new();
+        let mut remaining = count;
+        while remaining > 0 && !left.is_empty() {
+            let pick = left
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, room))| *room >= remaining)
+                .min_by_key(|(_, (v, room))| (*room, v.as_str()))
+                .or_else(|| {
+                    left.iter()
+                        .enumerate()
+                        .max_by_key(|(_, (v, room))| (*room, std::cmp::Reverse(v.as_str())))
+                })
+                .map(|(i, _)| i);
+            let Some(i) = pick else {
+                break;
+            };
+            let (value, room) = left.swap_remove(i);
+            let take = room.min(remaining);
+            remaining -= take;
+            order.push((
+                NodeRestriction {
+                    nodes: index.values().get(value).cloned().unwrap_or_default(),
+                    reason: format!("node(s) outside {key} {value}"),
+                },
+                take,
+            ));
+        }
+        order
     }
 
     /// The slice domains inside `outer` for `size` members like `pod`,
@@ -287,6 +358,17 @@ impl GangScheduling {
             levels::domains_of_level(cache.nodes(), declared, hierarchy, level)
         })
     }
+}
+
+/// The level just inside `level`, to pack a fallen-back gang into (none
+/// with slices, which place themselves, nor at the innermost level).
+fn inner_level(h: &Hierarchy, level: usize, sliced: bool) -> Option<SlicePlan> {
+    let inner = level.checked_add(1)?;
+    (!sliced && inner < h.levels.len()).then(|| SlicePlan {
+        hierarchy: h.clone(),
+        level: inner,
+        size: 0,
+    })
 }
 
 fn level_key(h: &Hierarchy, level: usize) -> String {
