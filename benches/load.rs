@@ -13,7 +13,8 @@
 //!
 //! `make bench` (after the criterion benches) or `cargo bench --bench load`.
 //! Env: LOAD_SCENARIOS (comma-separated names from config/scenarios/,
-//! default perf-gangs-5k,perf-plain-5k,perf-large-gang-5k), LOAD_CONFIG
+//! default perf-gangs-5k,perf-plain-5k,perf-large-gang-5k,perf-tas-rack-5k,
+//! perf-tas-preferred-5k), LOAD_CONFIG
 //! (scheduler configuration, default config/muster.yaml with leader
 //! election off), LOAD_NO_CEILING=1 (skip step 1).
 
@@ -27,7 +28,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
-const DEFAULT_SCENARIOS: &str = "perf-gangs-5k,perf-plain-5k,perf-large-gang-5k";
+const DEFAULT_SCENARIOS: &str =
+    "perf-gangs-5k,perf-plain-5k,perf-large-gang-5k,perf-tas-rack-5k,perf-tas-preferred-5k";
 
 /// A child process killed (SIGTERM, then waited for) when dropped.
 struct Proc(Child);
