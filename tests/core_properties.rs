@@ -1282,3 +1282,53 @@ proptest! {
         }
     }
 }
+
+/// Found by `invariants_hold_under_random_events`: a pod recreated under the
+/// same name while its old bind is in flight holds no node (the bind fails
+/// on its uid), so a pod its old self repelled may take that node. The
+/// checker's record of in-flight binds must not count it (it did).
+#[test]
+fn a_recreated_pods_bind_in_flight_holds_no_node() {
+    let mut h = two_profiles_in(false);
+    let mut w = World::default();
+    for i in 0..2 {
+        apply(
+            &mut h,
+            &mut w,
+            &Op::AddNode {
+                cpu: 2000,
+                rack: (i % 3) as u8,
+            },
+        );
+    }
+    for op in [
+        Op::AddSpread {
+            cpu: 250,
+            max_skew: 1,
+            min_domains: None,
+        },
+        Op::SetBindLatency(1),
+        Op::AddAntiAffine {
+            cpu: 250,
+            by_rack: false,
+        },
+        Op::Settle,
+        Op::AddSpread {
+            cpu: 250,
+            max_skew: 1,
+            min_domains: None,
+        },
+    ] {
+        apply(&mut h, &mut w, &op);
+    }
+    // The anti-affine pod, recreated with its bind still in flight.
+    let k = key("spread-4");
+    let mut p = (**h.pod(&k).expect("spread-4")).clone();
+    p.uid = Arc::from("uid-spread-4-again");
+    p.node_name = None;
+    p.phase = PodPhase::Pending;
+    h.put_pod(p);
+    h.bind_latency = Duration::ZERO;
+    h.advance(Duration::from_secs(400));
+    check_all(&h, &w).unwrap();
+}

@@ -1263,4 +1263,53 @@ mod hierarchy {
             "inside HyperNode top: {nodes:?}"
         );
     }
+
+    /// A CompositePodGroup requiring one block over two PodGroups each
+    /// requiring one rack: both children land in racks of the same block.
+    /// Rack r0 of block b0 is taken by another scheduler, so block b0 holds
+    /// one child only and the composite must go to b1.
+    #[test]
+    fn a_composite_confines_its_children_to_one_block_each_in_a_rack() {
+        use muster::model::{DefinitionKey, GroupDef, GroupPolicy, GroupSource};
+        let mut h = Harness::new();
+        tree(&mut h, 2, 2, 2, 4000);
+        for n in 0..2 {
+            let mut filler = pod(&format!("other-{n}"), 4000, 1);
+            filler.node_name = Some(Arc::from(format!("b0-r0-n{n}").as_str()));
+            h.put_pod(filler);
+        }
+        let key = DefinitionKey::new("default", GroupSource::CompositePodGroup, "job");
+        let mut job = GroupDef::new(
+            key,
+            Ok(GroupPolicy::Gang {
+                min_count: 2,
+                schedule_timeout: None,
+            }),
+            1,
+        );
+        *job.topology = TopologyRequest::required(label(BLOCK));
+        h.put_def(job);
+        let mut groups = Vec::new();
+        for child in ["a", "b"] {
+            let mut def = gang_def(child, 2, 1);
+            def.extras.parent_composite = Some("job".into());
+            *def.topology = TopologyRequest::required(label(RACK));
+            h.put_def(def);
+            let g = group_key(child);
+            for i in 0..2 {
+                h.put_pod(member(&format!("{child}-{i}"), &g, 3000, 1));
+            }
+            groups.push(g);
+        }
+        h.settle();
+        checked(&h);
+        let mut blocks = Vec::new();
+        for g in &groups {
+            assert_eq!(h.bound_members(g), 2, "{g}");
+            assert_eq!(spread(&h, g, 2).len(), 1, "{g} in one rack");
+            blocks.extend(spread(&h, g, 1));
+        }
+        blocks.dedup();
+        assert_eq!(blocks, ["b1"], "both children in block b1");
+    }
 }

@@ -44,15 +44,23 @@ pub fn definition(obj: &Value) -> Result<GroupDef, String> {
     {
         def.policy = Err(format!("{label}: {e}"));
     }
-    def.unsupported = spec["schedulingConstraints"]["topology"]
-        .as_array()
-        .and_then(|levels| levels.first())
-        .and_then(|level| level["key"].as_str())
-        .map(|key| {
-            format!(
-                "{label}: spec.schedulingConstraints.topology ({key}) on a CompositePodGroup is not supported by this scheduler"
-            )
-        });
+    // A required level confines every child group to one domain of it
+    // (each child may add its own, narrower level); a preferred one is not
+    // placed by.
+    match super::workload_api::topology(spec, &meta) {
+        Err(e) => {
+            if def.policy.is_ok() {
+                def.policy = Err(format!("{label}: {e}"));
+            }
+        }
+        Ok(t) if t.preferred.is_some() => {
+            def.unsupported = Some(format!(
+                "{label}: annotation {} on a CompositePodGroup is not supported by this scheduler",
+                super::workload_api::PREFERRED_TOPOLOGY_ANNOTATION
+            ));
+        }
+        Ok(t) => *def.topology = t,
+    }
     Ok(def)
 }
 
@@ -134,17 +142,31 @@ mod tests {
     }
 
     #[test]
-    fn topology_is_refused_not_ignored() {
+    fn topology_is_read_as_the_required_level() {
         let mut obj = typed(gang(1));
         obj.spec.scheduling_constraints = Some(sched::CompositePodGroupSchedulingConstraints {
             topology: Some(vec![sched::TopologyConstraint { key: "rack".into() }]),
         });
         let d = definition(&serde_json::to_value(&obj).unwrap()).unwrap();
+        assert_eq!(d.unsupported, None);
         assert_eq!(
-            d.unsupported.as_deref(),
-            Some(
-                "CompositePodGroup ml/job: spec.schedulingConstraints.topology (rack) on a CompositePodGroup is not supported by this scheduler"
-            )
+            d.topology.required,
+            Some(crate::model::LevelRef::Label("rack".into()))
+        );
+        // Two entries are refused as the API server refuses them.
+        obj.spec.scheduling_constraints = Some(sched::CompositePodGroupSchedulingConstraints {
+            topology: Some(vec![
+                sched::TopologyConstraint { key: "rack".into() },
+                sched::TopologyConstraint {
+                    key: "block".into(),
+                },
+            ]),
+        });
+        let d = definition(&serde_json::to_value(&obj).unwrap()).unwrap();
+        assert!(
+            d.policy.as_ref().is_err_and(|e| e.contains("Too many: 2")),
+            "{:?}",
+            d.policy
         );
     }
 

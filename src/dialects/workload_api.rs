@@ -105,7 +105,10 @@ pub const PREFERRED_TOPOLOGY_ANNOTATION: &str = "muster.dev/preferred-topology";
 /// topology entry ("Currently only a single topology constraint can be
 /// specified", in every served version); more is refused rather than
 /// reading the first, and each key must be a valid label key.
-fn topology(spec: &Value, meta: &Meta<'_>) -> Result<crate::model::TopologyRequest, String> {
+pub(super) fn topology(
+    spec: &Value,
+    meta: &Meta<'_>,
+) -> Result<crate::model::TopologyRequest, String> {
     use super::topology::label_level;
     let field = "spec.schedulingConstraints.topology";
     let required = match &spec["schedulingConstraints"]["topology"] {

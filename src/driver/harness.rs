@@ -28,7 +28,7 @@ pub struct BindRecord {
 pub(super) struct InFlight {
     pub(super) due: Instant,
     pub(super) pod: PodKey,
-    uid: Arc<str>,
+    pub(super) uid: Arc<str>,
     pub(super) node: Arc<str>,
 }
 

@@ -41,8 +41,12 @@ impl Harness {
             .filter(|p| p.occupies_node())
             .filter_map(|p| p.node_name.as_ref().map(|n| (&p.key, n)))
             .collect();
+        // A bind in flight for a pod since recreated under the same name
+        // will fail on its uid: it holds nothing.
         for b in &self.in_flight {
-            holders.insert(&b.pod, &b.node);
+            if self.pods.get(&b.pod).is_some_and(|p| p.uid == b.uid) {
+                holders.insert(&b.pod, &b.node);
+            }
         }
         let facts = self.engine.cache().facts();
         let mut found = Vec::new();

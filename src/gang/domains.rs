@@ -65,6 +65,28 @@ impl SlicePlan {
     }
 }
 
+/// A composite's domain, which its child groups' tries are cut to.
+struct Envelope {
+    nodes: Vec<usize>,
+    reason: String,
+    label: String,
+}
+
+enum Envelopes {
+    /// No composite above asks for a level.
+    None,
+    Within(Vec<Envelope>),
+    Refused(String),
+}
+
+/// Node indices in both ascending lists.
+fn intersect(a: &[usize], b: &[usize]) -> Vec<usize> {
+    a.iter()
+        .copied()
+        .filter(|n| b.binary_search(n).is_ok())
+        .collect()
+}
+
 /// Where the gang can go, or why it can go nowhere.
 pub enum Tries {
     /// No topology request: the whole cluster, once.
@@ -76,7 +98,9 @@ pub enum Tries {
 
 impl GangScheduling {
     /// The places to plan `group` in, `needed` members still to place, each
-    /// like `pod` (its requests stand for every member's).
+    /// like `pod` (its requests stand for every member's): the group's own
+    /// tries, inside the domain its composite's required level confines
+    /// every child group to (`composite_envelopes`).
     pub fn placement_tries(
         &mut self,
         pod: &PodInfo,
@@ -84,6 +108,138 @@ impl GangScheduling {
         cache: &Cache,
         needed: u64,
     ) -> Tries {
+        let own = self.own_tries(pod, group, cache, needed);
+        let envelopes = match self.composite_envelopes(pod, group, cache) {
+            Envelopes::None => return own,
+            Envelopes::Refused(message) => return Tries::None(message),
+            Envelopes::Within(e) => e,
+        };
+        let own = match own {
+            Tries::None(message) => return Tries::None(message),
+            Tries::Anywhere => vec![PlacementTry {
+                restriction: None,
+                label: String::new(),
+                slices: None,
+                pack: None,
+            }],
+            Tries::Domains(t) => t,
+        };
+        let mut tries = Vec::new();
+        for envelope in &envelopes {
+            for t in &own {
+                let nodes = match &t.restriction {
+                    None => envelope.nodes.clone(),
+                    Some(r) => intersect(&r.nodes, &envelope.nodes),
+                };
+                if nodes.is_empty() {
+                    continue;
+                }
+                let reason = match &t.restriction {
+                    Some(r) => format!("{}; {}", envelope.reason, r.reason),
+                    None => envelope.reason.clone(),
+                };
+                let label = match t.label.as_str() {
+                    "" | "the whole cluster" => envelope.label.clone(),
+                    own => format!("{} > {own}", envelope.label),
+                };
+                tries.push(PlacementTry {
+                    restriction: Some(NodeRestriction { nodes, reason }),
+                    label,
+                    slices: t.slices.clone(),
+                    pack: t.pack.clone(),
+                });
+            }
+        }
+        tries.truncate(MAX_TRIES);
+        if tries.is_empty() {
+            return Tries::None(format!(
+                "0/{} nodes are available: {group} fits in no domain its CompositePodGroup requires",
+                cache.nodes().len()
+            ));
+        }
+        Tries::Domains(tries)
+    }
+
+    /// A composite above `group` with a required level confines all its
+    /// child groups to one domain of that level: the domain its placed
+    /// members are in, or, before any is placed, the domains with room for
+    /// every child's remaining quorum (BestFit, at most three).
+    fn composite_envelopes(&mut self, pod: &PodInfo, group: &GroupKey, cache: &Cache) -> Envelopes {
+        let Ok(chain) = self.ancestors(&group.definition) else {
+            return Envelopes::None;
+        };
+        let Some((composite, level)) = chain.iter().find_map(|k| {
+            let required = self.defs.get(k)?.topology.required.clone()?;
+            Some((k.clone(), required))
+        }) else {
+            return Envelopes::None;
+        };
+        let scope: Vec<GroupKey> = self
+            .leaves_under(&composite)
+            .into_iter()
+            .map(GroupKey::new)
+            .collect();
+        let (hierarchy, at) = levels::resolve(&self.declared, &level);
+        let key = level_key(&hierarchy, at);
+        let placed = scope.iter().find_map(|g| {
+            let m = cache.group(g)?;
+            m.assumed()
+                .iter()
+                .chain(m.bound())
+                .find_map(|k| cache.pod(k)?.state.node().and_then(|n| cache.node_index(n)))
+        });
+        let remaining: u64 = scope
+            .iter()
+            .map(|g| {
+                let min = u64::from(self.min_count(g).unwrap_or(0));
+                let have = cache.group(g).map_or(0, |m| {
+                    u64::try_from(m.assumed_or_bound()).unwrap_or(u64::MAX)
+                });
+                min.saturating_sub(have)
+            })
+            .fold(0u64, u64::saturating_add);
+        let index = self.level_index(cache, &hierarchy, at);
+        let envelope = |value: &String, nodes: &Vec<usize>| Envelope {
+            nodes: nodes.clone(),
+            reason: format!("node(s) outside {key} {value} required by {composite}"),
+            label: format!("{key} {value}"),
+        };
+        if let Some(node) = placed {
+            return match index
+                .values()
+                .iter()
+                .find(|(_, n)| n.binary_search(&node).is_ok())
+            {
+                Some((value, nodes)) => Envelopes::Within(vec![envelope(value, nodes)]),
+                None => Envelopes::Refused(format!(
+                    "0/{} nodes are available: the placed members of {composite} are outside every domain of {key}",
+                    cache.nodes().len()
+                )),
+            };
+        }
+        let domains = index.domains(cache.nodes(), &pod.requests, false);
+        let mut fitting: Vec<(&String, u64)> = domains
+            .iter()
+            .filter(|(_, d)| d.room >= remaining.max(1))
+            .map(|(v, d)| (v, d.room))
+            .collect();
+        fitting.sort_by_key(|(v, room)| (*room, v.as_str()));
+        let out: Vec<Envelope> = fitting
+            .into_iter()
+            .take(TRIES_PER_LEVEL)
+            .filter_map(|(v, _)| index.values().get(v).map(|n| envelope(v, n)))
+            .collect();
+        if out.is_empty() {
+            return Envelopes::Refused(format!(
+                "0/{} nodes are available: {composite} requires all its groups within one domain of {key}, and none has room for their {remaining} remaining member(s)",
+                cache.nodes().len()
+            ));
+        }
+        Envelopes::Within(out)
+    }
+
+    /// The group's own tries, from its own topology request.
+    fn own_tries(&mut self, pod: &PodInfo, group: &GroupKey, cache: &Cache, needed: u64) -> Tries {
         let Some(def) = self.defs.get(&group.definition) else {
             return Tries::Anywhere;
         };

@@ -163,7 +163,7 @@ impl GangScheduling {
 
     /// The PodGroups below `key` (bounded depth, each once), or `key` itself
     /// if it is a PodGroup.
-    fn leaves_under(&self, key: &DefinitionKey) -> Vec<DefinitionKey> {
+    pub(super) fn leaves_under(&self, key: &DefinitionKey) -> Vec<DefinitionKey> {
         let mut leaves = Vec::new();
         let mut seen = BTreeSet::new();
         let mut level = vec![key.clone()];
