@@ -10,60 +10,15 @@
 mod common;
 mod e2e;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Event;
 use muster::daemon::{DaemonOptions, RunningDaemon};
-use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
 
-use common::tools::kubectl_binary;
+use common::kubectl::Kubectl;
 use e2e::{Env, add_node, bound, cluster, nodes, test_config, wait_event, wait_pods};
 
-struct Kubectl {
-    bin: std::path::PathBuf,
-    kubeconfig: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
 impl Kubectl {
-    fn new(env: &Env) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        env.cluster.write_kubeconfig(&kubeconfig).unwrap();
-        Kubectl {
-            bin: kubectl_binary(),
-            kubeconfig,
-            _dir: dir,
-        }
-    }
-
-    /// Runs kubectl with `stdin`; panics with its stderr on failure.
-    async fn run(&self, args: &[&str], stdin: &str) -> String {
-        let mut child = Command::new(&self.bin)
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("kubectl runs");
-        let mut input = child.stdin.take().unwrap();
-        input.write_all(stdin.as_bytes()).await.unwrap();
-        drop(input);
-        let out = child.wait_with_output().await.unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "kubectl {args:?} failed: {stderr}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    async fn apply(&self, yaml: &str) {
-        self.run(&["apply", "-f", "-"], yaml).await;
-    }
-
     async fn uid(&self, ns: &str, resource: &str, name: &str) -> String {
         let args = [
             "-n",
@@ -74,7 +29,7 @@ impl Kubectl {
             "-o",
             "jsonpath={.metadata.uid}",
         ];
-        let uid = self.run(&args, "").await;
+        let uid = self.ok_with(&args, "").await;
         assert!(!uid.is_empty(), "{resource} {name} has a uid");
         uid
     }
@@ -171,7 +126,7 @@ fn bound_count(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_binds_all_or_nothing_and_reports_on_the_job() {
     let env = cluster(vec![nodes(3, "1")]).await;
-    let k = Kubectl::new(&env);
+    let k = Kubectl::for_cluster(&env.cluster);
     let daemon = start_daemon(&env).await;
     k.apply(&job_yaml("default", "train", 4, "", "")).await;
     let uid = k.uid("default", "jobs", "train").await;
@@ -200,7 +155,7 @@ async fn a_job_binds_all_or_nothing_and_reports_on_the_job() {
     let pods = e2e::list_pods(&env, "default").await;
     assert_eq!(bound_count(&pods), 0, "nothing binds short of the gang");
     let described = k
-        .run(&["-n", "default", "describe", "job", "train"], "")
+        .ok_with(&["-n", "default", "describe", "job", "train"], "")
         .await;
     assert!(
         described.contains("GangWaiting") || described.contains("GangTimedOut"),
@@ -218,7 +173,7 @@ async fn a_job_binds_all_or_nothing_and_reports_on_the_job() {
 async fn a_jobset_is_one_gang_and_an_lws_one_gang_per_group() {
     let env = cluster(vec![nodes(3, "1")]).await;
     e2e::install_owner_crds(&env).await;
-    let k = Kubectl::new(&env);
+    let k = Kubectl::for_cluster(&env.cluster);
     let daemon = start_daemon(&env).await;
     // A JobSet of two replicated jobs (2 pods each): one gang of 4.
     k.apply(
@@ -309,7 +264,7 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opt_out_annotation_and_namespace_label_make_plain_pods() {
     let env = cluster(vec![nodes(3, "1")]).await;
-    let k = Kubectl::new(&env);
+    let k = Kubectl::for_cluster(&env.cluster);
     let daemon = start_daemon(&env).await;
     // Annotated out: three of four pods bind as ordinary pods.
     k.apply(&job_yaml(
@@ -356,7 +311,7 @@ async fn opt_out_annotation_and_namespace_label_make_plain_pods() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_the_job_updates_the_gang_size() {
     let env = cluster(vec![nodes(3, "1")]).await;
-    let k = Kubectl::new(&env);
+    let k = Kubectl::for_cluster(&env.cluster);
     let daemon = start_daemon(&env).await;
     k.apply(&job_yaml("default", "elastic", 4, "", "")).await;
     let uid = k.uid("default", "jobs", "elastic").await;
@@ -374,7 +329,7 @@ async fn scaling_the_job_updates_the_gang_size() {
     .await;
     assert_eq!(bound_count(&e2e::list_pods(&env, "default").await), 0);
     // Parallelism scaled down to what fits: minCount follows, three bind.
-    k.run(
+    k.ok_with(
         &[
             "-n",
             "default",

@@ -29,71 +29,25 @@ mod common;
 mod e2e;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::process::Stdio;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use muster::kwok::templates::NodeTemplate;
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
 
-use common::tools::kubectl_binary;
+use common::kubectl::Kubectl;
 use e2e::{Env, bound, test_config, wait_event, wait_pods};
 
 const BLOCK: &str = "cloud.provider.com/topology-block";
 const RACK: &str = "cloud.provider.com/topology-rack";
 
-/// kubectl against one cluster, with a manifest on stdin.
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
 impl Kubectl {
-    fn new(env: &Env) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        env.cluster.write_kubeconfig(&kubeconfig).unwrap();
-        Kubectl {
-            bin: kubectl_binary(),
-            kubeconfig,
-            _dir: dir,
-        }
-    }
-
-    /// Runs kubectl with `stdin`; panics with its stderr on failure;
-    /// returns stdout.
-    async fn run(&self, args: &[&str], stdin: &str) -> String {
-        let mut child = Command::new(&self.bin)
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("kubectl runs");
-        let mut input = child.stdin.take().expect("stdin piped");
-        input.write_all(stdin.as_bytes()).await.unwrap();
-        drop(input);
-        let out = child.wait_with_output().await.expect("kubectl finishes");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "kubectl {args:?} failed: {stderr}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    async fn apply(&self, yaml: &str) {
-        self.run(&["apply", "-f", "-"], yaml).await;
-    }
-
     /// `kubectl create` (the Job samples use `generateName`, which apply
     /// refuses); returns the object's name.
     async fn create(&self, yaml: &str) -> String {
-        let out = self.run(&["create", "-f", "-", "-o", "name"], yaml).await;
+        let out = self
+            .ok_with(&["create", "-f", "-", "-o", "name"], yaml)
+            .await;
         let name = out.trim().rsplit('/').next().unwrap_or_default();
         assert!(!name.is_empty(), "kubectl create printed a name: {out}");
         name.to_string()
@@ -101,7 +55,7 @@ impl Kubectl {
 
     async fn get_json(&self, resource: &str, name: &str) -> Value {
         let out = self
-            .run(&["-n", "default", "get", resource, name, "-o", "json"], "")
+            .ok_with(&["-n", "default", "get", resource, name, "-o", "json"], "")
             .await;
         serde_json::from_str(&out).expect("kubectl prints json")
     }
@@ -154,7 +108,7 @@ fn kueue_kind_workers(cpu: &str) -> Vec<NodeTemplate> {
 async fn start(cpu: &str) -> (Env, Kubectl, muster::daemon::RunningDaemon) {
     let env = e2e::cluster(kueue_kind_workers(cpu)).await;
     e2e::install_owner_crds(&env).await;
-    let k = Kubectl::new(&env);
+    let k = Kubectl::for_cluster(&env.cluster);
     k.apply(KUEUE_TOPOLOGY).await;
     let config = test_config(
         "profiles:
@@ -592,7 +546,7 @@ async fn podgroups_with_a_rack_constraint_or_preference() {
 
     // Preferring a rack, 12 members (more than a rack's 8) with 26 cpu
     // free: placed within one block, not across the cluster.
-    k.run(&["delete", "podgroup", "big"], "").await;
+    k.ok_with(&["delete", "podgroup", "big"], "").await;
     delete_pods(&env, "big-").await;
     podgroup(
         &env,
@@ -679,7 +633,7 @@ spec:
 async fn a_volcano_gang_lands_under_one_hypernode() {
     // 4-cpu nodes, no Kueue Topology: the HyperNodes are the hierarchy.
     let env = e2e::cluster(kueue_kind_workers("4")).await;
-    let k = Kubectl::new(&env);
+    let k = Kubectl::for_cluster(&env.cluster);
     k.apply(&hypernodes()).await;
     let d = e2e::daemon(&env, test_config("")).await;
     e2e::wait_ready(&d).await;
@@ -714,7 +668,7 @@ async fn a_fallback_block_is_filled_rack_by_rack() {
         templates.push(t);
     }
     let env = e2e::cluster(templates).await;
-    let k = Kubectl::new(&env);
+    let k = Kubectl::for_cluster(&env.cluster);
     k.apply(KUEUE_TOPOLOGY).await;
     let d = e2e::daemon(&env, test_config("")).await;
     e2e::wait_ready(&d).await;

@@ -12,75 +12,12 @@
 mod common;
 mod e2e;
 
-use std::path::PathBuf;
-use std::process::Stdio;
-
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::ApiResource;
 use muster::apiserver::SimCluster;
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
 
-use common::tools::kubectl_binary;
-
-/// kubectl against one cluster (the runner of tests/kubectl_compat.rs,
-/// with a manifest on stdin).
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-}
-
-impl Kubectl {
-    /// Runs kubectl with `stdin`; panics with its stderr on failure;
-    /// returns stdout.
-    async fn ok_with(&self, args: &[&str], stdin: &str) -> String {
-        let mut child = Command::new(&self.bin)
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("kubectl runs");
-        let mut input = child.stdin.take().expect("stdin piped");
-        input.write_all(stdin.as_bytes()).await.unwrap();
-        drop(input);
-        let out = child.wait_with_output().await.expect("kubectl finishes");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "kubectl {args:?} failed: {stderr}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        self.ok_with(args, "").await
-    }
-
-    /// Runs kubectl with `stdin` expecting failure; returns stderr.
-    async fn fails_with(&self, args: &[&str], stdin: &str) -> String {
-        let mut child = Command::new(&self.bin)
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("kubectl runs");
-        let mut input = child.stdin.take().expect("stdin piped");
-        input.write_all(stdin.as_bytes()).await.unwrap();
-        drop(input);
-        let out = child.wait_with_output().await.expect("kubectl finishes");
-        assert!(
-            !out.status.success(),
-            "kubectl {args:?} unexpectedly succeeded"
-        );
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    }
-}
+use common::kubectl::Kubectl;
 
 /// Kueue's sample Topology, as site/static/examples/tas/sample-queues.yaml
 /// declares it.
@@ -153,10 +90,7 @@ async fn kueue_topologies_and_volcano_hypernodes_with_kubectl() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     cluster.write_kubeconfig(&kubeconfig).unwrap();
-    let k = Kubectl {
-        bin: kubectl_binary(),
-        kubeconfig,
-    };
+    let k = Kubectl::new(kubeconfig);
 
     let resources = k.ok(&["api-resources", "--api-group=kueue.x-k8s.io"]).await;
     assert!(

@@ -11,51 +11,7 @@
 mod common;
 mod e2e;
 
-use std::path::PathBuf;
-
-use common::tools::kubectl_binary;
-use serde_json::Value;
-use tokio::process::Command;
-
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-}
-
-impl Kubectl {
-    async fn run(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let mut cmd = Command::new(&self.bin);
-        cmd.args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .kill_on_drop(true)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = cmd.spawn().expect("kubectl runs");
-        if let Some(text) = stdin {
-            use tokio::io::AsyncWriteExt;
-            let mut pipe = child.stdin.take().expect("stdin");
-            pipe.write_all(text.as_bytes()).await.expect("write stdin");
-        } else {
-            drop(child.stdin.take());
-        }
-        let out = child.wait_with_output().await.expect("kubectl finishes");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "kubectl {args:?} failed: {stderr}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    async fn apply(&self, yaml: &str) {
-        self.run(&["apply", "-f", "-"], Some(yaml)).await;
-    }
-
-    async fn json(&self, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
-        all.extend(["-o", "json"]);
-        serde_json::from_str(&self.run(&all, None).await).expect("kubectl prints json")
-    }
-}
+use common::kubectl::Kubectl;
 
 const STORAGE: &str = "
 apiVersion: storage.k8s.io/v1
@@ -152,16 +108,15 @@ fn node_of(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn volumes_are_bound_provisioned_and_respected() {
-    let bin = kubectl_binary();
     let env = e2e::cluster(vec![e2e::nodes(3, "4")]).await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     env.cluster.write_kubeconfig(&kubeconfig).unwrap();
-    let k = Kubectl { bin, kubeconfig };
+    let k = Kubectl::new(kubeconfig);
     let daemon = e2e::daemon(&env, e2e::test_config("")).await;
 
     k.apply(STORAGE).await;
-    let listed = k.run(&["get", "pvc,pv,sc,csinode,csidriver"], None).await;
+    let listed = k.ok(&["get", "pvc,pv,sc,csinode,csidriver"]).await;
     for needle in [
         "local-wffc",
         "local-static",
@@ -304,12 +259,11 @@ async fn wait_claim_class(env: &e2e::Env, name: &str) -> String {
 /// retroactive assignment); `storageClassName: ""` stays classless.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_without_a_class_get_the_default_one() {
-    let bin = kubectl_binary();
     let env = e2e::cluster(vec![e2e::nodes(1, "4")]).await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     env.cluster.write_kubeconfig(&kubeconfig).unwrap();
-    let k = Kubectl { bin, kubeconfig };
+    let k = Kubectl::new(kubeconfig);
     let classless = |name: &str, class: &str| {
         format!(
             "

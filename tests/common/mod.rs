@@ -1,6 +1,7 @@
 //! Helpers shared by the simulated-cluster integration tests.
 #![allow(dead_code)]
 
+pub mod kubectl;
 pub mod tools;
 
 use std::time::Duration;
