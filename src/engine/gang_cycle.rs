@@ -23,7 +23,7 @@ use super::cycle::POD_DEPENDENT_REASONS;
 use crate::framework::lifecycle::{PreFilterVerdict, QueueSortPlugin, Refusal, ReservePlugin};
 use crate::framework::placement::FitError;
 use crate::framework::{NodeRestriction, Snapshot};
-use crate::gang::{PlacementTry, SlicePlan, Tries};
+use crate::gang::{PlacementTry, SlicePlan};
 use crate::model::{GroupKey, PodInfo};
 use crate::queue::Requeue;
 
@@ -78,24 +78,13 @@ impl Engine {
         let needed_u64 = u64::try_from(needed).unwrap_or(u64::MAX);
         let tries = match restriction {
             // The per-pod confinement of a gang already partly placed.
-            Some(r) => vec![PlacementTry {
-                restriction: Some(r),
-                label: String::new(),
-                slices: None,
-                pack: None,
-            }],
+            Some(r) => vec![PlacementTry::within(Some(r))],
             None => match self
                 .gang
                 .placement_tries(&members[0], &group, &self.cache, needed_u64)
             {
-                Tries::Anywhere => vec![PlacementTry {
-                    restriction: None,
-                    label: String::new(),
-                    slices: None,
-                    pack: None,
-                }],
-                Tries::Domains(tries) => tries,
-                Tries::None(message) => {
+                Ok(tries) => tries,
+                Err(message) => {
                     let refusal = Refusal::group_wide("FailedScheduling", message);
                     return self.refuse_all(members, refusal, now);
                 }

@@ -65,6 +65,13 @@ impl SlicePlan {
     }
 }
 
+/// One domain of a level inside another's: its id, nodes and room.
+struct InnerDomain {
+    value: String,
+    restriction: NodeRestriction,
+    room: usize,
+}
+
 /// A composite's domain, which its child groups' tries are cut to.
 struct Envelope {
     nodes: Vec<usize>,
@@ -87,14 +94,23 @@ fn intersect(a: &[usize], b: &[usize]) -> Vec<usize> {
         .collect()
 }
 
-/// Where the gang can go, or why it can go nowhere.
-pub enum Tries {
-    /// No topology request: the whole cluster, once.
-    Anywhere,
-    Domains(Vec<PlacementTry>),
-    /// A required level none of whose domains holds the gang.
-    None(String),
+impl PlacementTry {
+    /// A plain try: the nodes of `restriction` (all nodes when `None`),
+    /// no slices, no packing, no label.
+    pub fn within(restriction: Option<NodeRestriction>) -> Self {
+        PlacementTry {
+            restriction,
+            label: String::new(),
+            slices: None,
+            pack: None,
+        }
+    }
 }
+
+/// Where the gang can go (a group without a topology request: the whole
+/// cluster, once), or why it can go nowhere (a required level none of whose
+/// domains holds it).
+pub type Tries = Result<Vec<PlacementTry>, String>;
 
 impl GangScheduling {
     /// The places to plan `group` in, `needed` members still to place, each
@@ -111,19 +127,10 @@ impl GangScheduling {
         let own = self.own_tries(pod, group, cache, needed);
         let envelopes = match self.composite_envelopes(pod, group, cache) {
             Envelopes::None => return own,
-            Envelopes::Refused(message) => return Tries::None(message),
+            Envelopes::Refused(message) => return Err(message),
             Envelopes::Within(e) => e,
         };
-        let own = match own {
-            Tries::None(message) => return Tries::None(message),
-            Tries::Anywhere => vec![PlacementTry {
-                restriction: None,
-                label: String::new(),
-                slices: None,
-                pack: None,
-            }],
-            Tries::Domains(t) => t,
-        };
+        let own = own?;
         let mut tries = Vec::new();
         for envelope in &envelopes {
             for t in &own {
@@ -152,12 +159,12 @@ impl GangScheduling {
         }
         tries.truncate(MAX_TRIES);
         if tries.is_empty() {
-            return Tries::None(format!(
+            return Err(format!(
                 "0/{} nodes are available: {group} fits in no domain its CompositePodGroup requires",
                 cache.nodes().len()
             ));
         }
-        Tries::Domains(tries)
+        Ok(tries)
     }
 
     /// A composite above `group` with a required level confines all its
@@ -240,13 +247,15 @@ impl GangScheduling {
 
     /// The group's own tries, from its own topology request.
     fn own_tries(&mut self, pod: &PodInfo, group: &GroupKey, cache: &Cache, needed: u64) -> Tries {
-        let Some(def) = self.defs.get(&group.definition) else {
-            return Tries::Anywhere;
+        let Some(def) = self
+            .defs
+            .get(&group.definition)
+            .filter(|d| !d.topology.is_empty())
+        else {
+            return Ok(vec![PlacementTry::within(None)]);
         };
+        // Owned: the domain indexes below borrow the plugin mutably.
         let request = def.topology.as_ref().clone();
-        if request.is_empty() {
-            return Tries::Anywhere;
-        }
         let min_resources = def.min_resources.clone();
         let choice = self.args_for(pod).domain_order;
         let (hierarchy, levels, anywhere_last) = self.levels_to_try(&request);
@@ -321,7 +330,7 @@ impl GangScheduling {
                 .as_ref()
                 .map(ToString::to_string)
                 .unwrap_or_default();
-            return Tries::None(no_domain_message(
+            return Err(no_domain_message(
                 group,
                 &required,
                 closest,
@@ -330,7 +339,7 @@ impl GangScheduling {
                 cache.nodes().len(),
             ));
         }
-        Tries::Domains(tries)
+        Ok(tries)
     }
 
     /// For a gang some of whose members are placed already (a bind failed,
@@ -360,6 +369,41 @@ impl GangScheduling {
         })
     }
 
+    /// The domains of `inner`'s level lying wholly inside `outer` (every
+    /// domain when `None`), each with its nodes and its room for members
+    /// like `pod`, by domain id; `what` names them in the fit error
+    /// (`node(s) outside <what><level> <id>`).
+    fn domains_inside(
+        &mut self,
+        pod: &PodInfo,
+        cache: &Cache,
+        inner: &SlicePlan,
+        outer: Option<&NodeRestriction>,
+        what: &str,
+    ) -> Vec<InnerDomain> {
+        let key = level_key(&inner.hierarchy, inner.level);
+        let index = self.level_index(cache, &inner.hierarchy, inner.level);
+        let domains = index.domains(cache.nodes(), &pod.requests, false);
+        let inside = |nodes: &[usize]| match outer {
+            None => true,
+            Some(o) => nodes.iter().all(|n| o.nodes.binary_search(n).is_ok()),
+        };
+        domains
+            .into_iter()
+            .filter_map(|(value, d)| {
+                let nodes = index.values().get(&value)?;
+                inside(nodes).then(|| InnerDomain {
+                    restriction: NodeRestriction {
+                        nodes: nodes.clone(),
+                        reason: format!("node(s) outside {what}{key} {value}"),
+                    },
+                    room: usize::try_from(d.room).unwrap_or(usize::MAX),
+                    value,
+                })
+            })
+            .collect()
+    }
+
     /// The domains of `inner`'s level inside `outer` with their room for
     /// members like `pod`, the order to fill them in: the fewest domains
     /// that hold `count` members — the tightest single domain that holds
@@ -372,17 +416,10 @@ impl GangScheduling {
         outer: Option<&NodeRestriction>,
         count: usize,
     ) -> Vec<(NodeRestriction, usize)> {
-        let key = level_key(&inner.hierarchy, inner.level);
-        let index = self.level_index(cache, &inner.hierarchy, inner.level);
-        let domains = index.domains(cache.nodes(), &pod.requests, false);
-        let inside = |nodes: &[usize]| match outer {
-            None => true,
-            Some(o) => nodes.iter().all(|n| o.nodes.binary_search(n).is_ok()),
-        };
-        let mut left: Vec<(&String, usize)> = domains
-            .iter()
-            .filter(|(v, d)| d.room > 0 && index.values().get(*v).is_some_and(|n| inside(n)))
-            .map(|(v, d)| (v, usize::try_from(d.room).unwrap_or(usize::MAX)))
+        let mut left: Vec<InnerDomain> = self
+            .domains_inside(pod, cache, inner, outer, "")
+            .into_iter()
+            .filter(|d| d.room > 0)
             .collect();
         let mut order = Vec::new();
         let mut remaining = count;
@@ -390,27 +427,21 @@ impl GangScheduling {
             let pick = left
                 .iter()
                 .enumerate()
-                .filter(|(_, (_, room))| *room >= remaining)
-                .min_by_key(|(_, (v, room))| (*room, v.as_str()))
+                .filter(|(_, d)| d.room >= remaining)
+                .min_by_key(|(_, d)| (d.room, d.value.as_str()))
                 .or_else(|| {
                     left.iter()
                         .enumerate()
-                        .max_by_key(|(_, (v, room))| (*room, std::cmp::Reverse(v.as_str())))
+                        .max_by_key(|(_, d)| (d.room, std::cmp::Reverse(d.value.as_str())))
                 })
                 .map(|(i, _)| i);
             let Some(i) = pick else {
                 break;
             };
-            let (value, room) = left.swap_remove(i);
-            let take = room.min(remaining);
+            let d = left.swap_remove(i);
+            let take = d.room.min(remaining);
             remaining -= take;
-            order.push((
-                NodeRestriction {
-                    nodes: index.values().get(value).cloned().unwrap_or_default(),
-                    reason: format!("node(s) outside {key} {value}"),
-                },
-                take,
-            ));
+            order.push((d.restriction, take));
         }
         order
     }
@@ -425,26 +456,16 @@ impl GangScheduling {
         outer: Option<&NodeRestriction>,
         size: usize,
     ) -> Vec<NodeRestriction> {
-        let key = level_key(&slices.hierarchy, slices.level);
-        let index = self.level_index(cache, &slices.hierarchy, slices.level);
-        let domains = index.domains(cache.nodes(), &pod.requests, false);
-        let inside = |nodes: &[usize]| match outer {
-            None => true,
-            Some(o) => nodes.iter().all(|n| o.nodes.binary_search(n).is_ok()),
-        };
-        let mut fitting: Vec<(&String, &Domain)> = domains
-            .iter()
-            .filter(|(_, d)| d.room >= u64::try_from(size).unwrap_or(u64::MAX))
-            .filter(|(v, _)| index.values().get(*v).is_some_and(|n| inside(n)))
+        let mut fitting: Vec<InnerDomain> = self
+            .domains_inside(pod, cache, slices, outer, "slice domain ")
+            .into_iter()
+            .filter(|d| d.room >= size)
             .collect();
-        fitting.sort_by_key(|(v, d)| (d.room, v.as_str()));
+        fitting.sort_by(|a, b| (a.room, &a.value).cmp(&(b.room, &b.value)));
         fitting
             .into_iter()
             .take(TRIES_PER_LEVEL)
-            .map(|(value, _)| NodeRestriction {
-                nodes: index.values().get(value).cloned().unwrap_or_default(),
-                reason: format!("node(s) outside slice domain {key} {value}"),
-            })
+            .map(|d| d.restriction)
             .collect()
     }
 
