@@ -35,6 +35,8 @@ pub struct ClusterFacts {
     /// numbers every node state's labels; unmaintained in facts built by
     /// hand, where plugins read the labels as strings).
     pub label_ids: super::label_ids::LabelIds,
+    /// PodDisruptionBudgets (what preemption spares when it can).
+    pub budgets: crate::model::disruption::Budgets,
 }
 
 impl ClusterFacts {

@@ -94,6 +94,9 @@ impl Directory {
             }),
             // Two calls: see `translate`.
             Action::PodInvalid { .. } => None,
+            // Not written yet (issue 16 in progress): the engine emits none
+            // unless preemption is enabled.
+            Action::Preempt { .. } | Action::Nominate { .. } => None,
             Action::PodUnschedulable {
                 pod,
                 reason,

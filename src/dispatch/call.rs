@@ -216,7 +216,9 @@ impl Intent {
             Action::Scheduled { .. }
             | Action::PodInvalid { .. }
             | Action::Event { .. }
-            | Action::PreBindVolumes { .. } => Intent::Immediate,
+            | Action::PreBindVolumes { .. }
+            | Action::Preempt { .. }
+            | Action::Nominate { .. } => Intent::Immediate,
         }
     }
 }

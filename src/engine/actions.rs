@@ -70,6 +70,25 @@ pub enum Action {
         reason: &'static str,
         message: String,
     },
+    /// Preempt a victim as kube-scheduler does: set its `DisruptionTarget`
+    /// condition (status True, reason `PreemptionByScheduler`, `message`),
+    /// then delete it with its `uid` as precondition (an API server that
+    /// says it is already gone, or is another pod now, ends the call). The
+    /// engine records the `Preempted` event itself. Performed
+    /// asynchronously: the engine learns the outcome from the informer.
+    Preempt {
+        victim: PodKey,
+        uid: Arc<str>,
+        /// Who it makes room for (a pod, or a gang's group).
+        preemptor: String,
+        message: String,
+    },
+    /// Set (`Some`) or clear (`None`) the pod's `status.nominatedNodeName`.
+    Nominate {
+        pod: PodKey,
+        uid: Arc<str>,
+        node: Option<Arc<str>>,
+    },
     /// Set the group's status condition (`PodGroupInitiallyScheduled` where the
     /// dialect has one). `initially_scheduled: true` (phase `Scheduled`) is
     /// terminal: no later action for the group flips it back.

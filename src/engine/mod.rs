@@ -204,6 +204,9 @@ pub enum ClusterEvent {
     /// A Kueue `Topology` or Volcano `HyperNode` observed or deleted: the
     /// hierarchies gangs are placed over.
     Topology(crate::model::topology::TopologyChange),
+    /// A PodDisruptionBudget observed or deleted: what preemption counts
+    /// when it chooses victims.
+    Budget(crate::model::disruption::BudgetChange),
 }
 
 /// Where a pending pod is (invariant I4: exactly one place at every moment).
@@ -429,6 +432,7 @@ impl Engine {
                     .remove(kind, &namespace, &name);
             }
             ClusterEvent::Owner(change) => self.on_owner_changed(change, now),
+            ClusterEvent::Budget(change) => self.cache.facts_mut().budgets.apply(change),
             ClusterEvent::Topology(change) => {
                 // New domains may hold a gang that fitted none: retry them.
                 if self.gang.topology_changed(change) {

@@ -253,7 +253,7 @@ pub enum DisruptionMode {
 }
 
 /// Whether a group may preempt lower-priority work (Workload API
-/// `spec.preemptionPolicy`). Read and validated; Muster does not preempt.
+/// `spec.preemptionPolicy`), and a pod's own `spec.preemptionPolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PreemptionPolicy {
     Never,

@@ -4,6 +4,7 @@
 //! API version are read) or from `k8s-openapi` objects. Nothing here does I/O.
 
 pub mod deadline;
+pub mod disruption;
 mod group;
 mod node;
 mod pod;

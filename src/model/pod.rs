@@ -12,7 +12,9 @@ use super::requests::effective_requests;
 use super::selector::{NodeSelector, NodeSelectorTerm, PreferredTerm};
 use super::volumes::{PodVolume, pod_volumes};
 use super::wire::{PodWire, is_kept_annotation};
-use super::{GroupMembership, ModelError, PodAffinity, PodSpread, Resources, Toleration};
+use super::{
+    GroupMembership, ModelError, PodAffinity, PodSpread, PreemptionPolicy, Resources, Toleration,
+};
 
 /// kube-scheduler's defaults for scoring pods that request nothing
 /// (`DefaultMilliCPURequest`, `DefaultMemoryRequest`).
@@ -103,7 +105,14 @@ pub struct PodInfo {
     pub scheduling_gated: bool,
     pub priority: i32,
     pub priority_class_name: Option<Arc<str>>,
+    /// `spec.preemptionPolicy`: `Never` keeps the pod from preempting others.
+    pub preemption_policy: PreemptionPolicy,
     pub created_ms: i64,
+    /// `status.startTime` (creation when unset): among equally important
+    /// victims, preemption evicts the one that started last.
+    pub started_ms: i64,
+    /// `status.nominatedNodeName`: where a preemption made room for it.
+    pub nominated_node: Option<Arc<str>>,
     /// Effective requests: containers, init containers (sidecars included) and
     /// overhead, as kube-scheduler computes them, plus one pod.
     pub requests: Resources,
@@ -214,6 +223,10 @@ impl PodInfo {
             .map_err(ctx)?;
         let spread = PodSpread::from_wire(w).map_err(ctx)?;
 
+        let created_ms = w
+            .metadata
+            .creation_timestamp
+            .map_or(0, |t| t.timestamp_millis());
         Ok(PodInfo {
             key: PodKey::new(namespace, name),
             uid: Arc::from(w.metadata.uid.as_deref().unwrap_or("")),
@@ -240,10 +253,31 @@ impl PodInfo {
                 .as_deref()
                 .filter(|s| !s.is_empty())
                 .map(Arc::from),
-            created_ms: w
-                .metadata
-                .creation_timestamp
-                .map_or(0, |t| t.timestamp_millis()),
+            preemption_policy: match w.spec.preemption_policy.as_deref() {
+                None | Some("") | Some("PreemptLowerPriority") => {
+                    PreemptionPolicy::PreemptLowerPriority
+                }
+                Some("Never") => PreemptionPolicy::Never,
+                Some(other) => {
+                    return Err(ctx(ModelError::invalid(format!(
+                        "spec.preemptionPolicy: unsupported value {other:?} (expected Never or PreemptLowerPriority)"
+                    ))));
+                }
+            },
+            created_ms,
+            started_ms: match w.status.start_time.as_deref() {
+                Some(t) => match parse_timestamp_ms(Some(t)) {
+                    0 => created_ms,
+                    ms => ms,
+                },
+                None => created_ms,
+            },
+            nominated_node: w
+                .status
+                .nominated_node_name
+                .as_deref()
+                .filter(|n| !n.is_empty())
+                .map(Arc::from),
             requests,
             non_zero_milli_cpu,
             non_zero_memory,

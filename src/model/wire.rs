@@ -162,6 +162,8 @@ pub struct PodSpecWire {
     pub scheduler_name: Option<String>,
     pub priority: Option<i32>,
     pub priority_class_name: Option<String>,
+    /// `Never` or `PreemptLowerPriority` (the default).
+    pub preemption_policy: Option<String>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
     pub affinity: Option<AffinityWire>,
@@ -222,6 +224,9 @@ pub struct LabelSelectorWire {
 pub struct PodStatusWire {
     pub phase: Option<String>,
     pub nominated_node_name: Option<String>,
+    /// When the kubelet accepted the pod (preemption prefers victims that
+    /// started last); a missing or unreadable time reads as creation.
+    pub start_time: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
