@@ -18,6 +18,7 @@ pub mod framework;
 pub mod gang;
 pub mod model;
 pub mod plugins;
+pub mod preemption;
 pub mod queue;
 
 #[cfg(feature = "daemon")]

@@ -37,6 +37,12 @@ pub struct Metrics {
     pub api_writes_superseded: IntCounter,
     /// 1 while this replica holds the lease (client-go's metric name).
     pub leader: IntGaugeVec,
+    /// kube-scheduler's `scheduler_preemption_attempts_total`.
+    pub preemption_attempts: IntCounter,
+    /// kube-scheduler's `scheduler_preemption_victims`: victims per preemption.
+    pub preemption_victims: Histogram,
+    /// `preemptor`, `victim` = pod | gang: victim units evicted.
+    pub gang_preemptions: IntCounterVec,
 }
 
 fn duration_buckets() -> Vec<f64> {
@@ -127,6 +133,21 @@ impl Metrics {
                 Opts::new("leader_election_master_status", "1 while this replica is the leader."),
                 &["name"],
             )?,
+            preemption_attempts: IntCounter::new(
+                "scheduler_preemption_attempts_total",
+                "Preemption attempts: a pod or a gang that fitted nowhere looked for victims.",
+            )?,
+            preemption_victims: Histogram::with_opts(
+                HistogramOpts::new("scheduler_preemption_victims", "Number of selected preemption victims.")
+                    .buckets(exponential_buckets(1.0, 2.0, 7).unwrap_or_default()),
+            )?,
+            gang_preemptions: IntCounterVec::new(
+                Opts::new(
+                    "muster_gang_preemptions_total",
+                    "Victim units evicted by preemption, by preemptor kind (pod, gang) and victim kind (pod, or gang evicted whole).",
+                ),
+                &["preemptor", "victim"],
+            )?,
             registry,
         };
         m.register()?;
@@ -145,6 +166,9 @@ impl Metrics {
         r.register(Box::new(self.gang_groups_by_kind.clone()))?;
         r.register(Box::new(self.gang_permit_wait.clone()))?;
         r.register(Box::new(self.gang_timeouts.clone()))?;
+        r.register(Box::new(self.preemption_attempts.clone()))?;
+        r.register(Box::new(self.preemption_victims.clone()))?;
+        r.register(Box::new(self.gang_preemptions.clone()))?;
         r.register(Box::new(self.gang_early_releases.clone()))?;
         r.register(Box::new(self.gang_scheduled.clone()))?;
         r.register(Box::new(self.gang_quorum_to_bound.clone()))?;

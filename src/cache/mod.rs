@@ -22,5 +22,5 @@ pub use label_ids::{LabelIds, NodeLabelIds, pack as pack_label_pair};
 pub use node_state::NodeState;
 pub use pod_index::{IndexedTerm, PodIndex, TermKind};
 pub use selectors::{SelectingKind, WorkloadSelectors};
-pub use store::{Cache, CachedPod, PodChange, PodState};
+pub use store::{Cache, CachedPod, PodChange, PodState, WhatIf};
 pub use volumes::{VolumeChange, VolumeFacts};

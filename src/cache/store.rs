@@ -420,5 +420,8 @@ impl Cache {
     }
 }
 
+mod what_if;
+pub use what_if::WhatIf;
+
 #[cfg(test)]
 mod tests;

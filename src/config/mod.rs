@@ -81,6 +81,8 @@ pub struct Profile {
     pub framework: Framework,
     /// `None` when the gang plugin is disabled: every pod is scheduled alone.
     pub gang: Option<GangArgs>,
+    /// `None` when DefaultPreemption is disabled: no pod preempts.
+    pub preemption: Option<crate::preemption::PreemptionArgs>,
 }
 
 impl PartialEq for Profile {
@@ -91,6 +93,7 @@ impl PartialEq for Profile {
             && self.plugins == other.plugins
             && self.args == other.args
             && self.gang == other.gang
+            && self.preemption == other.preemption
     }
 }
 
@@ -344,6 +347,9 @@ fn profile(
     let gang = plugins
         .is_enabled(Point::Permit, crate::gang::NAME)
         .then(|| args.get_or_default::<GangArgs>(crate::gang::NAME));
+    let preemption = plugins
+        .is_enabled(Point::PostFilter, crate::preemption::NAME)
+        .then(|| args.get_or_default::<crate::preemption::PreemptionArgs>(crate::preemption::NAME));
     let framework = build_framework(&plugins, &args, percentage.or(global_percentage));
     Ok(Profile {
         scheduler_name,
@@ -352,6 +358,7 @@ fn profile(
         args,
         framework,
         gang,
+        preemption,
     })
 }
 

@@ -211,6 +211,7 @@ pub fn engine_config(config: &SchedulerConfig) -> EngineConfig {
             profile.plan_whole_gangs = gang.plan_whole_gangs;
             profile.domain_order = gang.domain_order;
             profile.topology_levels = gang.topology_levels;
+            profile.preemption = p.preemption;
             profile
         })
         .collect();

@@ -327,6 +327,7 @@ impl SchedulerLoop {
             match sample {
                 Sample::PermitWait(d) => self.metrics.gang_permit_wait.observe(d.as_secs_f64()),
                 Sample::GangReleased => self.metrics.gang_scheduled.inc(),
+                Sample::PreemptionVictims(n) => self.metrics.preemption_victims.observe(n as f64),
                 Sample::QuorumToAllBound(d) => {
                     self.metrics.gang_quorum_to_bound.observe(d.as_secs_f64())
                 }
@@ -426,6 +427,21 @@ impl SchedulerLoop {
             s.gang_early_releases
                 .saturating_sub(st.last_stats.gang_early_releases),
         );
+        m.preemption_attempts.inc_by(
+            s.preemption_attempts
+                .saturating_sub(st.last_stats.preemption_attempts),
+        );
+        for (&(preemptor, victim), &n) in &s.preemptions_by_kind {
+            let before = st
+                .last_stats
+                .preemptions_by_kind
+                .get(&(preemptor, victim))
+                .copied()
+                .unwrap_or(0);
+            m.gang_preemptions
+                .with_label_values(&[preemptor, victim])
+                .inc_by(n.saturating_sub(before));
+        }
         *self.debug.write().unwrap_or_else(|p| p.into_inner()) =
             Arc::new(self.engine.debug_text(now));
         st.last_stats = s;

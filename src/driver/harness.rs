@@ -58,6 +58,24 @@ pub struct Harness {
     pub(super) i5_violations: Vec<String>,
     /// Profiles that do not gang-schedule (their members are plain pods).
     pub(super) gang_disabled: HashSet<Arc<str>>,
+    /// Preempted pods: marked terminating at once, deleted once their
+    /// termination grace has passed.
+    evictions: Vec<Eviction>,
+    /// How long a preempted pod takes to terminate (0: deleted at once).
+    pub termination_grace: Duration,
+    /// Status writes of `nominatedNodeName` to apply (and report back as
+    /// the informer would).
+    nominations: Vec<(PodKey, Arc<str>, Option<Arc<str>>)>,
+    /// Every victim the engine asked to delete, in order.
+    pub preempted: Vec<PodKey>,
+}
+
+#[derive(Debug, Clone)]
+struct Eviction {
+    due: Instant,
+    pod: PodKey,
+    uid: Arc<str>,
+    marked: bool,
 }
 
 impl Harness {
@@ -91,6 +109,10 @@ impl Harness {
             i1_violations: Vec::new(),
             i5_violations: Vec::new(),
             gang_disabled,
+            evictions: Vec::new(),
+            termination_grace: Duration::ZERO,
+            nominations: Vec::new(),
+            preempted: Vec::new(),
         }
     }
 
@@ -109,6 +131,13 @@ impl Harness {
         let node = Arc::new(node);
         self.nodes.insert(node.name.clone(), node.clone());
         self.send(ClusterEvent::NodeUpserted(node));
+    }
+
+    /// A PodDisruptionBudget observed (its status as given).
+    pub fn put_budget(&mut self, budget: crate::model::disruption::DisruptionBudget) {
+        self.send(ClusterEvent::Budget(
+            crate::model::disruption::BudgetChange::Upserted(budget),
+        ));
     }
 
     pub fn delete_node(&mut self, name: &str) {
@@ -267,7 +296,9 @@ impl Harness {
         loop {
             self.engine.run_until_idle(self.now);
             self.drain();
-            if !self.complete_due_binds() {
+            let writes = self.apply_status_writes();
+            let evicted = self.complete_due_evictions();
+            if !self.complete_due_binds() && !writes && !evicted {
                 break;
             }
         }
@@ -282,6 +313,7 @@ impl Harness {
             let next = [
                 self.engine.next_deadline(),
                 self.in_flight.iter().map(|b| b.due).min(),
+                self.evictions.iter().map(|e| e.due).min(),
             ]
             .into_iter()
             .flatten()
@@ -309,13 +341,27 @@ impl Harness {
         let actions = self.engine.drain_actions();
         let at = self.elapsed();
         for action in &actions {
-            if let Action::Bind { pod, uid, node } = action {
-                self.in_flight.push(InFlight {
+            match action {
+                Action::Bind { pod, uid, node } => self.in_flight.push(InFlight {
                     due: self.now + self.bind_latency,
                     pod: pod.clone(),
                     uid: uid.clone(),
                     node: node.clone(),
-                });
+                }),
+                Action::Preempt { victim, uid, .. } => {
+                    self.preempted.push(victim.clone());
+                    self.evictions.push(Eviction {
+                        due: self.now,
+                        pod: victim.clone(),
+                        uid: uid.clone(),
+                        marked: false,
+                    });
+                }
+                Action::Nominate { pod, uid, node } => {
+                    self.nominations
+                        .push((pod.clone(), uid.clone(), node.clone()))
+                }
+                _ => {}
             }
         }
         self.check_binds_release_quorum(&actions);
@@ -352,6 +398,49 @@ impl Harness {
                 if self.confirm_binds {
                     self.send(ClusterEvent::PodUpserted(p));
                 }
+            }
+        }
+        !due.is_empty()
+    }
+
+    /// Applies the `nominatedNodeName` writes, reporting each pod update
+    /// back; returns whether any was applied.
+    fn apply_status_writes(&mut self) -> bool {
+        let writes = std::mem::take(&mut self.nominations);
+        let mut any = false;
+        for (key, uid, node) in writes {
+            let Some(p) = self.pods.get(&key).filter(|p| p.uid == uid) else {
+                continue;
+            };
+            let mut p = (**p).clone();
+            p.nominated_node = node;
+            any = true;
+            self.put_pod(p);
+        }
+        any
+    }
+
+    /// Preempted pods: each is first marked terminating (`deleting`), then
+    /// deleted once `termination_grace` has passed. Returns whether any
+    /// step was taken.
+    fn complete_due_evictions(&mut self) -> bool {
+        let now = self.now;
+        let (due, later): (Vec<Eviction>, Vec<Eviction>) =
+            self.evictions.drain(..).partition(|e| e.due <= now);
+        self.evictions = later;
+        for mut e in due.iter().cloned() {
+            let Some(p) = self.pods.get(&e.pod).filter(|p| p.uid == e.uid) else {
+                continue;
+            };
+            if !e.marked && !self.termination_grace.is_zero() {
+                let mut p = (**p).clone();
+                p.deleting = true;
+                e.marked = true;
+                e.due = now + self.termination_grace;
+                self.evictions.push(e);
+                self.put_pod(p);
+            } else {
+                self.delete_pod(&e.pod);
             }
         }
         !due.is_empty()

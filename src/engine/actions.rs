@@ -151,6 +151,20 @@ impl Outbox {
         });
     }
 
+    pub fn preempt(&mut self, victim: PodKey, uid: Arc<str>, preemptor: String, message: String) {
+        self.pod_conditions.remove(&victim);
+        self.actions.push(Action::Preempt {
+            victim,
+            uid,
+            preemptor,
+            message,
+        });
+    }
+
+    pub fn nominate(&mut self, pod: PodKey, uid: Arc<str>, node: Option<Arc<str>>) {
+        self.actions.push(Action::Nominate { pod, uid, node });
+    }
+
     pub fn invalid_pod(&mut self, pod: PodKey, uid: Arc<str>, message: String) {
         self.actions.push(Action::PodInvalid { pod, uid, message });
     }
@@ -213,6 +227,22 @@ impl Outbox {
             scheduled,
         });
         true
+    }
+
+    /// A running gang was preempted whole: its status leaves `Scheduled`
+    /// (it will have to be placed again) with a condition saying by whom.
+    pub fn group_preempted(&mut self, group: &GroupKey, message: String) {
+        self.scheduled_groups.remove(group);
+        self.group_conditions.insert(group.clone(), message.clone());
+        self.short_of_members.insert(group.clone(), false);
+        self.actions.push(Action::GroupStatus {
+            group: group.clone(),
+            phase: GroupPhase::Unschedulable,
+            reason: "Preempted",
+            message,
+            initially_scheduled: false,
+            scheduled: 0,
+        });
     }
 
     pub fn group_unschedulable(&mut self, group: &GroupKey, message: String, scheduled: u32) {

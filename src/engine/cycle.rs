@@ -36,10 +36,18 @@ impl Engine {
             true => None,
             false => self.gang.gang_cycle_group(&pod, &self.cache, &self.waiting),
         };
+        // Room nominated to pods at least as important is not this cycle's.
+        let held = self.nominations.overlay(
+            &mut self.cache,
+            pod.priority,
+            &pod.key,
+            whole.as_ref().map(|(g, _)| g),
+        );
         match whole {
             Some((group, min_count)) => self.run_gang_cycle(pod, group, min_count, now),
             None => self.run_cycle(pod, now),
         }
+        self.cache.revert(held);
         self.in_cycle = None;
         self.apply_gang_outcomes(now);
         true
@@ -63,12 +71,37 @@ impl Engine {
             let msg = format!("no profile serves schedulerName {}", pod.scheduler_name);
             return self.refuse(pod, Refusal::new("FailedScheduling", msg), now);
         };
-        let placement = match profile.framework.schedule_within(
-            &pod,
-            &Snapshot::new(self.cache.nodes(), self.cache.facts()),
-            &mut profile.next_start,
-            restriction.as_ref(),
-        ) {
+        // A nominated pod tries its nominated node first (upstream's
+        // `evaluateNominatedNode`): the room preempted for it is there.
+        let snapshot = Snapshot::new(self.cache.nodes(), self.cache.facts());
+        let on_nominated = match self.nominations.get(&pod.key) {
+            Some(n) if restriction.is_none() => snapshot
+                .nodes
+                .iter()
+                .position(|s| s.info.name == n.node)
+                .and_then(|i| {
+                    let only = crate::framework::NodeRestriction {
+                        nodes: vec![i],
+                        reason: String::new(),
+                    };
+                    let mut start = 0;
+                    profile
+                        .framework
+                        .schedule_within(&pod, &snapshot, &mut start, Some(&only))
+                        .ok()
+                }),
+            _ => None,
+        };
+        let placed = match on_nominated {
+            Some(p) => Ok(p),
+            None => profile.framework.schedule_within(
+                &pod,
+                &snapshot,
+                &mut profile.next_start,
+                restriction.as_ref(),
+            ),
+        };
+        let placement = match placed {
             Ok(p) => p,
             Err(fit) => {
                 if POD_DEPENDENT_REASONS
@@ -77,7 +110,12 @@ impl Engine {
                 {
                     self.awaiting_pod_change = true;
                 }
-                return self.refuse(pod, Refusal::new("FailedScheduling", fit.to_string()), now);
+                let mut message = fit.to_string();
+                if let Some(more) = self.preempt_for_pod(&pod, &fit, now) {
+                    message.push(' ');
+                    message.push_str(&more);
+                }
+                return self.refuse(pod, Refusal::new("FailedScheduling", message), now);
             }
         };
         if let Err(msg) = self.cache.assume(&pod.key, placement.node_index) {

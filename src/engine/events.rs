@@ -66,6 +66,7 @@ impl Engine {
         let key = pod.key.clone();
         let change = self.cache.upsert_pod(pod.clone());
         let served = self.cache.is_served(&pod.scheduler_name);
+        self.track_preemption(&pod, &change, served);
         if change.lost_reservation() {
             // Recreated under the same name: the old pod's place at Permit or in
             // binding is void (its bind will fail on the uid).
@@ -113,6 +114,8 @@ impl Engine {
         self.owners.forget(key);
         self.invalid_reported.remove(key);
         let removed = self.cache.remove_pod(key);
+        self.nominations.clear(key);
+        self.preempting.remove(key);
         self.leave_scheduling(key, now);
         self.forget_released(key);
         let Some(removed) = removed else {
@@ -374,6 +377,39 @@ impl Engine {
                     "FailedScheduling",
                     gated.message,
                 );
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Keeps nominations and the victims in flight in step with a pod
+    /// update: a nominated pod that is placed (or finished) no longer holds
+    /// room; a pod seen first with `status.nominatedNodeName` (nominated
+    /// before this scheduler started) is held room for; a victim recreated
+    /// under its name is a new pod.
+    fn track_preemption(
+        &mut self,
+        pod: &Arc<PodInfo>,
+        change: &crate::cache::PodChange,
+        served: bool,
+    ) {
+        if self
+            .preempting
+            .get(&pod.key)
+            .is_some_and(|uid| *uid != pod.uid)
+        {
+            self.preempting.remove(&pod.key);
+        }
+        match change.current {
+            PodState::Pending if served => match &pod.nominated_node {
+                Some(node) if change.previous.is_none() => {
+                    self.nominations.set(pod.clone(), node.clone());
+                }
+                _ => self.nominations.refresh(pod),
+            },
+            _ => {
+                self.nominations.clear(&pod.key);
             }
         }
     }

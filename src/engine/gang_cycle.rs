@@ -28,17 +28,17 @@ use crate::model::{GroupKey, PodInfo};
 use crate::queue::Requeue;
 
 /// One member's place in a plan.
-struct Planned {
-    pod: Arc<PodInfo>,
-    node: Arc<str>,
+pub(super) struct Planned {
+    pub pod: Arc<PodInfo>,
+    pub node: Arc<str>,
 }
 
 /// What planning a gang came to.
-struct Plan {
-    placed: Vec<Planned>,
+pub(super) struct Plan {
+    pub placed: Vec<Planned>,
     /// Members no node could take, with why; `None` for those not tried
     /// once the quorum was out of reach.
-    unplaced: Vec<(Arc<PodInfo>, Option<FitError>)>,
+    pub unplaced: Vec<(Arc<PodInfo>, Option<FitError>)>,
 }
 
 impl Engine {
@@ -84,7 +84,20 @@ impl Engine {
                 .placement_tries(&members[0], &group, &self.cache, needed_u64)
             {
                 Ok(tries) => tries,
-                Err(message) => {
+                Err(mut message) => {
+                    // No domain has room as the cluster stands: preemption
+                    // weighs every domain of the required level.
+                    let domains = self.gang.required_domains(&group, &self.cache);
+                    match self.preempt_for_gang(&group, &members, needed, min_count, &domains, now)
+                    {
+                        super::preempt_gang::GangPreemption::Done => return,
+                        super::preempt_gang::GangPreemption::NotDone(note) => {
+                            if let Some(note) = note {
+                                message.push(' ');
+                                message.push_str(&note);
+                            }
+                        }
+                    }
                     let refusal = Refusal::group_wide("FailedScheduling", message);
                     return self.refuse_all(members, refusal, now);
                 }
@@ -92,14 +105,11 @@ impl Engine {
         };
         let considered: Vec<String> = tries.iter().map(|t| t.label.clone()).collect();
         let mut best: Option<(String, Plan)> = None;
-        for t in tries {
-            let plan = match (&t.slices, &t.pack) {
-                (Some(slices), _) => self.plan_slices(&members, &t, slices),
-                (None, Some(pack)) => self.plan_packed(&members, needed, &t, pack),
-                (None, None) => self.plan(members.clone(), needed, t.restriction.as_ref()),
-            };
+        for t in &tries {
+            let plan = self.plan_try(&members, needed, t);
             if self.gang.plan_meets_quorum(&self.cache, &group, min_count) {
-                self.gang.note_domains(&group, considered, Some(t.label));
+                self.gang
+                    .note_domains(&group, considered, Some(t.label.clone()));
                 return self.commit(&group, plan, now);
             }
             self.undo(&plan);
@@ -107,12 +117,33 @@ impl Engine {
                 .as_ref()
                 .is_none_or(|(_, b)| plan.placed.len() > b.placed.len())
             {
-                best = Some((t.label, plan));
+                best = Some((t.label.clone(), plan));
             }
         }
         self.gang.note_domains(&group, considered, None);
+        // PostFilter: the gang fits nowhere as the cluster stands; it may
+        // make room by preempting lower-priority work (`preempt_gang`).
+        let note = match self.preempt_for_gang(&group, &members, needed, min_count, &tries, now) {
+            super::preempt_gang::GangPreemption::Done => return,
+            super::preempt_gang::GangPreemption::NotDone(note) => note,
+        };
         if let Some((label, plan)) = best {
-            self.abandon(&group, min_count, plan, &label, now);
+            self.abandon(&group, min_count, plan, &label, note, now);
+        }
+    }
+
+    /// Plans the members within one placement try (its slices, its
+    /// packing, or the whole of its domain).
+    pub(super) fn plan_try(
+        &mut self,
+        members: &[Arc<PodInfo>],
+        needed: usize,
+        t: &PlacementTry,
+    ) -> Plan {
+        match (&t.slices, &t.pack) {
+            (Some(slices), _) => self.plan_slices(members, t, slices),
+            (None, Some(pack)) => self.plan_packed(members, needed, t, pack),
+            (None, None) => self.plan(members.to_vec(), needed, t.restriction.as_ref()),
         }
     }
 
@@ -205,7 +236,7 @@ impl Engine {
     }
 
     /// Gives back every node a plan assumed.
-    fn undo(&mut self, plan: &Plan) {
+    pub(super) fn undo(&mut self, plan: &Plan) {
         for p in &plan.placed {
             self.cache.forget(&p.pod.key);
         }
@@ -331,7 +362,15 @@ impl Engine {
     /// The plan falls short of the quorum: undo every assumption, and back
     /// the whole gang off with one message saying which member could not be
     /// placed and how many were.
-    fn abandon(&mut self, group: &GroupKey, min_count: u32, plan: Plan, label: &str, now: Instant) {
+    fn abandon(
+        &mut self,
+        group: &GroupKey,
+        min_count: u32,
+        plan: Plan,
+        label: &str,
+        note: Option<String>,
+        now: Instant,
+    ) {
         let tasks = self.gang.task_shortfall_with(
             group,
             &self.cache,
@@ -362,9 +401,13 @@ impl Engine {
             "" => String::new(),
             l => format!(" (best try: {l})"),
         };
-        let message = format!(
+        let mut message = format!(
             "{group} cannot be placed as a whole{within}: {planned} of the {min_count} members needed could be placed; {why}"
         );
+        if let Some(note) = note {
+            message.push(' ');
+            message.push_str(&note);
+        }
         let refusal = Refusal::group_wide("FailedScheduling", message);
         let members = plan
             .placed

@@ -24,6 +24,8 @@ pub enum Sample {
     GangReleased,
     /// From a gang's quorum release until every released member was bound.
     QuorumToAllBound(Duration),
+    /// A preemption chose its victims: how many pods it evicts.
+    PreemptionVictims(usize),
 }
 
 /// Samples kept at most between two drains; older ones are dropped so a
@@ -69,6 +71,12 @@ impl Engine {
             q.backoff,
             q.unschedulable,
             q.gated
+        );
+        let _ = writeln!(
+            out,
+            "nominated pods: {}; preempted pods terminating: {}",
+            self.nominations.len(),
+            self.preempting.len()
         );
         let _ = writeln!(
             out,

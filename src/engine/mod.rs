@@ -16,8 +16,11 @@ mod events;
 mod gang_cycle;
 mod inputs;
 mod introspection;
+mod nominations;
 mod owners;
 mod prebind;
+mod preempt;
+mod preempt_gang;
 mod priority;
 mod stats;
 
@@ -68,6 +71,8 @@ pub struct ProfileConfig {
     pub domain_order: crate::gang::DomainOrder,
     /// `topologyLevels`: the hierarchy used when the cluster declares none.
     pub topology_levels: Vec<Arc<str>>,
+    /// DefaultPreemption's arguments; `None` when it is disabled.
+    pub preemption: Option<crate::preemption::PreemptionArgs>,
 }
 
 impl ProfileConfig {
@@ -86,6 +91,7 @@ impl ProfileConfig {
             plan_whole_gangs: true,
             domain_order: crate::gang::DomainOrder::BestFit,
             topology_levels: Vec::new(),
+            preemption: Some(crate::preemption::PreemptionArgs::default()),
         }
     }
 }
@@ -238,6 +244,8 @@ struct ServedProfile {
     framework: Framework,
     /// Rotating start index for node sampling, carried between cycles.
     next_start: usize,
+    /// DefaultPreemption's arguments; `None` when it is disabled.
+    preemption: Option<crate::preemption::PreemptionArgs>,
 }
 
 /// A gang whose quorum was released, until every released member is confirmed.
@@ -284,6 +292,15 @@ pub struct Engine {
     awaiting_pod_change: bool,
     /// Pods past Permit waiting for their claims to be bound (PreBind).
     pre_binding: prebind::PreBindings,
+    /// Where preemptions made room for pods (`nominations`).
+    nominations: nominations::Nominations,
+    /// Victims whose deletion was asked for, with their uid, until the
+    /// informer reports them gone: never chosen twice, their room counted
+    /// as free.
+    preempting: HashMap<PodKey, Arc<str>>,
+    /// Rotating start of the candidate search (as upstream's random offset,
+    /// but reproducible).
+    preempt_offset: usize,
 }
 
 impl Engine {
@@ -335,6 +352,7 @@ impl Engine {
                 let profile = ServedProfile {
                     framework: p.framework,
                     next_start: 0,
+                    preemption: p.preemption,
                 };
                 (p.scheduler_name, profile)
             })
@@ -369,6 +387,9 @@ impl Engine {
             invalid_reported: HashMap::new(),
             awaiting_pod_change: false,
             pre_binding: prebind::PreBindings::default(),
+            nominations: nominations::Nominations::default(),
+            preempting: HashMap::new(),
+            preempt_offset: 0,
         }
     }
 
@@ -513,6 +534,12 @@ impl Engine {
 
     pub fn cache(&self) -> &Cache {
         &self.cache
+    }
+
+    /// The node a preemption nominated the pod to, while the nomination
+    /// holds.
+    pub fn nominated_node(&self, key: &PodKey) -> Option<Arc<str>> {
+        self.nominations.get(key).map(|n| n.node.clone())
     }
 
     /// Pods past Permit waiting for their claims to be bound.

@@ -67,4 +67,12 @@ pub struct Stats {
     pub quorum_to_all_bound: DurationSummary,
     pub binds_succeeded: u64,
     pub binds_failed: u64,
+    /// `scheduler_preemption_attempts_total`: preemptions run (a pod or a
+    /// gang looked for victims).
+    pub preemption_attempts: u64,
+    /// `muster_gang_preemptions_total`: victim units evicted, by
+    /// (preemptor, victim) kind, each `pod` or `gang`.
+    pub preemptions_by_kind: BTreeMap<(&'static str, &'static str), u64>,
+    /// Nominations given up because the preemptor could not use the room.
+    pub nominations_released: u64,
 }

@@ -6,6 +6,7 @@
 //! `filtering` (the rotating, chunked Filter pass), `scoring` (Score, normalise,
 //! select), `fit_error` (the failure message) and `tie_break` (the seeded RNG).
 
+mod dry_run;
 mod filtering;
 mod fit_error;
 mod sampling;
@@ -24,6 +25,7 @@ use crate::model::PodInfo;
 use filtering::{Candidates, Diagnosis, FilterPass, Search};
 use scoring::ScorePass;
 
+pub use dry_run::DryRun;
 pub use fit_error::FitError;
 pub use sampling::{
     MIN_FEASIBLE_NODES_PERCENTAGE, MIN_FEASIBLE_NODES_TO_FIND, num_feasible_nodes_to_find,

@@ -246,6 +246,49 @@ impl GangScheduling {
     }
 
     /// The group's own tries, from its own topology request.
+    /// The slice level and size a request asks for, resolved.
+    fn slice_plan(&self, request: &crate::model::TopologyRequest) -> Option<SlicePlan> {
+        request.slice.as_ref().map(|s| {
+            let (h, level) = levels::resolve(&self.declared, &s.level);
+            SlicePlan {
+                hierarchy: h,
+                level,
+                size: usize::try_from(s.size).unwrap_or(usize::MAX).max(1),
+            }
+        })
+    }
+
+    /// Every domain of the group's required level, whatever its room:
+    /// what preemption weighs when no domain holds the gang as the
+    /// cluster stands. Empty when the group requires no level.
+    pub fn required_domains(&mut self, group: &GroupKey, cache: &Cache) -> Vec<PlacementTry> {
+        let Some(def) = self.defs.get(&group.definition) else {
+            return Vec::new();
+        };
+        let request = def.topology.as_ref().clone();
+        let Some(required) = &request.required else {
+            return Vec::new();
+        };
+        let (hierarchy, level) = levels::resolve(&self.declared, required);
+        let key = level_key(&hierarchy, level);
+        let slices = self.slice_plan(&request);
+        let pack = inner_level(&hierarchy, level, slices.is_some());
+        let index = self.level_index(cache, &hierarchy, level);
+        index
+            .values()
+            .iter()
+            .map(|(value, nodes)| PlacementTry {
+                restriction: Some(NodeRestriction {
+                    nodes: nodes.clone(),
+                    reason: format!("node(s) outside {key} {value} required by {group}"),
+                }),
+                label: format!("{key} {value}"),
+                slices: slices.clone(),
+                pack: pack.clone(),
+            })
+            .collect()
+    }
+
     fn own_tries(&mut self, pod: &PodInfo, group: &GroupKey, cache: &Cache, needed: u64) -> Tries {
         let Some(def) = self
             .defs
@@ -259,14 +302,7 @@ impl GangScheduling {
         let min_resources = def.min_resources.clone();
         let choice = self.args_for(pod).domain_order;
         let (hierarchy, levels, anywhere_last) = self.levels_to_try(&request);
-        let slices = request.slice.as_ref().map(|s| {
-            let (h, level) = levels::resolve(&self.declared, &s.level);
-            SlicePlan {
-                hierarchy: h,
-                level,
-                size: usize::try_from(s.size).unwrap_or(usize::MAX).max(1),
-            }
-        });
+        let slices = self.slice_plan(&request);
         let mut tries = Vec::new();
         let mut closest: Option<(String, Domain)> = None;
         for level in levels {

@@ -24,6 +24,7 @@ pub use args::{ALIAS, DialectTimeouts, GangArgs, NAME};
 pub use declared::DeclaredTopologies;
 pub use domains::{DomainOrder, PlacementTry, SlicePlan, Tries, describe as describe_requests};
 pub use gate::group_gate;
+pub use topology::copies as copies_fitting;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

@@ -173,7 +173,7 @@ fn domains_with(
 }
 
 /// How many copies of `per_member` fit in `free` (every requested resource).
-fn copies(free: &Resources, per_member: &Resources) -> u64 {
+pub fn copies(free: &Resources, per_member: &Resources) -> u64 {
     let mut fixed = [
         (per_member.milli_cpu, free.milli_cpu),
         (per_member.memory, free.memory),

@@ -462,6 +462,22 @@ pub static REGISTRY: &[Registration] = &[
         },
     },
     Registration {
+        name: crate::preemption::NAME,
+        alias: None,
+        points: &[PostFilter],
+        multi_point: &[PostFilter],
+        enabled_by_default: true,
+        default_weight: 0,
+        together: &[],
+        can_disable: true,
+        args: Some(ArgsSpec {
+            default: || Arc::new(crate::preemption::PreemptionArgs::default()),
+            decode: |path, v| Ok(Arc::new(crate::preemption::decode_args(path, v)?)),
+        }),
+        // The engine runs preemption itself, from the profile's args.
+        build: |_| Instance::default(),
+    },
+    Registration {
         name: "DefaultBinder",
         alias: None,
         points: &[Bind],
@@ -481,7 +497,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "EBSLimits",
     "GCEPDLimits",
     "AzureDiskLimits",
-    "DefaultPreemption",
     "NodeDeclaredFeatures",
 ];
 
@@ -576,7 +591,7 @@ mod tests {
     #[test]
     fn unknown_names_are_explained() {
         assert_eq!(resolve("x", "Coscheduling").unwrap().name, "GangScheduling");
-        let e = resolve("x", "DefaultPreemption").unwrap_err();
+        let e = resolve("x", "EBSLimits").unwrap_err();
         assert!(e.message.contains("does not implement"), "{e}");
         let e = resolve("x", "Bogus").unwrap_err();
         assert!(e.message.contains("not a plugin Muster knows"), "{e}");

@@ -1,0 +1,176 @@
+//! What-if edits of the node table: take pods off their nodes, or put pods
+//! on nodes, for the length of one simulation, then put everything back.
+//!
+//! Preemption asks "would the preemptor fit if these pods were gone?", and
+//! every cycle asks its questions with the pods nominated by earlier
+//! preemptions counted where they were nominated. Both are answered on the
+//! real node table (so every plugin, including the ones that count pods
+//! across nodes, sees the edit), and both are undone before the engine's
+//! entry point returns. Only node accounting changes: pod states, group
+//! membership and the assumed set are never touched, so no gang or queue
+//! logic can observe a simulation.
+
+use std::sync::Arc;
+
+use super::Cache;
+use crate::model::{PodInfo, PodKey};
+
+/// The edits made, in order, for `Cache::revert`.
+#[derive(Debug, Default)]
+#[must_use = "what-if edits must be reverted"]
+pub struct WhatIf {
+    /// Pods taken off a node (index), to put back.
+    removed: Vec<(Arc<PodInfo>, usize)>,
+    /// Pods put on a node (index), to take off.
+    added: Vec<(Arc<PodInfo>, usize)>,
+}
+
+impl WhatIf {
+    pub fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.added.is_empty()
+    }
+
+    /// Pods currently taken off their nodes by these edits.
+    pub fn removed(&self) -> impl Iterator<Item = &Arc<PodInfo>> {
+        self.removed.iter().map(|(p, _)| p)
+    }
+}
+
+impl Cache {
+    /// Takes a pod accounted on a node (bound or assumed) off that node.
+    /// Returns false, changing nothing, when it is on none (or already
+    /// taken off by `edits`).
+    pub fn what_if_remove(&mut self, key: &PodKey, edits: &mut WhatIf) -> bool {
+        if edits.removed.iter().any(|(p, _)| p.key == *key) {
+            return false;
+        }
+        let Some(pod) = self.pods.get(key) else {
+            return false;
+        };
+        let Some(i) = pod
+            .state
+            .node()
+            .and_then(|n| self.node_index.get(n))
+            .copied()
+        else {
+            return false;
+        };
+        let info = pod.info.clone();
+        self.nodes[i].remove_pod(&info);
+        self.facts.pods.remove(&info.key);
+        self.total_requested.sub(&info.requests);
+        edits.removed.push((info, i));
+        true
+    }
+
+    /// Puts back one pod `edits` took off (a reprieve), keeping the rest.
+    pub fn what_if_restore(&mut self, key: &PodKey, edits: &mut WhatIf) -> bool {
+        let Some(pos) = edits.removed.iter().position(|(p, _)| p.key == *key) else {
+            return false;
+        };
+        let (info, i) = edits.removed.swap_remove(pos);
+        self.put_back(&info, i);
+        true
+    }
+
+    /// Accounts a pod that holds no node on `node_index` (a nominated
+    /// pod). Returns false when the index is out of range or the pod is
+    /// already accounted somewhere.
+    pub fn what_if_add(
+        &mut self,
+        pod: &Arc<PodInfo>,
+        node_index: usize,
+        edits: &mut WhatIf,
+    ) -> bool {
+        if node_index >= self.nodes.len()
+            || self
+                .pods
+                .get(&pod.key)
+                .is_some_and(|p| p.state.node().is_some())
+            || edits.added.iter().any(|(p, _)| p.key == pod.key)
+        {
+            return false;
+        }
+        self.put_back(pod, node_index);
+        edits.added.push((pod.clone(), node_index));
+        true
+    }
+
+    /// Undoes every edit, latest first.
+    pub fn revert(&mut self, edits: WhatIf) {
+        for (info, i) in edits.added.into_iter().rev() {
+            if let Some(node) = self.nodes.get_mut(i) {
+                node.remove_pod(&info);
+                self.facts.pods.remove(&info.key);
+                self.total_requested.sub(&info.requests);
+            }
+        }
+        for (info, i) in edits.removed.into_iter().rev() {
+            self.put_back(&info, i);
+        }
+    }
+
+    fn put_back(&mut self, info: &Arc<PodInfo>, i: usize) {
+        if let Some(node) = self.nodes.get_mut(i) {
+            node.add_pod(info);
+            self.facts.pods.add(info, &node.info);
+            self.total_requested.add(&info.requests);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::fixtures::{node, pod};
+
+    #[test]
+    fn removals_and_additions_are_undone_exactly() {
+        let mut cache = Cache::new([Arc::from(crate::driver::fixtures::SCHEDULER)]);
+        cache.upsert_node(Arc::new(node("n1", 4000, 8)));
+        let mut bound = pod("a", 1000, 1);
+        bound.node_name = Some(Arc::from("n1"));
+        cache.upsert_pod(Arc::new(bound));
+        let nominated = Arc::new(pod("b", 2000, 1));
+        cache.upsert_pod(nominated.clone());
+        let before = cache.nodes()[0].requested.clone();
+
+        let mut edits = WhatIf::default();
+        assert!(cache.what_if_remove(&PodKey::new("default", "a"), &mut edits));
+        assert!(!cache.what_if_remove(&PodKey::new("default", "a"), &mut edits));
+        assert!(!cache.what_if_remove(&PodKey::new("default", "b"), &mut edits));
+        assert_eq!(cache.nodes()[0].requested.milli_cpu, 0);
+        assert!(cache.what_if_add(&nominated, 0, &mut edits));
+        assert_eq!(cache.nodes()[0].requested.milli_cpu, 2000);
+        assert_eq!(cache.facts().pods.len(), 1);
+        // Pod states are untouched.
+        assert!(matches!(
+            cache.pod(&PodKey::new("default", "b")).map(|p| &p.state),
+            Some(super::super::PodState::Pending)
+        ));
+        cache.revert(edits);
+        assert_eq!(cache.nodes()[0].requested, before);
+        assert_eq!(cache.nodes()[0].pods.len(), 1);
+        assert_eq!(cache.facts().pods.len(), 1);
+    }
+
+    #[test]
+    fn a_reprieve_puts_one_pod_back() {
+        let mut cache = Cache::new([Arc::from(crate::driver::fixtures::SCHEDULER)]);
+        cache.upsert_node(Arc::new(node("n1", 4000, 8)));
+        for name in ["a", "b"] {
+            let mut p = pod(name, 1000, 1);
+            p.node_name = Some(Arc::from("n1"));
+            cache.upsert_pod(Arc::new(p));
+        }
+        let mut edits = WhatIf::default();
+        let (a, b) = (PodKey::new("default", "a"), PodKey::new("default", "b"));
+        assert!(cache.what_if_remove(&a, &mut edits));
+        assert!(cache.what_if_remove(&b, &mut edits));
+        assert!(cache.what_if_restore(&a, &mut edits));
+        assert_eq!(cache.nodes()[0].requested.milli_cpu, 1000);
+        assert_eq!(edits.removed().count(), 1);
+        cache.revert(edits);
+        assert_eq!(cache.nodes()[0].requested.milli_cpu, 2000);
+    }
+}

@@ -1,0 +1,238 @@
+//! Victims: the units evicted together, their order of importance, and
+//! which of them a PodDisruptionBudget protects.
+//!
+//! A unit is one pod, or every running member of a gang when evicting
+//! only the members in the way would leave it running below its
+//! `minCount`, or when its `disruptionMode` is `all` (invariant I1 holds
+//! for victims: a gang is evicted whole or not at all).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::model::disruption::Budgets;
+use crate::model::{DisruptionMode, GroupKey, PodInfo, PodKey};
+
+/// What preemption must know of a gang one of whose running members is in
+/// the way.
+#[derive(Debug, Clone)]
+pub struct GangFacts {
+    pub min_count: u32,
+    pub mode: DisruptionMode,
+    /// Every member running or bound (wherever it is).
+    pub running: Vec<Arc<PodInfo>>,
+}
+
+/// Pods evicted together.
+#[derive(Debug, Clone)]
+pub struct VictimUnit {
+    pub pods: Vec<Arc<PodInfo>>,
+    /// The gang this unit evicts whole, if it does.
+    pub gang: Option<GroupKey>,
+    /// The highest priority among its pods.
+    pub priority: i32,
+    /// The earliest start among its pods.
+    pub started_ms: i64,
+}
+
+impl VictimUnit {
+    fn new(pods: Vec<Arc<PodInfo>>, gang: Option<GroupKey>) -> Self {
+        let priority = pods.iter().map(|p| p.priority).max().unwrap_or(i32::MIN);
+        let started_ms = pods.iter().map(|p| p.started_ms).min().unwrap_or(0);
+        VictimUnit {
+            pods,
+            gang,
+            priority,
+            started_ms,
+        }
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &PodKey> {
+        self.pods.iter().map(|p| &p.key)
+    }
+}
+
+/// kube-scheduler's `MoreImportantPod`: higher priority first, then the one
+/// that started earlier.
+pub fn more_important(a: (i32, i64), b: (i32, i64)) -> std::cmp::Ordering {
+    b.0.cmp(&a.0).then(a.1.cmp(&b.1))
+}
+
+/// Groups the pods in the way (`in_way`, every one of a lower priority than
+/// the preemptor, `below`) into units, most important first.
+/// `gang_of(pod)` gives the gang facts of a member of a gang-policy group.
+/// A gang that would have to go whole but has a member at or above `below`
+/// cannot be a victim: its members in the way are left out.
+pub fn units_of(
+    in_way: Vec<Arc<PodInfo>>,
+    below: i32,
+    gang_of: &dyn Fn(&PodInfo) -> Option<(GroupKey, GangFacts)>,
+) -> Vec<VictimUnit> {
+    let mut units = Vec::new();
+    let mut by_gang: BTreeMap<GroupKey, (GangFacts, Vec<Arc<PodInfo>>)> = BTreeMap::new();
+    for pod in in_way {
+        match gang_of(&pod) {
+            Some((group, facts)) => by_gang
+                .entry(group)
+                .or_insert((facts, Vec::new()))
+                .1
+                .push(pod),
+            None => units.push(VictimUnit::new(vec![pod], None)),
+        }
+    }
+    for (group, (facts, members)) in by_gang {
+        let running = facts.running.len();
+        let left = running.saturating_sub(members.len());
+        let whole = facts.mode == DisruptionMode::All || left < facts.min_count as usize;
+        if !whole {
+            units.extend(members.into_iter().map(|p| VictimUnit::new(vec![p], None)));
+        } else if facts.running.iter().all(|p| p.priority < below) {
+            units.push(VictimUnit::new(facts.running, Some(group)));
+        }
+    }
+    units.sort_by(|a, b| more_important((a.priority, a.started_ms), (b.priority, b.started_ms)));
+    units
+}
+
+/// kube-scheduler's `filterPodsWithPDBViolation`, by unit: walking the
+/// units in order, a unit violates a budget when evicting it takes some
+/// budget that covers one of its pods below zero allowed disruptions.
+/// Returns the violating units and the others, each in the given order.
+pub fn split_by_budgets(
+    units: Vec<VictimUnit>,
+    budgets: &Budgets,
+) -> (Vec<VictimUnit>, Vec<VictimUnit>) {
+    if budgets.is_empty() {
+        return (Vec::new(), units);
+    }
+    let mut allowed: HashMap<(Arc<str>, Arc<str>), i64> = HashMap::new();
+    let (mut violating, mut fine) = (Vec::new(), Vec::new());
+    for unit in units {
+        let mut violates = false;
+        for pod in &unit.pods {
+            for b in budgets.in_namespace(&pod.key.namespace) {
+                if !b.covers(&pod.key.namespace, &pod.labels)
+                    || b.disrupted_pods.contains(&pod.key.name)
+                {
+                    continue;
+                }
+                let left = allowed
+                    .entry((b.namespace.clone(), b.name.clone()))
+                    .or_insert(i64::from(b.disruptions_allowed));
+                *left = left.saturating_sub(1);
+                violates |= *left < 0;
+            }
+        }
+        if violates {
+            violating.push(unit);
+        } else {
+            fine.push(unit);
+        }
+    }
+    (violating, fine)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::fixtures::pod;
+    use crate::model::disruption::{BudgetChange, DisruptionBudget};
+    use crate::model::{DefinitionKey, GroupSource, LabelSelector};
+    use std::collections::HashSet;
+
+    fn victim(name: &str, priority: i32, started_ms: i64) -> Arc<PodInfo> {
+        let mut p = pod(name, 100, 1);
+        p.priority = priority;
+        p.started_ms = started_ms;
+        p.labels
+            .insert("app".into(), name.trim_end_matches(char::is_numeric).into());
+        Arc::new(p)
+    }
+
+    fn gang() -> GroupKey {
+        GroupKey::new(DefinitionKey::new("default", GroupSource::PodGroup, "g"))
+    }
+
+    fn names(units: &[VictimUnit]) -> Vec<Vec<String>> {
+        units
+            .iter()
+            .map(|u| u.pods.iter().map(|p| p.key.name.to_string()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn units_are_ordered_by_priority_then_earliest_start() {
+        let units = units_of(
+            vec![victim("a", 1, 5), victim("b", 3, 9), victim("c", 3, 2)],
+            10,
+            &|_| None,
+        );
+        assert_eq!(names(&units), [["c"], ["b"], ["a"]]);
+    }
+
+    #[test]
+    fn a_gang_goes_whole_when_it_would_fall_below_min_count_or_asks_for_all() {
+        let members: Vec<_> = (0..4).map(|i| victim(&format!("m{i}"), 1, 0)).collect();
+        let facts = |mode, min_count| {
+            let running = members.clone();
+            move |_: &PodInfo| {
+                Some((
+                    gang(),
+                    GangFacts {
+                        min_count,
+                        mode,
+                        running: running.clone(),
+                    },
+                ))
+            }
+        };
+        // One member in the way, 3 left >= minCount 3, single: alone.
+        let alone = units_of(
+            vec![members[0].clone()],
+            10,
+            &facts(DisruptionMode::Single, 3),
+        );
+        assert_eq!(names(&alone), [["m0"]]);
+        assert!(alone[0].gang.is_none());
+        // Two in the way would leave 2 < 3: the whole gang, once.
+        let whole = units_of(members[..2].to_vec(), 10, &facts(DisruptionMode::Single, 3));
+        assert_eq!(whole.len(), 1);
+        assert_eq!(whole[0].pods.len(), 4);
+        assert_eq!(whole[0].gang, Some(gang()));
+        // disruptionMode all: whole even for one.
+        let all = units_of(vec![members[0].clone()], 10, &facts(DisruptionMode::All, 1));
+        assert_eq!(all[0].pods.len(), 4);
+        // A member at or above the preemptor's priority shields the gang.
+        let shielded = units_of(vec![members[0].clone()], 1, &facts(DisruptionMode::All, 1));
+        assert!(shielded.is_empty());
+    }
+
+    #[test]
+    fn budgets_split_violating_units_as_upstream_counts() {
+        let mut budgets = Budgets::default();
+        budgets.apply(BudgetChange::Upserted(DisruptionBudget {
+            namespace: Arc::from("default"),
+            name: Arc::from("web"),
+            selector: Some(LabelSelector::from_map(&BTreeMap::from([(
+                "app".to_string(),
+                "web".to_string(),
+            )]))),
+            disruptions_allowed: 1,
+            disrupted_pods: HashSet::from([Arc::from("web3")]),
+        }));
+        let units = units_of(
+            vec![
+                victim("web1", 5, 0),
+                victim("web2", 4, 0),
+                victim("web3", 3, 0),
+                victim("db1", 2, 0),
+            ],
+            10,
+            &|_| None,
+        );
+        let (violating, fine) = split_by_budgets(units, &budgets);
+        // web1 uses the one allowed disruption; web2 goes below; web3 is
+        // already being disrupted; db1 is not covered.
+        assert_eq!(names(&violating), [["web2"]]);
+        assert_eq!(names(&fine), [["web1"], ["web3"], ["db1"]]);
+    }
+}
