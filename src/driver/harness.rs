@@ -365,6 +365,7 @@ impl Harness {
             }
         }
         self.check_binds_release_quorum(&actions);
+        self.check_preemptions_keep_gangs_whole(&actions);
         self.check_binds_respect_anti_affinity(&actions);
         self.check_binds_respect_spread(&actions);
         self.actions.extend(actions.into_iter().map(|a| (at, a)));

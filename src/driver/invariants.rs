@@ -150,6 +150,40 @@ impl Harness {
         }
     }
 
+    /// I1 for victims — a preemption evicts a gang whole or not at all:
+    /// once a batch of actions asks for victims, every gang with a member
+    /// among them keeps either none of its members holding a node (other
+    /// than those asked to go) or at least its `minCount`.
+    pub(super) fn check_preemptions_keep_gangs_whole(&mut self, actions: &[Action]) {
+        let mut gangs = Vec::new();
+        for action in actions {
+            if let Action::Preempt { victim, .. } = action
+                && let Some(g) = self.pods.get(victim).and_then(|p| p.group.key().cloned())
+                && !gangs.contains(&g)
+            {
+                gangs.push(g);
+            }
+        }
+        for group in gangs {
+            let Some(Ok(GroupPolicy::Gang { min_count, .. })) =
+                self.defs.get(&group.definition).map(|d| d.policy.clone())
+            else {
+                continue;
+            };
+            let staying = self
+                .pods
+                .values()
+                .filter(|p| p.group.key() == Some(&group) && p.occupies_node())
+                .filter(|p| !self.preempted.contains(&p.key))
+                .count();
+            if staying > 0 && staying < min_count as usize {
+                self.i1_violations.push(format!(
+                    "preemption left {group} with {staying}/{min_count} members running"
+                ));
+            }
+        }
+    }
+
     /// Members bound (not terminal) or with a bind in flight.
     fn members_holding(&self, group: &GroupKey) -> usize {
         let bound = self
