@@ -76,7 +76,9 @@ impl Engine {
             .profiles
             .get(&first.scheduler_name)
             .is_some_and(|p| p.preemption.is_some());
-        if !enabled {
+        // A composite's child waits at a barrier for its siblings:
+        // evicting for it alone could be for nothing.
+        if !enabled || self.gang.barrier_scope(group).is_some() {
             return GangPreemption::NotDone(None);
         }
         let def = self.gang.def(&group.definition);
@@ -217,6 +219,10 @@ impl Engine {
             }
         }
         let units = units_of(in_way, priority, &|p| self.gang_facts(p));
+        if units.is_empty() && edits.is_empty() {
+            // Nothing to take off: the plan that failed would fail again.
+            return None;
+        }
         for key in units.iter().flat_map(|u| u.keys()) {
             let _ = self.cache.what_if_remove(key, &mut edits);
         }
