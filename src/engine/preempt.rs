@@ -80,7 +80,11 @@ impl Engine {
             };
             return Some(format!("preemption: 0/{n} nodes are available: {n} {why}."));
         };
-        let node = self.cache.nodes()[chosen.node].info.name.clone();
+        let node = self
+            .cache
+            .nodes()
+            .get(chosen.node)
+            .map(|n| n.info.name.clone())?;
         let victims = chosen.victims.iter().map(|u| u.pods.len()).sum::<usize>();
         let preemptor = format!("pod {} ({})", pod.key, pod.uid);
         self.evict(
@@ -288,12 +292,18 @@ impl Engine {
         for key in c.victims.iter().flat_map(|u| u.keys()) {
             let _ = self.cache.what_if_remove(key, &mut edits);
         }
-        let going: Vec<PodKey> = self.cache.nodes()[c.node]
-            .pods
-            .iter()
-            .filter(|p| p.priority < pod.priority && self.is_going(p))
-            .map(|p| p.key.clone())
-            .collect();
+        let going: Vec<PodKey> = self
+            .cache
+            .nodes()
+            .get(c.node)
+            .map(|n| {
+                n.pods
+                    .iter()
+                    .filter(|p| p.priority < pod.priority && self.is_going(p))
+                    .map(|p| p.key.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
         for key in &going {
             let _ = self.cache.what_if_remove(key, &mut edits);
         }
@@ -418,6 +428,10 @@ pub(super) fn victim_list(victims: &[VictimUnit]) -> String {
         .collect();
     match names.len() {
         0..=5 => names.join(", "),
-        n => format!("{} and {} more", names[..5].join(", "), n - 5),
+        n => format!(
+            "{} and {} more",
+            names.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+            n - 5
+        ),
     }
 }
