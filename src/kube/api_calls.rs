@@ -1,12 +1,14 @@
 //! Performing one `ApiCall` against the API server: the binding POST, the
-//! status patches, and events (repeats of an identical event bump its count).
+//! status patches, preemption's condition and delete, nominations, and
+//! events (repeats of an identical event bump its count).
 
 use k8s_openapi::api::core::v1::{
     Binding, Event, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch,
+    PatchParams, PostParams, Preconditions,
 };
 use serde_json::json;
 
@@ -67,6 +69,20 @@ pub(super) async fn attempt(client: &kube::Client, call: &ApiCall) -> Result<(),
             reason,
             message,
         } => record_event(client, target, *warning, reason, message).await,
+        ApiCall::Preempt {
+            victim,
+            uid,
+            message,
+        } => preempt(client, victim, uid, message).await,
+        ApiCall::Nominate { pod, node } => {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+            let patch = nomination_patch(node.as_deref());
+            let sent = api
+                .patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(patch))
+                .await;
+            // A pod deleted meanwhile needs no nomination.
+            gone_is_done(sent.map(|_| ()))
+        }
         ApiCall::GroupCondition {
             resource,
             namespace,
@@ -103,6 +119,63 @@ pub(super) async fn attempt(client: &kube::Client, call: &ApiCall) -> Result<(),
             }
             .map(|_| ())
         }
+    }
+}
+
+/// Reason of the `DisruptionTarget` condition preemption sets on a victim
+/// (kube-scheduler's `v1.PodReasonPreemptionByScheduler`).
+pub const PREEMPTION_REASON: &str = "PreemptionByScheduler";
+
+/// Preemption's two writes on one victim, in kube-scheduler's order: the
+/// `DisruptionTarget` condition first (so whoever watches the pod learns why
+/// it goes), then the delete, guarded by the victim's UID so a pod recreated
+/// under the same name is never deleted by mistake. A victim already gone
+/// (404) or replaced (409, the UID precondition) is what the call wanted.
+async fn preempt(
+    client: &kube::Client,
+    victim: &crate::model::PodKey,
+    uid: &str,
+    message: &str,
+) -> Result<(), kube::Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &victim.namespace);
+    let patch = condition_patch("DisruptionTarget", true, PREEMPTION_REASON, message);
+    let marked = api
+        .patch_status(
+            &victim.name,
+            &PatchParams::default(),
+            &Patch::Strategic(patch),
+        )
+        .await;
+    match marked {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    let params = DeleteParams {
+        preconditions: (!uid.is_empty()).then(|| Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let deleted = api.delete(&victim.name, &params).await;
+    match deleted {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A status merge patch setting `nominatedNodeName`, or removing it (null).
+fn nomination_patch(node: Option<&str>) -> serde_json::Value {
+    json!({"status": {"nominatedNodeName": node}})
+}
+
+/// A write whose object is gone (404) has nothing left to do.
+fn gone_is_done(result: Result<(), kube::Error>) -> Result<(), kube::Error> {
+    match result {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        other => other,
     }
 }
 
@@ -304,6 +377,19 @@ mod tests {
     fn fingerprint_is_stable_and_separates_parts() {
         assert_eq!(fingerprint(&["a", "b"]), fingerprint(&["a", "b"]));
         assert_ne!(fingerprint(&["ab", ""]), fingerprint(&["a", "b"]));
+    }
+
+    #[test]
+    fn nomination_patches_set_and_clear() {
+        assert_eq!(
+            nomination_patch(Some("n1")),
+            json!({"status": {"nominatedNodeName": "n1"}})
+        );
+        // A merge patch's null removes the field.
+        assert_eq!(
+            nomination_patch(None),
+            json!({"status": {"nominatedNodeName": null}})
+        );
     }
 
     #[test]
