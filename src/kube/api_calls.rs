@@ -392,6 +392,104 @@ mod tests {
         );
     }
 
+    /// Preemption's writes against the simulated API server: the condition
+    /// then the graceful delete; a retry, a victim replaced (409) or gone
+    /// (404) are all done; nominations set and clear.
+    #[tokio::test]
+    async fn preemption_and_nomination_writes_against_the_simulator() {
+        use crate::apiserver::{SimCluster, SimConfig};
+        use crate::model::PodKey;
+        use std::time::Duration;
+        let cluster = SimCluster::start(
+            SimConfig::default()
+                .with_nodes(1)
+                .pod_start_delay(Duration::ZERO),
+        )
+        .await
+        .unwrap();
+        let client = cluster.client().unwrap();
+        let pods: Api<Pod> = Api::default_namespaced(client.clone());
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+        let node = nodes.list(&Default::default()).await.unwrap().items[0]
+            .metadata
+            .name
+            .clone()
+            .unwrap();
+        let victim: Pod = serde_json::from_value(json!({"metadata": {"name": "low"},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}}))
+        .unwrap();
+        let uid = pods
+            .create(&PostParams::default(), &victim)
+            .await
+            .unwrap()
+            .metadata
+            .uid
+            .unwrap();
+        let preempt = ApiCall::Preempt {
+            victim: PodKey::new("default", "low"),
+            uid: uid.as_str().into(),
+            message: "Preempted by pod default/high on node n".into(),
+        };
+        attempt(&client, &preempt).await.unwrap();
+        let marked = pods.get("low").await.unwrap();
+        // Deleted gracefully (30 s by default): terminating, with the condition.
+        assert!(marked.metadata.deletion_timestamp.is_some());
+        let conditions = marked.status.unwrap().conditions.unwrap();
+        let c = conditions
+            .iter()
+            .find(|c| c.type_ == "DisruptionTarget")
+            .expect("DisruptionTarget condition");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_deref(), c.message.as_deref()),
+            (
+                "True",
+                Some(PREEMPTION_REASON),
+                Some("Preempted by pod default/high on node n")
+            )
+        );
+        // A retry of the same call is harmless.
+        attempt(&client, &preempt).await.unwrap();
+        // Another pod under the name now: the UID precondition spares it (409).
+        pods.delete("low", &DeleteParams::default().grace_period(0))
+            .await
+            .unwrap();
+        pods.create(&PostParams::default(), &victim).await.unwrap();
+        attempt(&client, &preempt).await.unwrap();
+        assert!(
+            pods.get("low")
+                .await
+                .unwrap()
+                .metadata
+                .deletion_timestamp
+                .is_none()
+        );
+        // Gone: done.
+        let ghost = ApiCall::Preempt {
+            victim: PodKey::new("default", "ghost"),
+            uid: "x".into(),
+            message: String::new(),
+        };
+        attempt(&client, &ghost).await.unwrap();
+
+        let nominate = |node: Option<&str>| ApiCall::Nominate {
+            pod: PodKey::new("default", "low"),
+            node: node.map(Into::into),
+        };
+        let nominated = |p: Pod| p.status.and_then(|s| s.nominated_node_name);
+        attempt(&client, &nominate(Some("n2"))).await.unwrap();
+        assert_eq!(
+            nominated(pods.get("low").await.unwrap()).as_deref(),
+            Some("n2")
+        );
+        attempt(&client, &nominate(None)).await.unwrap();
+        assert_eq!(nominated(pods.get("low").await.unwrap()), None);
+        let gone = ApiCall::Nominate {
+            pod: PodKey::new("default", "ghost"),
+            node: None,
+        };
+        attempt(&client, &gone).await.unwrap();
+    }
+
     #[test]
     fn resources_keep_their_version() {
         let r = ResourceRef {

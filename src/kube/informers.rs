@@ -1242,6 +1242,57 @@ mod sim_tests {
         }
     }
 
+    /// The budget informer against `muster cluster`: the status its
+    /// disruption controller computes reaches the loop; deletion is seen.
+    #[tokio::test]
+    async fn budgets_are_watched_with_their_status() {
+        use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+        use kube::api::DeleteParams;
+        let cluster = SimCluster::start(SimConfig::default()).await.unwrap();
+        let client = cluster.client().unwrap();
+        let (tx, mut rx) = mpsc::channel(1024);
+        let tasks = vec![tokio::spawn(run_budgets(Api::all(client.clone()), tx))];
+        let pdbs: Api<PodDisruptionBudget> = Api::default_namespaced(client);
+        let pdb: PodDisruptionBudget = serde_json::from_value(json!({"metadata": {"name": "web"},
+            "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "web"}}}}))
+        .unwrap();
+        pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+        let mut recv = async || {
+            tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .expect("an informer event in time")
+                .expect("informer running")
+        };
+        // Created without status, then with the controller's.
+        loop {
+            match recv().await {
+                Observed::Budget(BudgetChange::Upserted(b)) if b.selector.is_some() => {
+                    assert_eq!((&*b.namespace, &*b.name), ("default", "web"));
+                    // No pods, nothing expected: nothing allowed.
+                    assert_eq!(b.disruptions_allowed, 0);
+                    break;
+                }
+                Observed::Budget(BudgetChange::Upserted(_)) | Observed::Synced(_) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        pdbs.delete("web", &DeleteParams::default()).await.unwrap();
+        loop {
+            match recv().await {
+                Observed::Budget(BudgetChange::Deleted { name, .. }) => {
+                    assert_eq!(&*name, "web");
+                    break;
+                }
+                Observed::Budget(BudgetChange::Upserted(_)) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        for t in tasks {
+            t.abort();
+        }
+        cluster.shutdown().await.unwrap();
+    }
+
     #[tokio::test]
     async fn terminal_pods_are_not_cached_and_finishing_is_a_deletion() {
         // Pods never start on their own: phases change only by the test's patches.
