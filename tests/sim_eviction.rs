@@ -9,9 +9,8 @@ use common::{code, fast, next, start, until};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::policy::v1::{Eviction, PodDisruptionBudget};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, PostParams, WatchEvent, WatchParams};
-use kube::core::ObjectMeta;
 use serde_json::{Value, json};
 
 const VIOLATION: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
@@ -408,6 +407,44 @@ async fn discovery_advertises_the_eviction_subresource() {
         ("Eviction", Some("policy"), Some("v1"))
     );
     assert_eq!(eviction.verbs, ["create"]);
-    let _ = Eviction::default();
-    let _ = ObjectMeta::default();
+}
+
+#[tokio::test]
+async fn a_terminated_pod_with_finalizers_waits_for_them() {
+    let (_cluster, client) = start(fast().with_nodes(1)).await;
+    let node = first_node(&client).await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let mut held = pod("held", "x", Some(&node), 1, None);
+    held.metadata.finalizers = Some(vec!["muster.dev/test".into()]);
+    running(&pods, vec![held]).await;
+    let rv = pods
+        .get("held")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut watch = pods
+        .watch(&WatchParams::default().fields("metadata.name=held"), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    pods.delete("held", &DeleteParams::default()).await.unwrap();
+    // Marked with its grace, then (the grace over) kept with grace 0 for
+    // the finalizer.
+    let grace = |ev: &kube::Result<WatchEvent<Pod>>| match ev {
+        Ok(WatchEvent::Modified(p)) => p.metadata.deletion_grace_period_seconds,
+        _ => None,
+    };
+    assert_eq!(grace(&Ok(next(&mut watch).await.unwrap())), Some(1));
+    let _ = until(&mut watch, |ev| grace(ev) == Some(0)).await;
+    let clear = json!({"metadata": {"finalizers": null}});
+    pods.patch(
+        "held",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&clear),
+    )
+    .await
+    .unwrap();
+    let _ = until(&mut watch, |ev| matches!(ev, Ok(WatchEvent::Deleted(_)))).await;
 }

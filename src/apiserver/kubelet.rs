@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::objects::{as_map, child_mut, condition, new_uid, now, set_condition, str_at};
+use super::objects::{as_map, child_mut, condition, meta_mut, new_uid, now, set_condition, str_at};
 use super::store::{CommitError, Store};
 
 pub use crate::kwok::RUN_SECONDS_ANNOTATION;
@@ -263,10 +263,7 @@ impl Kubelet {
                     return true;
                 }
                 let mut obj = obj;
-                as_map(&mut obj)
-                    .get_mut("metadata")
-                    .and_then(Value::as_object_mut)
-                    .map(|m| m.insert("deletionGracePeriodSeconds".into(), json!(0)));
+                meta_mut(&mut obj).insert("deletionGracePeriodSeconds".into(), json!(0));
                 self.store.replace(&res, Some(current.rv), obj)
             } else {
                 self.store
