@@ -445,3 +445,134 @@ async fn dialect_examples_applied_with_kubectl_are_scheduled_by_muster() {
     }
     daemon.shutdown().await.expect("clean shutdown");
 }
+
+/// `kubectl drain` evicts through `pods/eviction` and so respects a
+/// PodDisruptionBudget: refused (429, retried until the timeout) while the
+/// budget allows nothing, done once it allows enough. `kubectl get pdb`
+/// prints kubectl's columns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_drain_respects_a_disruption_budget() {
+    let cluster = SimCluster::start(common::fast().with_nodes(2))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let k = Kubectl {
+        bin: kubectl_binary(),
+        kubeconfig,
+    };
+    let nodes = k
+        .ok(&["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"])
+        .await;
+    let nodes: Vec<&str> = nodes.split_whitespace().collect();
+    let (drained, other) = (nodes[0], nodes[1]);
+    // Two pods on the node drained, one elsewhere; the budget first wants
+    // all three.
+    let pod = |name: &str, node: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: web}}}}\n\
+             spec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 0\n  \
+             containers: [{{name: c, image: i}}]\n---\n"
+        )
+    };
+    let manifest = format!(
+        "{}{}{}apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {{name: web}}\n\
+         spec:\n  minAvailable: 3\n  selector: {{matchLabels: {{app: web}}}}\n",
+        pod("web-0", drained),
+        pod("web-1", drained),
+        pod("web-2", other)
+    );
+    let file = dir.path().join("web.yaml");
+    std::fs::write(&file, manifest).unwrap();
+    k.ok(&["apply", "-f", file.to_str().unwrap()]).await;
+    k.ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "pod",
+        "-l",
+        "app=web",
+        "--timeout=30s",
+    ])
+    .await;
+    k.ok(&[
+        "wait",
+        "--for=jsonpath={.status.currentHealthy}=3",
+        "pdb/web",
+        "--timeout=30s",
+    ])
+    .await;
+    let table = k.ok(&["get", "pdb", "web"]).await;
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap()
+        .split("  ")
+        .filter(|c| !c.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "MIN AVAILABLE",
+            "MAX UNAVAILABLE",
+            "ALLOWED DISRUPTIONS",
+            "AGE"
+        ],
+        "{table}"
+    );
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(&row[..4], ["web", "3", "N/A", "0"], "{table}");
+
+    // Refused while it would violate the budget (kubectl retries 429s until
+    // its timeout).
+    let err = k
+        .fails(&[
+            "drain",
+            drained,
+            "--force",
+            "--ignore-daemonsets",
+            "--timeout=3s",
+        ])
+        .await;
+    assert!(
+        err.contains("Cannot evict pod as it would violate the pod's disruption budget."),
+        "{err}"
+    );
+    for p in ["web-0", "web-1", "web-2"] {
+        k.ok(&["get", "pod", p]).await;
+    }
+
+    // Two disruptions allowed: the drain evicts both pods and completes.
+    k.ok(&[
+        "patch",
+        "pdb",
+        "web",
+        "--type=merge",
+        "-p",
+        "{\"spec\":{\"minAvailable\":1}}",
+    ])
+    .await;
+    k.ok(&[
+        "wait",
+        "--for=jsonpath={.status.disruptionsAllowed}=2",
+        "pdb/web",
+        "--timeout=30s",
+    ])
+    .await;
+    let out = k
+        .ok(&[
+            "drain",
+            drained,
+            "--force",
+            "--ignore-daemonsets",
+            "--timeout=30s",
+        ])
+        .await;
+    assert!(out.contains("evicted"), "{out}");
+    let left = k.ok(&["get", "pods", "-l", "app=web", "-o", "name"]).await;
+    assert_eq!(left.trim(), "pod/web-2", "{left}");
+    let node = k.ok(&["get", "node", drained]).await;
+    assert!(node.contains("SchedulingDisabled"), "{node}");
+}

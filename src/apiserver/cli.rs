@@ -51,6 +51,11 @@ pub struct ClusterArgs {
     /// that ServiceAccount (repeatable; see docs/simulated-cluster.md).
     #[arg(long = "token-user", value_parser = parse_token_user)]
     pub token_users: Vec<TokenUser>,
+    /// Longest grace a deleted pod on a node gets before the fake kubelet
+    /// removes it, e.g. 0s, 2s (load tests); unset honours each pod's
+    /// gracePeriodSeconds / terminationGracePeriodSeconds.
+    #[arg(long, value_parser = parse_duration)]
+    pub max_termination_grace: Option<Duration>,
 }
 
 fn parse_token_user(s: &str) -> Result<TokenUser, String> {
@@ -84,6 +89,7 @@ impl ClusterArgs {
             pod_events: !self.no_pod_events,
             history: self.history,
             token_users: self.token_users.clone(),
+            max_termination_grace: self.max_termination_grace,
             ..SimConfig::default()
         })
     }
@@ -142,11 +148,14 @@ mod tests {
             "scheduling.k8s.io/v1beta1",
             "--token-user",
             "alice=t0k,dev",
+            "--max-termination-grace",
+            "2s",
         ])
         .unwrap();
         let config = cli.args.to_config().unwrap();
         assert_eq!(config.node_templates[0].count, 3);
         assert_eq!(config.faults.len(), 2);
+        assert_eq!(config.max_termination_grace, Some(Duration::from_secs(2)));
         assert!(config.without_groups.contains("scheduling.volcano.sh"));
         assert!(config.without_groups.contains("scheduling.k8s.io/v1beta1"));
         assert_eq!(

@@ -26,6 +26,7 @@ pub async fn handle(
 ) -> ApiResult<Response> {
     match (verb, req.sub.as_deref()) {
         ("create", Some("binding")) => bind(state, req).await,
+        ("create", Some("eviction")) => super::eviction::evict(state, req),
         ("get", _) => get(state, req),
         ("list", None) => list(state, req),
         ("watch", None) => watch(state, req),

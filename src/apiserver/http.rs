@@ -136,6 +136,7 @@ async fn resource(
         None => {}
         Some("status") if def.status => {}
         Some("binding") if def.binding => {}
+        Some("eviction") if def.binding => {}
         Some(_) => return Err(not_found()),
     }
     let req = ResourceRequest {
@@ -273,6 +274,13 @@ fn resource_list(state: &SimState, group: &str, version: &str) -> ApiResult<Valu
             resources.push(
                 json!({"name": format!("{}/binding", d.plural), "singularName": "",
                 "namespaced": d.namespaced, "kind": "Binding", "verbs": ["create"]}),
+            );
+            // As a real server: the group and version tell `kubectl drain`
+            // which Eviction to send.
+            resources.push(
+                json!({"name": format!("{}/eviction", d.plural), "singularName": "",
+                "namespaced": d.namespaced, "group": "policy", "version": "v1",
+                "kind": "Eviction", "verbs": ["create"]}),
             );
         }
     }

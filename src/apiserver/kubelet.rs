@@ -2,7 +2,9 @@
 //! pod becomes `Running` and `Ready` with a pod IP after a configurable delay,
 //! and a pod annotated `muster.dev/sim-run-seconds: "<s>"` then `Succeeded`
 //! after that long. Starting a pod records a `Started` event (core/v1) so
-//! `kubectl describe` has something to show.
+//! `kubectl describe` has something to show. A pod deleted gracefully
+//! (`termination`) is removed once its grace period has passed, as a kubelet
+//! does once its containers have stopped.
 //!
 //! One task owns a timer heap; handlers notify it when a pod gets a node.
 
@@ -17,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::objects::{as_map, child_mut, condition, new_uid, now, set_condition, str_at};
+use super::objects::{as_map, child_mut, condition, meta_mut, new_uid, now, set_condition, str_at};
 use super::store::{CommitError, Store};
 
 pub use crate::kwok::RUN_SECONDS_ANNOTATION;
@@ -115,10 +117,26 @@ pub struct Bound {
     pub uid: String,
 }
 
+/// A pod deleted gracefully: removed after `grace`.
+#[derive(Debug)]
+pub struct Terminating {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub grace: Duration,
+}
+
+/// What the handlers tell the lifecycle task.
+#[derive(Debug)]
+enum Notice {
+    Bound(Bound),
+    Terminating(Terminating),
+}
+
 /// Handle to notify the lifecycle task.
 #[derive(Clone, Debug)]
 pub struct Lifecycle {
-    tx: mpsc::UnboundedSender<Bound>,
+    tx: mpsc::UnboundedSender<Notice>,
     pub addresses: Arc<Addresses>,
 }
 
@@ -137,7 +155,11 @@ impl Lifecycle {
 
     pub fn pod_bound(&self, pod: Bound) {
         // The task only stops at shutdown, when nothing needs starting.
-        let _ = self.tx.send(pod);
+        let _ = self.tx.send(Notice::Bound(pod));
+    }
+
+    pub fn pod_terminating(&self, pod: Terminating) {
+        let _ = self.tx.send(Notice::Terminating(pod));
     }
 }
 
@@ -145,6 +167,7 @@ impl Lifecycle {
 enum Action {
     Start(Bound),
     Complete(Bound),
+    Remove(Bound),
 }
 
 struct Kubelet {
@@ -154,7 +177,7 @@ struct Kubelet {
 }
 
 impl Kubelet {
-    async fn run(self, mut rx: mpsc::UnboundedReceiver<Bound>, shutdown: CancellationToken) {
+    async fn run(self, mut rx: mpsc::UnboundedReceiver<Notice>, shutdown: CancellationToken) {
         let mut timers: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
         let mut actions: HashMap<u64, Action> = HashMap::new();
         let mut seq = 0u64;
@@ -168,9 +191,14 @@ impl Kubelet {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 msg = rx.recv() => match msg {
-                    Some(pod) => {
+                    Some(Notice::Bound(pod)) => {
                         let at = Instant::now() + self.config.start_delay;
                         schedule(&mut timers, &mut actions, at, Action::Start(pod));
+                    }
+                    Some(Notice::Terminating(t)) => {
+                        let at = Instant::now() + t.grace;
+                        let pod = Bound { namespace: t.namespace, name: t.name, uid: t.uid };
+                        schedule(&mut timers, &mut actions, at, Action::Remove(pod));
                     }
                     None => return,
                 },
@@ -201,7 +229,56 @@ impl Kubelet {
                 self.complete(&pod);
                 None
             }
+            // Raced by writers ten times in a row: try again shortly.
+            Action::Remove(pod) => (!self.remove(&pod)).then(|| {
+                (
+                    Instant::now() + Duration::from_millis(50),
+                    Action::Remove(pod),
+                )
+            }),
         }
+    }
+
+    /// The grace of a terminating pod has passed: it goes (the delete with
+    /// grace 0 a kubelet sends), or, while finalizers remain, waits for
+    /// them with a grace of 0. A pod whose grace was shortened meanwhile is
+    /// already gone; a pod recreated under the name is left alone.
+    /// Returns false when concurrent writes kept it from finishing.
+    fn remove(&self, pod: &Bound) -> bool {
+        let res: Arc<str> = Arc::from(PODS);
+        for _ in 0..10 {
+            let Some(current) = self.store.get(PODS, &pod.namespace, &pod.name) else {
+                return true;
+            };
+            let obj = current.value();
+            if current.uid != pod.uid || obj.pointer("/metadata/deletionTimestamp").is_none() {
+                return true;
+            }
+            let finalizers = obj
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty());
+            let result = if finalizers {
+                if obj.pointer("/metadata/deletionGracePeriodSeconds") == Some(&json!(0)) {
+                    return true;
+                }
+                let mut obj = obj;
+                meta_mut(&mut obj).insert("deletionGracePeriodSeconds".into(), json!(0));
+                self.store.replace(&res, Some(current.rv), obj)
+            } else {
+                self.store
+                    .remove(&res, &pod.namespace, &pod.name, Some(current.rv))
+            };
+            match result {
+                Ok(_) => return true,
+                Err(CommitError::Conflict) => continue,
+                Err(e) => {
+                    tracing::warn!(pod = %pod.name, error = ?e, "removal after the grace failed");
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     /// Pending → Running; returns the run time if the pod has one.

@@ -13,6 +13,9 @@
 //! - [`patch`], [`selectors`], [`status`], [`objects`], `protobuf`: request mechanics.
 //! - [`kubelet`]: the fake kubelet (kwok-style node and pod lifecycle) (node templates are `crate::kwok`).
 //! - [`provisioner`]: the simulated PV controller and CSI external-provisioner (claims get volumes).
+//! - `termination`: graceful pod deletion; `eviction`: the `pods/eviction`
+//!   subresource; `disruption`: PodDisruptionBudget status (the disruption
+//!   controller's part).
 //! - [`fault`]: injected errors, latency and watch closes.
 //! - [`recorder`]: which API calls clients made (opt-in, for RBAC tests).
 //! - `views`, `convert`: one storage per resource served in every version
@@ -27,6 +30,8 @@ mod binding;
 pub mod cli;
 mod convert;
 mod create;
+mod disruption;
+mod eviction;
 pub mod fault;
 mod fields;
 mod handlers;
@@ -50,6 +55,7 @@ pub mod selectors;
 pub mod status;
 pub mod store;
 mod table;
+mod termination;
 mod validate;
 mod views;
 pub mod watch;
@@ -104,6 +110,9 @@ pub struct SimConfig {
     /// server would refuse (negative quantities) are stored, to prove that
     /// the scheduler defends itself.
     pub validate: bool,
+    /// Longest grace a deleted pod is given before the fake kubelet removes
+    /// it (load tests); `None` honours each pod's own.
+    pub max_termination_grace: Option<Duration>,
 }
 
 impl Default for SimConfig {
@@ -121,6 +130,7 @@ impl Default for SimConfig {
             record_requests: false,
             token_users: Vec::new(),
             validate: true,
+            max_termination_grace: None,
         }
     }
 }
@@ -184,6 +194,12 @@ impl SimConfig {
         self
     }
 
+    /// Caps the grace of deleted pods ([`SimConfig::max_termination_grace`]).
+    pub fn max_termination_grace(mut self, cap: Duration) -> Self {
+        self.max_termination_grace = Some(cap);
+        self
+    }
+
     /// Records the distinct API calls clients make ([`SimCluster::requests`]).
     pub fn record_requests(mut self, on: bool) -> Self {
         self.record_requests = on;
@@ -206,6 +222,8 @@ pub(crate) struct SimState {
     pub tokens: Tokens,
     /// [`SimConfig::validate`].
     pub validate: bool,
+    /// [`SimConfig::max_termination_grace`].
+    pub max_termination_grace: Option<Duration>,
 }
 
 /// A running simulated cluster. Dropping it without [`SimCluster::shutdown`]
@@ -247,8 +265,10 @@ impl SimCluster {
             recorder: config.record_requests.then(Recorder::default),
             tokens: Tokens::new(&config.token_users),
             validate: config.validate,
+            max_termination_grace: config.max_termination_grace,
         });
         provisioner::spawn(state.store.clone(), shutdown.clone());
+        disruption::spawn(state.store.clone(), shutdown.clone());
         seed(&state, &config.node_templates)?;
         let app = http::router(state.clone());
         let stop = shutdown.clone();

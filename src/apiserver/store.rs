@@ -457,10 +457,13 @@ fn stamp(value: &mut Value, rv: u64) -> Result<Arc<Stored>, CommitError> {
         .map_err(CommitError::Encode)
 }
 
-/// Being deleted and no finalizer left: the write completes the deletion.
+/// Being deleted, no grace period left to run (a pod terminating
+/// gracefully is removed by the fake kubelet) and no finalizer left: the
+/// write completes the deletion.
 fn is_finished(value: &Value) -> bool {
     let meta = &value["metadata"];
     meta.get("deletionTimestamp").is_some_and(|t| !t.is_null())
+        && meta["deletionGracePeriodSeconds"].as_i64().unwrap_or(0) <= 0
         && meta["finalizers"].as_array().is_none_or(|f| f.is_empty())
 }
 

@@ -67,10 +67,18 @@ fn column(name: &str, description: &str, priority: u8) -> Value {
 }
 
 fn kind_of(def: &ResourceDef) -> &str {
-    if def.group.is_empty() {
-        def.plural.as_str()
-    } else {
-        ""
+    match def.group.as_str() {
+        "" | "policy" => def.plural.as_str(),
+        _ => "",
+    }
+}
+
+/// An int-or-percent spec field as kubectl prints it (`N/A` when unset).
+fn int_or_percent(obj: &Value, pointer: &str) -> String {
+    match obj.pointer(pointer) {
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::String(s)) => s.clone(),
+        _ => "N/A".to_string(),
     }
 }
 
@@ -96,6 +104,13 @@ fn columns(def: &ResourceDef) -> Value {
             column("Internal-IP", "Internal address", 1)
         ]),
         "namespaces" => json!([name, column("Status", "Namespace phase", 0), age]),
+        "poddisruptionbudgets" => json!([
+            name,
+            column("Min Available", "spec.minAvailable", 0),
+            column("Max Unavailable", "spec.maxUnavailable", 0),
+            column("Allowed Disruptions", "status.disruptionsAllowed", 0),
+            age
+        ]),
         _ => json!([name, age]),
     }
 }
@@ -187,6 +202,15 @@ fn row(def: &ResourceDef, obj: &Value, include: Include, now: DateTime<Utc>) -> 
             ])
         }
         "namespaces" => json!([name, s("/status/phase"), age]),
+        "poddisruptionbudgets" => json!([
+            name,
+            int_or_percent(obj, "/spec/minAvailable"),
+            int_or_percent(obj, "/spec/maxUnavailable"),
+            obj.pointer("/status/disruptionsAllowed")
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+            age
+        ]),
         _ => json!([name, age]),
     };
     let mut row = json!({ "cells": cells });

@@ -1,5 +1,5 @@
 //! Writes to existing objects: update, patch (every type), delete with
-//! finalizers and preconditions, deletecollection. Each decodes outside the
+//! finalizers, preconditions and pods' grace periods, deletecollection. Each decodes outside the
 //! store lock and commits with a compare-and-swap on the resourceVersion.
 
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use super::SimState;
 use super::create::{check_type, create_checked, resolve_namespace};
 use super::fields;
 use super::kinds::after_delete;
+use super::kubelet::Terminating;
 use super::objects::{as_map, meta_mut, now, str_at};
 use super::patch::{self, PatchType};
 use super::registry::ResourceDef;
@@ -19,7 +20,7 @@ use super::request::{RETRIES, ResourceRequest, name_of, ns_key, parse_rv, select
 use super::response::{commit_error, list_body, object_response, with_warnings};
 use super::status::{ApiError, ApiResult};
 use super::store::{CommitError, Stored};
-use super::{validate, views};
+use super::{termination, validate, views};
 
 /// The object a write produces from the stored one and the client's
 /// version: system metadata is kept, and status vs. the rest is split the
@@ -168,35 +169,63 @@ pub(super) fn patch(state: &SimState, req: &ResourceRequest) -> ApiResult<Respon
     Err(commit_error(def, name, CommitError::Conflict))
 }
 
-/// Preconditions from an optional DeleteOptions body.
-fn delete_preconditions(req: &ResourceRequest) -> ApiResult<(Option<u64>, Option<String>)> {
-    if req.body.is_empty() {
-        return Ok((None, None));
+/// What a delete request asks for: preconditions and a grace period, from
+/// the query string or the DeleteOptions body.
+#[derive(Debug, Default, Clone)]
+pub(super) struct DeleteOptions {
+    pub rv: Option<u64>,
+    pub uid: Option<String>,
+    /// `gracePeriodSeconds`; pods only.
+    pub grace: Option<i64>,
+}
+
+impl DeleteOptions {
+    /// From a DeleteOptions object (a delete's body, an Eviction's
+    /// `deleteOptions`) and the query's `gracePeriodSeconds`.
+    pub fn read(opts: Option<&Value>, query_grace: Option<&str>) -> ApiResult<Self> {
+        let rv = match opts.and_then(|o| str_at(o, "/preconditions/resourceVersion")) {
+            Some(rv) => Some(parse_rv(rv)?),
+            None => None,
+        };
+        let uid = opts
+            .and_then(|o| str_at(o, "/preconditions/uid"))
+            .map(str::to_string);
+        let grace =
+            termination::requested_grace(query_grace, opts).map_err(ApiError::bad_request)?;
+        Ok(DeleteOptions { rv, uid, grace })
     }
-    let opts = req.json_body()?;
-    let rv = match str_at(&opts, "/preconditions/resourceVersion") {
-        Some(rv) => Some(parse_rv(rv)?),
-        None => None,
-    };
-    Ok((rv, str_at(&opts, "/preconditions/uid").map(str::to_string)))
+
+    fn of_request(req: &ResourceRequest) -> ApiResult<Self> {
+        let body = if req.body.is_empty() {
+            None
+        } else {
+            Some(req.json_body()?)
+        };
+        Self::read(body.as_ref(), req.param("gracePeriodSeconds"))
+    }
 }
 
 pub(super) fn delete(state: &SimState, req: &ResourceRequest) -> ApiResult<Response> {
     let name = name_of(req)?;
-    let (rv, uid) = delete_preconditions(req)?;
-    let stored = delete_one(state, &req.def, ns_key(req), name, rv, uid.as_deref())?;
+    let opts = DeleteOptions::of_request(req)?;
+    let stored = delete_one(state, &req.def, ns_key(req), name, &opts)?;
     Ok(object_response(StatusCode::OK, &req.def, &stored))
 }
 
-/// Deletes one object: marks it with `deletionTimestamp` while finalizers
-/// remain, removes it otherwise. Grace periods are not simulated.
-fn delete_one(
+fn is_pod(def: &ResourceDef) -> bool {
+    def.group.is_empty() && def.plural == "pods"
+}
+
+/// Deletes one object. A pod on a node that has not finished is deleted
+/// gracefully (`termination`): marked, and removed by the fake kubelet once
+/// its grace has passed. Otherwise an object with finalizers is marked with
+/// `deletionTimestamp` until they are removed, and any other is removed.
+pub(super) fn delete_one(
     state: &SimState,
     def: &ResourceDef,
     ns: &str,
     name: &str,
-    precondition_rv: Option<u64>,
-    precondition_uid: Option<&str>,
+    opts: &DeleteOptions,
 ) -> ApiResult<Arc<Stored>> {
     let res = def.key();
     for _ in 0..RETRIES {
@@ -204,8 +233,8 @@ fn delete_one(
             .store
             .get(&res, ns, name)
             .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
-        if precondition_uid.is_some_and(|u| u != current.uid)
-            || precondition_rv.is_some_and(|rv| rv != current.rv)
+        if opts.uid.as_deref().is_some_and(|u| u != current.uid)
+            || opts.rv.is_some_and(|rv| rv != current.rv)
         {
             return Err(ApiError::conflict(
                 &def.group,
@@ -215,16 +244,52 @@ fn delete_one(
             ));
         }
         let mut obj = current.value();
+        let deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
+        let grace = if is_pod(def) {
+            termination::grace_seconds(&obj, opts.grace, state.max_termination_grace)
+        } else {
+            0
+        };
+        if grace > 0 {
+            if deleting && !termination::shortens(&obj, grace) {
+                return Ok(current);
+            }
+            let meta = meta_mut(&mut obj);
+            meta.insert(
+                "deletionTimestamp".into(),
+                json!(termination::deletion_timestamp(grace)),
+            );
+            meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            match state.store.replace(&res, Some(current.rv), obj) {
+                Ok(stored) => {
+                    state.lifecycle.pod_terminating(Terminating {
+                        namespace: stored.namespace.clone(),
+                        name: stored.name.clone(),
+                        uid: stored.uid.clone(),
+                        grace: std::time::Duration::from_secs(grace.unsigned_abs()),
+                    });
+                    return Ok(stored);
+                }
+                Err(CommitError::Conflict) => continue,
+                Err(e) => return Err(commit_error(def, name, e)),
+            }
+        }
         let has_finalizers = obj
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)
             .is_some_and(|f| !f.is_empty());
         let result = if has_finalizers {
-            if obj.pointer("/metadata/deletionTimestamp").is_some() {
+            let already_now = obj
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                == Some(0);
+            if deleting && already_now {
                 return Ok(current);
             }
             let meta = meta_mut(&mut obj);
-            meta.insert("deletionTimestamp".into(), json!(now()));
+            if !deleting {
+                meta.insert("deletionTimestamp".into(), json!(now()));
+            }
             meta.insert("deletionGracePeriodSeconds".into(), json!(0));
             state.store.replace(&res, Some(current.rv), obj)
         } else {
@@ -255,7 +320,12 @@ pub(super) fn delete_collection(state: &SimState, req: &ResourceRequest) -> ApiR
             });
     let mut deleted = Vec::with_capacity(victims.len());
     for v in victims {
-        match delete_one(state, def, &v.namespace, &v.name, None, None) {
+        let opts = DeleteOptions {
+            grace: termination::requested_grace(req.param("gracePeriodSeconds"), None)
+                .map_err(ApiError::bad_request)?,
+            ..DeleteOptions::default()
+        };
+        match delete_one(state, def, &v.namespace, &v.name, &opts) {
             Ok(d) => deleted.push(d),
             // Deleted concurrently: nothing left to do for it.
             Err(e) if e.code == 404 => {}

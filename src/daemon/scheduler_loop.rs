@@ -256,6 +256,7 @@ impl SchedulerLoop {
                 ClusterEvent::Owner(change)
             }
             Observed::Topology(change) => ClusterEvent::Topology(change),
+            Observed::Budget(change) => ClusterEvent::Budget(change),
             Observed::DefinitionServed { informer, version } => {
                 match version {
                     Some(v) => st.directory.served_versions.insert(informer, v),

@@ -94,9 +94,19 @@ impl Directory {
             }),
             // Two calls: see `translate`.
             Action::PodInvalid { .. } => None,
-            // Not written yet (issue 16 in progress): the engine emits none
-            // unless preemption is enabled.
-            Action::Preempt { .. } | Action::Nominate { .. } => None,
+            // The `Preempted` event naming the preemptor is the engine's own
+            // `Action::Event`; the call is the victim's two writes.
+            Action::Preempt {
+                victim,
+                uid,
+                preemptor: _,
+                message,
+            } => Some(ApiCall::Preempt {
+                victim,
+                uid,
+                message,
+            }),
+            Action::Nominate { pod, uid: _, node } => Some(ApiCall::Nominate { pod, node }),
             Action::PodUnschedulable {
                 pod,
                 reason,
@@ -322,6 +332,49 @@ mod tests {
                 assert_eq!(target.uid.as_deref(), Some("u9"));
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_preemption_is_one_call_for_the_victim_sent_at_once() {
+        let mut d = Directory::default();
+        let action = Action::Preempt {
+            victim: PodKey::new("ml", "low-0"),
+            uid: "v1".into(),
+            preemptor: "ml/high".into(),
+            message: "Preempted by pod ml/high on node n1".into(),
+        };
+        let mut out = Vec::new();
+        d.translate(action, &|_| None, &mut out);
+        assert_eq!(
+            out,
+            [Dispatch::immediate(ApiCall::Preempt {
+                victim: PodKey::new("ml", "low-0"),
+                uid: "v1".into(),
+                message: "Preempted by pod ml/high on node n1".into(),
+            })]
+        );
+        assert_eq!(out[0].call.operation(), "preempt");
+    }
+
+    #[test]
+    fn nominations_set_and_clear() {
+        let mut d = Directory::default();
+        for node in [Some(Arc::<str>::from("n2")), None] {
+            let action = Action::Nominate {
+                pod: PodKey::new("ml", "high"),
+                uid: "u".into(),
+                node: node.clone(),
+            };
+            let mut out = Vec::new();
+            d.translate(action, &|_| None, &mut out);
+            assert_eq!(
+                out,
+                [Dispatch::immediate(ApiCall::Nominate {
+                    pod: PodKey::new("ml", "high"),
+                    node,
+                })]
+            );
         }
     }
 

@@ -87,6 +87,17 @@ pub enum ApiCall {
         name: String,
         status: serde_json::Value,
     },
+    /// Preempt a victim, as kube-scheduler does in two writes and in this
+    /// order: a `DisruptionTarget` condition (True, `PreemptionByScheduler`,
+    /// `message`) on its status, then a DELETE with `uid` as precondition.
+    /// A victim already gone (404) or replaced (409) ends the call.
+    Preempt {
+        victim: PodKey,
+        uid: Arc<str>,
+        message: String,
+    },
+    /// Set (`Some`) or clear (`None`) the pod's `status.nominatedNodeName`.
+    Nominate { pod: PodKey, node: Option<Arc<str>> },
 }
 
 /// The object a call writes (for an event: the object it is about). Calls
@@ -123,7 +134,9 @@ impl ApiCall {
         match self {
             ApiCall::Bind { pod, .. }
             | ApiCall::PreBindVolumes { pod, .. }
-            | ApiCall::PodCondition { pod, .. } => ObjectId::Pod(pod.clone()),
+            | ApiCall::PodCondition { pod, .. }
+            | ApiCall::Nominate { pod, .. }
+            | ApiCall::Preempt { victim: pod, .. } => ObjectId::Pod(pod.clone()),
             ApiCall::Event { target, .. } if target.kind == "Pod" && target.api_version == "v1" => {
                 ObjectId::Pod(PodKey::new(&target.namespace, &target.name))
             }
@@ -151,9 +164,14 @@ impl ApiCall {
         }
     }
 
+    /// Preemption's writes go with the bindings: they make room for a
+    /// waiting preemptor, and a burst of reports must not delay them.
     pub fn lane(&self) -> Lane {
         match self {
-            ApiCall::Bind { .. } | ApiCall::PreBindVolumes { .. } => Lane::Bindings,
+            ApiCall::Bind { .. }
+            | ApiCall::PreBindVolumes { .. }
+            | ApiCall::Preempt { .. }
+            | ApiCall::Nominate { .. } => Lane::Bindings,
             _ => Lane::Reports,
         }
     }
@@ -166,6 +184,8 @@ impl ApiCall {
             ApiCall::PodCondition { .. } => "pod_status",
             ApiCall::Event { .. } => "event",
             ApiCall::GroupCondition { .. } | ApiCall::GroupStatus { .. } => "group_status",
+            ApiCall::Preempt { .. } => "preempt",
+            ApiCall::Nominate { .. } => "nominate",
         }
     }
 }

@@ -10,8 +10,9 @@
 //! * A newer pod condition replaces a waiting one; a newer group condition
 //!   replaces one of the same type; a newer group status patch is merged
 //!   over a waiting one; a newer waiting event replaces a waiting event of
-//!   the same reason and type. A gang filling up member by member thus costs
-//!   one condition write per pod, not one per member that arrived.
+//!   the same reason and type; a newer nomination replaces a queued one. A
+//!   gang filling up member by member thus costs one condition write per
+//!   pod, not one per member that arrived.
 
 use std::collections::VecDeque;
 
@@ -70,7 +71,10 @@ fn supersedes(newer: &Dispatch, older: &Dispatch) -> bool {
     }
     match (&newer.call, &older.call) {
         (ApiCall::PodCondition { .. }, ApiCall::PodCondition { .. })
-        | (ApiCall::GroupStatus { .. }, ApiCall::GroupStatus { .. }) => true,
+        | (ApiCall::GroupStatus { .. }, ApiCall::GroupStatus { .. })
+        // Only the latest nomination matters (a clear after a set, or a
+        // move to another node).
+        | (ApiCall::Nominate { .. }, ApiCall::Nominate { .. }) => true,
         (ApiCall::GroupCondition { type_: a, .. }, ApiCall::GroupCondition { type_: b, .. }) => {
             a == b
         }
@@ -197,6 +201,25 @@ pub(super) mod tests {
             ApiCall::PodCondition { message, .. } | ApiCall::Event { message, .. } => message,
             _ => "",
         }
+    }
+
+    fn nominate(name: &str, node: Option<&str>) -> Dispatch {
+        Dispatch::immediate(ApiCall::Nominate {
+            pod: PodKey::new("ns", name),
+            node: node.map(Into::into),
+        })
+    }
+
+    #[test]
+    fn a_newer_nomination_replaces_a_queued_one_of_the_same_pod() {
+        let mut q = VecDeque::new();
+        assert_eq!(enqueue(&mut q, nominate("a", Some("n1"))), 0);
+        assert_eq!(enqueue(&mut q, nominate("b", Some("n1"))), 0);
+        assert_eq!(enqueue(&mut q, nominate("a", None)), 1);
+        assert_eq!(
+            q.into_iter().collect::<Vec<_>>(),
+            [nominate("a", None), nominate("b", Some("n1"))]
+        );
     }
 
     #[test]

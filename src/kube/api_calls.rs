@@ -1,12 +1,14 @@
 //! Performing one `ApiCall` against the API server: the binding POST, the
-//! status patches, and events (repeats of an identical event bump its count).
+//! status patches, preemption's condition and delete, nominations, and
+//! events (repeats of an identical event bump its count).
 
 use k8s_openapi::api::core::v1::{
     Binding, Event, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch,
+    PatchParams, PostParams, Preconditions,
 };
 use serde_json::json;
 
@@ -67,6 +69,20 @@ pub(super) async fn attempt(client: &kube::Client, call: &ApiCall) -> Result<(),
             reason,
             message,
         } => record_event(client, target, *warning, reason, message).await,
+        ApiCall::Preempt {
+            victim,
+            uid,
+            message,
+        } => preempt(client, victim, uid, message).await,
+        ApiCall::Nominate { pod, node } => {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+            let patch = nomination_patch(node.as_deref());
+            let sent = api
+                .patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(patch))
+                .await;
+            // A pod deleted meanwhile needs no nomination.
+            gone_is_done(sent.map(|_| ()))
+        }
         ApiCall::GroupCondition {
             resource,
             namespace,
@@ -103,6 +119,63 @@ pub(super) async fn attempt(client: &kube::Client, call: &ApiCall) -> Result<(),
             }
             .map(|_| ())
         }
+    }
+}
+
+/// Reason of the `DisruptionTarget` condition preemption sets on a victim
+/// (kube-scheduler's `v1.PodReasonPreemptionByScheduler`).
+pub const PREEMPTION_REASON: &str = "PreemptionByScheduler";
+
+/// Preemption's two writes on one victim, in kube-scheduler's order: the
+/// `DisruptionTarget` condition first (so whoever watches the pod learns why
+/// it goes), then the delete, guarded by the victim's UID so a pod recreated
+/// under the same name is never deleted by mistake. A victim already gone
+/// (404) or replaced (409, the UID precondition) is what the call wanted.
+async fn preempt(
+    client: &kube::Client,
+    victim: &crate::model::PodKey,
+    uid: &str,
+    message: &str,
+) -> Result<(), kube::Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &victim.namespace);
+    let patch = condition_patch("DisruptionTarget", true, PREEMPTION_REASON, message);
+    let marked = api
+        .patch_status(
+            &victim.name,
+            &PatchParams::default(),
+            &Patch::Strategic(patch),
+        )
+        .await;
+    match marked {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    let params = DeleteParams {
+        preconditions: (!uid.is_empty()).then(|| Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let deleted = api.delete(&victim.name, &params).await;
+    match deleted {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A status merge patch setting `nominatedNodeName`, or removing it (null).
+fn nomination_patch(node: Option<&str>) -> serde_json::Value {
+    json!({"status": {"nominatedNodeName": node}})
+}
+
+/// A write whose object is gone (404) has nothing left to do.
+fn gone_is_done(result: Result<(), kube::Error>) -> Result<(), kube::Error> {
+    match result {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        other => other,
     }
 }
 
@@ -304,6 +377,117 @@ mod tests {
     fn fingerprint_is_stable_and_separates_parts() {
         assert_eq!(fingerprint(&["a", "b"]), fingerprint(&["a", "b"]));
         assert_ne!(fingerprint(&["ab", ""]), fingerprint(&["a", "b"]));
+    }
+
+    #[test]
+    fn nomination_patches_set_and_clear() {
+        assert_eq!(
+            nomination_patch(Some("n1")),
+            json!({"status": {"nominatedNodeName": "n1"}})
+        );
+        // A merge patch's null removes the field.
+        assert_eq!(
+            nomination_patch(None),
+            json!({"status": {"nominatedNodeName": null}})
+        );
+    }
+
+    /// Preemption's writes against the simulated API server: the condition
+    /// then the graceful delete; a retry, a victim replaced (409) or gone
+    /// (404) are all done; nominations set and clear.
+    #[tokio::test]
+    async fn preemption_and_nomination_writes_against_the_simulator() {
+        use crate::apiserver::{SimCluster, SimConfig};
+        use crate::model::PodKey;
+        use std::time::Duration;
+        let cluster = SimCluster::start(
+            SimConfig::default()
+                .with_nodes(1)
+                .pod_start_delay(Duration::ZERO),
+        )
+        .await
+        .unwrap();
+        let client = cluster.client().unwrap();
+        let pods: Api<Pod> = Api::default_namespaced(client.clone());
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+        let node = nodes.list(&Default::default()).await.unwrap().items[0]
+            .metadata
+            .name
+            .clone()
+            .unwrap();
+        let victim: Pod = serde_json::from_value(json!({"metadata": {"name": "low"},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}}))
+        .unwrap();
+        let uid = pods
+            .create(&PostParams::default(), &victim)
+            .await
+            .unwrap()
+            .metadata
+            .uid
+            .unwrap();
+        let preempt = ApiCall::Preempt {
+            victim: PodKey::new("default", "low"),
+            uid: uid.as_str().into(),
+            message: "Preempted by pod default/high on node n".into(),
+        };
+        attempt(&client, &preempt).await.unwrap();
+        let marked = pods.get("low").await.unwrap();
+        // Deleted gracefully (30 s by default): terminating, with the condition.
+        assert!(marked.metadata.deletion_timestamp.is_some());
+        let conditions = marked.status.unwrap().conditions.unwrap();
+        let c = conditions
+            .iter()
+            .find(|c| c.type_ == "DisruptionTarget")
+            .expect("DisruptionTarget condition");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_deref(), c.message.as_deref()),
+            (
+                "True",
+                Some(PREEMPTION_REASON),
+                Some("Preempted by pod default/high on node n")
+            )
+        );
+        // A retry of the same call is harmless.
+        attempt(&client, &preempt).await.unwrap();
+        // Another pod under the name now: the UID precondition spares it (409).
+        pods.delete("low", &DeleteParams::default().grace_period(0))
+            .await
+            .unwrap();
+        pods.create(&PostParams::default(), &victim).await.unwrap();
+        attempt(&client, &preempt).await.unwrap();
+        assert!(
+            pods.get("low")
+                .await
+                .unwrap()
+                .metadata
+                .deletion_timestamp
+                .is_none()
+        );
+        // Gone: done.
+        let ghost = ApiCall::Preempt {
+            victim: PodKey::new("default", "ghost"),
+            uid: "x".into(),
+            message: String::new(),
+        };
+        attempt(&client, &ghost).await.unwrap();
+
+        let nominate = |node: Option<&str>| ApiCall::Nominate {
+            pod: PodKey::new("default", "low"),
+            node: node.map(Into::into),
+        };
+        let nominated = |p: Pod| p.status.and_then(|s| s.nominated_node_name);
+        attempt(&client, &nominate(Some("n2"))).await.unwrap();
+        assert_eq!(
+            nominated(pods.get("low").await.unwrap()).as_deref(),
+            Some("n2")
+        );
+        attempt(&client, &nominate(None)).await.unwrap();
+        assert_eq!(nominated(pods.get("low").await.unwrap()), None);
+        let gone = ApiCall::Nominate {
+            pod: PodKey::new("default", "ghost"),
+            node: None,
+        };
+        attempt(&client, &gone).await.unwrap();
     }
 
     #[test]

@@ -23,6 +23,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::{ReplicationController, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::WatchStreamExt;
@@ -38,6 +39,7 @@ use crate::cache::VolumeChange;
 use crate::dialects::owners::{OWNER_SOURCES, OwnerChange, OwnerSource, read_owner};
 use crate::dialects::topology::{TOPOLOGY_SOURCES, TopologySource};
 use crate::dialects::{DEFINITION_SOURCES, DefinitionSource};
+use crate::model::disruption::{BudgetChange, DisruptionBudget, MAX_DISRUPTED_PODS};
 use crate::model::spread::ControllerKind;
 use crate::model::topology::TopologyChange;
 use crate::model::volumes::{Claim, CsiDriver, CsiNode, PersistentVolume, StorageClass};
@@ -97,6 +99,9 @@ pub enum Observed {
     /// A Kueue `Topology` or Volcano `HyperNode` observed or gone (an
     /// invalid one arrives as gone).
     Topology(TopologyChange),
+    /// A PodDisruptionBudget observed or gone (an unreadable one arrives
+    /// as gone).
+    Budget(BudgetChange),
     /// The named informer finished its initial list.
     Synced(&'static str),
     /// A definition or owner kind (by informer name, `DefinitionSource::name`,
@@ -122,6 +127,7 @@ pub const REQUIRED_INFORMERS: &[&str] = &[
     "replicationcontrollers",
     "replicasets",
     "statefulsets",
+    "poddisruptionbudgets",
 ];
 
 /// How often an absent group-definition API is looked for again, by default
@@ -184,6 +190,7 @@ pub fn start(
         )),
         tokio::spawn(run_replica_sets(Api::all(client.clone()), tx.clone())),
         tokio::spawn(run_stateful_sets(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run_budgets(Api::all(client.clone()), tx.clone())),
     ];
     for source in DEFINITION_SOURCES {
         let handler = move || Definitions {
@@ -467,6 +474,80 @@ async fn run_namespaces(api: Api<Namespace>, tx: mpsc::Sender<Observed>) {
         key,
         upsert,
         Observed::NamespaceDeleted,
+    )
+    .await;
+}
+
+// ----- PodDisruptionBudgets (what preemption spares) -----
+
+/// A budget as preemption counts it. Its selector is read as kube-scheduler
+/// reads it for preemption: nil or empty covers no pod. `Err` when the
+/// selector cannot be read (such a budget is treated as deleted).
+pub fn read_budget(pdb: &PodDisruptionBudget) -> Result<DisruptionBudget, String> {
+    let selector = match pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) {
+        Some(sel)
+            if sel.match_labels.as_ref().is_some_and(|m| !m.is_empty())
+                || sel
+                    .match_expressions
+                    .as_ref()
+                    .is_some_and(|e| !e.is_empty()) =>
+        {
+            let wire: LabelSelectorWire = serde_json::to_value(sel)
+                .and_then(serde_json::from_value)
+                .map_err(|e| format!("spec.selector: {e}"))?;
+            Some(LabelSelector::from_wire(Some(&wire)).map_err(|e| format!("spec.selector: {e}"))?)
+        }
+        _ => None,
+    };
+    let status = pdb.status.as_ref();
+    let disrupted_pods = status
+        .and_then(|s| s.disrupted_pods.as_ref())
+        .map(|m| {
+            m.keys()
+                .take(MAX_DISRUPTED_PODS)
+                .map(|k| Arc::from(k.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(DisruptionBudget {
+        namespace: Arc::from(pdb.metadata.namespace.as_deref().unwrap_or("")),
+        name: Arc::from(pdb.metadata.name.as_deref().unwrap_or("")),
+        selector,
+        // Negative counts (a budget already violated) allow nothing.
+        disruptions_allowed: status
+            .and_then(|s| s.disruptions_allowed)
+            .unwrap_or(0)
+            .max(0),
+        disrupted_pods,
+    })
+}
+
+async fn run_budgets(api: Api<PodDisruptionBudget>, tx: mpsc::Sender<Observed>) {
+    let upsert = |pdb: PodDisruptionBudget| match read_budget(&pdb) {
+        Ok(b) => Upsert::Live(Observed::Budget(BudgetChange::Upserted(b))),
+        Err(e) => {
+            let (namespace, name) = object_key(&pdb);
+            warn!(budget = %format!("{namespace}/{name}"), error = %e, "ignoring unreadable PodDisruptionBudget");
+            Upsert::Gone(Observed::Budget(BudgetChange::Deleted {
+                namespace: Arc::from(namespace),
+                name: Arc::from(name),
+            }))
+        }
+    };
+    let deleted = |(namespace, name): ObjectKey| {
+        Observed::Budget(BudgetChange::Deleted {
+            namespace: Arc::from(namespace),
+            name: Arc::from(name),
+        })
+    };
+    run_keyed(
+        "poddisruptionbudgets",
+        api,
+        watch_config(),
+        tx,
+        object_key,
+        upsert,
+        deleted,
     )
     .await;
 }
@@ -1049,6 +1130,64 @@ pub fn informer_names() -> Vec<&'static str> {
 mod tests {
     use super::*;
 
+    fn pdb(v: serde_json::Value) -> PodDisruptionBudget {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn budgets_are_read_as_preemption_counts_them() {
+        let b = read_budget(&pdb(serde_json::json!({
+            "metadata": {"namespace": "ml", "name": "web"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+            "status": {"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2,
+                       "expectedPods": 3, "disruptedPods": {"web-1": "2026-01-01T00:00:00Z"}}
+        })))
+        .unwrap();
+        assert_eq!((&*b.namespace, &*b.name), ("ml", "web"));
+        let web = std::collections::BTreeMap::from([("app".to_string(), "web".to_string())]);
+        assert!(b.covers("ml", &web));
+        assert_eq!(b.disruptions_allowed, 1);
+        assert!(b.disrupted_pods.contains("web-1"));
+    }
+
+    #[test]
+    fn budget_edge_cases() {
+        // Nil and empty selectors cover nothing; no status allows nothing.
+        for spec in [
+            serde_json::json!({}),
+            serde_json::json!({"selector": {}}),
+            serde_json::json!({"selector": {"matchLabels": {}, "matchExpressions": []}}),
+        ] {
+            let b = read_budget(&pdb(serde_json::json!({
+                "metadata": {"namespace": "ml", "name": "x"}, "spec": spec})))
+            .unwrap();
+            assert_eq!(b.selector, None);
+            assert_eq!(b.disruptions_allowed, 0);
+        }
+        // A violated budget's negative count is clamped.
+        let b = read_budget(&pdb(serde_json::json!({
+            "metadata": {"namespace": "ml", "name": "x"},
+            "spec": {"selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}},
+            "status": {"disruptionsAllowed": -3}})))
+        .unwrap();
+        assert_eq!(b.disruptions_allowed, 0);
+        assert!(b.selector.is_some());
+        // An unreadable selector is an error (the informer reports it gone).
+        let bad = pdb(serde_json::json!({
+            "metadata": {"namespace": "ml", "name": "x"},
+            "spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}}}));
+        assert!(read_budget(&bad).is_err());
+        // disruptedPods is capped.
+        let many: serde_json::Map<String, serde_json::Value> = (0..MAX_DISRUPTED_PODS + 5)
+            .map(|i| (format!("p{i}"), serde_json::json!("2026-01-01T00:00:00Z")))
+            .collect();
+        let b = read_budget(&pdb(serde_json::json!({
+            "metadata": {"namespace": "ml", "name": "x"},
+            "status": {"disruptionsAllowed": 0, "disruptedPods": many}})))
+        .unwrap();
+        assert_eq!(b.disrupted_pods.len(), MAX_DISRUPTED_PODS);
+    }
+
     #[test]
     fn relist_reports_objects_not_listed_again() {
         let mut r = Relist::new();
@@ -1101,6 +1240,57 @@ mod sim_tests {
                 return o;
             }
         }
+    }
+
+    /// The budget informer against `muster cluster`: the status its
+    /// disruption controller computes reaches the loop; deletion is seen.
+    #[tokio::test]
+    async fn budgets_are_watched_with_their_status() {
+        use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+        use kube::api::DeleteParams;
+        let cluster = SimCluster::start(SimConfig::default()).await.unwrap();
+        let client = cluster.client().unwrap();
+        let (tx, mut rx) = mpsc::channel(1024);
+        let tasks = vec![tokio::spawn(run_budgets(Api::all(client.clone()), tx))];
+        let pdbs: Api<PodDisruptionBudget> = Api::default_namespaced(client);
+        let pdb: PodDisruptionBudget = serde_json::from_value(json!({"metadata": {"name": "web"},
+            "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "web"}}}}))
+        .unwrap();
+        pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+        let mut recv = async || {
+            tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .expect("an informer event in time")
+                .expect("informer running")
+        };
+        // Created without status, then with the controller's.
+        loop {
+            match recv().await {
+                Observed::Budget(BudgetChange::Upserted(b)) if b.selector.is_some() => {
+                    assert_eq!((&*b.namespace, &*b.name), ("default", "web"));
+                    // No pods, nothing expected: nothing allowed.
+                    assert_eq!(b.disruptions_allowed, 0);
+                    break;
+                }
+                Observed::Budget(BudgetChange::Upserted(_)) | Observed::Synced(_) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        pdbs.delete("web", &DeleteParams::default()).await.unwrap();
+        loop {
+            match recv().await {
+                Observed::Budget(BudgetChange::Deleted { name, .. }) => {
+                    assert_eq!(&*name, "web");
+                    break;
+                }
+                Observed::Budget(BudgetChange::Upserted(_)) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        for t in tasks {
+            t.abort();
+        }
+        cluster.shutdown().await.unwrap();
     }
 
     #[tokio::test]

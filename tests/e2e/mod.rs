@@ -38,9 +38,12 @@ pub fn nodes(n: usize, cpu: &str) -> NodeTemplate {
 }
 
 pub async fn cluster(templates: Vec<NodeTemplate>) -> Env {
+    // Deleted pods terminate gracefully, but for at most a second: tests
+    // that free capacity by deleting pods need not wait out 30 s.
     let config = SimConfig::default()
         .pod_start_delay(Duration::from_millis(10))
         .bookmark_interval(Duration::from_millis(500))
+        .max_termination_grace(Duration::from_secs(1))
         .with_templates(templates);
     let cluster = SimCluster::start(config)
         .await
