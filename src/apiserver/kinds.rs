@@ -59,15 +59,24 @@ fn default_pod(state: &SimState, pod: &mut Value) -> ApiResult<Option<String>> {
     spec.entry("dnsPolicy")
         .or_insert_with(|| json!("ClusterFirst"));
     default_host_network_ports(spec);
-    // Priority admission: resolve priorityClassName into spec.priority.
+    // Priority admission: resolve priorityClassName into spec.priority,
+    // and the class's preemptionPolicy into the pod's when it sets none.
     if let Some(class) = spec
         .get("priorityClassName")
         .and_then(Value::as_str)
         .filter(|c| !c.is_empty())
+        .map(str::to_string)
     {
-        let value = state
+        let class = class.as_str();
+        let stored = state
             .store
-            .get("scheduling.k8s.io/v1/priorityclasses", "", class)
+            .get("scheduling.k8s.io/v1/priorityclasses", "", class);
+        let policy = stored
+            .as_ref()
+            .and_then(|pc| pc.value().get("preemptionPolicy").cloned())
+            .unwrap_or_else(|| json!("PreemptLowerPriority"));
+        spec.entry("preemptionPolicy").or_insert(policy);
+        let value = stored
             .and_then(|pc| pc.value().get("value").and_then(Value::as_i64))
             .or(match class {
                 "system-node-critical" => Some(2_000_001_000),
@@ -85,6 +94,8 @@ fn default_pod(state: &SimState, pod: &mut Value) -> ApiResult<Option<String>> {
         spec.insert("priority".into(), json!(value));
     } else {
         spec.entry("priority").or_insert_with(|| json!(0));
+        spec.entry("preemptionPolicy")
+            .or_insert_with(|| json!("PreemptLowerPriority"));
     }
     let node = spec
         .get("nodeName")

@@ -176,7 +176,12 @@ impl Directory {
                 // Named and worded as the version Muster read the object in.
                 Some(ApiCall::GroupCondition {
                     type_: condition.into(),
-                    reason: workload_api::condition_reason(phase).into(),
+                    // A gang preempted whole says so; every other False
+                    // is upstream's `Unschedulable`.
+                    reason: match reason {
+                        "Preempted" => reason.into(),
+                        _ => workload_api::condition_reason(phase).into(),
+                    },
                     resource,
                     namespace: group.namespace().to_string(),
                     name: group.definition.name.to_string(),

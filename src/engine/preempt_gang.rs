@@ -247,21 +247,14 @@ impl Engine {
     ) -> Option<GangCandidate> {
         let plan = self.plan_try(members, needed, t);
         let fits = self.gang.plan_meets_quorum(&self.cache, group, min_count);
-        let used: HashSet<Arc<str>> = plan.placed.iter().map(|p| p.node.clone()).collect();
         self.undo(&plan);
         if !fits {
             return None;
         }
-        // Units with no pod under a planned member are not in the way.
-        let (under, spare): (Vec<VictimUnit>, Vec<VictimUnit>) = units.into_iter().partition(|u| {
-            u.pods
-                .iter()
-                .any(|p| p.node_name.as_ref().is_some_and(|n| used.contains(n)))
-        });
-        for key in spare.iter().flat_map(|u| u.keys()) {
-            self.cache.what_if_restore(key, edits);
-        }
-        let (violating, fine) = split_by_budgets(under, &self.cache.facts().budgets);
+        // Every unit may be reprieved, budget-protected and most important
+        // first, so the plan can move away from them (units not under the
+        // final plan are put back below, whether or not their turn came).
+        let (violating, fine) = split_by_budgets(units, &self.cache.facts().budgets);
         let mut victims = Vec::new();
         let mut violations = 0usize;
         let mut steps = 0usize;
@@ -294,7 +287,8 @@ impl Engine {
         // been tried on a different table).
         let plan: Plan = self.plan_try(members, needed, t);
         let fits = self.gang.plan_meets_quorum(&self.cache, group, min_count);
-        let placed = plan
+        let used: HashSet<Arc<str>> = plan.placed.iter().map(|p| p.node.clone()).collect();
+        let mut placed: Vec<(Arc<PodInfo>, Arc<str>)> = plan
             .placed
             .iter()
             .map(|p| (p.pod.clone(), p.node.clone()))
@@ -302,6 +296,37 @@ impl Engine {
         self.undo(&plan);
         if !fits {
             return None;
+        }
+        // Victims with no pod under a planned member are not in the way:
+        // put them back, and keep that only if the gang still plans.
+        let under = |u: &VictimUnit| {
+            u.pods
+                .iter()
+                .any(|p| p.node_name.as_ref().is_some_and(|n| used.contains(n)))
+        };
+        let spare: Vec<VictimUnit> = victims.iter().filter(|u| !under(u)).cloned().collect();
+        if !spare.is_empty() {
+            for key in spare.iter().flat_map(|u| u.keys()) {
+                self.cache.what_if_restore(key, edits);
+            }
+            let plan = self.plan_try(members, needed, t);
+            if self.gang.plan_meets_quorum(&self.cache, group, min_count) {
+                placed = plan
+                    .placed
+                    .iter()
+                    .map(|p| (p.pod.clone(), p.node.clone()))
+                    .collect();
+                let back: HashSet<&crate::model::PodKey> =
+                    spare.iter().flat_map(|u| u.keys()).collect();
+                victims.retain(|u| !u.keys().any(|k| back.contains(k)));
+                let left: usize = victims.iter().map(|u| u.pods.len()).sum();
+                violations = violations.min(left);
+            } else {
+                for key in spare.iter().flat_map(|u| u.keys()) {
+                    let _ = self.cache.what_if_remove(key, edits);
+                }
+            }
+            self.undo(&plan);
         }
         let cost = Cost::of(&victims, violations);
         Some(GangCandidate {

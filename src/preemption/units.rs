@@ -51,14 +51,9 @@ impl VictimUnit {
     }
 }
 
-/// kube-scheduler's `MoreImportantPod`: higher priority first, then the one
-/// that started earlier.
-pub fn more_important(a: (i32, i64), b: (i32, i64)) -> std::cmp::Ordering {
-    b.0.cmp(&a.0).then(a.1.cmp(&b.1))
-}
-
 /// Groups the pods in the way (`in_way`, every one of a lower priority than
-/// the preemptor, `below`) into units, most important first.
+/// the preemptor, `below`) into units, most important first (priority,
+/// then whole gangs before pods, then the earliest start).
 /// `gang_of(pod)` gives the gang facts of a member of a gang-policy group.
 /// A gang that would have to go whole but has a member at or above `below`
 /// cannot be a victim: its members in the way are left out.
@@ -89,7 +84,16 @@ pub fn units_of(
             units.push(VictimUnit::new(facts.running, Some(group)));
         }
     }
-    units.sort_by(|a, b| more_important((a.priority, a.started_ms), (b.priority, b.started_ms)));
+    // Most important first: kube-scheduler's `MoreImportantPod` (higher
+    // priority, then earlier start), with whole gangs
+    // before single pods of the same priority, so the reprieve spares a
+    // gang before a pod (breaking fewer gangs, as `Cost` prefers).
+    units.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(b.gang.is_some().cmp(&a.gang.is_some()))
+            .then(a.started_ms.cmp(&b.started_ms))
+    });
     units
 }
 
@@ -174,7 +178,8 @@ mod tests {
         let members: Vec<_> = (0..4).map(|i| victim(&format!("m{i}"), 1, 0)).collect();
         let facts = |mode, min_count| {
             let running = members.clone();
-            move |_: &PodInfo| {
+            move |p: &PodInfo| {
+                p.key.name.starts_with('m').then_some(())?;
                 Some((
                     gang(),
                     GangFacts {
@@ -201,6 +206,18 @@ mod tests {
         // disruptionMode all: whole even for one.
         let all = units_of(vec![members[0].clone()], 10, &facts(DisruptionMode::All, 1));
         assert_eq!(all[0].pods.len(), 4);
+        // Among equals, a whole gang is more important than a single pod.
+        let mut mixed = units_of(
+            vec![
+                victim("solo", 1, -5),
+                members[0].clone(),
+                members[1].clone(),
+            ],
+            10,
+            &facts(DisruptionMode::All, 1),
+        );
+        assert_eq!(mixed.len(), 2);
+        assert!(mixed.remove(0).gang.is_some());
         // A member at or above the preemptor's priority shields the gang.
         let shielded = units_of(vec![members[0].clone()], 1, &facts(DisruptionMode::All, 1));
         assert!(shielded.is_empty());
