@@ -157,7 +157,8 @@ impl Engine {
         let scores: Vec<Candidate> = fitting.iter().map(|(c, _, _)| *c).collect();
         if let Some(win) = placement_score::best(&scores) {
             let last = fitting.len().saturating_sub(1);
-            if last_assumed && win != last
+            if last_assumed
+                && win != last
                 && let Some((_, _, plan)) = fitting.last()
             {
                 self.undo(plan);

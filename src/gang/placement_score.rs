@@ -87,7 +87,11 @@ pub fn best(candidates: &[Candidate]) -> Option<usize> {
         count.saturating_add(c.packing)
     };
     let mut winner: Option<(usize, i64)> = None;
-    for (i, c) in candidates.iter().enumerate().filter(|(_, c)| c.tier == tier) {
+    for (i, c) in candidates
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.tier == tier)
+    {
         let t = total(c);
         // Strictly better only: an equal total keeps the earlier try.
         if winner.is_none_or(|(_, w)| t > w) {
@@ -137,7 +141,11 @@ mod tests {
                 vec![cand(1, 4, 100), cand(0, 4, 1), cand(1, 4, 100)],
                 Some(1),
             ),
-            ("no pods at all: packing decides", vec![cand(0, 0, 1), cand(0, 0, 2)], Some(1)),
+            (
+                "no pods at all: packing decides",
+                vec![cand(0, 0, 1), cand(0, 0, 2)],
+                Some(1),
+            ),
         ];
         for (name, candidates, want) in cases {
             assert_eq!(best(candidates), *want, "{name}");

@@ -99,9 +99,7 @@ impl Batch {
             .map(|p| p.name())
             .chain(framework.filters.iter().map(|p| p.name()))
             .chain(framework.scorers.iter().map(|(p, _)| p.name()));
-        let enabled = names
-            .into_iter()
-            .all(|n| NODE_LOCAL_PLUGINS.contains(&n))
+        let enabled = names.into_iter().all(|n| NODE_LOCAL_PLUGINS.contains(&n))
             && framework.scorers.len() <= 64;
         Batch {
             enabled,

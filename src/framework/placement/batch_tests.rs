@@ -19,8 +19,11 @@ fn arb_node() -> impl Strategy<Value = (u8, u8, u8, u8, u8)> {
 fn build_node(i: usize, (size, zone, taint, load, image): (u8, u8, u8, u8, u8)) -> NodeState {
     let cpu = ["2", "4", "8"][usize::from(size)];
     let mem = ["4Gi", "8Gi", "16Gi"][usize::from(size)];
-    let mut b = node(&format!("n{i:03}"), &[("cpu", cpu), ("memory", mem), ("pods", "20")])
-        .label("zone", ["a", "b", "c"][usize::from(zone)]);
+    let mut b = node(
+        &format!("n{i:03}"),
+        &[("cpu", cpu), ("memory", mem), ("pods", "20")],
+    )
+    .label("zone", ["a", "b", "c"][usize::from(zone)]);
     b = match taint {
         0 => b.taint("dedicated", "x", TaintEffect::NoSchedule),
         1 => b.taint("soft", "y", TaintEffect::PreferNoSchedule),

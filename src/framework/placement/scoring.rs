@@ -36,7 +36,9 @@ impl ScorePass<'_> {
                 .0
                 .pre_score(state, self.pod, self.snapshot, self.feasible)
             {
-                mask |= 1u64.checked_shl(u32::try_from(k).unwrap_or(u32::MAX)).unwrap_or(0);
+                mask |= 1u64
+                    .checked_shl(u32::try_from(k).unwrap_or(u32::MAX))
+                    .unwrap_or(0);
                 active.push(scorer);
             }
         }
