@@ -164,7 +164,9 @@ impl Engine {
                 self.undo(plan);
             }
             let (_, label, plan) = fitting.swap_remove(win);
-            if !(last_assumed && win == last) && !self.redo(&plan) {
+            // The last plan is still assumed; any other is assumed again.
+            let still_assumed = last_assumed && win == last;
+            if !(still_assumed || self.redo(&plan)) {
                 // The cache refused a node the plan had: plan afresh next time.
                 self.gang.note_domains(&group, considered, None);
                 return self.abandon(&group, min_count, plan, &label, now);
