@@ -588,6 +588,50 @@ fn a_rack_whose_plan_fails_gives_way_to_the_next_in_the_same_cycle() {
     );
 }
 
+/// Placement scoring (kube-scheduler 1.37's for PodGroups): rack a comes
+/// first in BestFit order (both racks have room for exactly four members,
+/// a sorts first) and its plan meets the quorum, but rack b's plan packs
+/// the members tighter (cpu 12 of 14 cores against 12 of 16), so b wins.
+#[test]
+fn the_best_scored_rack_wins_over_the_first_that_fits() {
+    let mut h = Harness::new();
+    rack(&mut h, "a", 4, 4000);
+    rack(&mut h, "b", 2, 7000);
+    let g = add_rack_gang(&mut h, "train", 4, 4, 3000);
+    h.settle();
+    all_bound_in_rack(&h, &g, 4, "b");
+    let stats = h.engine.stats(h.now());
+    assert_eq!(stats.gang_early_releases, 0);
+    assert_eq!(stats.attempts_scheduled, 4, "one attempt per member");
+    let (tried, chosen) = h
+        .engine
+        .gang()
+        .considered_domains()
+        .get(&g)
+        .cloned()
+        .expect("the domains considered are kept");
+    assert_eq!(
+        tried,
+        [
+            "topology.kubernetes.io/rack a",
+            "topology.kubernetes.io/rack b"
+        ]
+    );
+    assert_eq!(chosen.as_deref(), Some("topology.kubernetes.io/rack b"));
+}
+
+/// Two racks that score the same: the try order (BestFit, then the name)
+/// decides, so the first rack keeps the gang.
+#[test]
+fn equally_scored_racks_keep_the_try_order() {
+    let mut h = Harness::new();
+    rack(&mut h, "a", 4, 4000);
+    rack(&mut h, "b", 4, 4000);
+    let g = add_rack_gang(&mut h, "train", 4, 4, 3000);
+    h.settle();
+    all_bound_in_rack(&h, &g, 4, "a");
+}
+
 #[test]
 fn a_rack_that_fails_late_is_released_and_another_is_tried() {
     use muster::model::{Taint, TaintEffect};

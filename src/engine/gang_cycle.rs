@@ -15,17 +15,32 @@
 //! released gang, members of a partly reserved gang, plain pods and
 //! basic-policy groups keep the per-pod cycle (`cycle.rs`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::Engine;
 use super::cycle::POD_DEPENDENT_REASONS;
 use crate::framework::lifecycle::{PreFilterVerdict, QueueSortPlugin, Refusal, ReservePlugin};
-use crate::framework::placement::FitError;
+use crate::framework::placement::{Batch, FitError, Framework};
 use crate::framework::{NodeRestriction, Snapshot};
+use crate::gang::placement_score::{self, Candidate, packing_score};
 use crate::gang::{PlacementTry, SlicePlan};
 use crate::model::{GroupKey, PodInfo};
 use crate::queue::Requeue;
+
+/// Per-node answers remembered across like members, one memo per profile,
+/// for one gang cycle (`framework::placement::Batch`).
+#[derive(Default)]
+pub(super) struct Batches(HashMap<Arc<str>, Batch>);
+
+impl Batches {
+    fn for_profile(&mut self, scheduler: &Arc<str>, framework: &Framework) -> &mut Batch {
+        self.0
+            .entry(scheduler.clone())
+            .or_insert_with(|| Batch::new(framework))
+    }
+}
 
 /// One member's place in a plan.
 pub(super) struct Planned {
@@ -104,13 +119,45 @@ impl Engine {
             },
         };
         let considered: Vec<String> = tries.iter().map(|t| t.label.clone()).collect();
+        let mut batches = Batches::default();
+        // Plans that met the quorum, scored (kube-scheduler's placement
+        // scoring): all tries of the narrowest level holding the gang are
+        // planned, and the best is committed. A gang with one try (no
+        // topology request) plans once and commits, as before.
+        let scoring = tries.len() > 1;
+        let mut fitting: Vec<(Candidate, String, Plan)> = Vec::new();
+        let mut last_assumed = false;
         let mut best: Option<(String, Plan)> = None;
-        for t in &tries {
-            let plan = self.plan_try(&members, needed, t);
+        for (i, t) in tries.iter().enumerate() {
+            if fitting.iter().any(|(c, _, _)| c.tier < t.tier) {
+                // A narrower level already holds the gang.
+                continue;
+            }
+            let plan = self.plan_try(&members, needed, t, &mut batches);
             if self.gang.plan_meets_quorum(&self.cache, &group, min_count) {
-                self.gang
-                    .note_domains(&group, considered, Some(t.label.clone()));
-                return self.commit(&group, plan, now);
+                let candidate = Candidate {
+                    tier: t.tier,
+                    pods: u64::try_from(plan.placed.len().saturating_add(placed_before))
+                        .unwrap_or(u64::MAX),
+                    packing: match scoring {
+                        true => packing_score(
+                            self.cache.nodes(),
+                            t.restriction.as_ref().map(|r| r.nodes.as_slice()),
+                        ),
+                        false => 0,
+                    },
+                };
+                fitting.push((candidate, t.label.clone(), plan));
+                // Keep the plan assumed when no later try can compete.
+                let later: &[PlacementTry] = tries.get(i + 1..).unwrap_or(&[]);
+                if !later.iter().any(|u| u.tier <= t.tier) {
+                    last_assumed = true;
+                    break;
+                }
+                if let Some((_, _, plan)) = fitting.last() {
+                    self.undo(plan);
+                }
+                continue;
             }
             self.undo(&plan);
             if best
@@ -119,6 +166,26 @@ impl Engine {
             {
                 best = Some((t.label.clone(), plan));
             }
+        }
+        let scores: Vec<Candidate> = fitting.iter().map(|(c, _, _)| *c).collect();
+        if let Some(win) = placement_score::best(&scores) {
+            let last = fitting.len().saturating_sub(1);
+            if last_assumed
+                && win != last
+                && let Some((_, _, plan)) = fitting.last()
+            {
+                self.undo(plan);
+            }
+            let (_, label, plan) = fitting.swap_remove(win);
+            // The last plan is still assumed; any other is assumed again.
+            let still_assumed = last_assumed && win == last;
+            if !(still_assumed || self.redo(&plan)) {
+                // The cache refused a node the plan had: plan afresh next time.
+                self.gang.note_domains(&group, considered, None);
+                return self.abandon(&group, min_count, plan, &label, None, now);
+            }
+            self.gang.note_domains(&group, considered, Some(label));
+            return self.commit(&group, plan, now);
         }
         self.gang.note_domains(&group, considered, None);
         // PostFilter: the gang fits nowhere as the cluster stands; it may
@@ -132,19 +199,37 @@ impl Engine {
         }
     }
 
-    /// Plans the members within one placement try (its slices, its
-    /// packing, or the whole of its domain).
+    /// Plans the members in one try's place, the way the try asks.
     pub(super) fn plan_try(
         &mut self,
         members: &[Arc<PodInfo>],
         needed: usize,
         t: &PlacementTry,
+        batches: &mut Batches,
     ) -> Plan {
         match (&t.slices, &t.pack) {
-            (Some(slices), _) => self.plan_slices(members, t, slices),
-            (None, Some(pack)) => self.plan_packed(members, needed, t, pack),
-            (None, None) => self.plan(members.to_vec(), needed, t.restriction.as_ref()),
+            (Some(slices), _) => self.plan_slices(members, t, slices, batches),
+            (None, Some(pack)) => self.plan_packed(members, needed, t, pack, batches),
+            (None, None) => self.plan(members.to_vec(), needed, t.restriction.as_ref(), batches),
         }
+    }
+
+    /// Assumes again every member of a plan that was undone to try
+    /// another place; false (and nothing assumed) if the cache refuses one.
+    fn redo(&mut self, plan: &Plan) -> bool {
+        for (i, p) in plan.placed.iter().enumerate() {
+            let assumed = self
+                .cache
+                .node_index(&p.node)
+                .is_some_and(|n| self.cache.assume(&p.pod.key, n).is_ok());
+            if !assumed {
+                for q in plan.placed.iter().take(i) {
+                    self.cache.forget(&q.pod.key);
+                }
+                return false;
+            }
+        }
+        true
     }
 
     /// Plans the members slice by slice (`size` each, in queue order), each
@@ -154,6 +239,7 @@ impl Engine {
         members: &[Arc<PodInfo>],
         t: &PlacementTry,
         slices: &SlicePlan,
+        batches: &mut Batches,
     ) -> Plan {
         let mut plan = Plan {
             placed: Vec::with_capacity(members.len()),
@@ -169,7 +255,7 @@ impl Engine {
             );
             let mut placed = false;
             for domain in &domains {
-                let sub = self.plan(chunk.to_vec(), chunk.len(), Some(domain));
+                let sub = self.plan(chunk.to_vec(), chunk.len(), Some(domain), batches);
                 if sub.unplaced.is_empty() {
                     plan.placed.extend(sub.placed);
                     placed = true;
@@ -204,6 +290,7 @@ impl Engine {
         needed: usize,
         t: &PlacementTry,
         pack: &SlicePlan,
+        batches: &mut Batches,
     ) -> Plan {
         let order = self.gang.pack_domains(
             &members[0],
@@ -221,14 +308,14 @@ impl Engine {
         for (domain, take) in &order {
             let (chunk, tail) = rest.split_at((*take).min(rest.len()));
             rest = tail;
-            let sub = self.plan(chunk.to_vec(), 0, Some(domain));
+            let sub = self.plan(chunk.to_vec(), 0, Some(domain), batches);
             plan.placed.extend(sub.placed);
             spill.extend(sub.unplaced.into_iter().map(|(pod, _)| pod));
         }
         spill.extend(rest.iter().cloned());
         if !spill.is_empty() {
             let still = needed.saturating_sub(plan.placed.len());
-            let sub = self.plan(spill, still, t.restriction.as_ref());
+            let sub = self.plan(spill, still, t.restriction.as_ref(), batches);
             plan.placed.extend(sub.placed);
             plan.unplaced.extend(sub.unplaced);
         }
@@ -279,12 +366,13 @@ impl Engine {
 
     /// Places each member in turn, assuming it where it lands so the next
     /// one sees it; stops trying once fewer than `needed` could still be
-    /// placed.
+    /// placed. Like members reuse each other's per-node answers (`batches`).
     fn plan(
         &mut self,
         members: Vec<Arc<PodInfo>>,
         needed: usize,
         restriction: Option<&NodeRestriction>,
+        batches: &mut Batches,
     ) -> Plan {
         let spare = members.len().saturating_sub(needed);
         let mut plan = Plan {
@@ -306,11 +394,13 @@ impl Engine {
                 continue;
             };
             let snapshot = Snapshot::new(self.cache.nodes(), self.cache.facts());
-            match profile.framework.schedule_within(
+            let batch = batches.for_profile(&pod.scheduler_name, &profile.framework);
+            match profile.framework.schedule_batched(
                 &pod,
                 &snapshot,
                 &mut profile.next_start,
                 restriction,
+                batch,
             ) {
                 Ok(placement) => match self.cache.assume(&pod.key, placement.node_index) {
                     Ok(()) => plan.placed.push(Planned {

@@ -23,7 +23,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::gang_cycle::Plan;
+use super::gang_cycle::{Batches, Plan};
 use super::preempt::victim_list;
 use super::{Engine, EventType, ObjectRef};
 use crate::cache::WhatIf;
@@ -245,7 +245,10 @@ impl Engine {
         units: Vec<VictimUnit>,
         edits: &mut WhatIf,
     ) -> Option<GangCandidate> {
-        let plan = self.plan_try(members, needed, t);
+        // Like members' per-node answers, for this candidate's re-plans
+        // (a node the edits change is evaluated afresh).
+        let mut batches = Batches::default();
+        let plan = self.plan_try(members, needed, t, &mut batches);
         let fits = self.gang.plan_meets_quorum(&self.cache, group, min_count);
         self.undo(&plan);
         if !fits {
@@ -268,7 +271,7 @@ impl Engine {
                 for key in unit.keys() {
                     self.cache.what_if_restore(key, edits);
                 }
-                let plan = self.plan_try(members, needed, t);
+                let plan = self.plan_try(members, needed, t, &mut batches);
                 let still = self.gang.plan_meets_quorum(&self.cache, group, min_count);
                 self.undo(&plan);
                 if still {
@@ -285,7 +288,7 @@ impl Engine {
         }
         // The plan the victims make room for (the last reprieve may have
         // been tried on a different table).
-        let plan: Plan = self.plan_try(members, needed, t);
+        let plan: Plan = self.plan_try(members, needed, t, &mut batches);
         let fits = self.gang.plan_meets_quorum(&self.cache, group, min_count);
         let used: HashSet<Arc<str>> = plan.placed.iter().map(|p| p.node.clone()).collect();
         let mut placed: Vec<(Arc<PodInfo>, Arc<str>)> = plan
@@ -309,7 +312,7 @@ impl Engine {
             for key in spare.iter().flat_map(|u| u.keys()) {
                 self.cache.what_if_restore(key, edits);
             }
-            let plan = self.plan_try(members, needed, t);
+            let plan = self.plan_try(members, needed, t, &mut batches);
             if self.gang.plan_meets_quorum(&self.cache, group, min_count) {
                 placed = plan
                     .placed

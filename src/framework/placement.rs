@@ -4,8 +4,10 @@
 //!
 //! Submodules each own one step: `sampling` (how many feasible nodes to find),
 //! `filtering` (the rotating, chunked Filter pass), `scoring` (Score, normalise,
-//! select), `fit_error` (the failure message) and `tie_break` (the seeded RNG).
+//! select), `fit_error` (the failure message), `tie_break` (the seeded RNG) and
+//! `batch` (per-node answers reused across a run of like pods).
 
+mod batch;
 mod dry_run;
 mod filtering;
 mod fit_error;
@@ -25,6 +27,7 @@ use crate::model::PodInfo;
 use filtering::{Candidates, Diagnosis, FilterPass, Search};
 use scoring::ScorePass;
 
+pub use batch::Batch;
 pub use dry_run::DryRun;
 pub use fit_error::FitError;
 pub use sampling::{
@@ -113,6 +116,32 @@ impl Framework {
         next_start: &mut usize,
         restriction: Option<&NodeRestriction>,
     ) -> Result<Placement, FitError> {
+        self.place(pod, snapshot, next_start, restriction, None)
+    }
+
+    /// [`Framework::schedule_within`] for one of a run of pods: Filter
+    /// verdicts and raw scores `batch` remembers for pods like `pod` on
+    /// unchanged nodes are reused (see `batch`). The placement is exactly
+    /// the one `schedule_within` would make.
+    pub fn schedule_batched(
+        &self,
+        pod: &PodInfo,
+        snapshot: &Snapshot<'_>,
+        next_start: &mut usize,
+        restriction: Option<&NodeRestriction>,
+        batch: &mut Batch,
+    ) -> Result<Placement, FitError> {
+        self.place(pod, snapshot, next_start, restriction, Some(batch))
+    }
+
+    fn place(
+        &self,
+        pod: &PodInfo,
+        snapshot: &Snapshot<'_>,
+        next_start: &mut usize,
+        restriction: Option<&NodeRestriction>,
+        batch: Option<&mut Batch>,
+    ) -> Result<Placement, FitError> {
         let nodes = snapshot.nodes;
         if nodes.is_empty() {
             return Err(FitError {
@@ -124,8 +153,9 @@ impl Framework {
         }
         let mut state = CycleState::new();
         let (candidates, absent) = self.run_pre_filters(&mut state, pod, snapshot, restriction)?;
+        let mut memo = batch.and_then(|b| b.admit(pod, snapshot).then_some(b));
         let need = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, candidates.len());
-        let search = FilterPass {
+        let mut search = FilterPass {
             filters: &self.filters,
             state: &state,
             pod,
@@ -134,8 +164,12 @@ impl Framework {
             start: *next_start % candidates.len().max(1),
             need,
             parallel_min_nodes: self.parallel_min_nodes,
+            memo: memo.as_deref(),
         }
         .run();
+        if let Some(b) = memo.as_deref_mut() {
+            b.remember_verdicts(nodes, std::mem::take(&mut search.learnt));
+        }
         // As upstream: advance over the whole node list even when PreFilter
         // narrowed it, so the rotation is independent of the pod.
         *next_start = (*next_start + search.processed) % nodes.len();
@@ -152,7 +186,7 @@ impl Framework {
                     feasible: &search.feasible,
                     parallel_min_nodes: self.parallel_min_nodes,
                 }
-                .totals(&mut state);
+                .totals(&mut state, memo);
                 scoring::select_highest(&totals, &self.tie_breaker)
             }
         };
@@ -310,5 +344,7 @@ fn fit_error(num_all_nodes: usize, absent: Absent, search: Search) -> FitError {
     }
 }
 
+#[cfg(test)]
+mod batch_tests;
 #[cfg(test)]
 mod tests;

@@ -9,9 +9,10 @@
 //! still to place are tried, chosen by the configured domain choice:
 //! `BestFit` (Kueue's default: the tightest fit first, so big domains stay
 //! free for big gangs) or `LeastFreeCapacity` (the domain with the least
-//! free capacity first). The planner stops at the first domain in which a
-//! plan meets the quorum; the estimate only orders and prunes, the plan
-//! decides.
+//! free capacity first). Every try of the narrowest level in which a plan
+//! meets the quorum is planned, and the best-scored plan is committed
+//! (`placement_score`); the estimate only orders and prunes, the plans
+//! decide.
 
 use crate::cache::Cache;
 use crate::framework::NodeRestriction;
@@ -48,6 +49,10 @@ pub struct PlacementTry {
     /// level, or to the whole cluster): members are packed into as few of
     /// its domains as hold them, as Kueue's BestFit does.
     pub pack: Option<SlicePlan>,
+    /// The rank of the try's level, 0 for the narrowest tried: among the
+    /// tries that hold the gang, only those of the lowest rank compete on
+    /// placement score (`placement_score`).
+    pub tier: usize,
 }
 
 /// A slice level resolved in the gang's hierarchy.
@@ -103,6 +108,7 @@ impl PlacementTry {
             label: String::new(),
             slices: None,
             pack: None,
+            tier: 0,
         }
     }
 }
@@ -154,6 +160,7 @@ impl GangScheduling {
                     label,
                     slices: t.slices.clone(),
                     pack: t.pack.clone(),
+                    tier: t.tier,
                 });
             }
         }
@@ -285,6 +292,7 @@ impl GangScheduling {
                 label: format!("{key} {value}"),
                 slices: slices.clone(),
                 pack: pack.clone(),
+                tier: 0,
             })
             .collect()
     }
@@ -305,7 +313,8 @@ impl GangScheduling {
         let slices = self.slice_plan(&request);
         let mut tries = Vec::new();
         let mut closest: Option<(String, Domain)> = None;
-        for level in levels {
+        let tiers = levels.len();
+        for (tier, level) in levels.into_iter().enumerate() {
             let key = level_key(&hierarchy, level);
             let index = self.level_index(cache, &hierarchy, level);
             let domains = index.domains(cache.nodes(), &pod.requests, min_resources.is_some());
@@ -331,6 +340,7 @@ impl GangScheduling {
                     label: format!("{key} {value}"),
                     slices: slices.clone(),
                     pack: pack.clone(),
+                    tier,
                 });
             }
             // The domain with the most room, for the message if none fits.
@@ -358,6 +368,7 @@ impl GangScheduling {
                 label: "the whole cluster".into(),
                 slices,
                 pack,
+                tier: tiers,
             });
         }
         if tries.is_empty() {

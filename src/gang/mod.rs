@@ -17,6 +17,7 @@ mod domains;
 mod gate;
 pub mod hierarchy;
 mod levels;
+pub mod placement_score;
 mod tasks;
 mod topology;
 

@@ -13,6 +13,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::super::{CycleState, FilterPlugin, Rejection};
+use super::batch::{Batch, Known};
 use crate::cache::NodeState;
 use crate::model::PodInfo;
 use std::sync::Arc;
@@ -92,6 +93,8 @@ pub(super) struct Search {
     /// Rejections; complete only when `feasible` is empty (otherwise the
     /// reasons are never reported and collecting them would be wasted work).
     pub diagnosis: Diagnosis,
+    /// Verdicts computed for the batch memo, by node index (empty without one).
+    pub learnt: Vec<(usize, Known)>,
 }
 
 /// How many nodes ahead the filter loop prefetches a node's `NodeInfo`: the
@@ -126,6 +129,8 @@ pub(super) struct FilterPass<'a> {
     pub need: usize,
     /// Fan out over threads only for waves at least this long.
     pub parallel_min_nodes: usize,
+    /// Verdicts remembered for pods like this one (opportunistic batching).
+    pub memo: Option<&'a Batch>,
 }
 
 /// One contiguous run of positions, evaluated by one thread.
@@ -133,6 +138,7 @@ struct ChunkResult {
     /// Positions (not node indices) of feasible nodes, ascending.
     feasible: Vec<usize>,
     diagnosis: Diagnosis,
+    learnt: Vec<(usize, Known)>,
 }
 
 impl FilterPass<'_> {
@@ -142,6 +148,7 @@ impl FilterPass<'_> {
             feasible: Vec::with_capacity(self.need.min(total)),
             processed: total,
             diagnosis: Diagnosis::default(),
+            learnt: Vec::new(),
         };
         let threads = rayon::current_num_threads();
         let mut pos = 0;
@@ -201,6 +208,8 @@ impl FilterPass<'_> {
     /// Merges chunk results in order; returns true once the cut is reached.
     fn merge(&self, search: &mut Search, results: Vec<ChunkResult>) -> bool {
         for chunk in results {
+            // Every chunk's verdicts are true whether or not the cut uses them.
+            search.learnt.extend(chunk.learnt);
             let had_feasible = !search.feasible.is_empty();
             for p in chunk.feasible {
                 search.feasible.push(
@@ -225,27 +234,30 @@ impl FilterPass<'_> {
         let mut out = ChunkResult {
             feasible: Vec::new(),
             diagnosis: Diagnosis::default(),
+            learnt: Vec::new(),
         };
         let m = self.candidates.len();
-        let node_at = |p: usize| &self.nodes[self.candidates.node_index((self.start + p) % m)];
+        let index_at = |p: usize| self.candidates.node_index((self.start + p) % m);
         let end = range.end;
         for p in range {
             if p + PREFETCH_DISTANCE < end {
-                prefetch(&*node_at(p + PREFETCH_DISTANCE).info);
+                prefetch(&*self.nodes[index_at(p + PREFETCH_DISTANCE)].info);
             }
-            let node = node_at(p);
+            let index = index_at(p);
+            let node = &self.nodes[index];
             // Once this chunk has a feasible node the pod will be placed, so
             // reasons are no longer needed and need not be built.
-            if out.feasible.is_empty() {
-                match self.filter_node(node) {
-                    Ok(()) => out.feasible.push(p),
-                    Err(r) => out.diagnosis.record(r),
+            let passed = match self.memo.and_then(|b| b.verdict(index, node)) {
+                Some(Known::Pass) => true,
+                Some(Known::Fail(Some(r))) if out.feasible.is_empty() => {
+                    out.diagnosis.record(r.clone());
+                    false
                 }
-            } else if self
-                .filters
-                .iter()
-                .all(|f| f.passes(self.state, self.pod, node))
-            {
+                Some(Known::Fail(_)) if !out.feasible.is_empty() => false,
+                // Unknown, or a rejection whose reason is now needed.
+                _ => self.evaluate(node, index, &mut out),
+            };
+            if passed {
                 out.feasible.push(p);
             }
             if out.feasible.len() == need {
@@ -253,6 +265,43 @@ impl FilterPass<'_> {
             }
         }
         out
+    }
+
+    /// Runs the filters on one node: with reasons while the chunk has no
+    /// feasible node, without after; learns the verdict when batching.
+    fn evaluate(&self, node: &NodeState, index: usize, out: &mut ChunkResult) -> bool {
+        let batching = self.memo.is_some();
+        if out.feasible.is_empty() {
+            match self.filter_node(node) {
+                Ok(()) => {
+                    if batching {
+                        out.learnt.push((index, Known::Pass));
+                    }
+                    true
+                }
+                Err(r) => {
+                    if batching {
+                        out.learnt.push((index, Known::Fail(Some(r.clone()))));
+                    }
+                    out.diagnosis.record(r);
+                    false
+                }
+            }
+        } else {
+            let passed = self
+                .filters
+                .iter()
+                .all(|f| f.passes(self.state, self.pod, node));
+            if batching {
+                let known = if passed {
+                    Known::Pass
+                } else {
+                    Known::Fail(None)
+                };
+                out.learnt.push((index, known));
+            }
+            passed
+        }
     }
 
     /// Every filter in order, stopping at the first rejection (kube-scheduler's

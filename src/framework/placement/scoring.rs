@@ -7,6 +7,7 @@ use rayon::prelude::*;
 
 use super::super::{CycleState, MAX_NODE_SCORE, ScorePlugin, Snapshot};
 use super::TieBreaker;
+use super::batch::Batch;
 use crate::model::PodInfo;
 
 /// Everything one scoring pass reads.
@@ -21,21 +22,38 @@ pub(super) struct ScorePass<'a> {
 }
 
 impl ScorePass<'_> {
-    /// Weighted total per feasible node, in `feasible` order.
-    pub(super) fn totals(&self, state: &mut CycleState) -> Vec<i64> {
+    /// Weighted total per feasible node, in `feasible` order. With a batch
+    /// memo, raw scores it holds for a node are read back instead of
+    /// computed, and the ones computed are remembered.
+    pub(super) fn totals(&self, state: &mut CycleState, mut memo: Option<&mut Batch>) -> Vec<i64> {
         let n = self.feasible.len();
         let mut totals = vec![0i64; n];
         // PreScore runs once per plugin; a plugin that skips is not scored.
-        let active: Vec<&(Arc<dyn ScorePlugin>, i64)> = self
-            .scorers
-            .iter()
-            .filter(|(plugin, _)| plugin.pre_score(state, self.pod, self.snapshot, self.feasible))
-            .collect();
+        let mut mask = 0u64;
+        let mut active: Vec<&(Arc<dyn ScorePlugin>, i64)> = Vec::new();
+        for (k, scorer) in self.scorers.iter().enumerate() {
+            if scorer
+                .0
+                .pre_score(state, self.pod, self.snapshot, self.feasible)
+            {
+                mask |= 1u64
+                    .checked_shl(u32::try_from(k).unwrap_or(u32::MAX))
+                    .unwrap_or(0);
+                active.push(scorer);
+            }
+        }
         if active.is_empty() || n == 0 {
             return totals;
         }
+        if let Some(b) = memo.as_deref_mut() {
+            b.score_set(mask, active.len());
+        }
         let state = &*state;
-        let mut raw = self.raw_scores(state, &active);
+        let node_major = self.raw_scores(state, &active, memo.as_deref());
+        if let Some(b) = memo {
+            self.remember(b, &node_major, active.len());
+        }
+        let mut raw = transpose(&node_major, n, active.len());
         for ((plugin, weight), scores) in active.iter().zip(raw.chunks_mut(n)) {
             plugin.normalize(state, self.pod, scores);
             for (total, s) in totals.iter_mut().zip(scores.iter()) {
@@ -47,22 +65,31 @@ impl ScorePass<'_> {
         totals
     }
 
-    /// Raw scores, plugin-major (`raw[k * n + i]` is plugin `k` on node `i`).
-    /// The parallel path splits the nodes, not the plugins, so each thread
-    /// touches each node once while it is hot in cache.
-    fn raw_scores(&self, state: &CycleState, active: &[&(Arc<dyn ScorePlugin>, i64)]) -> Vec<i64> {
+    /// Raw scores, node-major (`raw[i * k + j]` is plugin `j` on node `i`):
+    /// each thread touches each node once while it is hot in cache. Rows the
+    /// memo holds are copied from it.
+    fn raw_scores(
+        &self,
+        state: &CycleState,
+        active: &[&(Arc<dyn ScorePlugin>, i64)],
+        memo: Option<&Batch>,
+    ) -> Vec<i64> {
         let n = self.feasible.len();
         let score_node = |i: usize, out: &mut [i64]| {
             if let Some(&ahead) = self.feasible.get(i + 4) {
                 super::filtering::prefetch(&*self.snapshot.nodes[ahead].info);
             }
-            let node = &self.snapshot.nodes[self.feasible[i]];
+            let index = self.feasible[i];
+            let node = &self.snapshot.nodes[index];
+            if let Some(known) = memo.and_then(|b| b.scores(index, node)) {
+                out.copy_from_slice(known);
+                return;
+            }
             for (slot, (plugin, _)) in out.iter_mut().zip(active) {
                 *slot = plugin.score(state, self.pod, node);
             }
         };
         let k = active.len();
-        // Node-major while scoring (one contiguous row per node), transposed after.
         let mut node_major = vec![0i64; n * k];
         if rayon::current_num_threads() > 1 && n >= self.parallel_min_nodes.max(2) {
             node_major
@@ -75,14 +102,30 @@ impl ScorePass<'_> {
                 score_node(i, row);
             }
         }
-        let mut raw = vec![0i64; n * k];
+        node_major
+    }
+
+    /// Stores the rows the memo did not hold yet.
+    fn remember(&self, memo: &mut Batch, node_major: &[i64], k: usize) {
         for (i, row) in node_major.chunks(k).enumerate() {
-            for (j, s) in row.iter().enumerate() {
-                raw[j * n + i] = *s;
+            let index = self.feasible[i];
+            let node = &self.snapshot.nodes[index];
+            if memo.scores(index, node).is_none() {
+                memo.remember_scores(index, node, row);
             }
         }
-        raw
     }
+}
+
+/// Node-major rows of `k` scores to plugin-major (`raw[j * n + i]`).
+fn transpose(node_major: &[i64], n: usize, k: usize) -> Vec<i64> {
+    let mut raw = vec![0i64; n * k];
+    for (i, row) in node_major.chunks(k).enumerate() {
+        for (j, s) in row.iter().enumerate() {
+            raw[j * n + i] = *s;
+        }
+    }
+    raw
 }
 
 /// The position of the highest total; among equal totals each is chosen with

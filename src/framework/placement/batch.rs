@@ -1,0 +1,309 @@
+//! Opportunistic batching for a run of like pods (kube-scheduler's KEP-5598,
+//! made exact).
+//!
+//! A gang's members usually share one pod template. For pods whose Filter
+//! verdict and raw Score on a node depend only on the pod's scheduling
+//! signature and on that node — not on where other pods like them land —
+//! placing one member changes the verdicts and scores of one node only: the
+//! node it landed on. A [`Batch`] remembers, per node, the verdict and the raw
+//! scores computed for the current signature, stamped with the node's
+//! generation (`NodeState::generation` changes whenever the node or its pods
+//! do). The next member with the same signature reads them back for every
+//! node whose stamp still matches, and evaluates only the rest.
+//!
+//! Upstream's batching hands the next pod the next-best node of the previous
+//! pod's sorted list. That is not what a full pass would pick under
+//! `percentageOfNodesToScore` (each pod searches a different window of
+//! nodes) nor under random tie-breaking, so Muster keeps the full pass's
+//! shape — the same rotating search, the same normalisation over the same
+//! feasible nodes, the same tie-break draws — and only memoizes the per-node
+//! plugin calls. The placements are exactly those of the unbatched pass.
+//!
+//! Eligibility follows upstream's signature rules: every plugin of the
+//! profile must be one whose per-node answers are node-local (an unknown
+//! plugin turns batching off for the profile), and the pod must not use what
+//! makes them cross-node: inter-pod affinity or anti-affinity terms, topology
+//! spread constraints (its own, or the defaults that apply to it), resource
+//! claims, volumes (a claim shared by two members conflicts across nodes),
+//! or a nominated node.
+
+use crate::cache::NodeState;
+use crate::framework::{Rejection, Snapshot};
+use crate::model::PodInfo;
+use crate::plugins;
+
+use super::Framework;
+
+/// Plugins whose Filter verdict and raw Score for an eligible pod on a node
+/// depend only on the pod's signature and on that node (and on cluster state
+/// a like pod's placement cannot change).
+const NODE_LOCAL_PLUGINS: &[&str] = &[
+    plugins::node_unschedulable::NAME,
+    plugins::node_name::NAME,
+    plugins::taint_toleration::NAME,
+    plugins::node_affinity::NAME,
+    plugins::node_ports::NAME,
+    plugins::node_resources_fit::NAME,
+    plugins::volume_restrictions::NAME,
+    plugins::node_volume_limits::NAME,
+    plugins::volume_binding::NAME,
+    plugins::volume_zone::NAME,
+    plugins::balanced_allocation::NAME,
+    plugins::image_locality::NAME,
+    // Node-local only for the pods `eligible` lets through: without terms
+    // of their own, a like pod's placement changes no other node's answer.
+    plugins::inter_pod_affinity::NAME,
+    plugins::pod_topology_spread::NAME,
+    plugins::dynamic_resources::NAME,
+];
+
+/// What is known of one node's Filter verdict.
+#[derive(Clone)]
+pub(super) enum Known {
+    Pass,
+    /// Rejected; the reason when it was built (the runner skips building
+    /// reasons once a feasible node is found).
+    Fail(Option<Rejection>),
+}
+
+/// One node's remembered Filter verdict for the batch's signature.
+#[derive(Clone)]
+struct Verdict {
+    generation: u64,
+    known: Known,
+}
+
+/// Per-node memo of Filter verdicts and raw scores for one signature.
+pub struct Batch {
+    /// Whether every plugin of the framework is node-local.
+    enabled: bool,
+    /// The pod the memo was filled for (its signature is what counts).
+    exemplar: Option<PodInfo>,
+    verdicts: Vec<Option<Verdict>>,
+    /// The scorers PreScore left active when the scores were remembered
+    /// (bit k: scorer k); other masks start the score memo afresh.
+    active: u64,
+    /// Raw scores, node-major: `scores[node * k ..][..k]`, valid when
+    /// `score_generation[node]` is the node's generation.
+    score_width: usize,
+    scores: Vec<i64>,
+    score_generation: Vec<u64>,
+}
+
+impl Batch {
+    /// A batch for pods scheduled by `framework`.
+    pub fn new(framework: &Framework) -> Self {
+        let names = framework
+            .pre_filters
+            .iter()
+            .map(|p| p.name())
+            .chain(framework.filters.iter().map(|p| p.name()))
+            .chain(framework.scorers.iter().map(|(p, _)| p.name()));
+        let enabled = names.into_iter().all(|n| NODE_LOCAL_PLUGINS.contains(&n))
+            && framework.scorers.len() <= 64;
+        Batch {
+            enabled,
+            exemplar: None,
+            verdicts: Vec::new(),
+            active: 0,
+            score_width: 0,
+            scores: Vec::new(),
+            score_generation: Vec::new(),
+        }
+    }
+
+    /// Whether `pod` may use the memo: batching is on for the profile and
+    /// the pod is eligible. A pod whose signature differs from the memo's
+    /// starts it afresh.
+    pub(super) fn admit(&mut self, pod: &PodInfo, snapshot: &Snapshot<'_>) -> bool {
+        if !self.enabled || !eligible(pod, snapshot) {
+            return false;
+        }
+        let n = snapshot.nodes.len();
+        let same = self
+            .exemplar
+            .as_ref()
+            .is_some_and(|e| same_signature(e, pod))
+            && self.verdicts.len() == n;
+        if !same {
+            self.exemplar = Some(pod.clone());
+            self.verdicts = vec![None; n];
+            self.score_generation = vec![0; n];
+            self.scores.clear();
+            self.score_width = 0;
+            self.active = 0;
+        }
+        true
+    }
+
+    /// The remembered verdict for `node` (at `index`), if still valid.
+    pub(super) fn verdict(&self, index: usize, node: &NodeState) -> Option<&Known> {
+        self.verdicts
+            .get(index)?
+            .as_ref()
+            .filter(|v| v.generation == node.generation)
+            .map(|v| &v.known)
+    }
+
+    /// Remembers what a Filter pass learnt, each node by its index.
+    pub(super) fn remember_verdicts(&mut self, nodes: &[NodeState], learnt: Vec<(usize, Known)>) {
+        for (index, known) in learnt {
+            if let (Some(slot), Some(node)) = (self.verdicts.get_mut(index), nodes.get(index)) {
+                *slot = Some(Verdict {
+                    generation: node.generation,
+                    known,
+                });
+            }
+        }
+    }
+
+    /// Prepares the score memo for the scorers in `active` (`width` of
+    /// them); a different set than last time forgets every score.
+    pub(super) fn score_set(&mut self, active: u64, width: usize) {
+        if self.active != active || self.score_width != width || self.scores.is_empty() {
+            self.active = active;
+            self.score_width = width;
+            self.scores = vec![0; self.verdicts.len().saturating_mul(width)];
+            self.score_generation = vec![0; self.verdicts.len()];
+        }
+    }
+
+    /// The remembered raw scores of `node` (at `index`), if still valid.
+    pub(super) fn scores(&self, index: usize, node: &NodeState) -> Option<&[i64]> {
+        if self.score_generation.get(index) != Some(&node.generation) || node.generation == 0 {
+            return None;
+        }
+        let from = index.checked_mul(self.score_width)?;
+        self.scores.get(from..from.checked_add(self.score_width)?)
+    }
+
+    pub(super) fn remember_scores(&mut self, index: usize, node: &NodeState, row: &[i64]) {
+        let Some(from) = index.checked_mul(self.score_width) else {
+            return;
+        };
+        let Some(slot) = from
+            .checked_add(self.score_width)
+            .and_then(|to| self.scores.get_mut(from..to))
+        else {
+            return;
+        };
+        if slot.len() == row.len() {
+            slot.copy_from_slice(row);
+            if let Some(g) = self.score_generation.get_mut(index) {
+                *g = node.generation;
+            }
+        }
+    }
+}
+
+/// Upstream's signability rules, for Muster's plugins: no inter-pod
+/// affinity terms, no spread constraints (own or defaulted), no resource
+/// claims, no volumes, no nominated node.
+fn eligible(pod: &PodInfo, snapshot: &Snapshot<'_>) -> bool {
+    pod.pod_affinity.is_empty()
+        && pod.spread.constraints.is_empty()
+        && pod.resource_claims.is_empty()
+        && pod.volumes.is_empty()
+        && pod.nominated_node.is_none()
+        && pod.node_name.is_none()
+        && snapshot.facts.workloads.default_selector(pod).is_empty()
+}
+
+/// Whether `a` and `b` get the same verdicts and scores on every node:
+/// equal in everything but their identity (name, uid, timestamps). Comparing
+/// the whole pod rather than a list of fields keeps a field added later on
+/// the safe side: it splits batches instead of merging unlike pods.
+fn same_signature(a: &PodInfo, b: &PodInfo) -> bool {
+    if a.key.namespace != b.key.namespace {
+        return false;
+    }
+    let mut a = a.clone();
+    a.key = b.key.clone();
+    a.uid = b.uid.clone();
+    a.created_ms = b.created_ms;
+    a.started_ms = b.started_ms;
+    a == *b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::ClusterFacts;
+    use crate::plugins::test_util::pod_named;
+    use serde_json::json;
+
+    fn like(name: &str) -> PodInfo {
+        let mut p = pod_named(
+            name,
+            json!({"containers": [{"resources": {"requests": {"cpu": "1"}}}]}),
+        );
+        p.labels.insert("app".into(), "a".into());
+        p
+    }
+
+    #[test]
+    fn like_pods_share_a_signature_and_unlike_ones_do_not() {
+        let (a, b) = (like("a"), like("b"));
+        assert!(same_signature(&a, &b));
+        let mut c = like("c");
+        c.labels.insert("x".into(), "y".into());
+        assert!(!same_signature(&a, &c));
+        let mut d = like("d");
+        d.requests.milli_cpu += 1;
+        assert!(!same_signature(&a, &d));
+        let mut e = like("e");
+        e.key.namespace = "other".into();
+        assert!(!same_signature(&a, &e));
+    }
+
+    #[test]
+    fn cross_node_pods_are_not_eligible() {
+        let facts = ClusterFacts::default();
+        let snapshot = Snapshot::new(&[], &facts);
+        assert!(eligible(&like("a"), &snapshot));
+        let anti = pod_named(
+            "x",
+            json!({"containers": [{}], "affinity": {"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {"app": "a"}},
+                    "topologyKey": "kubernetes.io/hostname"}]}}}),
+        );
+        assert!(!eligible(&anti, &snapshot));
+        let spread = pod_named(
+            "x",
+            json!({"containers": [{}], "topologySpreadConstraints": [{
+                "maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "a"}}}]}),
+        );
+        assert!(!eligible(&spread, &snapshot));
+        let mut nominated = like("n");
+        nominated.nominated_node = Some("node-1".into());
+        assert!(!eligible(&nominated, &snapshot));
+    }
+
+    #[test]
+    fn an_unknown_plugin_turns_batching_off() {
+        assert!(Batch::new(&Framework::default()).enabled);
+        assert!(Batch::new(&Framework::empty()).enabled);
+        let mut f = Framework::empty();
+        f.filters.push(std::sync::Arc::new(NeverKnown));
+        assert!(!Batch::new(&f).enabled);
+    }
+
+    struct NeverKnown;
+    impl crate::framework::Plugin for NeverKnown {
+        fn name(&self) -> &'static str {
+            "SomethingOutOfTree"
+        }
+    }
+    impl crate::framework::FilterPlugin for NeverKnown {
+        fn filter(
+            &self,
+            _: &crate::framework::CycleState,
+            _: &PodInfo,
+            _: &NodeState,
+        ) -> Result<(), Rejection> {
+            Ok(())
+        }
+    }
+}
