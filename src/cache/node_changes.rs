@@ -12,21 +12,55 @@
 /// than that recomputes everything.
 const CAP: usize = 1 << 16;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 pub struct NodeChanges {
     /// Node indices in the order they changed (repeats allowed).
     log: Vec<usize>,
     /// The sequence number of `log[0]`.
     start: u64,
+    /// Which log this is: a memo filled from one cache's table must not be
+    /// updated from another's (a copy diverges from its original).
+    id: u64,
+}
+
+impl Default for NodeChanges {
+    fn default() -> Self {
+        NodeChanges {
+            log: Vec::new(),
+            start: 0,
+            id: next_id(),
+        }
+    }
+}
+
+/// A copy is a different log: it gets its own id.
+impl Clone for NodeChanges {
+    fn clone(&self) -> Self {
+        NodeChanges {
+            log: self.log.clone(),
+            start: self.start,
+            id: next_id(),
+        }
+    }
+}
+
+fn next_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl NodeChanges {
+    /// This log's identity (distinct for every log and every copy).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Node `index` changed (its accounting or its spec).
     pub fn record(&mut self, index: usize) {
         if self.log.len() >= CAP {
-            let drop = CAP / 2;
-            self.log.drain(..drop);
-            self.start = self.start.saturating_add(drop as u64);
+            let dropped = CAP / 2;
+            self.log.drain(..dropped);
+            self.start = self.start.saturating_add(dropped as u64);
         }
         self.log.push(index);
     }
@@ -72,5 +106,13 @@ mod tests {
         let recent = c.seq() - 1;
         assert_eq!(c.since(recent), Some(&[CAP][..]));
         assert_eq!(c.log.len(), CAP / 2 + 1, "bounded");
+    }
+
+    #[test]
+    fn every_log_and_every_copy_has_its_own_id() {
+        let a = NodeChanges::default();
+        let b = NodeChanges::default();
+        assert_ne!(a.id(), b.id());
+        assert_ne!(a.clone().id(), a.id());
     }
 }

@@ -63,6 +63,8 @@ struct RoomMemo {
 /// costs the changes, not every node (issue 18).
 #[derive(Debug, Clone)]
 struct Summed {
+    /// The change log (`NodeChanges::id`) and position they reflect.
+    log: u64,
     seq: u64,
     with_free: bool,
     domains: Vec<Domain>,
@@ -142,7 +144,7 @@ impl DomainIndex {
         let dirty = memo
             .summed
             .as_ref()
-            .filter(|s| s.with_free == with_free)
+            .filter(|s| s.with_free == with_free && s.log == changes.id())
             .and_then(|s| changes.since(s.seq));
         match (dirty, memo.summed.as_mut()) {
             (Some(changed), Some(summed)) => {
@@ -178,6 +180,7 @@ impl DomainIndex {
                     .map(|list| sum_domain(list, nodes, with_free, &mut room_at))
                     .collect();
                 memo.summed = Some(Summed {
+                    log: changes.id(),
                     seq: changes.seq(),
                     with_free,
                     domains,
@@ -186,7 +189,10 @@ impl DomainIndex {
                 });
             }
         }
-        let summed = memo.summed.as_ref().map(|s| &s.domains[..]).unwrap_or(&[]);
+        let summed = memo
+            .summed
+            .as_ref()
+            .map_or(&[][..], |s| s.domains.as_slice());
         self.by_value
             .keys()
             .cloned()
@@ -559,6 +565,14 @@ mod tests {
         // Free capacity asked for, then not: both right.
         check(&mut indexes, &cache, true);
         check(&mut indexes, &cache, false);
+        // Another cache with the same nodes (same labels generation): its
+        // change log is not the memo's, so the memo starts over.
+        let mut other = Cache::new([Arc::from(SCHEDULER)]);
+        for n in racks() {
+            other.upsert_node(n.info.clone());
+        }
+        assert_eq!(other.labels_generation(), cache.labels_generation());
+        check(&mut indexes, &other, false);
     }
 
     #[test]
