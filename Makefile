@@ -55,6 +55,8 @@ bench:
 ## The 5,000-node scenarios against `muster cluster` with `muster run` as a
 ## separate process, each beside a null-scheduler ceiling run; reports in
 ## target/load-reports/. LOAD_SCENARIOS=a,b picks scenarios from config/scenarios/.
+## The scale shapes (issue 18) are opt-in, e.g.
+## LOAD_SCENARIOS=perf-gangs-15k,perf-gangs-50k,perf-plain-50k,perf-gangs-5k-50k.
 bench-load:
 	$(CARGO) bench --bench load
 

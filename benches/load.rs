@@ -197,7 +197,7 @@ fn main() -> Result<()> {
     }
     println!("\n== headline figures (reports in {})", out.display());
     println!(
-        "{:<22} {:>9} {:>9} {:>9} {:>8} {:>10} {:>12} {:>10} {:>8}",
+        "{:<22} {:>9} {:>9} {:>9} {:>8} {:>10} {:>12} {:>10} {:>8} {:>8} {:>9} {:>9}",
         "scenario",
         "pods/s",
         "p50",
@@ -206,13 +206,16 @@ fn main() -> Result<()> {
         "p99 lat s",
         "gang last→all",
         "sched MiB",
-        "CPU s"
+        "CPU s",
+        "CPU ms/pod",
+        "att/pod",
+        "timed out"
     );
     for (name, r) in rows {
         let t = &r["throughput_pods_per_sec"];
         let f = |v: &Value| v.as_f64().map_or("-".into(), |x| format!("{x:.0}"));
         println!(
-            "{:<22} {:>9} {:>9} {:>9} {:>8} {:>10} {:>12} {:>10} {:>8}",
+            "{:<22} {:>9} {:>9} {:>9} {:>8} {:>10} {:>12} {:>10} {:>8} {:>8} {:>9} {:>9}",
             name,
             f(&t["average"]),
             f(&t["p50"]),
@@ -232,6 +235,15 @@ fn main() -> Result<()> {
             r["scheduler"]["cpu_seconds"]
                 .as_f64()
                 .map_or("-".into(), |x| format!("{x:.1}")),
+            r["scheduler_cpu_ms_per_pod"]
+                .as_f64()
+                .map_or("-".into(), |x| format!("{x:.3}")),
+            r["attempts_per_pod"]
+                .as_f64()
+                .map_or("-".into(), |x| format!("{x:.2}")),
+            r["gangs_timed_out"]
+                .as_u64()
+                .map_or("-".into(), |x| x.to_string()),
         );
     }
     Ok(())

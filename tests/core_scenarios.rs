@@ -1357,3 +1357,101 @@ mod hierarchy {
         assert_eq!(blocks, ["b1"], "both children in block b1");
     }
 }
+
+// ---- overload: a gang's timeout measures its own wait (issue 18) -----------
+
+mod overload {
+    use super::*;
+    use muster::model::GroupPolicy;
+
+    /// Each cycle costs this much clock time, so a backlog becomes waiting.
+    const CYCLE: Duration = Duration::from_millis(100);
+    /// The gang's own timeout, far shorter than the backlog ahead of it.
+    const GANG_TIMEOUT: Duration = Duration::from_secs(5);
+
+    fn short_timeout_gang(h: &mut Harness, name: &str, n: usize, created_ms: i64) -> GroupKey {
+        let mut def = gang_def(name, n as u32, created_ms);
+        def.policy = Ok(GroupPolicy::Gang {
+            min_count: n as u32,
+            schedule_timeout: Some(GANG_TIMEOUT),
+        });
+        h.put_def(def);
+        let g = group_key(name);
+        for i in 0..n {
+            let mut p = member(&format!("{name}-{i}"), &g, 100, 1);
+            p.created_ms = created_ms + i as i64;
+            h.put_pod(p);
+        }
+        g
+    }
+
+    /// `backlog` plain pods created before `created_ms`, `priority` each.
+    fn backlog(h: &mut Harness, prefix: &str, n: usize, priority: i32) {
+        for i in 0..n {
+            let mut p = pod(&format!("{prefix}-{i}"), 10, 0);
+            p.created_ms = i as i64;
+            p.priority = priority;
+            h.put_pod(p);
+        }
+    }
+
+    /// 400 pods (40 s of cycles) are queued ahead of a gang whose timeout
+    /// is 5 s: the gang waits its turn and then binds with one attempt per
+    /// member and no timeout, in both gang modes.
+    fn a_gang_behind_a_backlog_binds_without_timing_out(mut h: Harness) {
+        nodes(&mut h, 8, 64_000);
+        backlog(&mut h, "old", 400, 0);
+        let g = short_timeout_gang(&mut h, "late", 4, 10_000);
+        h.run_busy(CYCLE, Duration::from_secs(60));
+        checked(&h);
+        assert_eq!(h.bound_members(&g), 4);
+        let stats = h.engine.stats(h.now());
+        assert_eq!(
+            stats.gang_timeouts, 0,
+            "released for a backlog it did not cause"
+        );
+        assert_eq!(h.events_with("FailedScheduling", "timed out"), 0);
+        // One attempt per pod: nothing was retried.
+        assert_eq!(stats.attempts_scheduled, 404);
+        assert_eq!(stats.attempts_unschedulable, 0);
+        // The gang really waited longer than its timeout before its turn.
+        let first_gang_bind = h
+            .binds
+            .iter()
+            .find(|b| b.pod.name.starts_with("late-"))
+            .map(|b| b.at)
+            .unwrap();
+        assert!(first_gang_bind > GANG_TIMEOUT * 4, "{first_gang_bind:?}");
+    }
+
+    #[test]
+    fn whole_gang_mode() {
+        a_gang_behind_a_backlog_binds_without_timing_out(Harness::new());
+    }
+
+    #[test]
+    fn per_pod_mode() {
+        a_gang_behind_a_backlog_binds_without_timing_out(per_pod_harness());
+    }
+
+    /// Per-pod mode, the hard case: half the gang has reached Permit when a
+    /// burst of higher-priority pods arrives. The members still queued go
+    /// before the burst (the gang already holds nodes), so the gang binds
+    /// without timing out instead of being released for the burst.
+    #[test]
+    fn per_pod_mode_a_burst_arriving_mid_gang_does_not_time_it_out() {
+        let mut h = per_pod_harness();
+        nodes(&mut h, 8, 64_000);
+        let g = short_timeout_gang(&mut h, "mid", 4, 10_000);
+        // Two cycles: two members reserve and wait at Permit.
+        h.run_busy(CYCLE, CYCLE * 2 - Duration::from_millis(1));
+        assert_eq!(h.engine.waiting().len(), 2);
+        backlog(&mut h, "urgent", 400, 1000);
+        h.run_busy(CYCLE, Duration::from_secs(60));
+        checked(&h);
+        assert_eq!(h.bound_members(&g), 4);
+        assert_eq!(h.engine.stats(h.now()).gang_timeouts, 0);
+        assert_eq!(h.events_with("FailedScheduling", "timed out"), 0);
+        assert_eq!(h.binds.len(), 404);
+    }
+}

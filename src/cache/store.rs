@@ -117,6 +117,8 @@ pub struct Cache {
     /// Bumped when a node is added or removed or its labels change: what
     /// indexes of nodes by label (required topology) are keyed on.
     labels_generation: u64,
+    /// Which nodes changed in place (see `node_changes.rs`).
+    node_changes: super::NodeChanges,
     facts: ClusterFacts,
 }
 
@@ -134,6 +136,7 @@ impl Cache {
             total_requested: Resources::default(),
             served: served.into_iter().collect(),
             labels_generation: 0,
+            node_changes: super::NodeChanges::default(),
             facts: ClusterFacts::maintained(),
         }
     }
@@ -158,6 +161,11 @@ impl Cache {
     /// node's labels change; capacity and status updates leave it alone.
     pub fn labels_generation(&self) -> u64 {
         self.labels_generation
+    }
+
+    /// Which nodes changed in place since a reader last looked.
+    pub fn node_changes(&self) -> &super::NodeChanges {
+        &self.node_changes
     }
 
     pub fn node(&self, name: &str) -> Option<&NodeState> {
@@ -228,6 +236,7 @@ impl Cache {
                 self.facts.label_ids.release(&self.nodes[i]);
             }
             self.nodes[i].set_info(info);
+            self.node_changes.record(i);
             if relabelled {
                 self.facts.label_ids.assign(&mut self.nodes[i]);
                 self.facts.label_ids.compact_if_sparse(&mut self.nodes);
@@ -367,6 +376,7 @@ impl Cache {
                 .insert(key.clone());
             if let Some(&i) = self.node_index.get(node) {
                 self.nodes[i].add_pod(&pod.info);
+                self.node_changes.record(i);
                 self.facts.pods.add(&pod.info, &self.nodes[i].info);
                 self.total_requested.add(&pod.info.requests);
             }
@@ -397,6 +407,7 @@ impl Cache {
             }
             if let Some(&i) = self.node_index.get(node) {
                 self.nodes[i].remove_pod(&pod.info);
+                self.node_changes.record(i);
                 self.facts.pods.remove(&pod.info.key);
                 self.total_requested.sub(&pod.info.requests);
             }

@@ -330,6 +330,35 @@ impl Harness {
         self.settle();
     }
 
+    /// Runs for `d` as a busy scheduler would: one cycle at a time, each
+    /// costing `cycle_cost` of clock time, so a backlog of pending pods turns
+    /// into waiting time for whatever is queued behind it. Timers and due
+    /// binds are handled between cycles; when nothing is ready the clock
+    /// jumps to the next deadline. Stops at `d` even with pods still ready
+    /// (unlike `settle`, which would run them at no cost).
+    pub fn run_busy(&mut self, cycle_cost: Duration, d: Duration) {
+        let target = self.now + d;
+        while self.now < target {
+            self.engine.tick(self.now);
+            let ran = self.engine.schedule_one(self.now);
+            self.drain();
+            self.complete_due_binds();
+            if ran {
+                self.now += cycle_cost;
+                continue;
+            }
+            let next = [
+                self.engine.next_deadline(),
+                self.in_flight.iter().map(|b| b.due).min(),
+            ]
+            .into_iter()
+            .flatten()
+            .filter(|t| *t > self.now)
+            .min();
+            self.now = next.map_or(target, |t| t.min(target));
+        }
+    }
+
     // ---- internals -----------------------------------------------------------
 
     fn send(&mut self, event: ClusterEvent) {

@@ -231,7 +231,7 @@ impl GangScheduling {
                 )),
             };
         }
-        let domains = index.domains(cache.nodes(), &pod.requests, false);
+        let domains = index.domains(cache, &pod.requests, false);
         let mut fitting: Vec<(&String, u64)> = domains
             .iter()
             .filter(|(_, d)| d.room >= remaining.max(1))
@@ -317,7 +317,7 @@ impl GangScheduling {
         for (tier, level) in levels.into_iter().enumerate() {
             let key = level_key(&hierarchy, level);
             let index = self.level_index(cache, &hierarchy, level);
-            let domains = index.domains(cache.nodes(), &pod.requests, min_resources.is_some());
+            let domains = index.domains(cache, &pod.requests, min_resources.is_some());
             let need = super::topology::Need {
                 remaining: needed.max(1),
                 min_resources: min_resources.as_ref(),
@@ -430,7 +430,7 @@ impl GangScheduling {
     ) -> Vec<InnerDomain> {
         let key = level_key(&inner.hierarchy, inner.level);
         let index = self.level_index(cache, &inner.hierarchy, inner.level);
-        let domains = index.domains(cache.nodes(), &pod.requests, false);
+        let domains = index.domains(cache, &pod.requests, false);
         let inside = |nodes: &[usize]| match outer {
             None => true,
             Some(o) => nodes.iter().all(|n| o.nodes.binary_search(n).is_ok()),

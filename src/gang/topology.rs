@@ -49,11 +49,29 @@ pub(super) struct DomainIndex {
 }
 
 /// Whole copies of one member shape per node, with the node generation they
-/// were computed at.
+/// were computed at, and the domains summed from them.
 #[derive(Debug, Clone, Default)]
 struct RoomMemo {
     per_member: Resources,
     per_node: Vec<Option<(u64, u64)>>,
+    summed: Option<Summed>,
+}
+
+/// The domains as last computed (in `by_value` order) and the cache's
+/// node-change sequence they reflect: the next call re-sums only the
+/// domains of the nodes changed since, so choosing a domain for a gang
+/// costs the changes, not every node (issue 18).
+#[derive(Debug, Clone)]
+struct Summed {
+    /// The change log (`NodeChanges::id`) and position they reflect.
+    log: u64,
+    seq: u64,
+    with_free: bool,
+    domains: Vec<Domain>,
+    /// Node index → position of its domain in `by_value` (`u32::MAX`: none).
+    node_domain: Vec<u32>,
+    /// Position → the domain's node indices (as in `by_value`).
+    members: Vec<Vec<usize>>,
 }
 
 /// The index of `key`, from `indexes` if the node labels did not change.
@@ -95,28 +113,91 @@ impl DomainIndex {
     }
 
     /// The domains with their room for `per_member` (and free capacity when
-    /// `with_free`), recomputing only nodes changed since the last call.
+    /// `with_free`), recomputing only the domains of nodes changed since the
+    /// last call (the cache's node-change log), and only those nodes' room.
     pub fn domains(
         &mut self,
-        nodes: &[NodeState],
+        cache: &Cache,
         per_member: &Resources,
         with_free: bool,
     ) -> BTreeMap<String, Domain> {
+        let nodes = cache.nodes();
+        let changes = cache.node_changes();
         let memo = &mut self.memo;
         if memo.per_member != *per_member || memo.per_node.len() != nodes.len() {
             memo.per_member = per_member.clone();
             memo.per_node = vec![None; nodes.len()];
+            memo.summed = None;
         }
-        domains_with(&self.by_value, nodes, with_free, |i, node| {
-            match memo.per_node[i] {
-                Some((generation, copies)) if generation == node.generation => copies,
-                _ => {
-                    let c = copies(&node.free(), per_member);
-                    memo.per_node[i] = Some((node.generation, c));
-                    c
+        let per_node = &mut memo.per_node;
+        let mut room_at = |i: usize, node: &NodeState| match per_node.get(i).copied().flatten() {
+            Some((generation, copies)) if generation == node.generation => copies,
+            _ => {
+                let c = copies(&node.free(), per_member);
+                if let Some(slot) = per_node.get_mut(i) {
+                    *slot = Some((node.generation, c));
                 }
+                c
             }
-        })
+        };
+        // What changed since the last sum, when that sum can be reused.
+        let dirty = memo
+            .summed
+            .as_ref()
+            .filter(|s| s.with_free == with_free && s.log == changes.id())
+            .and_then(|s| changes.since(s.seq));
+        match (dirty, memo.summed.as_mut()) {
+            (Some(changed), Some(summed)) => {
+                let mut positions: Vec<u32> = changed
+                    .iter()
+                    .filter_map(|&i| summed.node_domain.get(i).copied())
+                    .filter(|&p| p != u32::MAX)
+                    .collect();
+                positions.sort_unstable();
+                positions.dedup();
+                for p in positions {
+                    let p = p as usize;
+                    if let (Some(members), Some(slot)) =
+                        (summed.members.get(p), summed.domains.get_mut(p))
+                    {
+                        *slot = sum_domain(members, nodes, with_free, &mut room_at);
+                    }
+                }
+                summed.seq = changes.seq();
+            }
+            _ => {
+                let members: Vec<Vec<usize>> = self.by_value.values().cloned().collect();
+                let mut node_domain = vec![u32::MAX; nodes.len()];
+                for (p, list) in members.iter().enumerate() {
+                    for &i in list {
+                        if let Some(slot) = node_domain.get_mut(i) {
+                            *slot = u32::try_from(p).unwrap_or(u32::MAX);
+                        }
+                    }
+                }
+                let domains = members
+                    .iter()
+                    .map(|list| sum_domain(list, nodes, with_free, &mut room_at))
+                    .collect();
+                memo.summed = Some(Summed {
+                    log: changes.id(),
+                    seq: changes.seq(),
+                    with_free,
+                    domains,
+                    node_domain,
+                    members,
+                });
+            }
+        }
+        let summed = memo
+            .summed
+            .as_ref()
+            .map_or(&[][..], |s| s.domains.as_slice());
+        self.by_value
+            .keys()
+            .cloned()
+            .zip(summed.iter().cloned())
+            .collect()
     }
 }
 
@@ -144,6 +225,7 @@ pub(super) fn domains(
     })
 }
 
+#[cfg(test)]
 fn domains_with(
     index: &BTreeMap<String, Vec<usize>>,
     nodes: &[NodeState],
@@ -153,23 +235,37 @@ fn domains_with(
     index
         .iter()
         .map(|(value, members)| {
-            let mut d = Domain::default();
-            for &i in members {
-                let Some(node) = nodes.get(i) else {
-                    continue;
-                };
-                if node.info.unschedulable {
-                    continue;
-                }
-                // Saturating: a member requesting nothing fits `u64::MAX` times.
-                d.room = d.room.saturating_add(copies_at(i, node));
-                if with_free {
-                    d.free.add(&node.free());
-                }
-            }
-            (value.clone(), d)
+            (
+                value.clone(),
+                sum_domain(members, nodes, with_free, &mut copies_at),
+            )
         })
         .collect()
+}
+
+/// One domain's room (and free capacity when `with_free`) over its
+/// schedulable nodes.
+fn sum_domain(
+    members: &[usize],
+    nodes: &[NodeState],
+    with_free: bool,
+    copies_at: &mut impl FnMut(usize, &NodeState) -> u64,
+) -> Domain {
+    let mut d = Domain::default();
+    for &i in members {
+        let Some(node) = nodes.get(i) else {
+            continue;
+        };
+        if node.info.unschedulable {
+            continue;
+        }
+        // Saturating: a member requesting nothing fits `u64::MAX` times.
+        d.room = d.room.saturating_add(copies_at(i, node));
+        if with_free {
+            d.free.add(&node.free());
+        }
+    }
+    d
 }
 
 /// How many copies of `per_member` fit in `free` (every requested resource).
@@ -412,7 +508,7 @@ mod tests {
         let mut indexes = HashMap::new();
         let fresh = |c: &Cache| domains(c.nodes(), &build_index(c.nodes(), RACK), &per);
         let memo = |i: &mut HashMap<String, DomainIndex>, c: &Cache| {
-            index_for(i, c, RACK).domains(c.nodes(), &per, true)
+            index_for(i, c, RACK).domains(c, &per, true)
         };
         assert_eq!(memo(&mut indexes, &cache), fresh(&cache));
         // A pod lands on b0: only that node's room changes.
@@ -426,6 +522,57 @@ mod tests {
         cache.remove_node("a0");
         assert_eq!(memo(&mut indexes, &cache), fresh(&cache));
         assert_eq!(memo(&mut indexes, &cache)["r1"].room, 1);
+    }
+
+    /// Issue 18: the domains are re-summed from the cache's change log, not
+    /// walked whole; every kind of in-place change must reach them, and a
+    /// reader switching between with and without free capacity starts over.
+    #[test]
+    fn the_summed_domains_follow_every_in_place_change() {
+        use crate::driver::fixtures::{SCHEDULER, arc, pod};
+        let mut cache = Cache::new([Arc::from(SCHEDULER)]);
+        for n in racks() {
+            cache.upsert_node(n.info.clone());
+        }
+        let per = resources(1000, 1);
+        let mut indexes = HashMap::new();
+        let check = |i: &mut HashMap<String, DomainIndex>, c: &Cache, with_free: bool| {
+            let got = index_for(i, c, RACK).domains(c, &per, with_free);
+            let mut want = domains(c.nodes(), &build_index(c.nodes(), RACK), &per);
+            if !with_free {
+                for d in want.values_mut() {
+                    d.free = Resources::default();
+                }
+            }
+            assert_eq!(got, want);
+        };
+        check(&mut indexes, &cache, false);
+        // Pods land and leave on nodes of two racks.
+        for (name, node) in [("p0", "a0"), ("p1", "b1"), ("p2", "b1")] {
+            let mut p = pod(name, 1500, 1);
+            p.node_name = Some(Arc::from(node));
+            p.phase = crate::model::PodPhase::Running;
+            cache.upsert_pod(arc(p));
+        }
+        check(&mut indexes, &cache, false);
+        cache.remove_pod(&crate::model::PodKey::new("default", "p1"));
+        check(&mut indexes, &cache, false);
+        // A node is cordoned (same labels: no index rebuild).
+        let mut cordoned = (*cache.node("a1").unwrap().info).clone();
+        cordoned.unschedulable = true;
+        cache.upsert_node(Arc::new(cordoned));
+        check(&mut indexes, &cache, false);
+        // Free capacity asked for, then not: both right.
+        check(&mut indexes, &cache, true);
+        check(&mut indexes, &cache, false);
+        // Another cache with the same nodes (same labels generation): its
+        // change log is not the memo's, so the memo starts over.
+        let mut other = Cache::new([Arc::from(SCHEDULER)]);
+        for n in racks() {
+            other.upsert_node(n.info.clone());
+        }
+        assert_eq!(other.labels_generation(), cache.labels_generation());
+        check(&mut indexes, &other, false);
     }
 
     #[test]

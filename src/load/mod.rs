@@ -228,6 +228,7 @@ pub fn build_report(
         gangs,
         pod_batches,
         attempts_per_pod: None,
+        scheduler_cpu_ms_per_pod: None,
         scheduler: None,
         load_generator: None,
         ceiling: None,
@@ -361,7 +362,9 @@ impl Probes {
         if let (Some(source), Some(a), Some(b)) = (&self.usage, first.scheduler, last.scheduler) {
             let mut all = samples.to_vec();
             all.push(b);
-            report.scheduler = Some(probe::usage(source, a, &all));
+            let usage = probe::usage(source, a, &all);
+            report.scheduler_cpu_ms_per_pod = cpu_ms_per_pod(usage.cpu_seconds, report.pods_bound);
+            report.scheduler = Some(usage);
         }
         if let (Some(a), Some(b)) = (first.own, last.own) {
             report.load_generator = Some(probe::usage(&self.own, a, &[b]));
@@ -374,10 +377,26 @@ impl Probes {
     }
 }
 
+/// CPU milliseconds per pod bound; none when nothing was bound.
+fn cpu_ms_per_pod(cpu_seconds: f64, pods_bound: usize) -> Option<f64> {
+    (pods_bound > 0).then(|| cpu_seconds * 1000.0 / pods_bound as f64)
+}
+
 /// One reading of everything probed.
 #[derive(Debug, Clone, Copy)]
 struct Snapshot {
     scheduler: Option<Reading>,
     attempts: Option<f64>,
     own: Option<Reading>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_ms_per_pod;
+
+    #[test]
+    fn cpu_per_pod_is_milliseconds_per_pod_bound_and_absent_without_pods() {
+        assert_eq!(cpu_ms_per_pod(3.0, 20_000), Some(0.15));
+        assert_eq!(cpu_ms_per_pod(3.0, 0), None);
+    }
 }

@@ -42,6 +42,10 @@ pub struct LoadReport {
     pub pod_batches: Vec<BatchOutcome>,
     /// The scheduler's attempts divided by pods bound (needs its /metrics).
     pub attempts_per_pod: Option<f64>,
+    /// The scheduler's CPU time over the run divided by pods bound, in
+    /// milliseconds (issue 18's per-pod cost, independent of how busy the
+    /// shared machine was).
+    pub scheduler_cpu_ms_per_pod: Option<f64>,
     pub scheduler: Option<Usage>,
     pub load_generator: Option<Usage>,
     /// The null-scheduler throughput this run is compared with.
@@ -207,10 +211,13 @@ pub fn headline(r: &LoadReport) -> String {
     if let Some(s) = &r.scheduler {
         let _ = writeln!(
             out,
-            "  scheduler: peak RSS {:.0} MiB, {:.1} CPU s ({}){}",
+            "  scheduler: peak RSS {:.0} MiB, {:.1} CPU s ({}){}{}",
             s.peak_rss_bytes as f64 / (1 << 20) as f64,
             s.cpu_seconds,
             s.source,
+            r.scheduler_cpu_ms_per_pod
+                .map(|c| format!(", {c:.3} CPU ms/pod"))
+                .unwrap_or_default(),
             r.attempts_per_pod
                 .map(|a| format!(", {a:.2} attempts/pod"))
                 .unwrap_or_default()
@@ -289,6 +296,9 @@ pub fn markdown(r: &LoadReport) -> String {
             .map(|a| format!(" Scheduling attempts per pod bound: {a:.2}."))
             .unwrap_or_default()
     );
+    if let Some(c) = r.scheduler_cpu_ms_per_pod {
+        let _ = writeln!(out, "Scheduler CPU per pod bound: {c:.3} ms.\n");
+    }
     out.push_str("| process | peak RSS, MiB | CPU s | source |\n|---|---|---|---|\n");
     for (name, usage) in [
         ("scheduler", &r.scheduler),

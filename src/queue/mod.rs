@@ -6,6 +6,11 @@
 //! and the heap and the two time-ordered sets are indexes over it. A pod popped
 //! for a cycle leaves the queue (the engine then knows where it is); its
 //! attempt count stays here until the pod is bound or deleted.
+//!
+//! Once a gang member is popped, the gang's other active members are popped
+//! next, before anything newer in the heap (even of higher priority): a gang
+//! whose first members reserve and wait at Permit must not see its timeout
+//! consumed by a burst that arrived behind it (issue 18).
 
 mod order;
 
@@ -134,6 +139,8 @@ pub struct SchedulingQueue {
     attempts: HashMap<PodKey, u32>,
     /// Pods whose gate verdict was set or changed since the last `take_gate_changes`.
     gate_changes: HashSet<PodKey>,
+    /// The group of the member popped last: its active members go first.
+    in_progress: Option<GroupKey>,
 }
 
 impl SchedulingQueue {
@@ -147,6 +154,7 @@ impl SchedulingQueue {
             by_group: HashMap::new(),
             attempts: HashMap::new(),
             gate_changes: HashSet::new(),
+            in_progress: None,
         }
     }
 
@@ -259,12 +267,34 @@ impl SchedulingQueue {
         self.take(key).is_some()
     }
 
-    /// Pops the next pod for a scheduling cycle and counts the attempt.
+    /// Pops the next pod for a scheduling cycle and counts the attempt: the
+    /// next active member of the gang popped last if there is one (see the
+    /// module doc), else the head of the heap.
     pub fn pop(&mut self) -> Option<Arc<PodInfo>> {
-        let (key, _) = self.active.pop()?;
+        let key = match self.next_of_gang_in_progress() {
+            Some(key) => key,
+            None => self.active.pop()?.0,
+        };
         let n = self.attempts.entry(key.clone()).or_insert(0);
         *n = n.saturating_add(1);
-        self.take(&key).map(|e| e.info)
+        let info = self.take(&key)?.info;
+        self.in_progress = info.group.key().cloned();
+        Some(info)
+    }
+
+    /// The best-ordered active member of the gang popped last. Walks only
+    /// that gang's queued members (`by_group`), so it costs the gang's size.
+    fn next_of_gang_in_progress(&self) -> Option<PodKey> {
+        let group = self.in_progress.as_ref()?;
+        self.by_group
+            .get(group)?
+            .iter()
+            .filter_map(|k| {
+                let e = self.entries.get(k)?;
+                matches!(e.slot, Slot::Active).then_some((k, &e.order))
+            })
+            .max_by(|a, b| a.1.cmp(b.1))
+            .map(|(k, _)| k.clone())
     }
 
     /// Takes a queued (not gated) pod out for its gang's cycle, counting

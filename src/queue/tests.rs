@@ -137,3 +137,48 @@ fn hold_requeues_until_the_instant_whatever_the_backoff() {
     assert_eq!(q.location(&a.key), Some(QueueLocation::Backoff));
     assert_eq!(q.next_deadline(), Some(t0 + Duration::from_millis(300)));
 }
+
+/// Issue 18: once a gang's first member is popped, its other active members
+/// come next, even ahead of higher-priority pods that arrived in between; the
+/// heap order resumes once the gang has no active member left.
+#[test]
+fn a_gang_in_progress_is_popped_to_the_end_before_newer_pods() {
+    let mut q = q();
+    let g = group_key("g");
+    for i in 0..3 {
+        let mut m = member(&format!("g-{i}"), &g, 100, 1);
+        m.created_ms = 10 + i;
+        let order = OrderKey::member(&m, &g, 10);
+        q.upsert(Arc::new(m), order, Ok(()));
+    }
+    assert_eq!(q.pop().unwrap().key.name.as_ref(), "g-0");
+    for (name, priority) in [("urgent-a", 100), ("urgent-b", 50)] {
+        let mut p = pod(name, 100, 1);
+        p.priority = priority;
+        let order = OrderKey::plain(&p);
+        q.upsert(Arc::new(p), order, Ok(()));
+    }
+    let names: Vec<String> = std::iter::from_fn(|| q.pop())
+        .map(|p| p.key.name.to_string())
+        .collect();
+    assert_eq!(names, ["g-1", "g-2", "urgent-a", "urgent-b"]);
+}
+
+/// A plain pod popped first leaves the heap order alone.
+#[test]
+fn a_plain_pod_starts_no_gang_in_progress() {
+    let mut q = q();
+    let g = group_key("g");
+    let (p, o) = plain("first", 1);
+    q.upsert(p, o, Ok(()));
+    let m = member("g-0", &g, 100, 1);
+    let order = OrderKey::member(&m, &g, 50);
+    q.upsert(Arc::new(m), order, Ok(()));
+    assert_eq!(q.pop().unwrap().key.name.as_ref(), "first");
+    let mut hi = pod("hi", 100, 1);
+    hi.priority = 10;
+    let order = OrderKey::plain(&hi);
+    q.upsert(Arc::new(hi), order, Ok(()));
+    assert_eq!(q.pop().unwrap().key.name.as_ref(), "hi");
+    assert_eq!(q.pop().unwrap().key.name.as_ref(), "g-0");
+}
