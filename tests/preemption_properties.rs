@@ -16,8 +16,17 @@ use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
 enum Step {
-    Plain { cpu: i64, priority: i32 },
-    Gang { size: usize, min: usize, cpu: i64, priority: i32, all: bool },
+    Plain {
+        cpu: i64,
+        priority: i32,
+    },
+    Gang {
+        size: usize,
+        min: usize,
+        cpu: i64,
+        priority: i32,
+        all: bool,
+    },
     Wait(u64),
 }
 

@@ -24,7 +24,12 @@ pub struct LoadReport {
     pub pods_planned: usize,
     pub pods_created: usize,
     pub pods_bound: usize,
-    /// From the first pod created to the last bound.
+    /// Pods deleted after they were bound (counted in `pods_bound`).
+    pub pods_preempted: usize,
+    /// Pods throughput and latency are computed on: those of the workloads
+    /// marked `measured`, or every pod when none is.
+    pub pods_measured: usize,
+    /// From the first measured pod created to the last bound.
     pub measured_seconds: f64,
     /// Whole run, including creating nodes and waiting for gang timeouts.
     pub elapsed_seconds: f64,
@@ -64,7 +69,8 @@ pub struct GangOutcome {
     pub members: usize,
     pub bound: usize,
     pub min_count: u32,
-    /// `bound`, `timedOut` or `waiting`.
+    pub preempted: usize,
+    /// `bound`, `timedOut`, `waiting` or `preempted`.
     pub outcome: String,
     pub quorum_to_bound_seconds: Option<f64>,
     pub created_to_bound_seconds: Option<f64>,
@@ -77,6 +83,7 @@ pub struct BatchOutcome {
     pub name_prefix: String,
     pub count: usize,
     pub bound: usize,
+    pub preempted: usize,
     pub outcome: String,
 }
 
@@ -141,6 +148,7 @@ pub fn outcomes(s: &Summary) -> (Vec<GangOutcome>, Vec<BatchOutcome>) {
             members: g.members,
             bound: g.bound,
             min_count: g.min_count,
+            preempted: g.preempted,
             outcome: outcome_name(g.outcome),
             quorum_to_bound_seconds: g.quorum_to_bound.map(|d| d.as_secs_f64()),
             created_to_bound_seconds: g.created_to_bound.map(|d| d.as_secs_f64()),
@@ -154,6 +162,7 @@ pub fn outcomes(s: &Summary) -> (Vec<GangOutcome>, Vec<BatchOutcome>) {
             name_prefix: p.name_prefix.clone(),
             count: p.count,
             bound: p.bound,
+            preempted: p.preempted,
             outcome: outcome_name(p.outcome),
         })
         .collect();
@@ -165,6 +174,8 @@ fn outcome_name(o: crate::scenario::Outcome) -> String {
         crate::scenario::Outcome::Bound => "bound",
         crate::scenario::Outcome::TimedOut => "timedOut",
         crate::scenario::Outcome::Waiting => "waiting",
+        crate::scenario::Outcome::Preempted => "preempted",
+        crate::scenario::Outcome::BoundOrPreempted => "boundOrPreempted",
     }
     .into()
 }
