@@ -188,6 +188,7 @@ pub fn headline(r: &LoadReport) -> String {
         "{} ({}): {}/{} pods bound on {} nodes in {:.2}s",
         r.scenario, r.mode, r.pods_bound, r.pods_planned, r.nodes, r.measured_seconds
     );
+    let _ = write!(out, "{}", measured_and_preempted(r));
     if let Some(t) = &r.throughput_pods_per_sec {
         let _ = writeln!(
             out,
@@ -233,6 +234,27 @@ pub fn headline(r: &LoadReport) -> String {
     out
 }
 
+/// What the figures are over, and how many pods were preempted: a line each,
+/// only when the scenario measures part of its pods or preemption happened.
+fn measured_and_preempted(r: &LoadReport) -> String {
+    let mut out = String::new();
+    if r.pods_measured < r.pods_planned {
+        let _ = writeln!(
+            out,
+            "  throughput and latency over the {} pods of the measured workloads",
+            r.pods_measured
+        );
+    }
+    if r.pods_preempted > 0 {
+        let _ = writeln!(
+            out,
+            "  {} pods preempted after binding (counted as bound)",
+            r.pods_preempted
+        );
+    }
+    out
+}
+
 /// `report.md`.
 pub fn markdown(r: &LoadReport) -> String {
     let mut out = format!("# Load report: {} ({})\n\n", r.scenario, r.mode);
@@ -247,6 +269,10 @@ pub fn markdown(r: &LoadReport) -> String {
         r.measured_seconds,
         r.elapsed_seconds
     );
+    let notes = measured_and_preempted(r);
+    for line in notes.lines() {
+        let _ = writeln!(out, "{}.\n", line.trim());
+    }
     out.push_str("| figure | average | p50 | p90 | p99 | max |\n|---|---|---|---|---|---|\n");
     if let Some(t) = &r.throughput_pods_per_sec {
         let _ = writeln!(
@@ -316,7 +342,11 @@ pub fn markdown(r: &LoadReport) -> String {
         }
     }
     out.push_str("\n![pods over time](pods-over-time.svg)\n\n![latency CDF](latency-cdf.svg)\n\n");
-    let unfinished: Vec<&GangOutcome> = r.gangs.iter().filter(|g| g.outcome != "bound").collect();
+    let unfinished: Vec<&GangOutcome> = r
+        .gangs
+        .iter()
+        .filter(|g| g.outcome != "bound" && g.outcome != "preempted")
+        .collect();
     if !unfinished.is_empty() {
         out.push_str("Gangs not bound:\n\n| gang | members | bound | min | outcome |\n|---|---|---|---|---|\n");
         for g in unfinished.iter().take(50) {

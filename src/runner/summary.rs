@@ -293,4 +293,31 @@ mod tests {
             "[  2.0s] pods 6/6 created, 2 bound, 4 pending | gangs 0 bound, 0 waiting, 1 timed out"
         );
     }
+
+    /// With preemption: a PREEMPTED column, the counts in the totals, and
+    /// `boundOrPreempted` met by a preempted workload.
+    #[test]
+    fn preemption_is_shown_and_accepted() {
+        let mut s = summary();
+        s.gangs[0].expect = Some(Outcome::TimedOut);
+        s.pods[0].preempted = 1;
+        s.pods[0].outcome = Outcome::Preempted;
+        s.pods[0].expect = Some(Outcome::BoundOrPreempted);
+        s.totals.pods_preempted = 1;
+        assert!(failures(&s).is_empty(), "{:?}", failures(&s));
+        let text = render(&s);
+        assert!(text.contains("BOUND  PREEMPTED  OUTCOME"), "{text}");
+        assert!(text.contains("2      1          preempted"), "{text}");
+        assert!(
+            text.contains("TOTAL  6 pods created, 2 bound (1 since preempted), 4 pending"),
+            "{text}"
+        );
+        assert!(text.contains("waiting, 0 preempted; 10.5s"), "{text}");
+        s.pods[0].expect = Some(Outcome::Bound);
+        assert_eq!(
+            failures(&s),
+            ["pods default/web-*: expected all bound, got preempted (2/2 bound)"]
+        );
+        assert!(progress_line(Duration::ZERO, &s.totals).contains("2 bound (1 since preempted)"));
+    }
 }
