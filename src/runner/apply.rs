@@ -91,9 +91,15 @@ async fn open(
             .wait_for(|&first_unsettled| first_unsettled >= stage.workloads.start)
             .await
             .context("the run stopped reporting progress")?;
-        tokio::time::sleep(stage.delay).await;
+    }
+    // No timer for no delay: the phase starts in the same poll.
+    let not_before = if stage.after_settled {
+        Instant::now() + stage.delay
     } else {
-        tokio::time::sleep_until(previous_start + stage.delay).await;
+        previous_start + stage.delay
+    };
+    if not_before > Instant::now() {
+        tokio::time::sleep_until(not_before).await;
     }
     Ok(())
 }
@@ -209,5 +215,50 @@ async fn create(client: &kube::Client, m: &Manifest, if_exists: IfExists) -> Res
             what()
         )),
         Err(e) => Err(e).with_context(what),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::Poll;
+
+    use super::*;
+
+    fn stage(first: usize, after_settled: bool, delay: Duration) -> Stage {
+        Stage {
+            workloads: first..first + 1,
+            after_settled,
+            delay,
+        }
+    }
+
+    /// A gated phase opens once the first unsettled workload reaches its
+    /// first workload, not before; an ungated one at once.
+    #[tokio::test]
+    async fn a_gate_opens_when_the_workloads_before_it_settle() {
+        let (tx, mut rx) = watch::channel(0usize);
+        let gated = stage(2, true, Duration::ZERO);
+        let mut opening = std::pin::pin!(open(&gated, &mut rx, Instant::now()));
+        assert!(futures::poll!(&mut opening).is_pending());
+        tx.send(1).unwrap();
+        assert!(futures::poll!(&mut opening).is_pending(), "one still waits");
+        tx.send(2).unwrap();
+        assert!(matches!(futures::poll!(&mut opening), Poll::Ready(Ok(()))));
+
+        let (_tx, mut rx) = watch::channel(0usize);
+        let free = stage(2, false, Duration::ZERO);
+        let mut opening = std::pin::pin!(open(&free, &mut rx, Instant::now()));
+        assert!(matches!(futures::poll!(&mut opening), Poll::Ready(Ok(()))));
+    }
+
+    /// A run that stops reporting (the sender dropped) fails the gate
+    /// instead of hanging.
+    #[tokio::test]
+    async fn a_gate_without_reports_fails() {
+        let (tx, mut rx) = watch::channel(0usize);
+        drop(tx);
+        let gated = stage(1, true, Duration::ZERO);
+        let e = open(&gated, &mut rx, Instant::now()).await.unwrap_err();
+        assert!(e.to_string().contains("stopped reporting"), "{e}");
     }
 }
