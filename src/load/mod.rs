@@ -148,7 +148,11 @@ pub async fn run(args: LoadArgs) -> Result<()> {
         _ => None,
     };
     report.ceiling = ceiling;
-    write_report(&args.report_dir, &report, &stats::latencies(&finished.pods))?;
+    write_report(
+        &args.report_dir,
+        &report,
+        &stats::latencies(&finished.measured_pods),
+    )?;
     print!("{}", report::headline(&report));
     println!("report: {}", args.report_dir.join("report.md").display());
     if !report.failures.is_empty() {
@@ -193,7 +197,9 @@ pub fn build_report(
     started_at: chrono::DateTime<chrono::Utc>,
 ) -> LoadReport {
     let summary = &finished.summary;
-    let pods = &finished.pods;
+    // Throughput and latency over the measured workloads' pods; the series
+    // (the plots) shows every pod.
+    let pods = &finished.measured_pods;
     let latencies = stats::latencies(pods);
     let gang_seconds = |f: fn(&crate::runner::GangReport) -> Option<Duration>| {
         let v: Vec<f64> = summary
@@ -216,6 +222,8 @@ pub fn build_report(
         pods_planned: summary.totals.pods_planned,
         pods_created: summary.totals.pods_created,
         pods_bound: summary.totals.pods_bound,
+        pods_preempted: summary.totals.pods_preempted,
+        pods_measured: pods.len(),
         measured_seconds: stats::measured_span(pods).map_or(0.0, |(a, b)| (b - a).as_secs_f64()),
         elapsed_seconds: summary.elapsed.as_secs_f64(),
         throughput_pods_per_sec: stats::throughput(pods),
@@ -240,7 +248,7 @@ pub fn build_report(
         } else {
             crate::runner::summary::failures(summary)
         },
-        series: stats::over_time(pods, SERIES_STEP),
+        series: stats::over_time(&finished.pods, SERIES_STEP),
     }
 }
 

@@ -24,7 +24,12 @@ pub struct LoadReport {
     pub pods_planned: usize,
     pub pods_created: usize,
     pub pods_bound: usize,
-    /// From the first pod created to the last bound.
+    /// Pods deleted after they were bound (counted in `pods_bound`).
+    pub pods_preempted: usize,
+    /// Pods throughput and latency are computed on: those of the workloads
+    /// marked `measured`, or every pod when none is.
+    pub pods_measured: usize,
+    /// From the first measured pod created to the last bound.
     pub measured_seconds: f64,
     /// Whole run, including creating nodes and waiting for gang timeouts.
     pub elapsed_seconds: f64,
@@ -68,7 +73,8 @@ pub struct GangOutcome {
     pub members: usize,
     pub bound: usize,
     pub min_count: u32,
-    /// `bound`, `timedOut` or `waiting`.
+    pub preempted: usize,
+    /// `bound`, `timedOut`, `waiting` or `preempted`.
     pub outcome: String,
     pub quorum_to_bound_seconds: Option<f64>,
     pub created_to_bound_seconds: Option<f64>,
@@ -81,6 +87,7 @@ pub struct BatchOutcome {
     pub name_prefix: String,
     pub count: usize,
     pub bound: usize,
+    pub preempted: usize,
     pub outcome: String,
 }
 
@@ -145,6 +152,7 @@ pub fn outcomes(s: &Summary) -> (Vec<GangOutcome>, Vec<BatchOutcome>) {
             members: g.members,
             bound: g.bound,
             min_count: g.min_count,
+            preempted: g.preempted,
             outcome: outcome_name(g.outcome),
             quorum_to_bound_seconds: g.quorum_to_bound.map(|d| d.as_secs_f64()),
             created_to_bound_seconds: g.created_to_bound.map(|d| d.as_secs_f64()),
@@ -158,6 +166,7 @@ pub fn outcomes(s: &Summary) -> (Vec<GangOutcome>, Vec<BatchOutcome>) {
             name_prefix: p.name_prefix.clone(),
             count: p.count,
             bound: p.bound,
+            preempted: p.preempted,
             outcome: outcome_name(p.outcome),
         })
         .collect();
@@ -169,6 +178,8 @@ fn outcome_name(o: crate::scenario::Outcome) -> String {
         crate::scenario::Outcome::Bound => "bound",
         crate::scenario::Outcome::TimedOut => "timedOut",
         crate::scenario::Outcome::Waiting => "waiting",
+        crate::scenario::Outcome::Preempted => "preempted",
+        crate::scenario::Outcome::BoundOrPreempted => "boundOrPreempted",
     }
     .into()
 }
@@ -181,6 +192,7 @@ pub fn headline(r: &LoadReport) -> String {
         "{} ({}): {}/{} pods bound on {} nodes in {:.2}s",
         r.scenario, r.mode, r.pods_bound, r.pods_planned, r.nodes, r.measured_seconds
     );
+    let _ = write!(out, "{}", measured_and_preempted(r));
     if let Some(t) = &r.throughput_pods_per_sec {
         let _ = writeln!(
             out,
@@ -229,6 +241,27 @@ pub fn headline(r: &LoadReport) -> String {
     out
 }
 
+/// What the figures are over, and how many pods were preempted: a line each,
+/// only when the scenario measures part of its pods or preemption happened.
+fn measured_and_preempted(r: &LoadReport) -> String {
+    let mut out = String::new();
+    if r.pods_measured < r.pods_planned {
+        let _ = writeln!(
+            out,
+            "  throughput and latency over the {} pods of the measured workloads",
+            r.pods_measured
+        );
+    }
+    if r.pods_preempted > 0 {
+        let _ = writeln!(
+            out,
+            "  {} pods preempted after binding (counted as bound)",
+            r.pods_preempted
+        );
+    }
+    out
+}
+
 /// `report.md`.
 pub fn markdown(r: &LoadReport) -> String {
     let mut out = format!("# Load report: {} ({})\n\n", r.scenario, r.mode);
@@ -243,6 +276,10 @@ pub fn markdown(r: &LoadReport) -> String {
         r.measured_seconds,
         r.elapsed_seconds
     );
+    let notes = measured_and_preempted(r);
+    for line in notes.lines() {
+        let _ = writeln!(out, "{}.\n", line.trim());
+    }
     out.push_str("| figure | average | p50 | p90 | p99 | max |\n|---|---|---|---|---|---|\n");
     if let Some(t) = &r.throughput_pods_per_sec {
         let _ = writeln!(
@@ -315,7 +352,11 @@ pub fn markdown(r: &LoadReport) -> String {
         }
     }
     out.push_str("\n![pods over time](pods-over-time.svg)\n\n![latency CDF](latency-cdf.svg)\n\n");
-    let unfinished: Vec<&GangOutcome> = r.gangs.iter().filter(|g| g.outcome != "bound").collect();
+    let unfinished: Vec<&GangOutcome> = r
+        .gangs
+        .iter()
+        .filter(|g| g.outcome != "bound" && g.outcome != "preempted")
+        .collect();
     if !unfinished.is_empty() {
         out.push_str("Gangs not bound:\n\n| gang | members | bound | min | outcome |\n|---|---|---|---|---|\n");
         for g in unfinished.iter().take(50) {

@@ -6,18 +6,26 @@
 //! a unit is one plain pod, or one gang (its group object, then its member
 //! pods one after another, as a controller creates them). Setup finishes
 //! before any workload starts.
+//!
+//! Workloads are created in phases (`Plan::stages`): a phase starts once the
+//! one before it has started, its gate is open (the run reports how far the
+//! plan has settled through a watch channel) and its delay has passed;
+//! phases already started keep creating meanwhile. Churn workloads (an
+//! interval of their own) create one pod per interval beside the phase's
+//! other units.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use futures::stream::FuturesUnordered;
 use futures::{StreamExt, TryStreamExt, stream};
 use kube::Resource;
 use kube::api::{DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind, Request};
-use tokio::sync::Mutex;
-use tokio::time::{Interval, MissedTickBehavior};
+use tokio::sync::{Mutex, watch};
+use tokio::time::{Instant, Interval, MissedTickBehavior};
 
-use crate::scenario::{Manifest, Plan, WorkloadPlan};
+use crate::scenario::{Manifest, Plan, Stage, WorkloadPlan};
 
 /// How fast and how wide to create.
 #[derive(Debug, Clone, Copy)]
@@ -28,8 +36,14 @@ pub struct Pace {
     pub concurrency: usize,
 }
 
-/// Creates everything in `plan` at `pace`.
-pub async fn apply(client: &kube::Client, plan: &Plan, pace: Pace) -> Result<()> {
+/// Creates everything in `plan` at `pace`. `settled` carries the index of
+/// the first plan workload that has not settled yet (`Tracker::first_unsettled`).
+pub async fn apply(
+    client: &kube::Client,
+    plan: &Plan,
+    pace: Pace,
+    mut settled: watch::Receiver<usize>,
+) -> Result<()> {
     let width = pace.concurrency.max(1);
     stream::iter(&plan.setup)
         .map(|m| create(client, m, IfExists::Keep))
@@ -38,13 +52,80 @@ pub async fn apply(client: &kube::Client, plan: &Plan, pace: Pace) -> Result<()>
         .await?;
     let pacer = pace.rate.map(|r| Mutex::new(pacer(r)));
     let pacer = pacer.as_ref();
+    let mut running = FuturesUnordered::new();
+    let mut previous_start = Instant::now();
+    for stage in &plan.stages {
+        let workloads = plan
+            .workloads
+            .get(stage.workloads.clone())
+            .unwrap_or_default();
+        let mut opening = std::pin::pin!(open(stage, &mut settled, previous_start));
+        // Phases already started go on creating while this one waits.
+        loop {
+            tokio::select! {
+                opened = &mut opening => {
+                    opened?;
+                    break;
+                }
+                Some(created) = running.next() => created?,
+            }
+        }
+        previous_start = Instant::now();
+        running.push(create_phase(client, workloads, width, pacer));
+    }
+    while let Some(created) = running.next().await {
+        created?;
+    }
+    Ok(())
+}
+
+/// Waits until `stage` may start: its gate, then its delay (counted from
+/// the gate opening, or without a gate from the start of the phase before).
+async fn open(
+    stage: &Stage,
+    settled: &mut watch::Receiver<usize>,
+    previous_start: Instant,
+) -> Result<()> {
+    if stage.after_settled {
+        settled
+            .wait_for(|&first_unsettled| first_unsettled >= stage.workloads.start)
+            .await
+            .context("the run stopped reporting progress")?;
+    }
+    // No timer for no delay: the phase starts in the same poll.
+    let not_before = if stage.after_settled {
+        Instant::now() + stage.delay
+    } else {
+        previous_start + stage.delay
+    };
+    if not_before > Instant::now() {
+        tokio::time::sleep_until(not_before).await;
+    }
+    Ok(())
+}
+
+/// Creates one phase's workloads: churn workloads on their own interval,
+/// the rest as units, `width` in flight, in plan order.
+async fn create_phase(
+    client: &kube::Client,
+    workloads: &[WorkloadPlan],
+    width: usize,
+    pacer: Option<&Mutex<Interval>>,
+) -> Result<()> {
+    let churns = workloads.iter().filter_map(|w| match w {
+        WorkloadPlan::Pods(p) => Some((p.interval?, p.pods.as_slice())),
+        WorkloadPlan::Gang(_) => None,
+    });
+    let churning =
+        futures::future::try_join_all(churns.map(|(every, pods)| churn(client, pods, every)));
     // A gang is one unit (its group object, then its pods); a plain pod is a
     // unit of its own. Units start in plan order, `width` in flight.
-    let units = plan.workloads.iter().flat_map(|w| match w {
+    let units = workloads.iter().flat_map(|w| match w {
         WorkloadPlan::Gang(g) => vec![Unit::Gang(g.group.as_ref(), &g.pods)],
+        WorkloadPlan::Pods(p) if p.interval.is_some() => Vec::new(),
         WorkloadPlan::Pods(p) => p.pods.iter().map(Unit::Pod).collect(),
     });
-    stream::iter(units)
+    let creating = stream::iter(units)
         .map(|unit| async move {
             match unit {
                 Unit::Pod(pod) => create_pod(client, pod, pacer).await,
@@ -60,8 +141,22 @@ pub async fn apply(client: &kube::Client, plan: &Plan, pace: Pace) -> Result<()>
             }
         })
         .buffer_unordered(width)
-        .try_collect::<()>()
-        .await
+        .try_collect::<()>();
+    futures::try_join!(creating, churning)?;
+    Ok(())
+}
+
+/// Creates `pods` one per `every`, the first at once (scheduler-perf's
+/// `churn` op in `create` mode, bounded by the workload's count). A slow
+/// creation delays the ones after it rather than bunching them.
+async fn churn(client: &kube::Client, pods: &[Manifest], every: Duration) -> Result<()> {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    for pod in pods {
+        tick.tick().await;
+        create(client, pod, IfExists::Fail).await?;
+    }
+    Ok(())
 }
 
 /// What one in-flight slot creates.
@@ -120,5 +215,50 @@ async fn create(client: &kube::Client, m: &Manifest, if_exists: IfExists) -> Res
             what()
         )),
         Err(e) => Err(e).with_context(what),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::Poll;
+
+    use super::*;
+
+    fn stage(first: usize, after_settled: bool, delay: Duration) -> Stage {
+        Stage {
+            workloads: first..first + 1,
+            after_settled,
+            delay,
+        }
+    }
+
+    /// A gated phase opens once the first unsettled workload reaches its
+    /// first workload, not before; an ungated one at once.
+    #[tokio::test]
+    async fn a_gate_opens_when_the_workloads_before_it_settle() {
+        let (tx, mut rx) = watch::channel(0usize);
+        let gated = stage(2, true, Duration::ZERO);
+        let mut opening = std::pin::pin!(open(&gated, &mut rx, Instant::now()));
+        assert!(futures::poll!(&mut opening).is_pending());
+        tx.send(1).unwrap();
+        assert!(futures::poll!(&mut opening).is_pending(), "one still waits");
+        tx.send(2).unwrap();
+        assert!(matches!(futures::poll!(&mut opening), Poll::Ready(Ok(()))));
+
+        let (_tx, mut rx) = watch::channel(0usize);
+        let free = stage(2, false, Duration::ZERO);
+        let mut opening = std::pin::pin!(open(&free, &mut rx, Instant::now()));
+        assert!(matches!(futures::poll!(&mut opening), Poll::Ready(Ok(()))));
+    }
+
+    /// A run that stops reporting (the sender dropped) fails the gate
+    /// instead of hanging.
+    #[tokio::test]
+    async fn a_gate_without_reports_fails() {
+        let (tx, mut rx) = watch::channel(0usize);
+        drop(tx);
+        let gated = stage(1, true, Duration::ZERO);
+        let e = open(&gated, &mut rx, Instant::now()).await.unwrap_err();
+        assert!(e.to_string().contains("stopped reporting"), "{e}");
     }
 }

@@ -22,7 +22,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use self::apply::apply;
@@ -63,6 +63,9 @@ pub trait Progress {
 pub struct Finished {
     pub summary: Summary,
     pub pods: Vec<PodTimes>,
+    /// The pods throughput and latency are computed on: the measured
+    /// workloads' (`measured: true`), or all of them when none is.
+    pub measured_pods: Vec<PodTimes>,
 }
 
 /// Applies `scenario` through `client` and tracks it to the end.
@@ -83,7 +86,9 @@ pub async fn run(
         rate: scenario.creation_rate,
         concurrency: opts.concurrency,
     };
-    let mut applying = std::pin::pin!(apply(client, &plan, pace));
+    // Phase gates: the first plan workload not yet settled.
+    let (settled_tx, settled_rx) = watch::channel(0usize);
+    let mut applying = std::pin::pin!(apply(client, &plan, pace, settled_rx));
     let mut applied = false;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
@@ -106,11 +111,14 @@ pub async fn run(
                     while let Ok(message) = rx.try_recv() {
                         receive(&mut tracker, message, at);
                     }
+                    report_settled(&tracker, &settled_tx, at);
                 }
                 None => anyhow::bail!("the scenario watches ended unexpectedly"),
             },
             _ = tick.tick() => {
                 let at = start.elapsed();
+                // Gang timeouts settle gangs without any event.
+                report_settled(&tracker, &settled_tx, at);
                 opts.progress.update(at, &tracker.counts(at), false);
                 judge = true;
             }
@@ -125,12 +133,23 @@ pub async fn run(
             return Ok(Finished {
                 summary: tracker.summary(now),
                 pods: tracker.pod_times(),
+                measured_pods: tracker.measured_pod_times(),
             });
         }
         next_timeout = tracker
             .next_timeout(now)
             .map_or(deadline, |t| (start + t).min(deadline));
     }
+}
+
+/// Moves the phase gates' cursor past the workloads that have settled.
+fn report_settled(tracker: &Tracker, settled: &watch::Sender<usize>, at: Duration) {
+    settled.send_if_modified(|first_unsettled| {
+        let next = tracker.first_unsettled(*first_unsettled, at);
+        let moved = next != *first_unsettled;
+        *first_unsettled = next;
+        moved
+    });
 }
 
 fn receive(tracker: &mut Tracker, message: Watched, at: Duration) {

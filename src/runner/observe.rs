@@ -117,6 +117,7 @@ fn pod_observation(pod: &PodPlacement, deleted: bool) -> Observation {
         namespace,
         name,
         bound: pod.is_bound(),
+        terminating: pod.metadata.deletion_timestamp.is_some(),
     }
 }
 

@@ -1,7 +1,11 @@
 //! What a running scenario has reached so far, built only from observations
-//! (pods seen, pods bound, PodGroup conditions) stamped with the time since
-//! the run started. Pure state: no I/O and no clock of its own, so outcomes
-//! and timings are testable with made-up times.
+//! (pods seen, pods bound, pods deleted, PodGroup conditions) stamped with
+//! the time since the run started. Pure state: no I/O and no clock of its
+//! own, so outcomes and timings are testable with made-up times.
+//!
+//! A pod deleted (or marked for deletion) after it was bound was preempted:
+//! it keeps its timings and counts as preempted, not as lost. A pod deleted
+//! before it was bound is forgotten, as if never created.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -19,11 +23,13 @@ pub struct GroupCondition {
 /// One change seen through the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Observation {
-    /// A pod exists; `bound` once `spec.nodeName` is set.
+    /// A pod exists; `bound` once `spec.nodeName` is set, `terminating`
+    /// once `metadata.deletionTimestamp` is.
     Pod {
         namespace: String,
         name: String,
         bound: bool,
+        terminating: bool,
     },
     PodGone {
         namespace: String,
@@ -37,11 +43,23 @@ pub enum Observation {
     },
 }
 
-/// When a pod was first seen and first seen bound.
+/// When a pod was first seen, first seen bound, and first seen going after
+/// it was bound.
 #[derive(Debug, Clone, Copy, Default)]
 struct Member {
     seen: Option<Duration>,
     bound: Option<Duration>,
+    preempted: Option<Duration>,
+}
+
+impl Member {
+    fn state(&self) -> (bool, bool, bool) {
+        (
+            self.seen.is_some(),
+            self.bound.is_some(),
+            self.preempted.is_some(),
+        )
+    }
 }
 
 /// One planned pod's timings, since the start of the run.
@@ -62,6 +80,7 @@ struct Gang {
     min_count: u32,
     timeout: Duration,
     expect: Option<Outcome>,
+    measured: bool,
     members: Vec<Member>,
     condition: Option<GroupCondition>,
 }
@@ -71,6 +90,7 @@ struct Batch {
     namespace: String,
     name_prefix: String,
     expect: Option<Outcome>,
+    measured: bool,
     members: Vec<Member>,
 }
 
@@ -81,20 +101,31 @@ enum Slot {
     Batch(usize, usize),
 }
 
+/// Where a plan workload's record lives.
+#[derive(Debug, Clone, Copy)]
+enum Entry {
+    Gang(usize),
+    Batch(usize),
+}
+
 /// Running totals, for the progress line and the summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     pub pods_planned: usize,
     pub pods_created: usize,
+    /// Pods ever seen bound, including those since preempted.
     pub pods_bound: usize,
+    /// Pods deleted (or marked for deletion) after they were bound.
+    pub pods_preempted: usize,
     pub gangs_bound: usize,
     pub gangs_waiting: usize,
     pub gangs_timed_out: usize,
+    pub gangs_preempted: usize,
 }
 
 impl Counts {
     pub fn pods_pending(&self) -> usize {
-        self.pods_created - self.pods_bound
+        self.pods_created.saturating_sub(self.pods_bound)
     }
 }
 
@@ -106,7 +137,9 @@ pub struct GangReport {
     /// Member pods the scenario creates.
     pub members: usize,
     pub created: usize,
+    /// Members ever bound, including those since preempted.
     pub bound: usize,
+    pub preempted: usize,
     pub min_count: u32,
     pub outcome: Outcome,
     /// From quorum observed (the last of the first `min_count` members
@@ -125,7 +158,9 @@ pub struct PodsReport {
     pub name_prefix: String,
     pub count: usize,
     pub created: usize,
+    /// Pods ever bound, including those since preempted.
     pub bound: usize,
+    pub preempted: usize,
     pub outcome: Outcome,
     pub expect: Option<Outcome>,
 }
@@ -138,8 +173,8 @@ pub struct Summary {
     pub gangs: Vec<GangReport>,
     pub pods: Vec<PodsReport>,
     pub totals: Counts,
-    /// Broken scheduler guarantees (a partially bound gang), whatever the
-    /// scenario expects.
+    /// Broken scheduler guarantees (a partially bound or partially
+    /// preempted gang), whatever the scenario expects.
     pub violations: Vec<String>,
 }
 
@@ -149,6 +184,8 @@ pub struct Tracker {
     scenario: String,
     gangs: Vec<Gang>,
     batches: Vec<Batch>,
+    /// The plan's workloads, in plan order.
+    order: Vec<Entry>,
     index: HashMap<(String, String), Slot>,
     /// (namespace, name) → index into `gangs`.
     gang_index: HashMap<(String, String), usize>,
@@ -161,6 +198,7 @@ impl Tracker {
             scenario: scenario.to_string(),
             gangs: Vec::new(),
             batches: Vec::new(),
+            order: Vec::new(),
             index: HashMap::new(),
             gang_index: HashMap::new(),
         };
@@ -180,6 +218,10 @@ impl Tracker {
                 .collect();
             tracker.index.extend(slots);
             let members = vec![Member::default(); workload.pods().len()];
+            tracker.order.push(match workload {
+                WorkloadPlan::Gang(_) => Entry::Gang(tracker.gangs.len()),
+                WorkloadPlan::Pods(_) => Entry::Batch(tracker.batches.len()),
+            });
             match workload {
                 WorkloadPlan::Gang(g) => {
                     let key = (g.namespace.clone(), g.name.clone());
@@ -190,6 +232,7 @@ impl Tracker {
                         min_count: g.min_count,
                         timeout: g.timeout.unwrap_or_else(|| gang.default_timeout(g.source)),
                         expect: g.expect,
+                        measured: g.measured,
                         members,
                         condition: None,
                     })
@@ -198,6 +241,7 @@ impl Tracker {
                     namespace: p.namespace.clone(),
                     name_prefix: p.name_prefix.clone(),
                     expect: p.expect,
+                    measured: p.measured,
                     members,
                 }),
             }
@@ -212,19 +256,27 @@ impl Tracker {
                 namespace,
                 name,
                 bound,
+                terminating,
             } => self.member(namespace, name).is_some_and(|m| {
-                let before = (m.seen.is_some(), m.bound.is_some());
+                let before = m.state();
                 m.seen.get_or_insert(at);
                 if bound {
                     m.bound.get_or_insert(at);
                 }
-                before != (true, m.bound.is_some())
+                if terminating && m.bound.is_some() {
+                    m.preempted.get_or_insert(at);
+                }
+                before != m.state()
             }),
             Observation::PodGone { namespace, name } => {
                 self.member(namespace, name).is_some_and(|m| {
-                    let had = m.seen.is_some();
-                    *m = Member::default();
-                    had
+                    let before = m.state();
+                    if m.bound.is_some() {
+                        m.preempted.get_or_insert(at);
+                    } else {
+                        *m = Member::default();
+                    }
+                    before != m.state()
                 })
             }
             Observation::Group {
@@ -252,11 +304,30 @@ impl Tracker {
         }
     }
 
-    /// True when every gang is bound or timed out and every plain pod is
-    /// bound: nothing more will change the outcome.
+    /// True when every gang is bound, preempted or timed out and every
+    /// plain pod is bound or preempted: nothing more will change the outcome.
     pub fn settled(&self, at: Duration) -> bool {
         self.gangs.iter().all(|g| g.outcome(at) != Outcome::Waiting)
-            && self.batches.iter().all(|b| b.outcome() == Outcome::Bound)
+            && self.batches.iter().all(|b| b.outcome() != Outcome::Waiting)
+    }
+
+    /// The index of the first plan workload at or after `from` that has not
+    /// settled (the plan's length when all have): phase gates open once it
+    /// reaches their first workload. Walks only from `from`, so a caller
+    /// keeping the last answer pays for each workload about once.
+    pub fn first_unsettled(&self, from: usize, at: Duration) -> usize {
+        let settled = |entry: &Entry| match *entry {
+            Entry::Gang(i) => self
+                .gangs
+                .get(i)
+                .is_some_and(|g| g.outcome(at) != Outcome::Waiting),
+            Entry::Batch(i) => self
+                .batches
+                .get(i)
+                .is_some_and(|b| b.outcome() != Outcome::Waiting),
+        };
+        let rest = self.order.get(from..).unwrap_or_default();
+        from + rest.iter().take_while(|e| settled(e)).count()
     }
 
     /// The next moment a gang's timeout expires, if any gang is waiting for one.
@@ -280,13 +351,16 @@ impl Tracker {
             pods_planned: members().count(),
             pods_created: members().filter(|m| m.seen.is_some()).count(),
             pods_bound: members().filter(|m| m.bound.is_some()).count(),
+            pods_preempted: members().filter(|m| m.preempted.is_some()).count(),
             ..Counts::default()
         };
         for g in &self.gangs {
             match g.outcome(at) {
                 Outcome::Bound => counts.gangs_bound += 1,
                 Outcome::TimedOut => counts.gangs_timed_out += 1,
-                Outcome::Waiting => counts.gangs_waiting += 1,
+                Outcome::Preempted => counts.gangs_preempted += 1,
+                // Never an actual outcome; counted as not settled.
+                Outcome::Waiting | Outcome::BoundOrPreempted => counts.gangs_waiting += 1,
             }
         }
         counts
@@ -312,19 +386,33 @@ impl Tracker {
             .collect()
     }
 
+    /// The timings of the measured workloads' pods (every pod's when no
+    /// workload is measured): what throughput and latency are computed on.
+    pub fn measured_pod_times(&self) -> Vec<PodTimes> {
+        let any = self.gangs.iter().any(|g| g.measured) || self.batches.iter().any(|b| b.measured);
+        let times = |in_gang| {
+            move |m: &Member| PodTimes {
+                created: m.seen,
+                bound: m.bound,
+                in_gang,
+            }
+        };
+        self.gangs
+            .iter()
+            .filter(|g| g.measured || !any)
+            .flat_map(|g| g.members.iter().map(times(true)))
+            .chain(
+                self.batches
+                    .iter()
+                    .filter(|b| b.measured || !any)
+                    .flat_map(|b| b.members.iter().map(times(false))),
+            )
+            .collect()
+    }
+
     pub fn summary(&self, at: Duration) -> Summary {
         let gangs: Vec<GangReport> = self.gangs.iter().map(|g| g.report(at)).collect();
-        let violations = gangs
-            .iter()
-            .filter(|g| g.bound > 0 && g.bound < g.min_count as usize)
-            .filter(|g| !g.condition.as_ref().is_some_and(|c| c.status))
-            .map(|g| {
-                format!(
-                    "gang {}/{} is partially bound: {} of min count {} members bound",
-                    g.namespace, g.name, g.bound, g.min_count
-                )
-            })
-            .collect();
+        let violations = gangs.iter().filter_map(violation).collect();
         Summary {
             scenario: self.scenario.clone(),
             elapsed: at,
@@ -334,6 +422,29 @@ impl Tracker {
             violations,
         }
     }
+}
+
+/// A gang left running below its quorum: bound in part and not released
+/// (members of a released gang bind one by one), or preempted in part (I1
+/// holds for victims: a gang is evicted whole or not at all).
+fn violation(g: &GangReport) -> Option<String> {
+    let min = g.min_count as usize;
+    if g.preempted > 0 {
+        let running = g.bound.saturating_sub(g.preempted);
+        return (running > 0 && running < min).then(|| {
+            format!(
+                "gang {}/{} is partially preempted: {} of min count {} members still running, {} preempted",
+                g.namespace, g.name, running, g.min_count, g.preempted
+            )
+        });
+    }
+    let released = g.condition.as_ref().is_some_and(|c| c.status);
+    (g.bound > 0 && g.bound < min && !released).then(|| {
+        format!(
+            "gang {}/{} is partially bound: {} of min count {} members bound",
+            g.namespace, g.name, g.bound, g.min_count
+        )
+    })
 }
 
 impl Gang {
@@ -355,7 +466,9 @@ impl Gang {
     }
 
     fn outcome(&self, at: Duration) -> Outcome {
-        if self.all_bound_at().is_some() {
+        if self.members.iter().any(|m| m.preempted.is_some()) {
+            Outcome::Preempted
+        } else if self.all_bound_at().is_some() {
             Outcome::Bound
         } else if self.quorum().is_some_and(|q| at >= q + self.timeout) {
             Outcome::TimedOut
@@ -381,6 +494,11 @@ impl Gang {
             members: self.members.len(),
             created: self.members.iter().filter(|m| m.seen.is_some()).count(),
             bound: self.members.iter().filter(|m| m.bound.is_some()).count(),
+            preempted: self
+                .members
+                .iter()
+                .filter(|m| m.preempted.is_some())
+                .count(),
             min_count: self.min_count,
             outcome: self.outcome(at),
             quorum_to_bound,
@@ -392,11 +510,15 @@ impl Gang {
 }
 
 impl Batch {
+    /// Preempted pods stay bound in their record, so "all bound" includes
+    /// them.
     fn outcome(&self) -> Outcome {
-        if self.members.iter().all(|m| m.bound.is_some()) {
-            Outcome::Bound
-        } else {
+        if !self.members.iter().all(|m| m.bound.is_some()) {
             Outcome::Waiting
+        } else if self.members.iter().any(|m| m.preempted.is_some()) {
+            Outcome::Preempted
+        } else {
+            Outcome::Bound
         }
     }
 
@@ -407,6 +529,11 @@ impl Batch {
             count: self.members.len(),
             created: self.members.iter().filter(|m| m.seen.is_some()).count(),
             bound: self.members.iter().filter(|m| m.bound.is_some()).count(),
+            preempted: self
+                .members
+                .iter()
+                .filter(|m| m.preempted.is_some())
+                .count(),
             outcome: self.outcome(),
             expect: self.expect,
         }
@@ -434,7 +561,29 @@ mod tests {
             namespace: "default".into(),
             name: name.into(),
             bound,
+            terminating: false,
         }
+    }
+
+    fn terminating(name: &str) -> Observation {
+        Observation::Pod {
+            namespace: "default".into(),
+            name: name.into(),
+            bound: true,
+            terminating: true,
+        }
+    }
+
+    fn gone(name: &str) -> Observation {
+        Observation::PodGone {
+            namespace: "default".into(),
+            name: name.into(),
+        }
+    }
+
+    fn tracker_of(yaml: &str) -> Tracker {
+        let s = Scenario::parse(yaml, "t").unwrap();
+        Tracker::new(&s.name, &s.plan(), &crate::gang::GangArgs::default())
     }
 
     fn secs(s: f64) -> Duration {
@@ -511,9 +660,9 @@ mod tests {
     }
 
     #[test]
-    fn deleted_pods_are_forgotten() {
+    fn pods_deleted_before_binding_are_forgotten() {
         let mut t = tracker();
-        t.observe(pod("p-0", true), secs(1.0));
+        t.observe(pod("p-0", false), secs(1.0));
         assert!(t.observe(
             Observation::PodGone {
                 namespace: "default".into(),
@@ -522,5 +671,183 @@ mod tests {
             secs(2.0)
         ));
         assert_eq!(t.counts(secs(2.0)).pods_created, 0);
+    }
+
+    #[test]
+    fn a_pod_deleted_before_binding_is_forgotten_after_binding_preempted() {
+        let mut t = tracker();
+        t.observe(pod("p-0", false), secs(1.0));
+        assert!(t.observe(gone("p-0"), secs(1.5)), "forgotten");
+        assert_eq!(t.counts(secs(1.5)).pods_created, 0);
+        t.observe(pod("p-1", true), secs(2.0));
+        assert!(t.observe(gone("p-1"), secs(3.0)));
+        assert!(!t.observe(gone("p-1"), secs(3.1)), "already preempted");
+        let c = t.counts(secs(3.0));
+        assert_eq!((c.pods_created, c.pods_bound, c.pods_preempted), (1, 1, 1));
+        let times = t.pod_times();
+        assert_eq!(times[4].bound, Some(secs(2.0)), "timings kept");
+    }
+
+    /// Preempted at the first sight of `deletionTimestamp` on a bound pod;
+    /// a pending pod marked for deletion is not preempted.
+    #[test]
+    fn terminating_while_bound_is_preempted() {
+        let mut t = tracker();
+        t.observe(pod("p-0", true), secs(1.0));
+        t.observe(pod("p-1", true), secs(1.0));
+        assert_eq!(t.summary(secs(1.0)).pods[0].outcome, Outcome::Bound);
+        assert!(t.observe(terminating("p-0"), secs(2.0)));
+        assert!(!t.observe(gone("p-0"), secs(2.5)), "already counted");
+        let s = t.summary(secs(3.0));
+        assert_eq!(s.pods[0].outcome, Outcome::Preempted);
+        assert_eq!((s.pods[0].bound, s.pods[0].preempted), (2, 1));
+        let pending = Observation::Pod {
+            namespace: "default".into(),
+            name: "g-0-0".into(),
+            bound: false,
+            terminating: true,
+        };
+        t.observe(pending, secs(3.0));
+        assert_eq!(t.counts(secs(3.0)).pods_preempted, 1);
+    }
+
+    /// The outcomes a workload ends with, against what it expects.
+    #[test]
+    fn outcomes_with_preemption() {
+        const P: &str = "name: t\nworkloads:\n  - pods: {namePrefix: p, count: 2, expect: {outcome: boundOrPreempted}}\n";
+        // (observations, outcome, boundOrPreempted accepts, settled)
+        let cases: [(&[Observation], Outcome, bool, bool); 4] = [
+            (&[pod("p-0", true)], Outcome::Waiting, false, false),
+            (
+                &[pod("p-0", true), pod("p-1", true)],
+                Outcome::Bound,
+                true,
+                true,
+            ),
+            (
+                &[pod("p-0", true), pod("p-1", true), gone("p-1")],
+                Outcome::Preempted,
+                true,
+                true,
+            ),
+            // One preempted, the other never bound: still waiting.
+            (
+                &[pod("p-0", true), gone("p-0"), pod("p-1", false)],
+                Outcome::Waiting,
+                false,
+                false,
+            ),
+        ];
+        for (i, (observations, outcome, accepted, settled)) in cases.into_iter().enumerate() {
+            let mut t = tracker_of(P);
+            for o in observations {
+                t.observe(o.clone(), secs(1.0));
+            }
+            let s = t.summary(secs(2.0));
+            assert_eq!(s.pods[0].outcome, outcome, "case {i}");
+            assert_eq!(
+                Outcome::BoundOrPreempted.accepts(outcome),
+                accepted,
+                "case {i}"
+            );
+            assert_eq!(
+                Outcome::Bound.accepts(outcome),
+                outcome == Outcome::Bound,
+                "case {i}"
+            );
+            assert_eq!(t.settled(secs(2.0)), settled, "case {i}");
+            assert_eq!(
+                crate::runner::summary::failures(&s).is_empty(),
+                accepted,
+                "case {i}"
+            );
+        }
+    }
+
+    /// A victim gang evicted whole is preempted and settled; one left
+    /// running below its minCount is a violation, released or not.
+    #[test]
+    fn gangs_preempted_whole_or_reported_partial() {
+        const G: &str =
+            "name: t\nworkloads:\n  - gang: {namePrefix: g, count: 2, size: 4, minCount: 3}\n";
+        let mut t = tracker_of(G);
+        for gang in 0..2 {
+            for j in 0..4 {
+                t.observe(pod(&format!("g-{gang}-{j}"), true), secs(1.0));
+            }
+        }
+        // g-0 evicted whole; g-1 loses two members of four (2 < minCount 3).
+        for j in 0..4 {
+            t.observe(terminating(&format!("g-0-{j}")), secs(2.0));
+        }
+        t.observe(gone("g-1-0"), secs(2.0));
+        t.observe(gone("g-1-1"), secs(2.0));
+        let released = GroupCondition {
+            status: true,
+            reason: "Scheduled".into(),
+            message: String::new(),
+        };
+        t.observe(
+            Observation::Group {
+                namespace: "default".into(),
+                name: "g-1".into(),
+                condition: Some(released),
+            },
+            secs(2.0),
+        );
+        let s = t.summary(secs(3.0));
+        assert_eq!(s.gangs[0].outcome, Outcome::Preempted);
+        assert_eq!(s.gangs[0].preempted, 4);
+        assert_eq!(s.totals.gangs_preempted, 2);
+        assert_eq!(
+            s.violations,
+            [
+                "gang default/g-1 is partially preempted: 2 of min count 3 members still running, 2 preempted"
+            ]
+        );
+        assert!(t.settled(secs(3.0)));
+        // One member of a gang of minCount 3 preempted leaves 3 running: fine.
+        let mut t = tracker_of(G);
+        for j in 0..4 {
+            t.observe(pod(&format!("g-0-{j}"), true), secs(1.0));
+        }
+        t.observe(gone("g-0-3"), secs(2.0));
+        assert!(t.summary(secs(2.0)).violations.is_empty());
+    }
+
+    /// The phase gate's cursor: the first workload not settled, walking
+    /// from where it was.
+    #[test]
+    fn first_unsettled_walks_the_plan_in_order() {
+        const S: &str = "name: t\nworkloads:\n  - pods: {namePrefix: low, count: 2}\n  - gang: {namePrefix: g, count: 2, size: 1, timeoutSeconds: 5}\n  - pods: {namePrefix: high, count: 1, start: {after: previousSettled}}\n";
+        let mut t = tracker_of(S);
+        assert_eq!(t.first_unsettled(0, secs(0.0)), 0);
+        t.observe(pod("low-0", true), secs(1.0));
+        assert_eq!(t.first_unsettled(0, secs(1.0)), 0);
+        t.observe(pod("low-1", true), secs(1.0));
+        assert_eq!(t.first_unsettled(0, secs(1.0)), 1);
+        t.observe(pod("g-0-0", true), secs(1.0));
+        t.observe(pod("g-1-0", false), secs(1.0));
+        assert_eq!(t.first_unsettled(1, secs(1.0)), 2, "g-1 waits");
+        // g-1 times out 5 s after its quorum: settled without an event.
+        assert_eq!(t.first_unsettled(2, secs(6.0)), 3);
+        // Preempting the low pods keeps them settled.
+        t.observe(gone("low-0"), secs(7.0));
+        assert_eq!(t.first_unsettled(0, secs(7.0)), 3);
+        t.observe(pod("high-0", true), secs(8.0));
+        assert_eq!(t.first_unsettled(3, secs(8.0)), 4);
+        assert_eq!(t.first_unsettled(9, secs(8.0)), 9, "past the end");
+    }
+
+    #[test]
+    fn measured_pod_times_are_the_measured_workloads_or_all() {
+        let mut t = tracker_of(
+            "name: t\nworkloads:\n  - pods: {namePrefix: a, count: 2}\n  - pods: {namePrefix: b, count: 3, measured: true}\n",
+        );
+        t.observe(pod("b-0", true), secs(1.0));
+        let measured = t.measured_pod_times();
+        assert_eq!(measured.len(), 3);
+        assert_eq!(measured[0].bound, Some(secs(1.0)));
+        assert_eq!(tracker().measured_pod_times().len(), 5, "none marked: all");
     }
 }

@@ -4,11 +4,14 @@
 //! label `muster.dev/scenario: <name>` so watchers can select exactly it.
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::spec::{Dialect, GangWorkload, Outcome, PodShape, PodsWorkload, Scenario, Workload};
+use super::spec::{
+    After, Dialect, GangWorkload, Outcome, PodShape, PodsWorkload, Scenario, Workload,
+};
 use crate::dialects::{SCHEDULE_TIMEOUT_ANNOTATION, coscheduling, kueue, volcano, workload_api};
 use crate::kwok::RUN_SECONDS_ANNOTATION;
 use crate::kwok::templates;
@@ -109,6 +112,20 @@ pub struct Plan {
     /// already exist.
     pub setup: Vec<Manifest>,
     pub workloads: Vec<WorkloadPlan>,
+    /// The phases `workloads` are created in, in order, covering them all.
+    pub stages: Vec<Stage>,
+}
+
+/// A phase: consecutive workloads whose creation starts together, once the
+/// phase before has started and the gate is open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stage {
+    /// Indices into [`Plan::workloads`].
+    pub workloads: Range<usize>,
+    /// Wait until every workload before `workloads.start` has settled.
+    pub after_settled: bool,
+    /// Then wait this long.
+    pub delay: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -129,6 +146,8 @@ pub struct GangPlan {
     /// The dialect the gang is written in (its default timeout depends on it).
     pub source: GroupSource,
     pub expect: Option<Outcome>,
+    /// Counted in throughput and latency (see `Scenario` field `measured`).
+    pub measured: bool,
     /// `None` for Kueue gangs.
     pub group: Option<Manifest>,
     pub pods: Vec<Manifest>,
@@ -140,6 +159,9 @@ pub struct PodsPlan {
     pub namespace: String,
     pub name_prefix: String,
     pub expect: Option<Outcome>,
+    pub measured: bool,
+    /// Churn: one pod every this long, on a pace of its own.
+    pub interval: Option<Duration>,
     pub pods: Vec<Manifest>,
 }
 
@@ -172,17 +194,34 @@ impl Scenario {
                 .map(|n| self.node(n)),
         );
         setup.extend(self.kueue_topology());
-        let workloads = self
-            .workloads
-            .iter()
-            .flat_map(|w| match w {
-                Workload::Gang(g) => (0..g.count)
-                    .map(|i| WorkloadPlan::Gang(self.gang(g, i)))
-                    .collect::<Vec<_>>(),
-                Workload::Pods(p) => vec![WorkloadPlan::Pods(self.plain_pods(p))],
-            })
-            .collect();
-        Plan { setup, workloads }
+        let mut workloads = Vec::new();
+        let mut stages: Vec<Stage> = Vec::new();
+        for w in &self.workloads {
+            let first = workloads.len();
+            match w {
+                Workload::Gang(g) => {
+                    workloads.extend((0..g.count).map(|i| WorkloadPlan::Gang(self.gang(g, i))))
+                }
+                Workload::Pods(p) => workloads.push(WorkloadPlan::Pods(self.plain_pods(p))),
+            }
+            match (w.start(), stages.last_mut()) {
+                // Joins the phase before.
+                (None, Some(stage)) => stage.workloads.end = workloads.len(),
+                (start, _) => {
+                    let start = start.unwrap_or_default();
+                    stages.push(Stage {
+                        workloads: first..workloads.len(),
+                        after_settled: start.after == Some(After::PreviousSettled),
+                        delay: Duration::from_secs(start.delay_seconds),
+                    });
+                }
+            }
+        }
+        Plan {
+            setup,
+            workloads,
+            stages,
+        }
     }
 
     fn labels(&self) -> Map<String, Value> {
@@ -274,6 +313,7 @@ impl Scenario {
             timeout: g.timeout_seconds.map(Duration::from_secs),
             source: dialect.source(),
             expect: g.expect.map(|e| e.outcome),
+            measured: g.measured,
             group,
             pods,
         }
@@ -364,6 +404,8 @@ impl Scenario {
             namespace: p.namespace.clone(),
             name_prefix: p.name_prefix.clone(),
             expect: p.expect.map(|e| e.outcome),
+            measured: p.measured,
+            interval: p.interval_milliseconds.map(Duration::from_millis),
             pods,
         }
     }
@@ -394,6 +436,9 @@ impl Scenario {
         }
         if let Some(affinity) = shape.affinity {
             spec["affinity"] = affinity.clone();
+        }
+        if let Some(seconds) = shape.termination_grace_period_seconds {
+            spec["terminationGracePeriodSeconds"] = json!(seconds);
         }
         Manifest {
             kind: Kind::Pod,

@@ -16,8 +16,10 @@ mod validate;
 
 use std::path::Path;
 
-pub use manifests::{GangPlan, Kind, Manifest, Plan, PodsPlan, WorkloadPlan};
-pub use spec::{Expectation, GangWorkload, Outcome, PodShape, PodsWorkload, Scenario, Workload};
+pub use manifests::{GangPlan, Kind, Manifest, Plan, PodsPlan, Stage, WorkloadPlan};
+pub use spec::{
+    After, Expectation, GangWorkload, Outcome, PodShape, PodsWorkload, Scenario, Start, Workload,
+};
 
 /// The scenario `muster simulate` runs when given none
 /// (`config/scenarios/demo.yaml`).

@@ -125,6 +125,19 @@ pub struct GangWorkload {
     /// `muster.dev/preferred-topology`, Kueue `podset-preferred-topology`).
     #[serde(default)]
     pub preferred_topology: Option<String>,
+    /// Seconds the pod is given to terminate when deleted
+    /// (`spec.terminationGracePeriodSeconds`); absent = the API's default (30).
+    #[serde(default)]
+    pub termination_grace_period_seconds: Option<u32>,
+    /// When creation of this workload starts; absent = right after the
+    /// workload before it (see `docs/simulate.md`, phases).
+    #[serde(default)]
+    pub start: Option<Start>,
+    /// Throughput and latency are measured on the measured workloads' pods
+    /// only (scheduler-perf's `collectMetrics`); when no workload is
+    /// measured, on every pod.
+    #[serde(default)]
+    pub measured: bool,
     #[serde(default)]
     pub expect: Option<Expectation>,
 }
@@ -190,6 +203,12 @@ pub struct PodsWorkload {
     pub namespace: String,
     #[serde(default = "one")]
     pub count: u32,
+    /// Churn: create the pods one at a time, one every this many
+    /// milliseconds (scheduler-perf's `churn` op, `mode: create`), on a pace
+    /// of their own beside the other workloads; absent = at the scenario's
+    /// `creationRate`.
+    #[serde(default)]
+    pub interval_milliseconds: Option<u64>,
     /// Container requests, e.g. `{cpu: 2, memory: 4Gi, nvidia.com/gpu: 1}`.
     #[serde(default, deserialize_with = "quantity_map")]
     pub requests: BTreeMap<String, String>,
@@ -209,6 +228,19 @@ pub struct PodsWorkload {
     /// [muster.dev/gang-name]` confines a term to the pod's own gang.
     #[serde(default)]
     pub affinity: Option<Value>,
+    /// Seconds the pod is given to terminate when deleted
+    /// (`spec.terminationGracePeriodSeconds`); absent = the API's default (30).
+    #[serde(default)]
+    pub termination_grace_period_seconds: Option<u32>,
+    /// When creation of this workload starts; absent = right after the
+    /// workload before it (see `docs/simulate.md`, phases).
+    #[serde(default)]
+    pub start: Option<Start>,
+    /// Throughput and latency are measured on the measured workloads' pods
+    /// only (scheduler-perf's `collectMetrics`); when no workload is
+    /// measured, on every pod.
+    #[serde(default)]
+    pub measured: bool,
     #[serde(default)]
     pub expect: Option<Expectation>,
 }
@@ -223,6 +255,7 @@ pub struct PodShape<'a> {
     pub node_selector: &'a BTreeMap<String, String>,
     pub tolerations: &'a [Value],
     pub affinity: Option<&'a Value>,
+    pub termination_grace_period_seconds: Option<u32>,
 }
 
 macro_rules! pod_shape {
@@ -236,6 +269,7 @@ macro_rules! pod_shape {
                     node_selector: &self.node_selector,
                     tolerations: &self.tolerations,
                     affinity: self.affinity.as_ref(),
+                    termination_grace_period_seconds: self.termination_grace_period_seconds,
                 }
             }
         }
@@ -243,6 +277,31 @@ macro_rules! pod_shape {
 }
 pod_shape!(GangWorkload);
 pod_shape!(PodsWorkload);
+
+/// When a workload's creation starts: a phase boundary. The workload (and
+/// every one after it, until the next `start`) waits for the gate, then
+/// for `delaySeconds`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Start {
+    /// What to wait for before the delay; absent = nothing (the delay counts
+    /// from the moment the phase before started).
+    #[serde(default)]
+    pub after: Option<After>,
+    #[serde(default)]
+    pub delay_seconds: u64,
+}
+
+/// A phase gate.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum After {
+    /// Every earlier workload has settled: each gang bound (or preempted, or
+    /// timed out) and each plain pod bound (or preempted), as the end of a
+    /// run judges it (scheduler-perf's `createPods` waiting for its pods to
+    /// be scheduled, or a `barrier`).
+    PreviousSettled,
+}
 
 /// What must be true at the end of the run for every gang (or for the pods)
 /// of a workload.
@@ -262,6 +321,12 @@ pub enum Outcome {
     TimedOut,
     /// Neither, when the run ended.
     Waiting,
+    /// At least one pod was deleted (or marked for deletion) after it was
+    /// bound; for plain pods, every other pod is bound too.
+    Preempted,
+    /// Only as an expectation: `bound` or `preempted`, for workloads that
+    /// fill a cluster more important work then preempts.
+    BoundOrPreempted,
 }
 
 impl Outcome {
@@ -270,6 +335,16 @@ impl Outcome {
             Outcome::Bound => "all bound",
             Outcome::TimedOut => "timed out",
             Outcome::Waiting => "waiting",
+            Outcome::Preempted => "preempted",
+            Outcome::BoundOrPreempted => "bound or preempted",
+        }
+    }
+
+    /// Whether `actual` meets this outcome as an expectation.
+    pub fn accepts(self, actual: Outcome) -> bool {
+        match self {
+            Outcome::BoundOrPreempted => matches!(actual, Outcome::Bound | Outcome::Preempted),
+            expected => expected == actual,
         }
     }
 }
@@ -319,6 +394,20 @@ impl Workload {
         match self {
             Workload::Gang(g) => g.shape(),
             Workload::Pods(p) => p.shape(),
+        }
+    }
+
+    pub fn start(&self) -> Option<Start> {
+        match self {
+            Workload::Gang(g) => g.start,
+            Workload::Pods(p) => p.start,
+        }
+    }
+
+    pub fn measured(&self) -> bool {
+        match self {
+            Workload::Gang(g) => g.measured,
+            Workload::Pods(p) => p.measured,
         }
     }
 

@@ -454,3 +454,220 @@ fn tas_scenarios_have_upstreams_shape() {
         assert_eq!((t.hosts_per_rack, t.racks_per_block), (100, 5), "{file}");
     }
 }
+
+const PHASES: &str = r#"
+name: phases
+workloads:
+  - pods: {namePrefix: low, count: 4, terminationGracePeriodSeconds: 0,
+           expect: {outcome: boundOrPreempted}}
+  - gang: {namePrefix: g, count: 2, size: 2}
+  - pods: {namePrefix: high, count: 3, intervalMilliseconds: 200, priority: 10,
+           start: {after: previousSettled, delaySeconds: 2}}
+  - pods: {namePrefix: measured, count: 5, measured: true}
+  - pods: {namePrefix: late, count: 1, start: {delaySeconds: 5}}
+"#;
+
+/// `start` opens a phase that runs to the next `start`; a workload without
+/// one joins the phase before; gangs expand to one plan workload each.
+#[test]
+fn plan_phases_follow_start() {
+    use std::time::Duration;
+    let s = Scenario::parse(PHASES, "phases.yaml").unwrap();
+    let plan = s.plan();
+    let stages: Vec<_> = plan
+        .stages
+        .iter()
+        .map(|st| (st.workloads.clone(), st.after_settled, st.delay))
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            (0..3, false, Duration::ZERO),
+            (3..5, true, Duration::from_secs(2)),
+            (5..6, false, Duration::from_secs(5)),
+        ]
+    );
+    let WorkloadPlan::Pods(low) = &plan.workloads[0] else {
+        panic!("pods plan")
+    };
+    assert_eq!(low.expect, Some(Outcome::BoundOrPreempted));
+    assert_eq!(
+        low.pods[0].object["spec"]["terminationGracePeriodSeconds"],
+        0
+    );
+    assert!(!low.measured);
+    let WorkloadPlan::Pods(high) = &plan.workloads[3] else {
+        panic!("pods plan")
+    };
+    assert_eq!(high.interval, Some(Duration::from_millis(200)));
+    assert!(
+        high.pods[0].object["spec"]
+            .get("terminationGracePeriodSeconds")
+            .is_none()
+    );
+    let WorkloadPlan::Pods(measured) = &plan.workloads[4] else {
+        panic!("pods plan")
+    };
+    assert!(measured.measured);
+    assert_eq!(measured.interval, None);
+}
+
+#[test]
+fn a_scenario_without_start_is_one_phase() {
+    let plan = Scenario::parse(SMALL, "small.yaml").unwrap().plan();
+    assert_eq!(plan.stages.len(), 1);
+    assert_eq!(plan.stages[0].workloads, 0..3);
+    assert!(!plan.stages[0].after_settled);
+}
+
+#[test]
+fn phase_and_churn_fields_are_checked() {
+    let pods = |fields: &str| {
+        format!(
+            "name: x\nworkloads:\n  - pods: {{namePrefix: a}}\n  - pods: {{namePrefix: b, {fields}}}\n"
+        )
+    };
+    let cases = [
+        (
+            "name: x\nworkloads: [{pods: {namePrefix: a, start: {after: previousSettled}}}]"
+                .to_string(),
+            "workloads[0].pods.start.after",
+            "no earlier workload",
+        ),
+        (
+            pods("start: {after: everything}"),
+            "workloads[1].pods.start.after",
+            "unknown variant `everything`",
+        ),
+        (
+            pods("start: {delaySeconds: 60}"),
+            "workloads[1].pods.start.delaySeconds",
+            "less than the scenario's timeoutSeconds (60)",
+        ),
+        (
+            pods("start: {afterr: previousSettled}"),
+            "workloads[1].pods.start.afterr",
+            "unknown field",
+        ),
+        (
+            pods("intervalMilliseconds: 0"),
+            "workloads[1].pods.intervalMilliseconds",
+            "must be positive",
+        ),
+        (
+            pods("intervalMilliseconds: 3600001"),
+            "workloads[1].pods.intervalMilliseconds",
+            "at most 3600000",
+        ),
+        (
+            pods("terminationGracePeriodSeconds: 86401"),
+            "workloads[1].pods.terminationGracePeriodSeconds",
+            "at most 86400",
+        ),
+        (
+            pods("terminationGracePeriodSeconds: -1"),
+            "workloads[1].pods.terminationGracePeriodSeconds",
+            "invalid type: integer `-1`",
+        ),
+        (
+            pods("expect: {outcome: preemptedd}"),
+            "workloads[1].pods.expect.outcome",
+            "unknown variant",
+        ),
+        (
+            "name: x\nworkloads: [{gang: {namePrefix: g, size: 2, intervalMilliseconds: 5}}]"
+                .to_string(),
+            "workloads[0].gang.intervalMilliseconds",
+            "unknown field",
+        ),
+        (
+            pods("measured: yes please"),
+            "workloads[1].pods.measured",
+            "invalid type",
+        ),
+    ];
+    for (text, path, needle) in cases {
+        let e = err(&text);
+        assert_eq!(e.path, path, "{text}: {e}");
+        assert!(e.message.contains(needle), "{text}: {e}");
+    }
+    for outcome in ["bound", "preempted", "boundOrPreempted", "waiting"] {
+        Scenario::parse(&pods(&format!("expect: {{outcome: {outcome}}}")), "t").unwrap();
+    }
+}
+
+/// The preemption scenarios have the shapes their headers (and
+/// docs/load-testing.md) describe.
+#[test]
+fn preemption_scenarios_have_upstreams_shape() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scenarios");
+    let load = |name: &str| Scenario::load(&dir.join(name)).unwrap();
+
+    // PreemptionAsync/5000Nodes.
+    let s = load("perf-preemption-5k.yaml");
+    assert_eq!(s.node_count(), 5000);
+    assert_eq!(s.nodes[0].capacity["cpu"], "4");
+    let pods: Vec<_> = s
+        .workloads
+        .iter()
+        .map(|w| {
+            let Workload::Pods(p) = w else {
+                panic!("plain pods only")
+            };
+            (
+                p.count,
+                p.requests["cpu"].as_str(),
+                p.priority,
+                p.interval_milliseconds,
+                p.measured,
+                p.start.and_then(|st| st.after),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pods,
+        [
+            (20000, "900m", None, None, false, None),
+            (
+                50,
+                "3970m",
+                Some(10000),
+                Some(200),
+                false,
+                Some(After::PreviousSettled)
+            ),
+            (5000, "100m", None, None, true, None),
+        ]
+    );
+    let plan = s.plan();
+    assert_eq!(
+        plan.stages.len(),
+        2,
+        "fill, then churn with the measured pods"
+    );
+
+    // Gang preemption: low gangs fill every CPU, high gangs a node per member.
+    let s = load("perf-gang-preemption-5k.yaml");
+    assert_eq!(s.node_count(), 5000);
+    let (Workload::Gang(low), Workload::Gang(high)) = (&s.workloads[0], &s.workloads[1]) else {
+        panic!("two gang workloads")
+    };
+    let cpus = |q: &str| crate::model::Quantity::parse(q).unwrap().milli_value();
+    assert_eq!(
+        i64::from(low.count * low.size) * cpus(&low.requests["cpu"]),
+        5000 * cpus(&s.nodes[0].capacity["cpu"]),
+        "the low gangs fill every CPU"
+    );
+    assert_eq!(high.requests["cpu"], s.nodes[0].capacity["cpu"]);
+    assert!(high.priority > low.priority);
+    assert_eq!(
+        high.start.and_then(|st| st.after),
+        Some(After::PreviousSettled)
+    );
+    assert!(high.measured && high.required_topology.is_some());
+    assert_eq!(
+        low.expect.map(|e| e.outcome),
+        Some(Outcome::BoundOrPreempted)
+    );
+    assert_eq!(high.expect.map(|e| e.outcome), Some(Outcome::Bound));
+}

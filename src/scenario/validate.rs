@@ -1,7 +1,8 @@
 //! Checks a parsed scenario for what serde cannot express: positive counts
 //! (a `minCount` above `size` is allowed: such a gang waits), valid quantities and names, outcomes that make sense
 //! for the workload kind, unique names, topology levels as the API server
-//! would take them. Each error names its field path.
+//! would take them, phase gates and churn intervals in bounds. Each error
+//! names its field path.
 
 use std::collections::BTreeSet;
 
@@ -110,6 +111,14 @@ fn workloads(s: &Scenario) -> Result<(), Problem> {
         for (key, value) in w.shape().requests {
             quantity(&at(&format!("requests.{key}")), value)?;
         }
+        if let Some(seconds) = w.shape().termination_grace_period_seconds {
+            at_most(
+                &at("terminationGracePeriodSeconds"),
+                u64::from(seconds),
+                MAX_GRACE_SECONDS,
+            )?;
+        }
+        phase(i, w, s.timeout_seconds, &at)?;
         match w {
             Workload::Gang(g) => {
                 positive(&at("count"), u64::from(g.count))?;
@@ -122,6 +131,10 @@ fn workloads(s: &Scenario) -> Result<(), Problem> {
             }
             Workload::Pods(p) => {
                 positive(&at("count"), u64::from(p.count))?;
+                if let Some(ms) = p.interval_milliseconds {
+                    positive(&at("intervalMilliseconds"), ms)?;
+                    at_most(&at("intervalMilliseconds"), ms, MAX_INTERVAL_MS)?;
+                }
                 if p.expect.is_some_and(|e| e.outcome == Outcome::TimedOut) {
                     return Err((
                         at("expect.outcome"),
@@ -130,6 +143,37 @@ fn workloads(s: &Scenario) -> Result<(), Problem> {
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// Longest `terminationGracePeriodSeconds` a scenario may ask for (a day).
+const MAX_GRACE_SECONDS: u64 = 86_400;
+/// Longest churn interval (an hour).
+const MAX_INTERVAL_MS: u64 = 3_600_000;
+
+/// A workload's `start`: a gate needs an earlier workload to wait for, and
+/// a delay must leave the run time to do something.
+fn phase(
+    i: usize,
+    w: &Workload,
+    run_timeout: u64,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(), Problem> {
+    let Some(start) = w.start() else {
+        return Ok(());
+    };
+    if i == 0 && start.after.is_some() {
+        return Err((
+            at("start.after"),
+            "the first workload has no earlier workload to wait for".into(),
+        ));
+    }
+    if start.delay_seconds >= run_timeout {
+        return Err((
+            at("start.delaySeconds"),
+            format!("must be less than the scenario's timeoutSeconds ({run_timeout})"),
+        ));
     }
     Ok(())
 }
@@ -196,6 +240,13 @@ fn dialect_fields(
 fn positive(path: &str, n: u64) -> Result<(), Problem> {
     if n == 0 {
         return Err((path.into(), "must be positive".into()));
+    }
+    Ok(())
+}
+
+fn at_most(path: &str, n: u64, max: u64) -> Result<(), Problem> {
+    if n > max {
+        return Err((path.into(), format!("must be at most {max}")));
     }
     Ok(())
 }
