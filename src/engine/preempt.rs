@@ -176,6 +176,7 @@ impl Engine {
             .and_then(|d| d.extras.disruption_mode)
             .unwrap_or(DisruptionMode::Single);
         let members = self.cache.group(group)?;
+        let bound = members.bound().len();
         let running = members
             .bound()
             .iter()
@@ -188,6 +189,7 @@ impl Engine {
                 min_count,
                 mode,
                 running,
+                bound,
             },
         ))
     }

@@ -18,8 +18,13 @@ use crate::model::{DisruptionMode, GroupKey, PodInfo, PodKey};
 pub struct GangFacts {
     pub min_count: u32,
     pub mode: DisruptionMode,
-    /// Every member running or bound (wherever it is).
+    /// Every member holding a node (bound, or on its way to one), wherever
+    /// it is: what goes when the gang goes whole.
     pub running: Vec<Arc<PodInfo>>,
+    /// How many of them are confirmed bound: only these count towards the
+    /// `minCount` a gang keeps after losing members one by one (a binding
+    /// in flight may still fail).
+    pub bound: usize,
 }
 
 /// Pods evicted together.
@@ -75,8 +80,7 @@ pub fn units_of(
         }
     }
     for (group, (facts, members)) in by_gang {
-        let running = facts.running.len();
-        let left = running.saturating_sub(members.len());
+        let left = facts.bound.saturating_sub(members.len());
         let whole = facts.mode == DisruptionMode::All || left < facts.min_count as usize;
         if !whole {
             units.extend(members.into_iter().map(|p| VictimUnit::new(vec![p], None)));
@@ -185,6 +189,7 @@ mod tests {
                     GangFacts {
                         min_count,
                         mode,
+                        bound: running.len(),
                         running: running.clone(),
                     },
                 ))
@@ -221,6 +226,27 @@ mod tests {
         // A member at or above the preemptor's priority shields the gang.
         let shielded = units_of(vec![members[0].clone()], 1, &facts(DisruptionMode::All, 1));
         assert!(shielded.is_empty());
+    }
+
+    #[test]
+    fn a_member_still_binding_does_not_count_towards_what_the_gang_keeps() {
+        let members: Vec<_> = (0..3).map(|i| victim(&format!("m{i}"), 1, 0)).collect();
+        // Three members hold nodes, one of them still binding; minCount 2.
+        let facts = |_: &PodInfo| {
+            Some((
+                gang(),
+                GangFacts {
+                    min_count: 2,
+                    mode: DisruptionMode::Single,
+                    running: members.clone(),
+                    bound: 2,
+                },
+            ))
+        };
+        // Evicting one bound member would keep one confirmed: the gang goes whole.
+        let units = units_of(vec![members[0].clone()], 10, &facts);
+        assert_eq!(units.len(), 1);
+        assert_eq!(units[0].pods.len(), 3);
     }
 
     #[test]
