@@ -174,6 +174,8 @@ impl Harness {
                 .pods
                 .values()
                 .filter(|p| p.group.key() == Some(&group) && p.occupies_node())
+                // Pods of a profile without gang scheduling are plain pods.
+                .filter(|p| !self.gang_disabled.contains(&p.scheduler_name))
                 .filter(|p| !self.preempted.contains(&p.key))
                 .count();
             if staying > 0 && staying < min_count as usize {

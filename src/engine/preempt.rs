@@ -176,12 +176,20 @@ impl Engine {
             .and_then(|d| d.extras.disruption_mode)
             .unwrap_or(DisruptionMode::Single);
         let members = self.cache.group(group)?;
-        let bound = members.bound().len();
+        // Members already going (deleted, or preempted earlier) neither
+        // stay nor need evicting again.
+        let staying = |k: &PodKey| {
+            self.cache
+                .pod(k)
+                .map(|c| c.info.clone())
+                .filter(|p| !self.is_going(p))
+        };
+        let bound = members.bound().iter().filter_map(staying).count();
         let running = members
             .bound()
             .iter()
             .chain(members.assumed().iter())
-            .filter_map(|k| self.cache.pod(k).map(|c| c.info.clone()))
+            .filter_map(staying)
             .collect();
         Some((
             group.clone(),
