@@ -170,10 +170,13 @@ async fn plain_pods_beside_gangs_schedule_like_kube_scheduler() {
             && p.get("too-big").and_then(pod_condition_message).is_some()
     })
     .await;
-    // kube-scheduler's exact wording for a pod that fits nowhere.
+    // kube-scheduler's exact wording for a pod that fits nowhere, with
+    // DefaultPreemption's verdict (nothing of a lower priority to evict).
     assert_eq!(
         pod_condition_message(&pods["too-big"]).as_deref(),
-        Some("0/3 nodes are available: 3 Insufficient cpu.")
+        Some(
+            "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+        )
     );
     daemon.shutdown().await.expect("clean shutdown");
 }
@@ -194,7 +197,9 @@ async fn pods_bound_by_another_scheduler_are_accounted() {
     .await;
     assert_eq!(
         pod_condition_message(&pods["mine"]).as_deref(),
-        Some("0/1 nodes are available: 1 Insufficient cpu.")
+        Some(
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        )
     );
     assert!(!bound(&pods["mine"]), "node would be overcommitted");
     daemon.shutdown().await.expect("clean shutdown");
