@@ -97,48 +97,23 @@ workloads:
            start: {after: previousSettled}, expect: {outcome: bound}}
 "#;
 
-/// Pods deleted after binding, as an eviction deletes them, count as
-/// preempted and satisfy `boundOrPreempted`. The test plays the evicting
-/// side itself (deleting one node's low pods once the gated high pod
-/// exists), so it checks the runner's view of preemption, whoever deletes.
+/// Pods Muster preempts after they were bound count as preempted and
+/// satisfy `boundOrPreempted`: the gated high pod (3970m) fits nowhere, so
+/// the daemon evicts one node's four low pods and binds it there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_deleted_after_binding_count_as_preempted() {
-    use k8s_openapi::api::core::v1::Pod;
-    use kube::api::{Api, DeleteParams};
-
     let scenario = Scenario::parse(PREEMPTED, "e2e-preempted").expect("scenario parses");
     let env = e2e::cluster(Vec::new()).await;
     let _daemon = e2e::daemon(&env, e2e::test_config("")).await;
-    let evict = async {
-        // The high pod exists only once every low pod was bound.
-        let pods = e2e::wait_pods(&env, "default", |pods| pods.contains_key("high-0")).await;
-        let node = pods["low-0"]
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .expect("low-0 bound before the gate opened");
-        let api: Api<Pod> = Api::namespaced(env.client.clone(), "default");
-        for (name, pod) in &pods {
-            let on_node = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) == Some(&node);
-            if name.starts_with("low-") && on_node {
-                api.delete(name, &DeleteParams::default().grace_period(0))
-                    .await
-                    .expect("delete");
-            }
-        }
-    };
     let mut sink = std::io::sink();
     let opts = RunOptions {
         gang: Default::default(),
         concurrency: 4,
         progress: &mut Lines::new(&mut sink),
     };
-    let (finished, ()) = tokio::time::timeout(
-        e2e::HANG_GUARD,
-        futures::future::join(runner::run(&env.client, &scenario, opts), evict),
-    )
-    .await
-    .expect("run ends before the hang guard");
+    let finished = tokio::time::timeout(e2e::HANG_GUARD, runner::run(&env.client, &scenario, opts))
+        .await
+        .expect("run ends before the hang guard");
     let finished = finished.expect("scenario runs");
 
     let summary = &finished.summary;
