@@ -534,8 +534,9 @@ async fn podgroups_with_a_rack_constraint_or_preference() {
     assert!(
         msg.starts_with("0/8 nodes are available: ")
             && msg.contains("(the closest, cloud.provider.com/topology-rack b")
-            && msg.ends_with(
-                "has room for 8 of the 10 members: 2 more need 1 cpu, 100Mi memory each)"
+            // Then DefaultPreemption's verdict, as kube-scheduler appends it.
+            && msg.contains(
+                "has room for 8 of the 10 members: 2 more need 1 cpu, 100Mi memory each) preemption: "
             ),
         "the closest rack and its shortfall: {msg}"
     );
