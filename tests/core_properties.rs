@@ -829,18 +829,14 @@ fn check_all(h: &Harness, w: &World) -> Result<(), String> {
 /// The profile without gang scheduling the property tests add.
 const SOLO: &str = "solo";
 
-/// The gang-scheduling profile, planning gangs whole or per pod, and `SOLO`.
+/// The gang-scheduling profile, planning gangs whole or per pod, and `SOLO`,
+/// both with preemption (the default), so every step also checks I1 for
+/// victims.
 fn two_profiles_in(plan_whole_gangs: bool) -> Harness {
     let mut solo = ProfileConfig::new(SOLO, Framework::default());
     solo.gang_enabled = false;
     let mut gang = ProfileConfig::new(SCHEDULER, Framework::default());
     gang.plan_whole_gangs = plan_whole_gangs;
-    // Without preemption: it has its own property test
-    // (tests/preemption_properties.rs). Here it once left a victim gang
-    // below minCount (seed in the regressions file, cause still open: see
-    // docs/preemption.md, "What is not done").
-    gang.preemption = None;
-    solo.preemption = None;
     Harness::with_config(EngineConfig::new(vec![gang, solo]))
 }
 

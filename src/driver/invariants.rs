@@ -157,8 +157,12 @@ impl Harness {
     pub(super) fn check_preemptions_keep_gangs_whole(&mut self, actions: &[Action]) {
         let mut gangs = Vec::new();
         for action in actions {
+            // A victim from a profile without gang scheduling is a plain pod,
+            // whatever group it names: evicting it breaks no gang.
             if let Action::Preempt { victim, .. } = action
-                && let Some(g) = self.pods.get(victim).and_then(|p| p.group.key().cloned())
+                && let Some(p) = self.pods.get(victim)
+                && !self.gang_disabled.contains(&p.scheduler_name)
+                && let Some(g) = p.group.key().cloned()
                 && !gangs.contains(&g)
             {
                 gangs.push(g);
