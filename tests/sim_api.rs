@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{bind, code, dynamic, fast, next, resource, start};
+use common::{bind, code, dynamic, fast, next, resource, start, watch_from_now};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
 use kube::api::{
@@ -241,18 +241,7 @@ async fn every_resource_supports_every_verb() {
         let what = format!("{plural}.{group}/{version}");
         let name = format!("obj-{}", plural.trim_end_matches('s'));
 
-        let start_rv = api
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .metadata
-            .resource_version
-            .unwrap();
-        let mut watch = api
-            .watch(&WatchParams::default(), &start_rv)
-            .await
-            .unwrap()
-            .boxed();
+        let mut watch = watch_from_now(&api, &WatchParams::default()).await;
 
         let mut obj: DynamicObject = serde_json::from_value(body).unwrap();
         obj.metadata = ObjectMeta {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{code, fast, next, start, until};
+use common::{code, fast, next, start, until, watch_from_now};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -46,18 +46,7 @@ fn ready(p: &Pod) -> bool {
 
 /// Creates the pods and waits (on a watch) until every one is Ready.
 async fn running(pods: &Api<Pod>, list: Vec<Pod>) {
-    let rv = pods
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    let mut watch = pods
-        .watch(&WatchParams::default(), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut watch = watch_from_now(pods, &WatchParams::default()).await;
     let mut waiting: std::collections::BTreeSet<String> = list
         .iter()
         .map(|p| p.metadata.name.clone().unwrap())
@@ -279,18 +268,8 @@ async fn budget_status_for_integers_and_percentages() {
     )
     .await
     .unwrap();
-    let rv = pdbs
-        .get("stray")
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    let mut watch = pdbs
-        .watch(&WatchParams::default().fields("metadata.name=stray"), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut watch =
+        watch_from_now(&pdbs, &WatchParams::default().fields("metadata.name=stray")).await;
     let failed = |b: &PodDisruptionBudget| {
         b.status
             .as_ref()
@@ -316,18 +295,8 @@ async fn graceful_deletion_marks_then_removes_after_the_grace() {
     let node = first_node(&client).await;
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
     running(&pods, vec![pod("slow", "x", Some(&node), 1, None)]).await;
-    let rv = pods
-        .get("slow")
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    let mut watch = pods
-        .watch(&WatchParams::default().fields("metadata.name=slow"), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut watch =
+        watch_from_now(&pods, &WatchParams::default().fields("metadata.name=slow")).await;
     let marked = pods.delete("slow", &DeleteParams::default()).await.unwrap();
     let marked = marked.left().expect("a graceful delete returns the pod");
     assert!(marked.metadata.deletion_timestamp.is_some());
@@ -417,18 +386,8 @@ async fn a_terminated_pod_with_finalizers_waits_for_them() {
     let mut held = pod("held", "x", Some(&node), 1, None);
     held.metadata.finalizers = Some(vec!["muster.dev/test".into()]);
     running(&pods, vec![held]).await;
-    let rv = pods
-        .get("held")
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    let mut watch = pods
-        .watch(&WatchParams::default().fields("metadata.name=held"), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut watch =
+        watch_from_now(&pods, &WatchParams::default().fields("metadata.name=held")).await;
     pods.delete("held", &DeleteParams::default()).await.unwrap();
     // Marked with its grace, then (the grace over) kept with grace 0 for
     // the finalizer.

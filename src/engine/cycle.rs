@@ -111,7 +111,7 @@ impl Engine {
                     self.awaiting_pod_change = true;
                 }
                 let mut message = fit.to_string();
-                if let Some(more) = self.preempt_for_pod(&pod, &fit, now) {
+                if let Some(more) = self.preempt_for_pod(&pod, &fit) {
                     message.push(' ');
                     message.push_str(&more);
                 }

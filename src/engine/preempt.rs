@@ -16,13 +16,12 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::{Engine, EventType, ObjectRef};
 use crate::cache::{NodeState, PodState, WhatIf};
 use crate::framework::{FitError, NodeRestriction, Snapshot};
 use crate::model::{DisruptionMode, GroupKey, GroupPolicy, PodInfo, PodKey, PreemptionPolicy};
-use crate::preemption::{Cost, GangFacts, VictimUnit, split_by_budgets, units_of};
+use crate::preemption::{Cost, GangFacts, VictimUnit, reprieve_order, units_of};
 
 /// How many of the cheapest candidates are re-checked on the node table
 /// before preemption gives up for this cycle.
@@ -40,12 +39,7 @@ impl Engine {
     /// what to add to its FailedScheduling message, or `None` when
     /// preemption does not apply (disabled, or a gang member that the gang
     /// cycle places).
-    pub(super) fn preempt_for_pod(
-        &mut self,
-        pod: &Arc<PodInfo>,
-        fit: &FitError,
-        now: Instant,
-    ) -> Option<String> {
+    pub(super) fn preempt_for_pod(&mut self, pod: &Arc<PodInfo>, fit: &FitError) -> Option<String> {
         let args = self.profiles.get(&pod.scheduler_name)?.preemption?;
         if self.placed_as_gang(pod) {
             return None;
@@ -93,7 +87,6 @@ impl Engine {
             "pod",
             &pod.scheduler_name,
             &node,
-            now,
         );
         self.outbox.event(
             ObjectRef::Pod(pod.key.clone()),
@@ -133,16 +126,26 @@ impl Engine {
                 None => return false,
             },
         };
-        self.cache.node(&node).is_some_and(|n| {
-            n.pods
-                .iter()
-                .any(|p| p.priority < pod.priority && self.is_going(p))
-        })
+        self.cache
+            .node(&node)
+            .is_some_and(|n| self.going_below(n, pod.priority).next().is_some())
     }
 
     /// A pod already on its way out: being deleted, or preempted by us.
     pub(super) fn is_going(&self, pod: &PodInfo) -> bool {
         pod.deleting || self.preempting.contains_key(&pod.key)
+    }
+
+    /// Pods on `node` below `priority` already on their way out: their room
+    /// counts as free for a preemptor of `priority`.
+    pub(super) fn going_below<'a>(
+        &'a self,
+        node: &'a NodeState,
+        priority: i32,
+    ) -> impl Iterator<Item = &'a Arc<PodInfo>> + 'a {
+        node.pods
+            .iter()
+            .filter(move |p| p.priority < priority && self.is_going(p))
     }
 
     /// Pods on `node` that could be evicted for a preemptor of `priority`:
@@ -227,11 +230,7 @@ impl Engine {
                 continue;
             }
             let node = &nodes[i];
-            let going: Vec<&Arc<PodInfo>> = node
-                .pods
-                .iter()
-                .filter(|p| p.priority < pod.priority && self.is_going(p))
-                .collect();
+            let going: Vec<&Arc<PodInfo>> = self.going_below(node, pod.priority).collect();
             let in_way = self.in_the_way(node, pod.priority);
             if in_way.is_empty() {
                 continue;
@@ -252,15 +251,10 @@ impl Engine {
             if !dry.fits(pod, &sim) {
                 continue;
             }
-            let (violating, fine) = split_by_budgets(units, &self.cache.facts().budgets);
             let on_node: HashSet<&PodKey> = in_way.iter().map(|p| &p.key).collect();
             let mut victims = Vec::new();
             let mut violations = 0usize;
-            let tagged = violating
-                .into_iter()
-                .map(|u| (u, true))
-                .chain(fine.into_iter().map(|u| (u, false)));
-            for (unit, violates) in tagged {
+            for (unit, violates) in reprieve_order(units, &self.cache.facts().budgets) {
                 let here: Vec<&Arc<PodInfo>> = unit
                     .pods
                     .iter()
@@ -307,9 +301,7 @@ impl Engine {
             .nodes()
             .get(c.node)
             .map(|n| {
-                n.pods
-                    .iter()
-                    .filter(|p| p.priority < pod.priority && self.is_going(p))
+                self.going_below(n, pod.priority)
                     .map(|p| p.key.clone())
                     .collect()
             })
@@ -350,7 +342,6 @@ impl Engine {
         preemptor_kind: &'static str,
         scheduler: &str,
         node: &str,
-        _now: Instant,
     ) {
         let message = format!("{scheduler}: preempting to accommodate a higher priority pod");
         let mut count = 0usize;

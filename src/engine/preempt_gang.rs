@@ -30,7 +30,7 @@ use crate::cache::WhatIf;
 use crate::framework::lifecycle::{QueueSortPlugin, Refusal};
 use crate::gang::PlacementTry;
 use crate::model::{GroupKey, PodInfo, PreemptionPolicy};
-use crate::preemption::{Cost, VictimUnit, split_by_budgets, units_of};
+use crate::preemption::{Cost, VictimUnit, reprieve_order, units_of};
 use crate::queue::Requeue;
 
 /// Reprieve steps (one gang plan each) per candidate; the units left when
@@ -57,6 +57,16 @@ struct GangCandidate {
     cost: Cost,
     /// Each planned member and its node.
     plan: Vec<(Arc<PodInfo>, Arc<str>)>,
+}
+
+/// The gang a preemption makes room for.
+struct Preemptor<'a> {
+    group: &'a GroupKey,
+    members: &'a [Arc<PodInfo>],
+    /// Members to place (its quorum, less those already holding a node).
+    needed: usize,
+    min_count: u32,
+    priority: i32,
 }
 
 impl Engine {
@@ -105,9 +115,16 @@ impl Engine {
         }
         self.stats.preemption_attempts += 1;
         let tries = self.shortlist(tries, &first.requests, needed, priority);
+        let gang = Preemptor {
+            group,
+            members,
+            needed,
+            min_count,
+            priority,
+        };
         let mut candidates = Vec::new();
         for t in &tries {
-            if let Some(c) = self.gang_candidate(group, members, needed, min_count, t, priority) {
+            if let Some(c) = self.gang_candidate(&gang, t) {
                 candidates.push(c);
             }
         }
@@ -180,23 +197,14 @@ impl Engine {
         nodes
             .iter()
             .filter_map(|n| self.cache.node(n))
-            .flat_map(|n| n.pods.iter())
-            .filter(|p| p.priority < priority && self.is_going(p))
+            .flat_map(|n| self.going_below(n, priority))
             .count()
     }
 
     /// Finds the victims that let the gang plan within `t`, fewest first
     /// (see the module doc); `None` when even evicting every
     /// lower-priority pod in reach would not let it meet its quorum.
-    fn gang_candidate(
-        &mut self,
-        group: &GroupKey,
-        members: &[Arc<PodInfo>],
-        needed: usize,
-        min_count: u32,
-        t: &PlacementTry,
-        priority: i32,
-    ) -> Option<GangCandidate> {
+    fn gang_candidate(&mut self, gang: &Preemptor, t: &PlacementTry) -> Option<GangCandidate> {
         let scope: Vec<usize> = match &t.restriction {
             Some(r) => r.nodes.clone(),
             None => (0..self.cache.nodes().len()).collect(),
@@ -207,18 +215,16 @@ impl Engine {
             let Some(node) = self.cache.nodes().get(i) else {
                 continue;
             };
-            let going: Vec<_> = node
-                .pods
-                .iter()
-                .filter(|p| p.priority < priority && self.is_going(p))
+            let going: Vec<_> = self
+                .going_below(node, gang.priority)
                 .map(|p| p.key.clone())
                 .collect();
-            in_way.extend(self.in_the_way(node, priority));
+            in_way.extend(self.in_the_way(node, gang.priority));
             for key in going {
                 let _ = self.cache.what_if_remove(&key, &mut edits);
             }
         }
-        let units = units_of(in_way, priority, &|p| self.gang_facts(p));
+        let units = units_of(in_way, gang.priority, &|p| self.gang_facts(p));
         if units.is_empty() && edits.is_empty() {
             // Nothing to take off: the plan that failed would fail again.
             return None;
@@ -226,21 +232,16 @@ impl Engine {
         for key in units.iter().flat_map(|u| u.keys()) {
             let _ = self.cache.what_if_remove(key, &mut edits);
         }
-        let result =
-            self.choose_gang_victims(group, members, needed, min_count, t, units, &mut edits);
+        let result = self.choose_gang_victims(gang, t, units, &mut edits);
         self.cache.revert(edits);
         result
     }
 
     /// With every unit of `units` taken off (in `edits`), plans the gang,
     /// keeps only the units it needs and reprieves what it can.
-    #[allow(clippy::too_many_arguments)]
     fn choose_gang_victims(
         &mut self,
-        group: &GroupKey,
-        members: &[Arc<PodInfo>],
-        needed: usize,
-        min_count: u32,
+        gang: &Preemptor,
         t: &PlacementTry,
         units: Vec<VictimUnit>,
         edits: &mut WhatIf,
@@ -248,33 +249,20 @@ impl Engine {
         // Like members' per-node answers, for this candidate's re-plans
         // (a node the edits change is evaluated afresh).
         let mut batches = Batches::default();
-        let plan = self.plan_try(members, needed, t, &mut batches);
-        let fits = self.gang.plan_meets_quorum(&self.cache, group, min_count);
-        self.undo(&plan);
-        if !fits {
-            return None;
-        }
+        self.plan_to_quorum(gang, t, &mut batches)?;
         // Every unit may be reprieved, budget-protected and most important
         // first, so the plan can move away from them (units not under the
         // final plan are put back below, whether or not their turn came).
-        let (violating, fine) = split_by_budgets(units, &self.cache.facts().budgets);
         let mut victims = Vec::new();
         let mut violations = 0usize;
         let mut steps = 0usize;
-        let tagged = violating
-            .into_iter()
-            .map(|u| (u, true))
-            .chain(fine.into_iter().map(|u| (u, false)));
-        for (unit, violates) in tagged {
+        for (unit, violates) in reprieve_order(units, &self.cache.facts().budgets) {
             if steps < MAX_REPRIEVE_STEPS {
                 steps += 1;
                 for key in unit.keys() {
                     self.cache.what_if_restore(key, edits);
                 }
-                let plan = self.plan_try(members, needed, t, &mut batches);
-                let still = self.gang.plan_meets_quorum(&self.cache, group, min_count);
-                self.undo(&plan);
-                if still {
+                if self.plan_to_quorum(gang, t, &mut batches).is_some() {
                     continue;
                 }
                 for key in unit.keys() {
@@ -288,20 +276,10 @@ impl Engine {
         }
         // The plan the victims make room for (the last reprieve may have
         // been tried on a different table).
-        let plan: Plan = self.plan_try(members, needed, t, &mut batches);
-        let fits = self.gang.plan_meets_quorum(&self.cache, group, min_count);
-        let used: HashSet<Arc<str>> = plan.placed.iter().map(|p| p.node.clone()).collect();
-        let mut placed: Vec<(Arc<PodInfo>, Arc<str>)> = plan
-            .placed
-            .iter()
-            .map(|p| (p.pod.clone(), p.node.clone()))
-            .collect();
-        self.undo(&plan);
-        if !fits {
-            return None;
-        }
+        let mut placed = self.plan_to_quorum(gang, t, &mut batches)?;
         // Victims with no pod under a planned member are not in the way:
         // put them back, and keep that only if the gang still plans.
+        let used: HashSet<Arc<str>> = placed.iter().map(|(_, node)| node.clone()).collect();
         let under = |u: &VictimUnit| {
             u.pods
                 .iter()
@@ -312,13 +290,8 @@ impl Engine {
             for key in spare.iter().flat_map(|u| u.keys()) {
                 self.cache.what_if_restore(key, edits);
             }
-            let plan = self.plan_try(members, needed, t, &mut batches);
-            if self.gang.plan_meets_quorum(&self.cache, group, min_count) {
-                placed = plan
-                    .placed
-                    .iter()
-                    .map(|p| (p.pod.clone(), p.node.clone()))
-                    .collect();
+            if let Some(without_spare) = self.plan_to_quorum(gang, t, &mut batches) {
+                placed = without_spare;
                 let back: HashSet<&crate::model::PodKey> =
                     spare.iter().flat_map(|u| u.keys()).collect();
                 victims.retain(|u| !u.keys().any(|k| back.contains(k)));
@@ -329,7 +302,6 @@ impl Engine {
                     let _ = self.cache.what_if_remove(key, edits);
                 }
             }
-            self.undo(&plan);
         }
         let cost = Cost::of(&victims, violations);
         Some(GangCandidate {
@@ -338,6 +310,29 @@ impl Engine {
             cost,
             plan: placed,
         })
+    }
+
+    /// Plans the gang within `t` on the node table as it stands (victims
+    /// taken off by the caller's edits) and takes the plan back: each
+    /// planned member and its node when the plan meets the quorum.
+    fn plan_to_quorum(
+        &mut self,
+        gang: &Preemptor,
+        t: &PlacementTry,
+        batches: &mut Batches,
+    ) -> Option<Vec<(Arc<PodInfo>, Arc<str>)>> {
+        let plan: Plan = self.plan_try(gang.members, gang.needed, t, batches);
+        let fits = self
+            .gang
+            .plan_meets_quorum(&self.cache, gang.group, gang.min_count);
+        let placed = fits.then(|| {
+            plan.placed
+                .iter()
+                .map(|p| (p.pod.clone(), p.node.clone()))
+                .collect()
+        });
+        self.undo(&plan);
+        placed
     }
 
     fn execute_gang_preemption(
@@ -358,7 +353,7 @@ impl Engine {
             "" => String::new(),
             l => format!(" in {l}"),
         };
-        self.evict(&chosen.victims, &preemptor, "gang", &scheduler, "", now);
+        self.evict(&chosen.victims, &preemptor, "gang", &scheduler, "");
         for (pod, node) in &chosen.plan {
             self.nominate(pod, node.clone());
         }

@@ -139,6 +139,18 @@ pub fn split_by_budgets(
     (violating, fine)
 }
 
+/// The units in the order the reprieve tries to keep them: those whose
+/// eviction would violate a budget first, then the rest, each tagged with
+/// whether it violates (kube-scheduler's `selectVictimsOnNode`).
+pub fn reprieve_order(units: Vec<VictimUnit>, budgets: &Budgets) -> Vec<(VictimUnit, bool)> {
+    let (violating, fine) = split_by_budgets(units, budgets);
+    violating
+        .into_iter()
+        .map(|u| (u, true))
+        .chain(fine.into_iter().map(|u| (u, false)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -368,28 +368,18 @@ impl Tracker {
 
     /// Every planned pod's timings, gang members first.
     pub fn pod_times(&self) -> Vec<PodTimes> {
-        let times = |in_gang| {
-            move |m: &Member| PodTimes {
-                created: m.seen,
-                bound: m.bound,
-                in_gang,
-            }
-        };
-        self.gangs
-            .iter()
-            .flat_map(|g| g.members.iter().map(times(true)))
-            .chain(
-                self.batches
-                    .iter()
-                    .flat_map(|b| b.members.iter().map(times(false))),
-            )
-            .collect()
+        self.times_where(false)
     }
 
     /// The timings of the measured workloads' pods (every pod's when no
     /// workload is measured): what throughput and latency are computed on.
     pub fn measured_pod_times(&self) -> Vec<PodTimes> {
         let any = self.gangs.iter().any(|g| g.measured) || self.batches.iter().any(|b| b.measured);
+        self.times_where(any)
+    }
+
+    /// The timings of every pod, or only of the measured workloads' pods.
+    fn times_where(&self, measured_only: bool) -> Vec<PodTimes> {
         let times = |in_gang| {
             move |m: &Member| PodTimes {
                 created: m.seen,
@@ -399,12 +389,12 @@ impl Tracker {
         };
         self.gangs
             .iter()
-            .filter(|g| g.measured || !any)
+            .filter(|g| g.measured || !measured_only)
             .flat_map(|g| g.members.iter().map(times(true)))
             .chain(
                 self.batches
                     .iter()
-                    .filter(|b| b.measured || !any)
+                    .filter(|b| b.measured || !measured_only)
                     .flat_map(|b| b.members.iter().map(times(false))),
             )
             .collect()

@@ -6,8 +6,9 @@ pub mod tools;
 
 use std::time::Duration;
 
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use muster::apiserver::{SimCluster, SimConfig};
 
@@ -64,6 +65,25 @@ where
             return item;
         }
     }
+}
+
+/// A watch of `api` that sees every change made after this call: it starts
+/// at the resourceVersion of a list taken first.
+pub async fn watch_from_now<K>(
+    api: &Api<K>,
+    params: &WatchParams,
+) -> BoxStream<'static, kube::Result<WatchEvent<K>>>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("a list has a resourceVersion");
+    api.watch(params, &rv).await.expect("watch").boxed()
 }
 
 /// POSTs a Binding of `pod` to `node`, as a scheduler does.
