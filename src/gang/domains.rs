@@ -231,18 +231,18 @@ impl GangScheduling {
                 )),
             };
         }
-        let domains = index.domains(cache, &pod.requests, false);
-        let mut fitting: Vec<(&String, u64)> = domains
+        let fitting: Vec<(&String, &Vec<usize>, u64)> = index
+            .domains(cache, &pod.requests, false)
             .iter()
-            .filter(|(_, d)| d.room >= remaining.max(1))
-            .map(|(v, d)| (v, d.room))
+            .filter(|(_, _, d)| d.room >= remaining.max(1))
+            .map(|(v, nodes, d)| (v, nodes, d.room))
             .collect();
-        fitting.sort_by_key(|(v, room)| (*room, v.as_str()));
-        let out: Vec<Envelope> = fitting
-            .into_iter()
-            .take(TRIES_PER_LEVEL)
-            .filter_map(|(v, _)| index.values().get(v).map(|n| envelope(v, n)))
-            .collect();
+        let out: Vec<Envelope> = smallest(fitting, TRIES_PER_LEVEL, |a, b| {
+            (a.2, a.0.as_str()).cmp(&(b.2, b.0.as_str()))
+        })
+        .into_iter()
+        .map(|(v, nodes, _)| envelope(v, nodes))
+        .collect();
         if out.is_empty() {
             return Envelopes::Refused(format!(
                 "0/{} nodes are available: {composite} requires all its groups within one domain of {key}, and none has room for their {remaining} remaining member(s)",
@@ -322,19 +322,21 @@ impl GangScheduling {
                 remaining: needed.max(1),
                 min_resources: min_resources.as_ref(),
             };
-            let mut fitting: Vec<(&String, &Domain)> =
-                domains.iter().filter(|(_, d)| d.holds(&need)).collect();
-            match choice {
-                DomainOrder::BestFit => fitting.sort_by_key(|(v, d)| (d.room, v.as_str())),
-                DomainOrder::LeastFreeCapacity => fitting.sort_by(|(va, a), (vb, b)| {
-                    free_order(&a.free, &b.free).then_with(|| va.cmp(vb))
+            let fitting: Vec<(&String, &Vec<usize>, &Domain)> =
+                domains.iter().filter(|(_, _, d)| d.holds(&need)).collect();
+            let first = match choice {
+                DomainOrder::BestFit => smallest(fitting, TRIES_PER_LEVEL, |a, b| {
+                    (a.2.room, a.0.as_str()).cmp(&(b.2.room, b.0.as_str()))
                 }),
-            }
+                DomainOrder::LeastFreeCapacity => smallest(fitting, TRIES_PER_LEVEL, |a, b| {
+                    free_order(&a.2.free, &b.2.free).then_with(|| a.0.cmp(b.0))
+                }),
+            };
             let pack = inner_level(&hierarchy, level, slices.is_some());
-            for (value, _) in fitting.into_iter().take(TRIES_PER_LEVEL) {
+            for (value, nodes, _) in first {
                 tries.push(PlacementTry {
                     restriction: Some(NodeRestriction {
-                        nodes: index.values().get(value).cloned().unwrap_or_default(),
+                        nodes: nodes.clone(),
                         reason: format!("node(s) outside {key} {value} required by {group}"),
                     }),
                     label: format!("{key} {value}"),
@@ -345,7 +347,7 @@ impl GangScheduling {
             }
             // The domain with the most room, for the message if none fits.
             if let Some((value, d)) = domains
-                .iter()
+                .rooms()
                 .max_by_key(|(v, d)| (d.room, std::cmp::Reverse(v.as_str())))
                 && closest.as_ref().is_none_or(|(_, c)| d.room > c.room)
             {
@@ -430,23 +432,21 @@ impl GangScheduling {
     ) -> Vec<InnerDomain> {
         let key = level_key(&inner.hierarchy, inner.level);
         let index = self.level_index(cache, &inner.hierarchy, inner.level);
-        let domains = index.domains(cache, &pod.requests, false);
         let inside = |nodes: &[usize]| match outer {
             None => true,
             Some(o) => nodes.iter().all(|n| o.nodes.binary_search(n).is_ok()),
         };
-        domains
-            .into_iter()
-            .filter_map(|(value, d)| {
-                let nodes = index.values().get(&value)?;
-                inside(nodes).then(|| InnerDomain {
-                    restriction: NodeRestriction {
-                        nodes: nodes.clone(),
-                        reason: format!("node(s) outside {what}{key} {value}"),
-                    },
-                    room: usize::try_from(d.room).unwrap_or(usize::MAX),
-                    value,
-                })
+        index
+            .domains(cache, &pod.requests, false)
+            .iter()
+            .filter(|(_, nodes, _)| inside(nodes))
+            .map(|(value, nodes, d)| InnerDomain {
+                restriction: NodeRestriction {
+                    nodes: nodes.clone(),
+                    reason: format!("node(s) outside {what}{key} {value}"),
+                },
+                room: usize::try_from(d.room).unwrap_or(usize::MAX),
+                value: value.clone(),
             })
             .collect()
     }
@@ -603,6 +603,24 @@ fn level_key(h: &Hierarchy, level: usize) -> String {
 }
 
 /// Less free capacity first: cpu, then memory, then the rest.
+/// The first `n` of `items` in `order`, in that order: a partial selection,
+/// linear in the number of domains rather than a sort of them all.
+fn smallest<T>(
+    mut items: Vec<T>,
+    n: usize,
+    mut order: impl FnMut(&T, &T) -> std::cmp::Ordering,
+) -> Vec<T> {
+    if n == 0 {
+        return Vec::new();
+    }
+    if items.len() > n {
+        items.select_nth_unstable_by(n - 1, &mut order);
+        items.truncate(n);
+    }
+    items.sort_by(order);
+    items
+}
+
 fn free_order(a: &Resources, b: &Resources) -> std::cmp::Ordering {
     (a.milli_cpu, a.memory, a.ephemeral_storage).cmp(&(b.milli_cpu, b.memory, b.ephemeral_storage))
 }
@@ -659,4 +677,24 @@ pub fn describe(r: &Resources) -> String {
         return "nothing".into();
     }
     parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::smallest;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The partial selection gives exactly the first `n` of a full sort.
+        #[test]
+        fn smallest_is_the_head_of_the_sorted_list(
+            items in prop::collection::vec((0u64..5, 0u32..50), 0..40),
+            n in 0usize..8,
+        ) {
+            let mut sorted = items.clone();
+            sorted.sort();
+            sorted.truncate(n);
+            prop_assert_eq!(smallest(items, n, |a, b| a.cmp(b)), sorted);
+        }
+    }
 }

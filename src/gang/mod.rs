@@ -364,7 +364,7 @@ impl GangScheduling {
                 };
                 let index = topology::index_for(&mut self.topology_index, cache, key);
                 let domains = index.domains(cache, &pod.requests, need.min_resources.is_some());
-                match topology::choose(&domains, &need, &choice.avoid) {
+                match topology::choose(domains.rooms(), &need, &choice.avoid) {
                     Ok(v) => v,
                     Err(_) if preferred => {
                         choice.current = None;

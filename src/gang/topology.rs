@@ -115,12 +115,14 @@ impl DomainIndex {
     /// The domains with their room for `per_member` (and free capacity when
     /// `with_free`), recomputing only the domains of nodes changed since the
     /// last call (the cache's node-change log), and only those nodes' room.
+    /// A view of the index, not a copy: a gang's cycle costs one pass over
+    /// the domains, with nothing cloned (issue 18).
     pub fn domains(
         &mut self,
         cache: &Cache,
         per_member: &Resources,
         with_free: bool,
-    ) -> BTreeMap<String, Domain> {
+    ) -> Domains<'_> {
         let nodes = cache.nodes();
         let changes = cache.node_changes();
         let memo = &mut self.memo;
@@ -189,15 +191,43 @@ impl DomainIndex {
                 });
             }
         }
-        let summed = memo
-            .summed
-            .as_ref()
-            .map_or(&[][..], |s| s.domains.as_slice());
+        Domains {
+            by_value: &self.by_value,
+            summed: memo
+                .summed
+                .as_ref()
+                .map_or(&[][..], |s| s.domains.as_slice()),
+        }
+    }
+}
+
+/// The domains of an index with their room, as `DomainIndex::domains`
+/// summed them: each value with its nodes, in value order.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Domains<'a> {
+    by_value: &'a BTreeMap<String, Vec<usize>>,
+    /// One per entry of `by_value`, in its order.
+    summed: &'a [Domain],
+}
+
+impl<'a> Domains<'a> {
+    /// Each domain's value, nodes and room.
+    pub fn iter(self) -> impl Iterator<Item = (&'a String, &'a Vec<usize>, &'a Domain)> + Clone {
         self.by_value
-            .keys()
-            .cloned()
-            .zip(summed.iter().cloned())
-            .collect()
+            .iter()
+            .zip(self.summed)
+            .map(|((value, nodes), d)| (value, nodes, d))
+    }
+
+    /// Each domain's value and room (what `choose` reads).
+    pub fn rooms(self) -> impl Iterator<Item = (&'a String, &'a Domain)> + Clone {
+        self.by_value.keys().zip(self.summed)
+    }
+
+    /// A copy by value, for tests to compare with a fresh sum.
+    #[cfg(test)]
+    pub fn to_map(self) -> BTreeMap<String, Domain> {
+        self.rooms().map(|(v, d)| (v.clone(), d.clone())).collect()
     }
 }
 
@@ -301,12 +331,12 @@ impl Domain {
 /// The domain for a gang that holds nothing yet: the tightest fit (least room)
 /// among the domains that hold it, preferring those not in `avoid`; `Err`
 /// says why none does.
-pub(super) fn choose(
-    domains: &BTreeMap<String, Domain>,
+pub(super) fn choose<'a>(
+    domains: impl IntoIterator<Item = (&'a String, &'a Domain)> + Clone,
     need: &Need<'_>,
     avoid: &BTreeSet<String>,
 ) -> Result<String, NoDomain> {
-    let fitting = || domains.iter().filter(|(_, d)| d.holds(need));
+    let fitting = || domains.clone().into_iter().filter(|(_, d)| d.holds(need));
     let tightest = |it: &mut dyn Iterator<Item = (&String, &Domain)>| {
         it.min_by_key(|(v, d)| (d.room, v.as_str()))
             .map(|(v, _)| v.clone())
@@ -314,9 +344,10 @@ pub(super) fn choose(
     tightest(&mut fitting().filter(|(v, _)| !avoid.contains(*v)))
         .or_else(|| tightest(&mut fitting()))
         .ok_or_else(|| NoDomain {
-            domains: domains.len(),
+            domains: domains.clone().into_iter().count(),
             most_room: domains
-                .iter()
+                .clone()
+                .into_iter()
                 .max_by_key(|(v, d)| (d.room, std::cmp::Reverse(v.as_str())))
                 .map(|(v, d)| (v.clone(), d.room)),
         })
@@ -508,7 +539,7 @@ mod tests {
         let mut indexes = HashMap::new();
         let fresh = |c: &Cache| domains(c.nodes(), &build_index(c.nodes(), RACK), &per);
         let memo = |i: &mut HashMap<String, DomainIndex>, c: &Cache| {
-            index_for(i, c, RACK).domains(c, &per, true)
+            index_for(i, c, RACK).domains(c, &per, true).to_map()
         };
         assert_eq!(memo(&mut indexes, &cache), fresh(&cache));
         // A pod lands on b0: only that node's room changes.
@@ -537,7 +568,7 @@ mod tests {
         let per = resources(1000, 1);
         let mut indexes = HashMap::new();
         let check = |i: &mut HashMap<String, DomainIndex>, c: &Cache, with_free: bool| {
-            let got = index_for(i, c, RACK).domains(c, &per, with_free);
+            let got = index_for(i, c, RACK).domains(c, &per, with_free).to_map();
             let mut want = domains(c.nodes(), &build_index(c.nodes(), RACK), &per);
             if !with_free {
                 for d in want.values_mut() {
