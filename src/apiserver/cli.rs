@@ -43,7 +43,7 @@ pub struct ClusterArgs {
     /// Do not record a `Started` event per pod.
     #[arg(long)]
     pub no_pod_events: bool,
-    /// Change events kept for watch resumption (older → 410 Gone).
+    /// Change events kept per resource for watch resumption (older → 410 Gone).
     #[arg(long, default_value_t = 100_000)]
     pub history: usize,
     /// A user that authenticates with a bearer token, for TokenReview:

@@ -45,7 +45,7 @@ pub fn spawn(store: Arc<Store>, shutdown: CancellationToken) {
 }
 
 async fn run(store: Arc<Store>, shutdown: CancellationToken) {
-    let (_, mut events, _) = store.snapshot_and_subscribe(PDBS, None);
+    let mut events = store.subscribe_all();
     let mut resync = tokio::time::interval(RESYNC);
     loop {
         let mut dirty = BTreeSet::new();

@@ -96,9 +96,11 @@ pub struct SimConfig {
     pub pod_start_delay: Duration,
     /// Record a `Started` event for every pod that starts.
     pub pod_events: bool,
-    /// Change events kept for watch resumption; older versions get 410 Gone.
+    /// Change events kept per resource for watch resumption; older versions
+    /// get 410 Gone.
     pub history: usize,
-    /// Events buffered per watcher before it is dropped as too slow.
+    /// Events of its resource a watcher may fall behind by before it is
+    /// dropped as too slow.
     pub watch_buffer: usize,
     pub bookmark_interval: Duration,
     /// Record the shape of every resource request (see [`SimCluster::requests`]).

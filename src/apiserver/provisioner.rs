@@ -46,7 +46,7 @@ pub fn spawn(store: Arc<Store>, shutdown: CancellationToken) {
 }
 
 async fn run(store: Arc<Store>, shutdown: CancellationToken) {
-    let (_, mut events, _) = store.snapshot_and_subscribe(CLAIMS, None);
+    let mut events = store.subscribe_all();
     reconcile(&store);
     loop {
         tokio::select! {

@@ -1,6 +1,13 @@
 //! The object store: every object of every resource, a global monotonically
-//! increasing resourceVersion, and a bounded history of change events from
-//! which watches resume (older than the window → `410 Gone`).
+//! increasing resourceVersion, and per resource a bounded history of change
+//! events from which watches resume (older than the window → `410 Gone`)
+//! and a broadcast of its live events.
+//!
+//! Per resource, as a real API server's watch cache is: a watch of a quiet
+//! resource (priority classes, nodes) is neither compacted nor lagged by a
+//! burst of pod writes; it ends with `410` only when its own resource
+//! changes faster than it reads. In-process controllers that follow several
+//! resources subscribe to every event (`subscribe_all`).
 //!
 //! Objects are kept as their serialized JSON bytes (`Bytes`, shared by
 //! reference with every list response, watch event and history entry), plus
@@ -140,7 +147,7 @@ pub enum CommitError {
 pub struct WatchStart {
     /// Events (for the resource) after the requested version, oldest first.
     pub backlog: Vec<Arc<Event>>,
-    /// Every later event, for all resources.
+    /// Every later event of the resource.
     pub live: broadcast::Receiver<Arc<Event>>,
     /// The store's version when the backlog was taken.
     pub rv: u64,
@@ -149,10 +156,42 @@ pub struct WatchStart {
 struct Inner {
     rv: u64,
     tables: HashMap<Arc<str>, BTreeMap<ObjKey, Arc<Stored>>>,
-    history: VecDeque<Arc<Event>>,
+    /// Per resource: its recent events and live watchers.
+    watched: HashMap<Arc<str>, Window>,
+    /// Events kept per resource.
     history_cap: usize,
-    /// Watches may resume from any version >= this one.
+    /// Live events a resource's watcher may fall behind by before it lags.
+    watch_buffer: usize,
+}
+
+/// One resource's watch cache.
+struct Window {
+    history: VecDeque<Arc<Event>>,
+    /// Watches of the resource may resume from any version >= this one.
     compacted_rv: u64,
+    /// Created by the first watch: a resource nobody watches costs no buffer.
+    live: Option<broadcast::Sender<Arc<Event>>>,
+}
+
+impl Window {
+    fn new() -> Self {
+        Window {
+            history: VecDeque::new(),
+            compacted_rv: 0,
+            live: None,
+        }
+    }
+
+    fn subscribe(&mut self, buffer: usize) -> broadcast::Receiver<Arc<Event>> {
+        match &self.live {
+            Some(tx) => tx.subscribe(),
+            None => {
+                let (tx, rx) = broadcast::channel(buffer);
+                self.live = Some(tx);
+                rx
+            }
+        }
+    }
 }
 
 impl Inner {
@@ -179,22 +218,32 @@ impl Inner {
 
 pub struct Store {
     inner: Mutex<Inner>,
-    tx: broadcast::Sender<Arc<Event>>,
+    /// Every event of every resource, for in-process controllers.
+    all: broadcast::Sender<Arc<Event>>,
 }
 
 impl Store {
+    /// `history_cap` events are kept per resource to resume watches from;
+    /// a watcher may fall `watch_buffer` live events behind.
     pub fn new(history_cap: usize, watch_buffer: usize) -> Self {
-        let (tx, _) = broadcast::channel(watch_buffer.max(16));
+        let watch_buffer = watch_buffer.max(16);
+        let (all, _) = broadcast::channel(watch_buffer);
         Store {
             inner: Mutex::new(Inner {
                 rv: 1,
                 tables: HashMap::new(),
-                history: VecDeque::with_capacity(history_cap.min(1 << 16)),
+                watched: HashMap::new(),
                 history_cap: history_cap.max(1),
-                compacted_rv: 0,
+                watch_buffer,
             }),
-            tx,
+            all,
         }
+    }
+
+    /// Every later event of every resource (in-process controllers that
+    /// follow several resources; they re-read the store when they lag).
+    pub fn subscribe_all(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.all.subscribe()
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -362,8 +411,9 @@ impl Store {
         res: &str,
         ns: Option<&str>,
     ) -> (Vec<Arc<Stored>>, broadcast::Receiver<Arc<Event>>, u64) {
-        let inner = self.lock();
-        let live = self.tx.subscribe();
+        let mut inner = self.lock();
+        let buffer = inner.watch_buffer;
+        let live = inner.window(Arc::from(res)).subscribe(buffer);
         let objs = inner
             .tables
             .get(res)
@@ -375,24 +425,18 @@ impl Store {
     /// Subscribes to changes after version `since`; `Err(compacted)` when
     /// that version has left the history window.
     pub fn watch_from(&self, res: &str, since: u64) -> Result<WatchStart, u64> {
-        let inner = self.lock();
-        if since < inner.compacted_rv {
-            return Err(inner.compacted_rv);
+        let mut inner = self.lock();
+        let rv = inner.rv;
+        let buffer = inner.watch_buffer;
+        let window = inner.window(Arc::from(res));
+        if since < window.compacted_rv {
+            return Err(window.compacted_rv);
         }
-        let live = self.tx.subscribe();
+        let live = window.subscribe(buffer);
         // History is ordered by version: skip to the first event after `since`.
-        let start = inner.history.partition_point(|e| e.obj.rv <= since);
-        let backlog = inner
-            .history
-            .range(start..)
-            .filter(|e| &*e.resource == res)
-            .cloned()
-            .collect();
-        Ok(WatchStart {
-            backlog,
-            live,
-            rv: inner.rv,
-        })
+        let start = window.history.partition_point(|e| e.obj.rv <= since);
+        let backlog = window.history.range(start..).cloned().collect();
+        Ok(WatchStart { backlog, live, rv })
     }
 
     fn publish(
@@ -409,18 +453,27 @@ impl Store {
             obj,
             prev,
         });
-        if inner.history.len() == inner.history_cap
-            && let Some(old) = inner.history.pop_front()
+        let cap = inner.history_cap;
+        let window = inner.window(res.clone());
+        if window.history.len() == cap
+            && let Some(old) = window.history.pop_front()
         {
-            inner.compacted_rv = old.obj.rv;
+            window.compacted_rv = old.obj.rv;
         }
-        inner.history.push_back(event.clone());
+        window.history.push_back(event.clone());
         // No receivers is fine: nobody is watching.
-        let _ = self.tx.send(event);
+        if let Some(tx) = &window.live {
+            let _ = tx.send(event.clone());
+        }
+        let _ = self.all.send(event);
     }
 }
 
 impl Inner {
+    fn window(&mut self, res: Arc<str>) -> &mut Window {
+        self.watched.entry(res).or_insert_with(Window::new)
+    }
+
     fn table(&mut self, res: &Arc<str>) -> &mut BTreeMap<ObjKey, Arc<Stored>> {
         self.tables.entry(res.clone()).or_default()
     }
@@ -511,5 +564,38 @@ mod tests {
         store.replace(&res, Some(second.rv), obj("x", "a")).unwrap();
         assert!(store.watch_from(&res, first.rv - 1).is_err());
         assert_eq!(store.watch_from(&res, second.rv).unwrap().backlog.len(), 1);
+    }
+
+    /// Per resource, as the API server's watch cache: a burst of pod writes
+    /// neither compacts nor lags a watch of nodes.
+    #[test]
+    fn windows_and_fan_out_are_per_resource() {
+        let store = Store::new(2, 16);
+        let pods: Arc<str> = Arc::from("/v1/pods");
+        let nodes: Arc<str> = Arc::from("/v1/nodes");
+        let node = store.create(&nodes, obj("", "n0")).unwrap();
+        let mut node_watch = store.watch_from(&nodes, node.rv).unwrap().live;
+        let mut all = store.subscribe_all();
+        for i in 0..40 {
+            store.create(&pods, obj("x", &format!("p{i}"))).unwrap();
+        }
+        // Nodes: still resumable from before the burst, and not lagged.
+        assert!(
+            store
+                .watch_from(&nodes, node.rv)
+                .unwrap()
+                .backlog
+                .is_empty()
+        );
+        assert!(matches!(
+            node_watch.try_recv(),
+            Err(broadcast::error::TryRecvError::Empty)
+        ));
+        // Pods: compacted beyond their window; the firehose lagged.
+        assert!(store.watch_from(&pods, node.rv).is_err());
+        assert!(matches!(
+            all.try_recv(),
+            Err(broadcast::error::TryRecvError::Lagged(_))
+        ));
     }
 }
