@@ -35,6 +35,16 @@ use crate::queue::Requeue;
 pub(super) struct Batches(HashMap<Arc<str>, Batch>);
 
 impl Batches {
+    /// The engine's tables, every memo forgotten: what a fresh set would
+    /// be, without allocating one. Give them back with `Engine::batches`.
+    pub(super) fn take_fresh(from: &mut Batches) -> Batches {
+        let mut batches = std::mem::take(from);
+        for b in batches.0.values_mut() {
+            b.forget();
+        }
+        batches
+    }
+
     fn for_profile(&mut self, scheduler: &Arc<str>, framework: &Framework) -> &mut Batch {
         self.0
             .entry(scheduler.clone())
@@ -119,7 +129,7 @@ impl Engine {
             },
         };
         let considered: Vec<String> = tries.iter().map(|t| t.label.clone()).collect();
-        let mut batches = Batches::default();
+        let mut batches = Batches::take_fresh(&mut self.batches);
         // Plans that met the quorum, scored (kube-scheduler's placement
         // scoring): all tries of the narrowest level holding the gang are
         // planned, and the best is committed. A gang with one try (no
@@ -167,6 +177,7 @@ impl Engine {
                 best = Some((t.label.clone(), plan));
             }
         }
+        self.batches = batches;
         let scores: Vec<Candidate> = fitting.iter().map(|(c, _, _)| *c).collect();
         if let Some(win) = placement_score::best(&scores) {
             let last = fitting.len().saturating_sub(1);

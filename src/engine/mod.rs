@@ -301,6 +301,14 @@ pub struct Engine {
     /// Rotating start of the candidate search (as upstream's random offset,
     /// but reproducible).
     preempt_offset: usize,
+    /// The per-node memo tables of gang plans, kept between cycles so a
+    /// cycle does not allocate (and zero) tables sized by the cluster; each
+    /// cycle starts them empty (`gang_cycle::Batches::take_fresh`).
+    batches: gang_cycle::Batches,
+    /// The nominated pods counted on their nodes for the pod in its cycle
+    /// (`Nominations::overlay`); reverted when the cycle ends, or earlier
+    /// by the cycle itself to check its node without them.
+    held: crate::cache::WhatIf,
 }
 
 impl Engine {
@@ -390,6 +398,8 @@ impl Engine {
             nominations: nominations::Nominations::default(),
             preempting: HashMap::new(),
             preempt_offset: 0,
+            batches: gang_cycle::Batches::default(),
+            held: crate::cache::WhatIf::default(),
         }
     }
 

@@ -248,8 +248,22 @@ impl Engine {
     ) -> Option<GangCandidate> {
         // Like members' per-node answers, for this candidate's re-plans
         // (a node the edits change is evaluated afresh).
-        let mut batches = Batches::default();
-        self.plan_to_quorum(gang, t, &mut batches)?;
+        let mut batches = Batches::take_fresh(&mut self.batches);
+        let result = self.choose_with(gang, t, units, edits, &mut batches);
+        self.batches = batches;
+        result
+    }
+
+    /// `choose_gang_victims` with the memo tables lent to it.
+    fn choose_with(
+        &mut self,
+        gang: &Preemptor,
+        t: &PlacementTry,
+        units: Vec<VictimUnit>,
+        edits: &mut WhatIf,
+        batches: &mut Batches,
+    ) -> Option<GangCandidate> {
+        self.plan_to_quorum(gang, t, batches)?;
         // Every unit may be reprieved, budget-protected and most important
         // first, so the plan can move away from them (units not under the
         // final plan are put back below, whether or not their turn came).
@@ -262,7 +276,7 @@ impl Engine {
                 for key in unit.keys() {
                     self.cache.what_if_restore(key, edits);
                 }
-                if self.plan_to_quorum(gang, t, &mut batches).is_some() {
+                if self.plan_to_quorum(gang, t, batches).is_some() {
                     continue;
                 }
                 for key in unit.keys() {
@@ -276,7 +290,7 @@ impl Engine {
         }
         // The plan the victims make room for (the last reprieve may have
         // been tried on a different table).
-        let mut placed = self.plan_to_quorum(gang, t, &mut batches)?;
+        let mut placed = self.plan_to_quorum(gang, t, batches)?;
         // Victims with no pod under a planned member are not in the way:
         // put them back, and keep that only if the gang still plans.
         let used: HashSet<Arc<str>> = placed.iter().map(|(_, node)| node.clone()).collect();
@@ -290,7 +304,7 @@ impl Engine {
             for key in spare.iter().flat_map(|u| u.keys()) {
                 self.cache.what_if_restore(key, edits);
             }
-            if let Some(without_spare) = self.plan_to_quorum(gang, t, &mut batches) {
+            if let Some(without_spare) = self.plan_to_quorum(gang, t, batches) {
                 placed = without_spare;
                 let back: HashSet<&crate::model::PodKey> =
                     spare.iter().flat_map(|u| u.keys()).collect();

@@ -66,28 +66,43 @@ pub(super) enum Known {
     Fail(Option<Rejection>),
 }
 
+/// When a memo entry was written: valid while the memo's epoch and the
+/// node's generation are still these.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Stamp {
+    epoch: u64,
+    generation: u64,
+}
+
 /// One node's remembered Filter verdict for the batch's signature.
 #[derive(Clone)]
 struct Verdict {
-    generation: u64,
+    stamp: Stamp,
     known: Known,
 }
 
 /// Per-node memo of Filter verdicts and raw scores for one signature.
+///
+/// Forgetting is a new epoch, not a new table: the per-node vectors are
+/// sized by the cluster (50,000 nodes) and a gang cycle on one rack reads
+/// twenty of them, so they are allocated once and reused (issue 18).
 pub struct Batch {
     /// Whether every plugin of the framework is node-local.
     enabled: bool,
     /// The pod the memo was filled for (its signature is what counts).
     exemplar: Option<PodInfo>,
+    /// Entries of other epochs are forgotten (0 is never current).
+    epoch: u64,
     verdicts: Vec<Option<Verdict>>,
     /// The scorers PreScore left active when the scores were remembered
     /// (bit k: scorer k); other masks start the score memo afresh.
     active: u64,
     /// Raw scores, node-major: `scores[node * k ..][..k]`, valid when
-    /// `score_generation[node]` is the node's generation.
+    /// `score_stamps[node]` is the score epoch and the node's generation.
     score_width: usize,
+    score_epoch: u64,
     scores: Vec<i64>,
-    score_generation: Vec<u64>,
+    score_stamps: Vec<Stamp>,
 }
 
 impl Batch {
@@ -104,11 +119,37 @@ impl Batch {
         Batch {
             enabled,
             exemplar: None,
+            epoch: 1,
             verdicts: Vec::new(),
             active: 0,
             score_width: 0,
+            score_epoch: 1,
             scores: Vec::new(),
-            score_generation: Vec::new(),
+            score_stamps: Vec::new(),
+        }
+    }
+
+    /// Forgets every remembered verdict and score (a new gang cycle: other
+    /// cluster state may have changed), keeping the tables.
+    pub fn forget(&mut self) {
+        self.exemplar = None;
+        self.forget_entries();
+    }
+
+    fn forget_entries(&mut self) {
+        match (self.epoch.checked_add(1), self.score_epoch.checked_add(1)) {
+            (Some(e), Some(s)) => {
+                self.epoch = e;
+                self.score_epoch = s;
+            }
+            // Never in practice; starting the tables over is always right.
+            _ => {
+                self.epoch = 1;
+                self.score_epoch = 1;
+                self.verdicts.clear();
+                self.scores.clear();
+                self.score_stamps.clear();
+            }
         }
     }
 
@@ -120,18 +161,19 @@ impl Batch {
             return false;
         }
         let n = snapshot.nodes.len();
+        if self.verdicts.len() != n || self.score_stamps.len() != n {
+            self.verdicts = vec![None; n];
+            self.score_stamps = vec![Stamp::default(); n];
+            self.scores.clear();
+            self.exemplar = None;
+        }
         let same = self
             .exemplar
             .as_ref()
-            .is_some_and(|e| same_signature(e, pod))
-            && self.verdicts.len() == n;
+            .is_some_and(|e| same_signature(e, pod));
         if !same {
             self.exemplar = Some(pod.clone());
-            self.verdicts = vec![None; n];
-            self.score_generation = vec![0; n];
-            self.scores.clear();
-            self.score_width = 0;
-            self.active = 0;
+            self.forget_entries();
         }
         true
     }
@@ -141,36 +183,49 @@ impl Batch {
         self.verdicts
             .get(index)?
             .as_ref()
-            .filter(|v| v.generation == node.generation)
+            .filter(|v| v.stamp == self.stamp(self.epoch, node))
             .map(|v| &v.known)
     }
 
     /// Remembers what a Filter pass learnt, each node by its index.
     pub(super) fn remember_verdicts(&mut self, nodes: &[NodeState], learnt: Vec<(usize, Known)>) {
         for (index, known) in learnt {
-            if let (Some(slot), Some(node)) = (self.verdicts.get_mut(index), nodes.get(index)) {
-                *slot = Some(Verdict {
-                    generation: node.generation,
-                    known,
-                });
+            let Some(node) = nodes.get(index) else {
+                continue;
+            };
+            let stamp = self.stamp(self.epoch, node);
+            if let Some(slot) = self.verdicts.get_mut(index) {
+                *slot = Some(Verdict { stamp, known });
             }
+        }
+    }
+
+    fn stamp(&self, epoch: u64, node: &NodeState) -> Stamp {
+        Stamp {
+            epoch,
+            generation: node.generation,
         }
     }
 
     /// Prepares the score memo for the scorers in `active` (`width` of
     /// them); a different set than last time forgets every score.
     pub(super) fn score_set(&mut self, active: u64, width: usize) {
-        if self.active != active || self.score_width != width || self.scores.is_empty() {
+        let len = self.verdicts.len().saturating_mul(width);
+        if self.active != active || self.score_width != width || self.scores.len() != len {
             self.active = active;
             self.score_width = width;
-            self.scores = vec![0; self.verdicts.len().saturating_mul(width)];
-            self.score_generation = vec![0; self.verdicts.len()];
+            self.scores.resize(len, 0);
+            match self.score_epoch.checked_add(1) {
+                Some(e) => self.score_epoch = e,
+                None => self.forget_entries(),
+            }
         }
     }
 
     /// The remembered raw scores of `node` (at `index`), if still valid.
     pub(super) fn scores(&self, index: usize, node: &NodeState) -> Option<&[i64]> {
-        if self.score_generation.get(index) != Some(&node.generation) || node.generation == 0 {
+        let current = self.stamp(self.score_epoch, node);
+        if self.score_stamps.get(index) != Some(&current) || node.generation == 0 {
             return None;
         }
         let from = index.checked_mul(self.score_width)?;
@@ -189,8 +244,9 @@ impl Batch {
         };
         if slot.len() == row.len() {
             slot.copy_from_slice(row);
-            if let Some(g) = self.score_generation.get_mut(index) {
-                *g = node.generation;
+            let stamp = self.stamp(self.score_epoch, node);
+            if let Some(g) = self.score_stamps.get_mut(index) {
+                *g = stamp;
             }
         }
     }
