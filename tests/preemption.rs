@@ -213,6 +213,64 @@ fn a_higher_priority_pod_ignores_a_lower_nomination_and_takes_it_over() {
     assert_eq!(preempted(&h), ["low"]);
 }
 
+/// A pod labelled `app: spread`, spreading such pods over racks (maxSkew 1,
+/// every rack counted whatever the pod's node selector).
+fn spread_pod(name: &str, cpu: i64, priority: i32) -> PodInfo {
+    let wire: muster::model::wire::PodWire = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "spread"}},
+        "spec": {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": RACK,
+            "whenUnsatisfiable": "DoNotSchedule", "nodeAffinityPolicy": "Ignore",
+            "labelSelector": {"matchLabels": {"app": "spread"}}}]}
+    }))
+    .unwrap();
+    let mut p = pending(name, cpu, priority);
+    p.labels = wire.metadata.labels.clone();
+    p.spread = muster::model::PodSpread::from_wire(&wire).unwrap();
+    p
+}
+
+/// kube-scheduler's second Filter pass: a node that passes only with a
+/// nominated pod counted (here it evens the spread) is not taken while the
+/// nomination is only a promise.
+#[test]
+fn a_node_passing_only_with_a_nominated_pod_counted_waits_for_it() {
+    let mut h = Harness::new();
+    h.termination_grace = Duration::from_secs(30);
+    for (name, rack) in [("a0", "rack-a"), ("b0", "rack-b")] {
+        let mut n = node(name, 1000, 64);
+        n.labels.insert(RACK.into(), rack.into());
+        h.add_node(n);
+    }
+    let mut s1 = spread_pod("s1", 500, 5);
+    s1.node_name = Some(Arc::from("a0"));
+    h.put_pod(s1);
+    running(&mut h, "low", "b0", 1000, 1, 0);
+    // `high` (counted by the spread selector) preempts `low` on b0.
+    let mut high = pending("high", 1000, 100);
+    high.labels.insert("app".into(), "spread".into());
+    h.put_pod(high);
+    h.settle();
+    assert_eq!(preempted(&h), ["low"]);
+    assert_eq!(h.engine.nominated_node(&key("high")).as_deref(), Some("b0"));
+    // `s2` may only go to rack a. Counting `high` on b0, rack a would hold
+    // 2 against rack b's 1 (skew 1); without it, 2 against 0 (skew 2).
+    let mut s2 = spread_pod("s2", 500, 0);
+    s2.node_selector.insert(RACK.into(), "rack-a".into());
+    h.put_pod(s2);
+    h.settle();
+    assert_eq!(h.node_of(&key("s2")), None);
+    assert!(
+        unschedulable_message(&h, "s2").contains("passes only with the pods nominated"),
+        "{}",
+        unschedulable_message(&h, "s2")
+    );
+    // Once `high` is bound on b0, the spread holds without any promise.
+    h.advance(Duration::from_secs(31));
+    assert_eq!(h.node_of(&key("high")).as_deref(), Some("b0"));
+    assert_eq!(h.node_of(&key("s2")).as_deref(), Some("a0"));
+    checked(&h);
+}
+
 // ---- gangs ----------------------------------------------------------------------
 
 /// A gang of `n` members of `cpu` each and priority `priority`, placed.

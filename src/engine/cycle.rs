@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{Engine, EventType, ObjectRef, ReleasedGang, Sample};
-use crate::framework::Snapshot;
 use crate::framework::lifecycle::{
     CachePreFilterPlugin, PermitPlugin, PermitVerdict, PostFilterPlugin, PreFilterVerdict,
     QueueSortPlugin, Refusal, ReservePlugin, Verdict, WaitingPod,
 };
+use crate::framework::{FitError, Framework, Placement, Snapshot};
 use crate::gang::GangNotice;
 use crate::model::{GroupKey, PodInfo, PodKey};
 use crate::queue::Requeue;
@@ -23,6 +23,21 @@ use crate::queue::Requeue;
 /// node and waits for its gang (not `Unschedulable`, which would tell a
 /// cluster autoscaler it needs room).
 pub const WAITING_AT_PERMIT: &str = "WaitingAtPermit";
+
+/// PreFilter, Filter and Score of `pod` on the node at `index` alone.
+pub(super) fn schedule_on(
+    framework: &mut Framework,
+    pod: &Arc<PodInfo>,
+    snapshot: &Snapshot<'_>,
+    index: usize,
+) -> Result<Placement, FitError> {
+    let only = crate::framework::NodeRestriction {
+        nodes: vec![index],
+        reason: String::new(),
+    };
+    let mut start = 0;
+    framework.schedule_within(pod, snapshot, &mut start, Some(&only))
+}
 
 impl Engine {
     /// Pops one pod and runs a full cycle for it. Returns false when no pod is
@@ -37,7 +52,7 @@ impl Engine {
             false => self.gang.gang_cycle_group(&pod, &self.cache, &self.waiting),
         };
         // Room nominated to pods at least as important is not this cycle's.
-        let held = self.nominations.overlay(
+        self.held = self.nominations.overlay(
             &mut self.cache,
             pod.priority,
             &pod.key,
@@ -47,6 +62,7 @@ impl Engine {
             Some((group, min_count)) => self.run_gang_cycle(pod, group, min_count, now),
             None => self.run_cycle(pod, now),
         }
+        let held = std::mem::take(&mut self.held);
         self.cache.revert(held);
         self.in_cycle = None;
         self.apply_gang_outcomes(now);
@@ -79,17 +95,7 @@ impl Engine {
                 .nodes
                 .iter()
                 .position(|s| s.info.name == n.node)
-                .and_then(|i| {
-                    let only = crate::framework::NodeRestriction {
-                        nodes: vec![i],
-                        reason: String::new(),
-                    };
-                    let mut start = 0;
-                    profile
-                        .framework
-                        .schedule_within(&pod, &snapshot, &mut start, Some(&only))
-                        .ok()
-                }),
+                .and_then(|i| schedule_on(&mut profile.framework, &pod, &snapshot, i).ok()),
             _ => None,
         };
         let placed = match on_nominated {
@@ -118,6 +124,14 @@ impl Engine {
                 return self.refuse(pod, Refusal::new("FailedScheduling", message), now);
             }
         };
+        if let Err(fit) = self.passes_without_nominated(&pod, &placement) {
+            // No preemption: the node has room once nominations are counted.
+            let message = format!(
+                "{fit} (node {} passes only with the pods nominated to nodes counted)",
+                placement.node_name
+            );
+            return self.refuse(pod, Refusal::new("FailedScheduling", message), now);
+        }
         if let Err(msg) = self.cache.assume(&pod.key, placement.node_index) {
             self.stats.attempts_error += 1;
             let order = self.gang.order_key(&pod);
@@ -132,6 +146,29 @@ impl Engine {
             return;
         }
         self.permit_assumed(pod, placement.node_name, now);
+    }
+
+    /// kube-scheduler's second Filter pass (`RunFilterPluginsWithNominatedPods`):
+    /// a node chosen with the nominated pods counted must also pass without
+    /// them, since they may never come (a nominated pod's presence can help
+    /// a pod: a spread domain's count, an affinity term). The overlay is
+    /// taken off for the rest of the cycle; assuming happens on the real
+    /// table either way.
+    fn passes_without_nominated(
+        &mut self,
+        pod: &Arc<PodInfo>,
+        placement: &Placement,
+    ) -> Result<(), FitError> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let held = std::mem::take(&mut self.held);
+        self.cache.revert(held);
+        let Some(profile) = self.profiles.get_mut(&pod.scheduler_name) else {
+            return Ok(());
+        };
+        let snapshot = Snapshot::new(self.cache.nodes(), self.cache.facts());
+        schedule_on(&mut profile.framework, pod, &snapshot, placement.node_index).map(|_| ())
     }
 
     /// Reserve and Permit for a pod already assumed on `node`: bind it,

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use super::{Engine, EventType, ObjectRef};
 use crate::cache::{NodeState, PodState, WhatIf};
-use crate::framework::{FitError, NodeRestriction, Snapshot};
+use crate::framework::{FitError, Snapshot};
 use crate::model::{DisruptionMode, GroupKey, GroupPolicy, PodInfo, PodKey, PreemptionPolicy};
 use crate::preemption::{Cost, GangFacts, VictimUnit, reprieve_order, units_of};
 
@@ -311,20 +311,8 @@ impl Engine {
         }
         let fits = match self.profiles.get_mut(&pod.scheduler_name) {
             Some(profile) => {
-                let only = NodeRestriction {
-                    nodes: vec![c.node],
-                    reason: String::new(),
-                };
-                let mut start = 0;
-                profile
-                    .framework
-                    .schedule_within(
-                        pod,
-                        &Snapshot::new(self.cache.nodes(), self.cache.facts()),
-                        &mut start,
-                        Some(&only),
-                    )
-                    .is_ok()
+                let snapshot = Snapshot::new(self.cache.nodes(), self.cache.facts());
+                super::cycle::schedule_on(&mut profile.framework, pod, &snapshot, c.node).is_ok()
             }
             None => false,
         };
