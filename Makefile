@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools
 export MUSTER_KUBECTL ?= $(TOOLS)/kubectl
 export MUSTER_HELM ?= $(TOOLS)/helm
 
-.PHONY: all build run test tools fmt lint core unit bench bench-load sim-scale chaos fuzz fuzz-keep image clean
+.PHONY: all build run test tools fmt lint core unit bench bench-load bench-memory sim-scale chaos fuzz fuzz-keep image clean
 
 all: build
 
@@ -59,6 +59,11 @@ bench:
 ## LOAD_SCENARIOS=perf-gangs-15k,perf-gangs-50k,perf-plain-50k,perf-gangs-5k-50k.
 bench-load:
 	$(CARGO) bench --bench load
+
+## Bytes the engine holds per node and per pod for a scenario's objects
+## (issue 18); MEMORY_SCENARIO=<path>, default perf-gangs-15k.
+bench-memory:
+	$(CARGO) bench --bench memory
 
 ## Scale check of the simulated cluster: 5,000 nodes, 50,000 pods bound with
 ## a no-op client; prints bindings/s, server peak memory and watcher list time.
