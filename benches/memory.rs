@@ -22,7 +22,6 @@ use anyhow::{Context, Result, anyhow};
 use muster::dialects::DEFINITION_SOURCES;
 use muster::engine::{Action, ClusterEvent, Engine, EngineConfig, ProfileConfig};
 use muster::framework::Framework;
-use muster::model::wire::{NodeWire, PodWire};
 use muster::model::{NodeInfo, PodInfo, PodPhase};
 use muster::scenario::{Kind, Manifest, Scenario};
 
@@ -72,14 +71,15 @@ fn live() -> usize {
     LIVE.load(Ordering::Relaxed)
 }
 
+/// Decoded from its JSON bytes, as the informers receive it.
 fn node(m: &Manifest) -> Result<NodeInfo> {
-    let wire: NodeWire = serde_json::from_value(m.object.clone())?;
-    NodeInfo::from_wire(&wire).map_err(|e| anyhow!("node {}: {e:?}", m.name))
+    NodeInfo::from_json(&serde_json::to_vec(&m.object)?)
+        .map_err(|e| anyhow!("node {}: {e:?}", m.name))
 }
 
 fn pod(m: &Manifest) -> Result<PodInfo> {
-    let wire: PodWire = serde_json::from_value(m.object.clone())?;
-    PodInfo::from_wire_resolved(&wire).map_err(|e| anyhow!("pod {}: {e:?}", m.name))
+    PodInfo::from_json(&serde_json::to_vec(&m.object)?)
+        .map_err(|e| anyhow!("pod {}: {e:?}", m.name))
 }
 
 /// The group definitions a manifest declares, decoded by its dialect.

@@ -62,8 +62,7 @@ impl Engine {
             Some((group, min_count)) => self.run_gang_cycle(pod, group, min_count, now),
             None => self.run_cycle(pod, now),
         }
-        let held = std::mem::take(&mut self.held);
-        self.cache.revert(held);
+        self.take_off_nominated();
         self.in_cycle = None;
         self.apply_gang_outcomes(now);
         true
@@ -162,13 +161,18 @@ impl Engine {
         if self.held.is_empty() {
             return Ok(());
         }
-        let held = std::mem::take(&mut self.held);
-        self.cache.revert(held);
+        self.take_off_nominated();
         let Some(profile) = self.profiles.get_mut(&pod.scheduler_name) else {
             return Ok(());
         };
         let snapshot = Snapshot::new(self.cache.nodes(), self.cache.facts());
         schedule_on(&mut profile.framework, pod, &snapshot, placement.node_index).map(|_| ())
+    }
+
+    /// Reverts the nominated pods counted for this cycle (`self.held`).
+    fn take_off_nominated(&mut self) {
+        let held = std::mem::take(&mut self.held);
+        self.cache.revert(held);
     }
 
     /// Reserve and Permit for a pod already assumed on `node`: bind it,

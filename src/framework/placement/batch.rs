@@ -74,6 +74,15 @@ struct Stamp {
     generation: u64,
 }
 
+impl Stamp {
+    fn at(epoch: u64, node: &NodeState) -> Self {
+        Stamp {
+            epoch,
+            generation: node.generation,
+        }
+    }
+}
+
 /// One node's remembered Filter verdict for the batch's signature.
 #[derive(Clone)]
 struct Verdict {
@@ -183,7 +192,7 @@ impl Batch {
         self.verdicts
             .get(index)?
             .as_ref()
-            .filter(|v| v.stamp == self.stamp(self.epoch, node))
+            .filter(|v| v.stamp == Stamp::at(self.epoch, node))
             .map(|v| &v.known)
     }
 
@@ -193,17 +202,10 @@ impl Batch {
             let Some(node) = nodes.get(index) else {
                 continue;
             };
-            let stamp = self.stamp(self.epoch, node);
+            let stamp = Stamp::at(self.epoch, node);
             if let Some(slot) = self.verdicts.get_mut(index) {
                 *slot = Some(Verdict { stamp, known });
             }
-        }
-    }
-
-    fn stamp(&self, epoch: u64, node: &NodeState) -> Stamp {
-        Stamp {
-            epoch,
-            generation: node.generation,
         }
     }
 
@@ -224,7 +226,7 @@ impl Batch {
 
     /// The remembered raw scores of `node` (at `index`), if still valid.
     pub(super) fn scores(&self, index: usize, node: &NodeState) -> Option<&[i64]> {
-        let current = self.stamp(self.score_epoch, node);
+        let current = Stamp::at(self.score_epoch, node);
         if self.score_stamps.get(index) != Some(&current) || node.generation == 0 {
             return None;
         }
@@ -244,7 +246,7 @@ impl Batch {
         };
         if slot.len() == row.len() {
             slot.copy_from_slice(row);
-            let stamp = self.stamp(self.score_epoch, node);
+            let stamp = Stamp::at(self.score_epoch, node);
             if let Some(g) = self.score_stamps.get_mut(index) {
                 *g = stamp;
             }
