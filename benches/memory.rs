@@ -14,6 +14,7 @@
 //! `config/scenarios/perf-gangs-15k.yaml`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -22,6 +23,7 @@ use anyhow::{Context, Result, anyhow};
 use muster::dialects::DEFINITION_SOURCES;
 use muster::engine::{Action, ClusterEvent, Engine, EngineConfig, ProfileConfig};
 use muster::framework::Framework;
+use muster::model::shared::Pool;
 use muster::model::{NodeInfo, PodInfo, PodPhase};
 use muster::scenario::{Kind, Manifest, Scenario};
 
@@ -77,9 +79,12 @@ fn node(m: &Manifest) -> Result<NodeInfo> {
         .map_err(|e| anyhow!("node {}: {e:?}", m.name))
 }
 
-fn pod(m: &Manifest) -> Result<PodInfo> {
-    PodInfo::from_json(&serde_json::to_vec(&m.object)?)
-        .map_err(|e| anyhow!("pod {}: {e:?}", m.name))
+/// Decoded, its labels shared through `labels` as the pod informer does.
+fn pod(m: &Manifest, labels: &mut Pool<BTreeMap<String, String>>) -> Result<PodInfo> {
+    let mut p = PodInfo::from_json(&serde_json::to_vec(&m.object)?)
+        .map_err(|e| anyhow!("pod {}: {e:?}", m.name))?;
+    p.share_labels(labels);
+    Ok(p)
 }
 
 /// The group definitions a manifest declares, decoded by its dialect.
@@ -120,13 +125,15 @@ fn main() -> Result<()> {
         .take(1000)
         .collect();
     let before = live();
+    let mut sample_labels = Pool::default();
     let decoded: Vec<Arc<PodInfo>> = sample
         .iter()
-        .map(|m| pod(m).map(Arc::new))
+        .map(|m| pod(m, &mut sample_labels).map(Arc::new))
         .collect::<Result<_>>()?;
     let pod_info = live().saturating_sub(before);
     let decoded_count = decoded.len();
     drop(decoded);
+    drop(sample_labels);
 
     let start = live();
     let mut nodes = 0usize;
@@ -137,6 +144,7 @@ fn main() -> Result<()> {
     let with_nodes = live();
 
     let mut pods = 0usize;
+    let mut labels = Pool::default();
     for w in &plan.workloads {
         if let muster::scenario::WorkloadPlan::Gang(g) = w
             && let Some(group) = &g.group
@@ -146,7 +154,7 @@ fn main() -> Result<()> {
             }
         }
         for m in w.pods() {
-            let mut p = pod(m)?;
+            let mut p = pod(m, &mut labels)?;
             p.scheduler_name = Arc::from(scheduler);
             engine.on_event(ClusterEvent::PodUpserted(Arc::new(p)), now);
             pods += 1;

@@ -3,8 +3,8 @@
 //! documented in docs/metrics.md; the scheduling loop is the only writer.
 
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder, exponential_buckets,
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder, exponential_buckets,
 };
 
 /// Every metric Muster exports, registered in one registry.
@@ -35,6 +35,10 @@ pub struct Metrics {
     pub api_writes: IntCounterVec,
     /// Calls dropped or merged into a newer call before being sent.
     pub api_writes_superseded: IntCounter,
+    /// Calls queued in the write path, not in flight.
+    pub api_writes_queued: IntGauge,
+    /// Events dropped because the write backlog was full.
+    pub events_dropped: IntCounter,
     /// 1 while this replica holds the lease (client-go's metric name).
     pub leader: IntGaugeVec,
     /// kube-scheduler's `scheduler_preemption_attempts_total`.
@@ -129,6 +133,14 @@ impl Metrics {
                 "muster_api_writes_superseded_total",
                 "API writes never sent: waiting messages dropped because their pod or group settled first, or queued writes replaced or merged by a newer one.",
             )?,
+            api_writes_queued: IntGauge::new(
+                "muster_api_writes_queued",
+                "API writes queued behind the in-flight limits, not yet started.",
+            )?,
+            events_dropped: IntCounter::new(
+                "muster_events_dropped_total",
+                "Events not written because the write backlog was full (as client-go's event broadcaster drops events when its queue is full).",
+            )?,
             leader: IntGaugeVec::new(
                 Opts::new("leader_election_master_status", "1 while this replica is the leader."),
                 &["name"],
@@ -175,6 +187,8 @@ impl Metrics {
         r.register(Box::new(self.binding_duration.clone()))?;
         r.register(Box::new(self.api_writes.clone()))?;
         r.register(Box::new(self.api_writes_superseded.clone()))?;
+        r.register(Box::new(self.api_writes_queued.clone()))?;
+        r.register(Box::new(self.events_dropped.clone()))?;
         r.register(Box::new(self.leader.clone()))?;
         // Process metrics (RSS, CPU seconds) where the platform provides them.
         #[cfg(target_os = "linux")]

@@ -552,7 +552,7 @@ fn affinity_waiter_is_retried_when_its_target_is_placed() {
     h.settle();
     assert!(h.events_with("FailedScheduling", "didn't match pod affinity rules") > 0);
     let mut db = pod("db", 500, 1);
-    db.labels.insert("app".into(), "db".into());
+    std::sync::Arc::make_mut(&mut db.labels).insert("app".into(), "db".into());
     h.put_pod(db);
     h.settle();
     assert!(h.node_of(&key("db")).is_some());
@@ -731,7 +731,7 @@ const HOSTNAME: &str = "kubernetes.io/hostname";
 /// the same `app` in its namespace, by `topology_key`.
 fn anti_affine(p: &mut muster::model::PodInfo, app: &str, topology_key: &str) {
     use muster::model::{LabelSelector, PodAffinityTerm};
-    p.labels.insert("app".into(), app.into());
+    std::sync::Arc::make_mut(&mut p.labels).insert("app".into(), app.into());
     p.pod_affinity.required_anti_affinity.push(PodAffinityTerm {
         label_selector: LabelSelector::from_map(&[("app".to_string(), app.to_string())].into()),
         namespaces: vec![p.key.namespace.clone()],
@@ -756,7 +756,7 @@ fn spread_pod(name: &str, cpu: i64, max_skew: i64, min_domains: Option<i64>) -> 
     }))
     .unwrap();
     let mut p = pod(name, cpu, 1);
-    p.labels = wire.metadata.labels.clone();
+    p.labels = wire.metadata.labels.clone().into();
     p.spread = muster::model::PodSpread::from_wire(&wire).unwrap();
     p
 }

@@ -30,7 +30,7 @@ fn running(h: &mut Harness, name: &str, on: &str, cpu: i64, priority: i32, start
     p.node_name = Some(Arc::from(on));
     p.priority = priority;
     p.started_ms = started_ms;
-    p.labels
+    std::sync::Arc::make_mut(&mut p.labels)
         .insert("app".into(), name.trim_end_matches(char::is_numeric).into());
     h.put_pod(p);
 }
@@ -224,7 +224,7 @@ fn spread_pod(name: &str, cpu: i64, priority: i32) -> PodInfo {
     }))
     .unwrap();
     let mut p = pending(name, cpu, priority);
-    p.labels = wire.metadata.labels.clone();
+    p.labels = wire.metadata.labels.clone().into();
     p.spread = muster::model::PodSpread::from_wire(&wire).unwrap();
     p
 }
@@ -247,7 +247,7 @@ fn a_node_passing_only_with_a_nominated_pod_counted_waits_for_it() {
     running(&mut h, "low", "b0", 1000, 1, 0);
     // `high` (counted by the spread selector) preempts `low` on b0.
     let mut high = pending("high", 1000, 100);
-    high.labels.insert("app".into(), "spread".into());
+    std::sync::Arc::make_mut(&mut high.labels).insert("app".into(), "spread".into());
     h.put_pod(high);
     h.settle();
     assert_eq!(preempted(&h), ["low"]);

@@ -135,7 +135,7 @@ impl PodIndex {
             // More than `u32::MAX` pods: beyond any cluster; not indexed.
             return;
         };
-        for (k, v) in &pod.labels {
+        for (k, v) in pod.labels.iter() {
             insert(&mut self.by_label, k, v, slot);
         }
         for (kind, i, term) in terms_of(pod) {
@@ -181,7 +181,7 @@ impl PodIndex {
             return;
         };
         self.free.push(slot);
-        for (k, v) in &entry.pod.labels {
+        for (k, v) in entry.pod.labels.iter() {
             delete(&mut self.by_label, k, v, &slot);
         }
         for (kind, i, term) in terms_of(&entry.pod) {

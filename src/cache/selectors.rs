@@ -143,7 +143,7 @@ mod tests {
     fn pod(ns: &str, labels: &[(&str, &str)], owner: Option<(ControllerKind, &str)>) -> PodInfo {
         let mut p = crate::driver::fixtures::pod("p", 100, 1);
         p.key = crate::model::PodKey::new(ns, "p");
-        p.labels = map(labels);
+        p.labels = map(labels).into();
         p.spread.controller = owner.map(|(kind, name)| ControllerRef {
             kind,
             name: Arc::from(name),

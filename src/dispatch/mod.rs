@@ -22,5 +22,5 @@ mod retry;
 
 pub use call::{ApiCall, Dispatch, EventTarget, Intent, Lane, ObjectId, ResourceRef, Subject};
 pub use hold::Holds;
-pub use queue::CallQueue;
+pub use queue::{Added, CallQueue, EVENT_BACKLOG};
 pub use retry::Backoff;

@@ -4,10 +4,20 @@
 //! dispatcher, which adds calls and starts them, and the write tasks, which
 //! finish them: the per-object state is a `DashMap`, so neither side takes a
 //! lock around the whole map. A call waiting for room is an entry here, not
-//! a task: a backlog of 50,000 writes costs kilobytes.
+//! a task, and an object's queue starts with room for one call (most have
+//! one), so a backlog of 50,000 writes costs ~20 MB, not a task each.
+//!
+//! The backlog is bounded for events: while [`EVENT_BACKLOG`] events are
+//! queued, a new event is dropped (and counted) instead of queued, as
+//! client-go's event broadcaster drops events when its queue is full. Under
+//! a creation burst larger than the API server's write rate the `Scheduled`
+//! events would otherwise queue by the tens of thousands, in memory, and
+//! compete with the bindings for the server. Bindings, conditions and
+//! preemptions are never dropped (conditions are folded, one per object).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dashmap::DashMap;
 
@@ -22,23 +32,75 @@ struct ObjectCalls {
     queued: VecDeque<Dispatch>,
 }
 
+/// Events queued (not in flight) at which a new event is dropped.
+pub const EVENT_BACKLOG: usize = 5_000;
+
+/// What became of a call handed to [`CallQueue::add`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Added {
+    /// Queued; `superseded` queued calls were dropped or folded into it.
+    Queued { superseded: usize },
+    /// An event dropped because the backlog was full.
+    EventDropped,
+}
+
 #[derive(Debug, Default)]
 pub struct CallQueue {
     objects: DashMap<ObjectId, ObjectCalls>,
     /// Per lane, objects whose first queued call can start. An entry whose
     /// object has since moved lane or started is skipped when popped.
     ready: [Mutex<VecDeque<ObjectId>>; 2],
+    /// Calls queued, not in flight.
+    len: AtomicUsize,
+    /// Events among them: what [`EVENT_BACKLOG`] bounds.
+    events: AtomicUsize,
+}
+
+fn is_event(d: &Dispatch) -> bool {
+    matches!(d.call, ApiCall::Event { .. })
+}
+
+fn events_in(queued: &VecDeque<Dispatch>) -> usize {
+    queued.iter().filter(|d| is_event(d)).count()
+}
+
+/// Moves a running count by `after - before`, saturating: a miscount must
+/// never wrap into a full backlog.
+fn adjust(count: &AtomicUsize, before: usize, after: usize) {
+    let _ = count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        Some(v.saturating_add(after).saturating_sub(before))
+    });
 }
 
 impl CallQueue {
-    /// Queues a call behind its object's; returns how many queued calls it
-    /// superseded.
-    pub fn add(&self, d: Dispatch) -> usize {
+    /// Queues a call behind its object's, or drops it if it is an event and
+    /// the event backlog is full.
+    pub fn add(&self, d: Dispatch) -> Added {
+        if is_event(&d) && self.events.load(Ordering::Relaxed) >= EVENT_BACKLOG {
+            return Added::EventDropped;
+        }
         let id = d.call.object();
-        let mut calls = self.objects.entry(id.clone()).or_default();
+        let mut calls = self
+            .objects
+            .entry(id.clone())
+            .or_insert_with(|| ObjectCalls {
+                queued: VecDeque::with_capacity(1),
+                ..ObjectCalls::default()
+            });
+        // Counted before and after rather than from the merge's result: the
+        // object's queue is short, and this way the count cannot drift from
+        // what the rules dropped, folded or skipped.
+        let (len, events) = (calls.queued.len(), events_in(&calls.queued));
         let superseded = merge::enqueue(&mut calls.queued, d);
+        adjust(&self.len, len, calls.queued.len());
+        adjust(&self.events, events, events_in(&calls.queued));
         self.relist(&id, &mut calls);
-        superseded
+        Added::Queued { superseded }
+    }
+
+    /// Calls queued, not in flight.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
     }
 
     /// Takes the next call of `lane` whose object has none in flight, and
@@ -56,6 +118,8 @@ impl CallQueue {
             let Some(d) = calls.queued.pop_front() else {
                 continue;
             };
+            adjust(&self.len, 1, 0);
+            adjust(&self.events, usize::from(is_event(&d)), 0);
             calls.in_flight = true;
             return Some(d.call);
         }
@@ -81,8 +145,10 @@ impl CallQueue {
         self.objects.is_empty()
     }
 
-    /// Calls queued (not in flight).
-    pub fn queued(&self) -> usize {
+    /// Calls queued (not in flight), counted object by object: what
+    /// [`CallQueue::len`] keeps a running count of.
+    #[cfg(test)]
+    fn queued(&self) -> usize {
         self.objects.iter().map(|c| c.queued.len()).sum()
     }
 
@@ -146,7 +212,7 @@ mod tests {
     fn a_binding_moves_the_object_to_its_lane_and_drops_waiting_messages() {
         let q = CallQueue::default();
         q.add(condition("a", "1"));
-        assert_eq!(q.add(bind("a")), 1);
+        assert_eq!(q.add(bind("a")), Added::Queued { superseded: 1 });
         assert!(q.pop(Lane::Reports).is_none(), "the condition was dropped");
         assert!(matches!(q.pop(Lane::Bindings), Some(ApiCall::Bind { .. })));
         assert_eq!(q.finish(&object("a")), None);
@@ -159,7 +225,10 @@ mod tests {
         q.add(condition("a", "1/3"));
         assert!(q.pop(Lane::Reports).is_some());
         q.add(condition("a", "2/3"));
-        assert_eq!(q.add(condition("a", "3/3")), 1);
+        assert_eq!(
+            q.add(condition("a", "3/3")),
+            Added::Queued { superseded: 1 }
+        );
         assert_eq!(q.queued(), 1);
         assert!(q.pop(Lane::Reports).is_none(), "in flight");
         q.finish(&object("a"));
@@ -168,6 +237,64 @@ mod tests {
             matches!(next, Some(ApiCall::PodCondition { ref message, .. }) if message == "3/3")
         );
         let _ = (message, pod);
+    }
+
+    #[test]
+    fn a_full_backlog_drops_events_and_nothing_else() {
+        let q = CallQueue::default();
+        let scheduled = |name: &str| event(name, "Scheduled", "m", Intent::Immediate);
+        for i in 0..EVENT_BACKLOG {
+            q.add(scheduled(&format!("p{i}")));
+        }
+        assert_eq!(q.add(scheduled("late")), Added::EventDropped);
+        assert_eq!(
+            q.add(bind("new")),
+            Added::Queued { superseded: 0 },
+            "a binding is never dropped"
+        );
+        assert_eq!(
+            q.add(condition("other", "m")),
+            Added::Queued { superseded: 0 },
+            "nor a condition"
+        );
+        assert_eq!(q.len(), EVENT_BACKLOG + 2);
+        assert!(q.pop(Lane::Bindings).is_some());
+        assert_eq!(
+            q.add(scheduled("late")),
+            Added::EventDropped,
+            "a binding started makes no room for events"
+        );
+        assert!(matches!(q.pop(Lane::Reports), Some(ApiCall::Event { .. })));
+        assert!(matches!(q.add(scheduled("late")), Added::Queued { .. }));
+    }
+
+    proptest::proptest! {
+        /// The running count is the calls queued object by object, whatever
+        /// was added, superseded, folded or started.
+        #[test]
+        fn the_running_count_is_the_queued_calls(
+            ops in proptest::collection::vec((0u8..6, 0u8..4), 1..80)
+        ) {
+            let q = CallQueue::default();
+            for (op, who) in ops {
+                let who = format!("p{who}");
+                match op {
+                    0 => { q.add(condition(&who, "m")); }
+                    1 => { q.add(bind(&who)); }
+                    2 => { q.add(event(&who, "Scheduled", "m", Intent::Immediate)); }
+                    3 => { q.add(event(&who, "Waiting", "m", Intent::Waiting(crate::dispatch::Subject::Pod(crate::model::PodKey::new("ns", &who))))); }
+                    4 => {
+                        for lane in Lane::ALL {
+                            q.pop(lane);
+                        }
+                    }
+                    _ => { q.finish(&object(&who)); }
+                }
+                proptest::prop_assert_eq!(q.len(), q.queued());
+                let events: usize = q.objects.iter().map(|c| events_in(&c.queued)).sum();
+                proptest::prop_assert_eq!(q.events.load(Ordering::Relaxed), events);
+            }
+        }
     }
 
     #[test]

@@ -60,7 +60,7 @@ pub fn pod(name: &str, milli_cpu: i64, memory_gib: i64) -> PodInfo {
         host_ports: Vec::new(),
         images: Vec::new(),
         resource_claims: Vec::new(),
-        labels: BTreeMap::new(),
+        labels: Default::default(),
         annotations: BTreeMap::new(),
         group: GroupMembership::None,
         volumes: Vec::new(),
@@ -101,7 +101,7 @@ pub fn kueue_group_key(name: &str) -> GroupKey {
 pub fn kueue_member(name: &str, group: &str, total: u32, milli_cpu: i64) -> PodInfo {
     use crate::dialects::kueue::{GROUP_NAME_LABEL, TOTAL_COUNT_ANNOTATION};
     let mut p = member(name, &kueue_group_key(group), milli_cpu, 1);
-    p.labels.insert(GROUP_NAME_LABEL.into(), group.into());
+    Arc::make_mut(&mut p.labels).insert(GROUP_NAME_LABEL.into(), group.into());
     p.annotations
         .insert(TOTAL_COUNT_ANNOTATION.into(), total.to_string());
     p

@@ -210,7 +210,7 @@ fn a_placed_pods_label_change_retries_pods_refused_for_it() {
         .insert("kubernetes.io/hostname".into(), "n0".into());
     e.on_event(ClusterEvent::NodeUpserted(arc(n0)), t0);
     let mut existing = pod("db", 100, 1);
-    existing.labels.insert("app".into(), "db".into());
+    std::sync::Arc::make_mut(&mut existing.labels).insert("app".into(), "db".into());
     existing.node_name = Some(Arc::from("n0"));
     existing.phase = crate::model::PodPhase::Running;
     e.on_event(ClusterEvent::PodUpserted(arc(existing.clone())), t0);
@@ -231,7 +231,7 @@ fn a_placed_pods_label_change_retries_pods_refused_for_it() {
     e.on_event(ClusterEvent::PodUpserted(arc(existing.clone())), t0);
     assert_eq!(e.location(&shy.key), Some(PodLocation::Unschedulable));
     // ... a label change that lifts the conflict does.
-    existing.labels.insert("app".into(), "web".into());
+    std::sync::Arc::make_mut(&mut existing.labels).insert("app".into(), "web".into());
     e.on_event(ClusterEvent::PodUpserted(arc(existing)), t0);
     assert_ne!(e.location(&shy.key), Some(PodLocation::Unschedulable));
     let later = t0 + Duration::from_secs(60);

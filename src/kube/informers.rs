@@ -40,6 +40,7 @@ use crate::dialects::owners::{OWNER_SOURCES, OwnerChange, OwnerSource, read_owne
 use crate::dialects::topology::{TOPOLOGY_SOURCES, TopologySource};
 use crate::dialects::{DEFINITION_SOURCES, DefinitionSource};
 use crate::model::disruption::{BudgetChange, DisruptionBudget, MAX_DISRUPTED_PODS};
+use crate::model::shared::Pool;
 use crate::model::spread::ControllerKind;
 use crate::model::topology::TopologyChange;
 use crate::model::volumes::{Claim, CsiDriver, CsiNode, PersistentVolume, StorageClass};
@@ -343,7 +344,7 @@ async fn run_keyed<K, Key>(
     config: watcher::Config,
     tx: mpsc::Sender<Observed>,
     key: impl Fn(&K) -> Key,
-    upsert: impl Fn(K) -> Upsert,
+    mut upsert: impl FnMut(K) -> Upsert,
     deleted: impl Fn(Key) -> Observed,
 ) where
     K: kube::Resource<DynamicType = ()>
@@ -409,13 +410,19 @@ fn pod_key(p: &LeanPod) -> PodKey {
 }
 
 async fn run_pods(api: Api<LeanPod>, tx: mpsc::Sender<Observed>) {
-    let upsert = |p: LeanPod| {
+    // Pods with equal labels (a gang's members, a template's replicas)
+    // share one map.
+    let mut labels = Pool::default();
+    let upsert = move |p: LeanPod| {
         let key = pod_key(&p);
         let uid = p.metadata.uid.clone().unwrap_or_default();
         let scheduler_name = p.spec.scheduler_name.clone();
         // An unreadable pod stays live: the loop reports it on the pod.
         Upsert::Live(match PodInfo::from_wire_resolved(&p.into_wire()) {
-            Ok(info) => Observed::PodUpserted(Arc::new(info)),
+            Ok(mut info) => {
+                info.share_labels(&mut labels);
+                Observed::PodUpserted(Arc::new(info))
+            }
             Err(e) => Observed::PodInvalid {
                 key,
                 uid,

@@ -19,7 +19,7 @@ use tracing::{debug, warn};
 
 use super::api_calls::{Failure, attempt, classify};
 use super::fence::Fence;
-use crate::dispatch::{ApiCall, Backoff, CallQueue, Dispatch, Holds, Lane};
+use crate::dispatch::{Added, ApiCall, Backoff, CallQueue, Dispatch, Holds, Lane};
 use crate::metrics::Metrics;
 use crate::model::PodKey;
 
@@ -188,6 +188,8 @@ impl Dispatcher {
             for lane in Lane::ALL {
                 self.fill(lane, &done_tx);
             }
+            let queued = i64::try_from(self.ctx.queue.len()).unwrap_or(i64::MAX);
+            self.ctx.metrics.api_writes_queued.set(queued);
         }
     }
 
@@ -204,12 +206,13 @@ impl Dispatcher {
     }
 
     fn enqueue(&self, d: Dispatch) {
-        let superseded = self.ctx.queue.add(d);
-        if superseded > 0 {
-            self.ctx
-                .metrics
-                .api_writes_superseded
-                .inc_by(superseded as u64);
+        let metrics = &self.ctx.metrics;
+        match self.ctx.queue.add(d) {
+            Added::Queued { superseded: 0 } => {}
+            Added::Queued { superseded } => {
+                metrics.api_writes_superseded.inc_by(superseded as u64);
+            }
+            Added::EventDropped => metrics.events_dropped.inc(),
         }
     }
 

@@ -13,6 +13,7 @@ mod quantity;
 mod requests;
 mod resources;
 mod selector;
+pub mod shared;
 pub mod spread;
 mod taint;
 pub mod topology;

@@ -132,7 +132,9 @@ pub struct PodInfo {
     /// Images of init containers then containers, normalized as the
     /// container runtime names them (`busybox` is `busybox:latest`).
     pub images: Vec<Arc<str>>,
-    pub labels: BTreeMap<String, String>,
+    /// Shared between pods with equal labels when the decoder pools them
+    /// (`shared::Pool`, `PodInfo::share_labels`).
+    pub labels: Arc<BTreeMap<String, String>>,
     /// Only the annotations the scheduler reads (`wire::KEPT_ANNOTATION_PREFIXES`).
     pub annotations: BTreeMap<String, String>,
     pub group: GroupMembership,
@@ -145,6 +147,12 @@ pub struct PodInfo {
 }
 
 impl PodInfo {
+    /// Takes `pool`'s copy of this pod's labels, so pods with equal labels
+    /// hold one map between them.
+    pub fn share_labels(&mut self, pool: &mut super::shared::Pool<BTreeMap<String, String>>) {
+        self.labels = pool.share(std::mem::take(&mut self.labels));
+    }
+
     /// The lean pod from its wire form. `group` is the membership its
     /// dialect resolved (`crate::dialects::resolve_membership`): the model
     /// knows no dialect, so the decoder passes it in.
@@ -294,7 +302,7 @@ impl PodInfo {
                 .iter()
                 .map(|c| Arc::from(c.name.as_str()))
                 .collect(),
-            labels: w.metadata.labels.clone(),
+            labels: Arc::new(w.metadata.labels.clone()),
             annotations: w
                 .metadata
                 .annotations

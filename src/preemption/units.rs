@@ -163,7 +163,7 @@ mod tests {
         let mut p = pod(name, 100, 1);
         p.priority = priority;
         p.started_ms = started_ms;
-        p.labels
+        std::sync::Arc::make_mut(&mut p.labels)
             .insert("app".into(), name.trim_end_matches(char::is_numeric).into());
         Arc::new(p)
     }

@@ -215,7 +215,7 @@ mod pod_index_follows_the_nodes {
 
     fn labelled(p: u8, app: u8, on: Option<u8>, anti: bool) -> PodInfo {
         let mut info = pod(&format!("p{p}"), 100, 1);
-        info.labels.insert("app".into(), format!("a{app}"));
+        std::sync::Arc::make_mut(&mut info.labels).insert("app".into(), format!("a{app}"));
         info.node_name = on.map(|n| Arc::from(format!("n{n}")));
         if anti {
             let terms: crate::model::PodAffinityWire = serde_json::from_value(serde_json::json!({

@@ -295,7 +295,7 @@ mod tests {
             name,
             json!({"containers": [{"resources": {"requests": {"cpu": "1"}}}]}),
         );
-        p.labels.insert("app".into(), "a".into());
+        std::sync::Arc::make_mut(&mut p.labels).insert("app".into(), "a".into());
         p
     }
 
@@ -304,7 +304,7 @@ mod tests {
         let (a, b) = (like("a"), like("b"));
         assert!(same_signature(&a, &b));
         let mut c = like("c");
-        c.labels.insert("x".into(), "y".into());
+        std::sync::Arc::make_mut(&mut c.labels).insert("x".into(), "y".into());
         assert!(!same_signature(&a, &c));
         let mut d = like("d");
         d.requests.milli_cpu += 1;

@@ -63,7 +63,7 @@ fn build_pod(i: usize, shape: u8) -> PodInfo {
                  "topologyKey": "kubernetes.io/hostname"}]}}}),
     };
     let mut p = pod_named(&format!("m{i:03}"), spec);
-    p.labels.insert("app".into(), "gang".into());
+    std::sync::Arc::make_mut(&mut p.labels).insert("app".into(), "gang".into());
     p
 }
 

@@ -193,7 +193,7 @@ mod tests {
 
     fn labelled(name: &str, labels: serde_json::Value) -> PodInfo {
         let mut p = pod_named(name, json!({}));
-        p.labels = serde_json::from_value(labels).unwrap();
+        p.labels = std::sync::Arc::new(serde_json::from_value(labels).unwrap());
         p
     }
 
