@@ -150,7 +150,9 @@ impl PodInfo {
     /// Takes `pool`'s copy of this pod's labels, so pods with equal labels
     /// hold one map between them.
     pub fn share_labels(&mut self, pool: &mut super::shared::Pool<BTreeMap<String, String>>) {
-        self.labels = pool.share(std::mem::take(&mut self.labels));
+        // A clone of the handle, not `mem::take`: taking an `Arc` leaves a
+        // freshly allocated empty map behind, one allocation per pod event.
+        self.labels = pool.share(Arc::clone(&self.labels));
     }
 
     /// The lean pod from its wire form. `group` is the membership its
