@@ -5,10 +5,10 @@
 //! scheduler names are recorded for every pod referencing the group so that a
 //! group split across schedulers can be detected and reported.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::model::PodKey;
+use crate::model::{PodKey, PodSet};
 
 /// Where a member stands from the cache's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,23 +21,23 @@ pub enum MemberState {
 /// The members of one group, by state.
 #[derive(Debug, Clone, Default)]
 pub struct GroupMembers {
-    pending: HashSet<PodKey>,
-    assumed: HashSet<PodKey>,
-    bound: HashSet<PodKey>,
+    pending: PodSet,
+    assumed: PodSet,
+    bound: PodSet,
     /// Scheduler name → number of live pods referencing the group with it.
     scheduler_names: BTreeMap<Arc<str>, usize>,
 }
 
 impl GroupMembers {
-    pub fn pending(&self) -> &HashSet<PodKey> {
+    pub fn pending(&self) -> &PodSet {
         &self.pending
     }
 
-    pub fn assumed(&self) -> &HashSet<PodKey> {
+    pub fn assumed(&self) -> &PodSet {
         &self.assumed
     }
 
-    pub fn bound(&self) -> &HashSet<PodKey> {
+    pub fn bound(&self) -> &PodSet {
         &self.bound
     }
 
@@ -81,7 +81,7 @@ impl GroupMembers {
         }
     }
 
-    fn set_for(&mut self, state: MemberState) -> &mut HashSet<PodKey> {
+    fn set_for(&mut self, state: MemberState) -> &mut PodSet {
         match state {
             MemberState::Pending => &mut self.pending,
             MemberState::Assumed => &mut self.assumed,

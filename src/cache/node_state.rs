@@ -100,6 +100,22 @@ impl NodeState {
         self.generation = next_generation();
     }
 
+    /// Puts `pod` in place of the accounted pod of the same key, which it
+    /// equals in everything the node's accounting and the plugins read (the
+    /// cache checks: `PodInfo::same_except` ignoring status). The node's
+    /// generation stays: what it offers has not changed.
+    pub fn replace_pod(&mut self, pod: &Arc<PodInfo>) {
+        for list in [
+            &mut self.pods,
+            &mut self.pods_with_affinity,
+            &mut self.pods_with_required_anti_affinity,
+        ] {
+            if let Some(slot) = list.iter_mut().find(|p| p.key == pod.key) {
+                *slot = pod.clone();
+            }
+        }
+    }
+
     /// Replaces the node's spec (labels, taints, allocatable) keeping its accounting.
     /// New labels void the interned ids (the cache renumbers them).
     pub fn set_info(&mut self, info: Arc<NodeInfo>) {

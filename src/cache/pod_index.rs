@@ -197,6 +197,17 @@ impl PodIndex {
         }
     }
 
+    /// Puts `pod` in place of the record of the same key, which it equals
+    /// in labels and terms (the cache's in-place update): the sets stay.
+    pub fn replace(&mut self, pod: &Arc<PodInfo>) {
+        let Some(&slot) = self.pods.get(&pod.key) else {
+            return;
+        };
+        if let Some(Some(entry)) = self.slots.get_mut(slot as usize) {
+            entry.pod = pod.clone();
+        }
+    }
+
     /// Points the pods of `node` at its new spec (its labels changed).
     pub fn set_node(&mut self, node: &super::NodeState) {
         for pod in &node.pods {

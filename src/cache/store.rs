@@ -13,7 +13,9 @@ use std::sync::Arc;
 use super::facts::ClusterFacts;
 use super::groups::{GroupMembers, MemberState};
 use super::node_state::NodeState;
-use crate::model::{DefinitionKey, GroupKey, NodeInfo, PodInfo, PodKey, Resources};
+use crate::model::{
+    DefinitionKey, GroupKey, Ignoring, NodeInfo, PodInfo, PodKey, PodMap, PodSet, Resources,
+};
 
 /// What the cache knows about one pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +79,11 @@ pub struct CachedPod {
 pub struct PodChange {
     pub previous: Option<PodState>,
     pub current: PodState,
+    /// The same pod seen again with only its status moved on (the kubelet's
+    /// `Running`, our binding confirmed): it stays where it was accounted,
+    /// so nothing any node, group or plugin reads has changed, except the
+    /// member's state when an assumed pod is confirmed bound.
+    pub in_place: bool,
 }
 
 impl PodChange {
@@ -105,9 +112,9 @@ impl PodChange {
 pub struct Cache {
     nodes: Vec<NodeState>,
     node_index: HashMap<Arc<str>, usize>,
-    pods: HashMap<PodKey, CachedPod>,
+    pods: PodMap<CachedPod>,
     /// Node name → pods assumed or bound there, whether or not the node exists.
-    by_node: HashMap<Arc<str>, HashSet<PodKey>>,
+    by_node: HashMap<Arc<str>, PodSet>,
     groups: HashMap<GroupKey, GroupMembers>,
     groups_by_def: HashMap<DefinitionKey, HashSet<GroupKey>>,
     /// Assumed pods whose binding finished, by expiry.
@@ -128,7 +135,7 @@ impl Cache {
         Cache {
             nodes: Vec::new(),
             node_index: HashMap::new(),
-            pods: HashMap::new(),
+            pods: PodMap::default(),
             by_node: HashMap::new(),
             groups: HashMap::new(),
             groups_by_def: HashMap::new(),
@@ -315,16 +322,30 @@ impl Cache {
             return PodChange {
                 current: previous.clone().unwrap_or(PodState::Pending),
                 previous,
+                in_place: true,
             };
         }
-        self.detach(&info.key);
-        let served = self.served.contains(&info.scheduler_name);
-        self.attach(CachedPod {
-            info,
-            state: current.clone(),
-            served,
+        let in_place = old.is_some_and(|old| {
+            old.state.node() == current.node()
+                && old.state.member_state().is_some() == current.member_state().is_some()
+                && old.info.same_except(&info, Ignoring::Status)
         });
-        PodChange { previous, current }
+        if in_place {
+            self.replace_in_place(info, current.clone());
+        } else {
+            self.detach(&info.key);
+            let served = self.served.contains(&info.scheduler_name);
+            self.attach(CachedPod {
+                info,
+                state: current.clone(),
+                served,
+            });
+        }
+        PodChange {
+            previous,
+            current,
+            in_place,
+        }
     }
 
     /// Forgets a deleted pod, releasing whatever it held.
@@ -359,58 +380,118 @@ impl Cache {
 
     // ---- internals -----------------------------------------------------------
 
+    /// Moves a pod between pending and assumed (Reserve, Unreserve): its
+    /// node accounting and member state follow, its entry stays put.
     fn set_state(&mut self, key: &PodKey, state: PodState) {
-        if let Some(mut pod) = self.detach(key) {
+        let Some(pod) = self.pods.get(key) else {
+            return;
+        };
+        let (info, old, served) = (pod.info.clone(), pod.state.clone(), pod.served);
+        if let Some(node) = old.node() {
+            self.unaccount(&info, node);
+        }
+        if let Some(node) = state.node() {
+            self.account(&info, node);
+        }
+        if served {
+            self.move_member(&info, old.member_state(), state.member_state());
+        }
+        if let Some(pod) = self.pods.get_mut(key) {
             pod.state = state;
-            self.attach(pod);
         }
     }
 
-    /// Inserts a pod and accounts it everywhere (node, totals, group, expiry).
-    fn attach(&mut self, pod: CachedPod) {
-        let key = pod.info.key.clone();
-        if let Some(node) = pod.state.node() {
-            self.by_node
-                .entry(node.clone())
-                .or_default()
-                .insert(key.clone());
-            if let Some(&i) = self.node_index.get(node) {
-                self.nodes[i].add_pod(&pod.info);
-                self.node_changes.record(i);
-                self.facts.pods.add(&pod.info, &self.nodes[i].info);
-                self.total_requested.add(&pod.info.requests);
+    /// `upsert_pod`'s path for a pod seen again on the node it is accounted
+    /// on, equal but for its status: the new object replaces the old one
+    /// wherever it is held, and no node counts as changed (its generation
+    /// stays, so memos of what the node offers stay valid).
+    fn replace_in_place(&mut self, info: Arc<PodInfo>, state: PodState) {
+        let Some(pod) = self.pods.get_mut(&info.key) else {
+            return;
+        };
+        let (old, served) = (pod.state.member_state(), pod.served);
+        pod.info = info.clone();
+        pod.state = state.clone();
+        if let Some(&i) = state.node().and_then(|n| self.node_index.get(n)) {
+            self.nodes[i].replace_pod(&info);
+            self.facts.pods.replace(&info);
+        }
+        if served {
+            self.move_member(&info, old, state.member_state());
+        }
+    }
+
+    /// Accounts a pod on `node`: listed under its name, and on the node
+    /// (totals, pod index) when the node exists.
+    fn account(&mut self, info: &Arc<PodInfo>, node: &Arc<str>) {
+        self.by_node
+            .entry(node.clone())
+            .or_default()
+            .insert(info.key.clone());
+        if let Some(&i) = self.node_index.get(node) {
+            self.nodes[i].add_pod(info);
+            self.node_changes.record(i);
+            self.facts.pods.add(info, &self.nodes[i].info);
+            self.total_requested.add(&info.requests);
+        }
+    }
+
+    /// Undoes `account`.
+    fn unaccount(&mut self, info: &PodInfo, node: &Arc<str>) {
+        if let Some(set) = self.by_node.get_mut(node) {
+            set.remove(&info.key);
+            if set.is_empty() {
+                self.by_node.remove(node);
             }
+        }
+        if let Some(&i) = self.node_index.get(node) {
+            self.nodes[i].remove_pod(info);
+            self.node_changes.record(i);
+            self.facts.pods.remove(&info.key);
+            self.total_requested.sub(&info.requests);
+        }
+    }
+
+    /// A served member's state moved (or it joined or left as a member).
+    fn move_member(&mut self, info: &PodInfo, from: Option<MemberState>, to: Option<MemberState>) {
+        if from == to {
+            return;
+        }
+        let Some(members) = info.group.key().and_then(|g| self.groups.get_mut(g)) else {
+            return;
+        };
+        if let Some(ms) = from {
+            members.remove(&info.key, ms);
+        }
+        if let Some(ms) = to {
+            members.insert(&info.key, ms);
+        }
+    }
+
+    /// Inserts a pod and accounts it everywhere (node, totals, group).
+    fn attach(&mut self, pod: CachedPod) {
+        if let Some(node) = pod.state.node() {
+            self.account(&pod.info, node);
         }
         if let (Some(group), Some(ms)) = (pod.info.group.key(), pod.state.member_state()) {
             let members = self.groups.entry(group.clone()).or_default();
             members.add_scheduler(&pod.info.scheduler_name);
             if pod.served {
-                members.insert(&key, ms);
+                members.insert(&pod.info.key, ms);
             }
             self.groups_by_def
                 .entry(group.definition.clone())
                 .or_default()
                 .insert(group.clone());
         }
-        self.pods.insert(key, pod);
+        self.pods.insert(pod.info.key.clone(), pod);
     }
 
     /// Removes a pod and undoes everything `attach` did.
     fn detach(&mut self, key: &PodKey) -> Option<CachedPod> {
         let pod = self.pods.remove(key)?;
         if let Some(node) = pod.state.node() {
-            if let Some(set) = self.by_node.get_mut(node) {
-                set.remove(key);
-                if set.is_empty() {
-                    self.by_node.remove(node);
-                }
-            }
-            if let Some(&i) = self.node_index.get(node) {
-                self.nodes[i].remove_pod(&pod.info);
-                self.node_changes.record(i);
-                self.facts.pods.remove(&pod.info.key);
-                self.total_requested.sub(&pod.info.requests);
-            }
+            self.unaccount(&pod.info, node);
         }
         if let (Some(group), Some(ms)) = (pod.info.group.key(), pod.state.member_state())
             && let Some(members) = self.groups.get_mut(group)

@@ -4,7 +4,7 @@
 //! messages; the engine's actions leave, translated, through the write
 //! dispatcher without being awaited. No scheduling decision is made here.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use crate::kube::fence::Fence;
 use crate::kube::informers::{Observed, informer_names};
 use crate::kube::writer::{BindOutcome, BindStage, Writer};
 use crate::metrics::Metrics;
-use crate::model::PodKey;
+use crate::model::{PodKey, PodMap};
 use crate::server::Health;
 
 /// Cycles run before the loop looks at its inbox again, so a long backlog of
@@ -53,7 +53,7 @@ struct LoopState {
     directory: Directory,
     pending_sync: HashSet<&'static str>,
     /// When each pending pod of ours was first seen (for the SLI histogram).
-    first_seen: HashMap<PodKey, Instant>,
+    first_seen: PodMap<Instant>,
     last_stats: Stats,
     was_leading: bool,
 }

@@ -104,7 +104,12 @@ impl Engine {
         {
             self.flush_unschedulable(now);
         }
-        if let Some(group) = pod.group.key() {
+        // A pod seen again with only its status moved on (the kubelet's
+        // `Running`) changes nothing its group's gate or barrier counts.
+        let unchanged = change.in_place && change.previous.as_ref() == Some(&change.current);
+        if let Some(group) = pod.group.key()
+            && !unchanged
+        {
             self.group_changed(group);
         }
     }

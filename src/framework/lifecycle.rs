@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use crate::cache::Cache;
 use crate::framework::NodeRestriction;
-use crate::model::{GroupKey, PodInfo, PodKey};
+use crate::model::{GroupKey, PodInfo, PodKey, PodMap};
 use crate::queue::{Gate, OrderKey};
 
 /// Why a pod was refused during a cycle or at Permit. Becomes the pod's
@@ -134,7 +134,7 @@ pub enum Verdict {
 /// requeue) before it does anything else.
 #[derive(Debug, Default)]
 pub struct WaitingPods {
-    pods: HashMap<PodKey, WaitingPod>,
+    pods: PodMap<WaitingPod>,
     by_group: HashMap<GroupKey, BTreeSet<PodKey>>,
     decided: Vec<(WaitingPod, Verdict)>,
 }

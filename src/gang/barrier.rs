@@ -315,7 +315,7 @@ impl GangScheduling {
     ) -> Option<String> {
         let def = self.def(&group.definition)?;
         let members = cache.group(group)?;
-        let planned: std::collections::HashSet<crate::model::PodKey> = planned.cloned().collect();
+        let planned: crate::model::PodSet = planned.cloned().collect();
         tasks::shortfall(def, cache, [members.assumed(), members.bound(), &planned])
     }
 

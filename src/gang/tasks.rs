@@ -6,17 +6,17 @@
 //! that name tasks, and only once the overall count is satisfied (the cheap
 //! check comes first at the gate and at the barrier).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use crate::cache::Cache;
-use crate::model::{GroupDef, PodKey, TASK_ANNOTATION};
+use crate::model::{GroupDef, PodSet, TASK_ANNOTATION};
 
 /// The first task (in name order) with fewer than its minimum among `members`,
 /// as `task "ps": 0/1`; `None` when every task has its minimum.
 pub(super) fn shortfall<'a>(
     def: &GroupDef,
     cache: &Cache,
-    members: impl IntoIterator<Item = &'a HashSet<PodKey>>,
+    members: impl IntoIterator<Item = &'a PodSet>,
 ) -> Option<String> {
     if def.min_task_members.is_empty() {
         return None;

@@ -253,20 +253,21 @@ fn watch_config() -> watcher::Config {
 pub const NOT_TERMINAL_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
 /// Tracks the keys seen so deletions implied by a re-list can be reported.
+/// (foldhash: `seen` runs for every pod event.)
 struct Relist<K> {
-    live: HashSet<K>,
-    relisting: Option<HashSet<K>>,
+    live: HashSet<K, foldhash::fast::RandomState>,
+    relisting: Option<HashSet<K, foldhash::fast::RandomState>>,
 }
 
 impl<K: Eq + Hash + Clone> Relist<K> {
     fn new() -> Self {
         Relist {
-            live: HashSet::new(),
+            live: HashSet::default(),
             relisting: None,
         }
     }
     fn begin(&mut self) {
-        self.relisting = Some(HashSet::new());
+        self.relisting = Some(HashSet::default());
     }
     fn seen(&mut self, k: K) {
         if let Some(r) = self.relisting.as_mut() {

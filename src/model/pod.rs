@@ -85,6 +85,15 @@ impl PodKey {
     }
 }
 
+/// A map keyed by pod, hashed with foldhash rather than SipHash: the cache,
+/// the queue and the barrier look pods up several times per pod event, and
+/// SipHash over two strings was a visible share of the scheduler's CPU.
+/// foldhash is seeded per process, and a tenant names pods but cannot see
+/// the seed.
+pub type PodMap<V> = std::collections::HashMap<PodKey, V, foldhash::fast::RandomState>;
+/// A set of pods, hashed as `PodMap`.
+pub type PodSet = std::collections::HashSet<PodKey, foldhash::fast::RandomState>;
+
 impl std::fmt::Display for PodKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)
@@ -323,6 +332,97 @@ impl PodInfo {
     pub fn occupies_node(&self) -> bool {
         self.node_name.is_some() && !self.phase.is_terminal()
     }
+
+    /// Whether `self` and `other` are equal in every field but those
+    /// `ignoring` names. Both pods are taken apart field by field, with no
+    /// `..`: a field added to `PodInfo` stops this from compiling until it
+    /// is placed on one side or the other, so no field is skipped unseen.
+    pub fn same_except(&self, other: &PodInfo, ignoring: Ignoring) -> bool {
+        let PodInfo {
+            key,
+            uid,
+            scheduler_name,
+            node_name,
+            phase,
+            deleting,
+            scheduling_gated,
+            priority,
+            priority_class_name,
+            preemption_policy,
+            created_ms,
+            started_ms,
+            nominated_node,
+            requests,
+            non_zero_milli_cpu,
+            non_zero_memory,
+            node_selector,
+            required_affinity,
+            preferred_affinity,
+            pod_affinity,
+            tolerations,
+            host_ports,
+            resource_claims,
+            images,
+            labels,
+            annotations,
+            group,
+            volumes,
+            spread,
+        } = self;
+        let identity = match ignoring {
+            Ignoring::Identity => key.namespace == other.key.namespace,
+            Ignoring::Status => {
+                key == &other.key && uid == &other.uid && created_ms == &other.created_ms
+            }
+        };
+        let status = match ignoring {
+            Ignoring::Identity => {
+                phase == &other.phase
+                    && nominated_node == &other.nominated_node
+                    && node_name == &other.node_name
+            }
+            Ignoring::Status => true,
+        };
+        // `started_ms` is status and a timestamp: both kinds ignore it.
+        let _ = started_ms;
+        identity
+            && status
+            && scheduler_name == &other.scheduler_name
+            && deleting == &other.deleting
+            && scheduling_gated == &other.scheduling_gated
+            && priority == &other.priority
+            && priority_class_name == &other.priority_class_name
+            && preemption_policy == &other.preemption_policy
+            && requests == &other.requests
+            && non_zero_milli_cpu == &other.non_zero_milli_cpu
+            && non_zero_memory == &other.non_zero_memory
+            && node_selector == &other.node_selector
+            && required_affinity == &other.required_affinity
+            && preferred_affinity == &other.preferred_affinity
+            && pod_affinity == &other.pod_affinity
+            && tolerations == &other.tolerations
+            && host_ports == &other.host_ports
+            && resource_claims == &other.resource_claims
+            && images == &other.images
+            && labels == &other.labels
+            && annotations == &other.annotations
+            && group == &other.group
+            && volumes == &other.volumes
+            && spread == &other.spread
+    }
+}
+
+/// Which fields `PodInfo::same_except` passes over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ignoring {
+    /// The pod's identity: name, uid, creation and start times (two
+    /// replicas of one template compare equal; the namespace still counts).
+    Identity,
+    /// What moves as one pod is scheduled and runs: its binding
+    /// (`spec.nodeName`), phase, start time and nominated node (the same pod
+    /// seen again compares equal; callers that care where it runs compare
+    /// that themselves).
+    Status,
 }
 
 /// Parses an RFC 3339 timestamp; an absent or unparsable one sorts first (0).

@@ -14,7 +14,7 @@
 
 mod order;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,7 @@ use priority_queue::PriorityQueue;
 
 pub use order::{OrderKey, QueueGroup};
 
-use crate::model::{GroupKey, PodInfo, PodKey, deadline};
+use crate::model::{GroupKey, PodInfo, PodKey, PodMap, PodSet, deadline};
 
 /// Why a pod may not enter the active queue yet (a PreEnqueue verdict).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,15 +130,15 @@ struct Entry {
 
 pub struct SchedulingQueue {
     cfg: QueueConfig,
-    entries: HashMap<PodKey, Entry>,
+    entries: PodMap<Entry>,
     active: PriorityQueue<PodKey, OrderKey>,
     backoff: BTreeSet<(Instant, PodKey)>,
     unschedulable: BTreeSet<(Instant, PodKey)>,
     /// Group → queued members (any slot), for gate re-evaluation.
-    by_group: HashMap<GroupKey, HashSet<PodKey>>,
-    attempts: HashMap<PodKey, u32>,
+    by_group: HashMap<GroupKey, PodSet>,
+    attempts: PodMap<u32>,
     /// Pods whose gate verdict was set or changed since the last `take_gate_changes`.
-    gate_changes: HashSet<PodKey>,
+    gate_changes: PodSet,
     /// The group of the member popped last: its active members go first.
     in_progress: Option<GroupKey>,
 }
@@ -147,13 +147,13 @@ impl SchedulingQueue {
     pub fn new(cfg: QueueConfig) -> Self {
         SchedulingQueue {
             cfg,
-            entries: HashMap::new(),
+            entries: PodMap::default(),
             active: PriorityQueue::new(),
             backoff: BTreeSet::new(),
             unschedulable: BTreeSet::new(),
             by_group: HashMap::new(),
-            attempts: HashMap::new(),
-            gate_changes: HashSet::new(),
+            attempts: PodMap::default(),
+            gate_changes: PodSet::default(),
             in_progress: None,
         }
     }

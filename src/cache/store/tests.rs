@@ -147,6 +147,52 @@ fn recreated_pod_replaces_an_assumed_one() {
     assert_eq!(c.nodes()[0].requested.milli_cpu, 0);
 }
 
+/// A pod seen again with only its status moved on (the kubelet's
+/// `Running`, our binding confirmed) is replaced where it stands: the node's
+/// generation and change log stay, so memos of what the node offers stay
+/// valid; anything else it carries is a full move.
+#[test]
+fn a_status_update_replaces_the_pod_in_place() {
+    let mut c = cache();
+    c.upsert_node(arc(node("n1", 2000, 4)));
+    let group = group_key("g");
+    let mut p = member("a", &group, 500, 1);
+    let key = p.key.clone();
+    c.upsert_pod(arc(p.clone()));
+    c.assume(&key, 0).unwrap();
+    let members = |c: &Cache| {
+        let m = c.group(&group).unwrap();
+        (m.pending().len(), m.assumed().len(), m.bound().len())
+    };
+    assert_eq!(members(&c), (0, 1, 0));
+    let generation = c.nodes()[0].generation;
+    let seq = c.node_changes().seq();
+
+    // Our binding confirmed: in place, and the member counts as bound.
+    p.node_name = Some(Arc::from("n1"));
+    let change = c.upsert_pod(arc(p.clone()));
+    assert!(change.in_place && change.confirmed_assumed());
+    assert_eq!(members(&c), (0, 0, 1));
+    // The kubelet's Running: in place, the newest object everywhere.
+    p.phase = PodPhase::Running;
+    p.started_ms = 7;
+    let running = arc(p.clone());
+    let change = c.upsert_pod(running.clone());
+    assert!(change.in_place && change.previous.as_ref() == Some(&change.current));
+    assert_eq!(c.nodes()[0].generation, generation);
+    assert_eq!(c.node_changes().since(seq), Some(&[][..]));
+    assert!(Arc::ptr_eq(&c.nodes()[0].pods[0], &running));
+    assert_eq!(c.nodes()[0].requested.milli_cpu, 500);
+
+    // New labels are not status: the node changes.
+    Arc::make_mut(&mut p.labels).insert("app".into(), "b".into());
+    let change = c.upsert_pod(arc(p));
+    assert!(!change.in_place);
+    assert_ne!(c.nodes()[0].generation, generation);
+    assert_eq!(c.nodes()[0].requested.milli_cpu, 500);
+    assert_eq!(members(&c), (0, 0, 1));
+}
+
 #[test]
 fn the_labels_generation_moves_only_with_node_membership_and_labels() {
     let mut c = cache();
@@ -199,6 +245,10 @@ mod pod_index_follows_the_nodes {
         Forget {
             p: u8,
         },
+        /// The pod seen again with only its status moved on.
+        Status {
+            p: u8,
+        },
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -210,6 +260,7 @@ mod pod_index_follows_the_nodes {
             (0..8u8).prop_map(|p| Op::RemovePod { p }),
             (0..8u8, 0..4u8).prop_map(|(p, n)| Op::Assume { p, n }),
             (0..8u8).prop_map(|p| Op::Forget { p }),
+            (0..8u8).prop_map(|p| Op::Status { p }),
         ]
     }
 
@@ -258,11 +309,38 @@ mod pod_index_follows_the_nodes {
                     Op::Forget { p } => {
                         c.forget(&PodKey::new("default", &format!("p{p}")));
                     }
+                    Op::Status { p } => {
+                        let key = PodKey::new("default", &format!("p{p}"));
+                        if let Some(old) = c.pod(&key) {
+                            let mut info = (*old.info).clone();
+                            info.phase = PodPhase::Running;
+                            info.started_ms = info.started_ms.saturating_add(1);
+                            c.upsert_pod(arc(info));
+                        }
+                    }
                 }
                 prop_assert_eq!(
                     c.facts().pods.fingerprint(),
                     PodIndex::of_nodes(c.nodes()).fingerprint()
                 );
+                // Every node holds exactly its pods, in their latest form,
+                // and their requests.
+                for n in c.nodes() {
+                    let mut want: Vec<&Arc<PodInfo>> = c
+                        .pods()
+                        .filter(|p| p.state.node().is_some_and(|at| **at == *n.name()))
+                        .map(|p| &p.info)
+                        .collect();
+                    want.sort_by(|a, b| a.key.cmp(&b.key));
+                    let mut held: Vec<&Arc<PodInfo>> = n.pods.iter().collect();
+                    held.sort_by(|a, b| a.key.cmp(&b.key));
+                    prop_assert_eq!(want.len(), held.len());
+                    for (w, h) in want.iter().zip(&held) {
+                        prop_assert!(Arc::ptr_eq(w, h), "{} is held in an older form", w.key);
+                    }
+                    let cpu: i64 = want.iter().map(|p| p.requests.milli_cpu).sum();
+                    prop_assert_eq!(n.requested.milli_cpu, cpu);
+                }
             }
         }
     }

@@ -29,7 +29,7 @@
 
 use crate::cache::NodeState;
 use crate::framework::{Rejection, Snapshot};
-use crate::model::PodInfo;
+use crate::model::{Ignoring, PodInfo};
 use crate::plugins;
 
 use super::Framework;
@@ -268,19 +268,11 @@ fn eligible(pod: &PodInfo, snapshot: &Snapshot<'_>) -> bool {
 }
 
 /// Whether `a` and `b` get the same verdicts and scores on every node:
-/// equal in everything but their identity (name, uid, timestamps). Comparing
-/// the whole pod rather than a list of fields keeps a field added later on
-/// the safe side: it splits batches instead of merging unlike pods.
+/// equal in everything but their identity (name, uid, timestamps).
+/// `same_except` compares every field it does not name, so a field added
+/// later splits batches instead of merging unlike pods.
 fn same_signature(a: &PodInfo, b: &PodInfo) -> bool {
-    if a.key.namespace != b.key.namespace {
-        return false;
-    }
-    let mut a = a.clone();
-    a.key = b.key.clone();
-    a.uid = b.uid.clone();
-    a.created_ms = b.created_ms;
-    a.started_ms = b.started_ms;
-    a == *b
+    a.same_except(b, Ignoring::Identity)
 }
 
 #[cfg(test)]
