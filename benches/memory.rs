@@ -14,7 +14,6 @@
 //! `config/scenarios/perf-gangs-15k.yaml`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -23,7 +22,7 @@ use anyhow::{Context, Result, anyhow};
 use muster::dialects::DEFINITION_SOURCES;
 use muster::engine::{Action, ClusterEvent, Engine, EngineConfig, ProfileConfig};
 use muster::framework::Framework;
-use muster::model::shared::Pool;
+use muster::model::shared::PodPools;
 use muster::model::{NodeInfo, PodInfo, PodPhase};
 use muster::scenario::{Kind, Manifest, Scenario};
 
@@ -79,11 +78,13 @@ fn node(m: &Manifest) -> Result<NodeInfo> {
         .map_err(|e| anyhow!("node {}: {e:?}", m.name))
 }
 
-/// Decoded, its labels shared through `labels` as the pod informer does.
-fn pod(m: &Manifest, labels: &mut Pool<BTreeMap<String, String>>) -> Result<PodInfo> {
+/// Decoded for `scheduler`, what it repeats shared through `pools` as the
+/// pod informer does.
+fn pod(m: &Manifest, scheduler: &str, pools: &mut PodPools) -> Result<PodInfo> {
     let mut p = PodInfo::from_json(&serde_json::to_vec(&m.object)?)
         .map_err(|e| anyhow!("pod {}: {e:?}", m.name))?;
-    p.share_labels(labels);
+    p.scheduler_name = Arc::from(scheduler);
+    p.share_with(pools);
     Ok(p)
 }
 
@@ -125,15 +126,15 @@ fn main() -> Result<()> {
         .take(1000)
         .collect();
     let before = live();
-    let mut sample_labels = Pool::default();
+    let mut sample_pools = PodPools::default();
     let decoded: Vec<Arc<PodInfo>> = sample
         .iter()
-        .map(|m| pod(m, &mut sample_labels).map(Arc::new))
+        .map(|m| pod(m, scheduler, &mut sample_pools).map(Arc::new))
         .collect::<Result<_>>()?;
     let pod_info = live().saturating_sub(before);
     let decoded_count = decoded.len();
     drop(decoded);
-    drop(sample_labels);
+    drop(sample_pools);
 
     let start = live();
     let mut nodes = 0usize;
@@ -144,7 +145,7 @@ fn main() -> Result<()> {
     let with_nodes = live();
 
     let mut pods = 0usize;
-    let mut labels = Pool::default();
+    let mut pools = PodPools::default();
     for w in &plan.workloads {
         if let muster::scenario::WorkloadPlan::Gang(g) = w
             && let Some(group) = &g.group
@@ -154,8 +155,7 @@ fn main() -> Result<()> {
             }
         }
         for m in w.pods() {
-            let mut p = pod(m, &mut labels)?;
-            p.scheduler_name = Arc::from(scheduler);
+            let p = pod(m, scheduler, &mut pools)?;
             engine.on_event(ClusterEvent::PodUpserted(Arc::new(p)), now);
             pods += 1;
         }

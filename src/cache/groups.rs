@@ -5,7 +5,6 @@
 //! scheduler names are recorded for every pod referencing the group so that a
 //! group split across schedulers can be detected and reported.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::model::{PodKey, PodSet};
@@ -24,8 +23,10 @@ pub struct GroupMembers {
     pending: PodSet,
     assumed: PodSet,
     bound: PodSet,
-    /// Scheduler name → number of live pods referencing the group with it.
-    scheduler_names: BTreeMap<Arc<str>, usize>,
+    /// Scheduler name → number of live pods referencing the group with it,
+    /// sorted by name (almost always one entry: a vector, not a tree node
+    /// per group).
+    scheduler_names: Vec<(Arc<str>, usize)>,
 }
 
 impl GroupMembers {
@@ -52,7 +53,7 @@ impl GroupMembers {
         self.pending.len() + self.assumed.len() + self.bound.len()
     }
 
-    pub fn scheduler_names(&self) -> &BTreeMap<Arc<str>, usize> {
+    pub fn scheduler_names(&self) -> &[(Arc<str>, usize)] {
         &self.scheduler_names
     }
 
@@ -65,18 +66,38 @@ impl GroupMembers {
     }
 
     pub(super) fn remove(&mut self, key: &PodKey, state: MemberState) {
-        self.set_for(state).remove(key);
+        let set = self.set_for(state);
+        set.remove(key);
+        // A set keeps its table when emptied; every gang empties its
+        // pending and assumed sets on the way to bound, and 100,000 pods'
+        // worth of empty tables is memory held for nothing.
+        if set.is_empty() {
+            *set = PodSet::default();
+        }
     }
 
     pub(super) fn add_scheduler(&mut self, name: &Arc<str>) {
-        *self.scheduler_names.entry(name.clone()).or_insert(0) += 1;
+        match self
+            .scheduler_names
+            .binary_search_by(|(n, _)| (**n).cmp(&**name))
+        {
+            Ok(i) => {
+                let n = &mut self.scheduler_names[i].1;
+                *n = n.saturating_add(1);
+            }
+            Err(i) => self.scheduler_names.insert(i, (name.clone(), 1)),
+        }
     }
 
     pub(super) fn remove_scheduler(&mut self, name: &Arc<str>) {
-        if let Some(n) = self.scheduler_names.get_mut(name) {
-            *n -= 1;
+        if let Ok(i) = self
+            .scheduler_names
+            .binary_search_by(|(n, _)| (**n).cmp(&**name))
+        {
+            let n = &mut self.scheduler_names[i].1;
+            *n = n.saturating_sub(1);
             if *n == 0 {
-                self.scheduler_names.remove(name);
+                self.scheduler_names.remove(i);
             }
         }
     }

@@ -40,7 +40,7 @@ use crate::dialects::owners::{OWNER_SOURCES, OwnerChange, OwnerSource, read_owne
 use crate::dialects::topology::{TOPOLOGY_SOURCES, TopologySource};
 use crate::dialects::{DEFINITION_SOURCES, DefinitionSource};
 use crate::model::disruption::{BudgetChange, DisruptionBudget, MAX_DISRUPTED_PODS};
-use crate::model::shared::Pool;
+use crate::model::shared::PodPools;
 use crate::model::spread::ControllerKind;
 use crate::model::topology::TopologyChange;
 use crate::model::volumes::{Claim, CsiDriver, CsiNode, PersistentVolume, StorageClass};
@@ -412,8 +412,8 @@ fn pod_key(p: &LeanPod) -> PodKey {
 
 async fn run_pods(api: Api<LeanPod>, tx: mpsc::Sender<Observed>) {
     // Pods with equal labels (a gang's members, a template's replicas)
-    // share one map.
-    let mut labels = Pool::default();
+    // share one map, and repeated strings one copy.
+    let mut pools = PodPools::default();
     let upsert = move |p: LeanPod| {
         let key = pod_key(&p);
         let uid = p.metadata.uid.clone().unwrap_or_default();
@@ -421,7 +421,7 @@ async fn run_pods(api: Api<LeanPod>, tx: mpsc::Sender<Observed>) {
         // An unreadable pod stays live: the loop reports it on the pod.
         Upsert::Live(match PodInfo::from_wire_resolved(&p.into_wire()) {
             Ok(mut info) => {
-                info.share_labels(&mut labels);
+                info.share_with(&mut pools);
                 Observed::PodUpserted(Arc::new(info))
             }
             Err(e) => Observed::PodInvalid {

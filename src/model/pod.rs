@@ -142,7 +142,7 @@ pub struct PodInfo {
     /// container runtime names them (`busybox` is `busybox:latest`).
     pub images: Vec<Arc<str>>,
     /// Shared between pods with equal labels when the decoder pools them
-    /// (`shared::Pool`, `PodInfo::share_labels`).
+    /// (`shared::PodPools`, `PodInfo::share_with`).
     pub labels: Arc<BTreeMap<String, String>>,
     /// Only the annotations the scheduler reads (`wire::KEPT_ANNOTATION_PREFIXES`).
     pub annotations: BTreeMap<String, String>,
@@ -156,12 +156,52 @@ pub struct PodInfo {
 }
 
 impl PodInfo {
+    /// Takes the pools' copies of what this pod repeats of other pods (its
+    /// label map, its shared strings), as the pod informer does.
+    pub fn share_with(&mut self, pools: &mut super::shared::PodPools) {
+        self.share_labels(&mut pools.labels);
+        self.share_strings(&mut pools.strings);
+    }
+
     /// Takes `pool`'s copy of this pod's labels, so pods with equal labels
     /// hold one map between them.
-    pub fn share_labels(&mut self, pool: &mut super::shared::Pool<BTreeMap<String, String>>) {
+    fn share_labels(&mut self, pool: &mut super::shared::Pool<BTreeMap<String, String>>) {
         // A clone of the handle, not `mem::take`: taking an `Arc` leaves a
         // freshly allocated empty map behind, one allocation per pod event.
         self.labels = pool.share(Arc::clone(&self.labels));
+    }
+
+    /// Takes `pool`'s copy of each string this pod shares with others: its
+    /// namespace, scheduler name, node, priority class, images, and its
+    /// group's names (a gang's members, a template's replicas, every pod of
+    /// a namespace hold one copy between them). Name and uid are the pod's
+    /// own and stay.
+    fn share_strings(&mut self, pool: &mut super::shared::Pool<str>) {
+        pool.share_in(&mut self.key.namespace);
+        pool.share_in(&mut self.scheduler_name);
+        for s in [
+            &mut self.node_name,
+            &mut self.priority_class_name,
+            &mut self.nominated_node,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            pool.share_in(s);
+        }
+        for image in &mut self.images {
+            pool.share_in(image);
+        }
+        if let GroupMembership::Member(group) = &mut self.group {
+            pool.share_in(&mut group.definition.namespace);
+            pool.share_in(&mut group.definition.name);
+            if let Some(replica) = &mut group.replica {
+                pool.share_in(replica);
+            }
+        }
+        if let Some(controller) = &mut self.spread.controller {
+            pool.share_in(&mut controller.name);
+        }
     }
 
     /// The lean pod from its wire form. `group` is the membership its

@@ -1,12 +1,15 @@
 //! One copy of values that repeat across objects: the pods stamped from one
 //! template (a gang's members, a Deployment's replicas) carry equal label
 //! maps, and a scheduler holding 100,000 pods keeps each distinct map once
-//! (issue 18, memory per object). The decoder hands each new value to a
-//! [`Pool`] and keeps what comes back.
+//! (issue 18, memory per object). Strings repeat the same way: namespaces,
+//! scheduler names, images, group names, the node a pod is bound to. The
+//! decoder hands each new value to a [`Pool`] and keeps what comes back.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::hash::Hash;
 use std::sync::Arc;
+
+use foldhash::fast::RandomState;
 
 /// Entries below which the pool is never swept.
 const MIN_SWEEP: usize = 1024;
@@ -17,21 +20,21 @@ const MIN_SWEEP: usize = 1024;
 /// the last one — so it holds at most about twice the values in use, and a
 /// sweep costs O(1) per insertion amortized.
 #[derive(Debug)]
-pub struct Pool<T> {
-    values: HashSet<Arc<T>>,
+pub struct Pool<T: ?Sized> {
+    values: HashSet<Arc<T>, RandomState>,
     sweep_at: usize,
 }
 
-impl<T> Default for Pool<T> {
+impl<T: ?Sized> Default for Pool<T> {
     fn default() -> Self {
         Pool {
-            values: HashSet::new(),
+            values: HashSet::default(),
             sweep_at: MIN_SWEEP,
         }
     }
 }
 
-impl<T: Eq + Hash> Pool<T> {
+impl<T: Eq + Hash + ?Sized> Pool<T> {
     /// The pool's copy of `value` if it holds an equal one, else `value`,
     /// now also held by the pool.
     pub fn share(&mut self, value: Arc<T>) -> Arc<T> {
@@ -46,6 +49,11 @@ impl<T: Eq + Hash> Pool<T> {
         value
     }
 
+    /// `share` for a slot in place (strings inside a decoded object).
+    pub fn share_in(&mut self, slot: &mut Arc<T>) {
+        *slot = self.share(Arc::clone(slot));
+    }
+
     /// Distinct values held.
     pub fn len(&self) -> usize {
         self.values.len()
@@ -56,10 +64,28 @@ impl<T: Eq + Hash> Pool<T> {
     }
 }
 
+/// What a pod decoder shares pods' repeated values through
+/// (`PodInfo::share_with`): label maps, and strings.
+#[derive(Debug, Default)]
+pub struct PodPools {
+    pub labels: Pool<BTreeMap<String, String>>,
+    pub strings: Pool<str>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn strings_are_shared_too() {
+        let mut pool: Pool<str> = Pool::default();
+        let a = pool.share(Arc::from("default"));
+        let mut b: Arc<str> = Arc::from("default");
+        pool.share_in(&mut b);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(pool.len(), 1);
+    }
 
     #[test]
     fn equal_values_come_back_as_one() {
