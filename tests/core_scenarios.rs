@@ -588,6 +588,27 @@ fn a_rack_whose_plan_fails_gives_way_to_the_next_in_the_same_cycle() {
     );
 }
 
+/// The debug page lists the first 50 groups by name, picked rather than
+/// all sorted, and counts the rest.
+#[test]
+fn the_debug_page_shows_the_first_groups_and_counts_the_rest() {
+    let mut h = Harness::new();
+    rack(&mut h, "a", 8, 64_000);
+    for i in 0..53 {
+        add_rack_gang(&mut h, &format!("g{i:02}"), 1, 1, 100);
+    }
+    h.settle();
+    let debug = h.engine.debug_text(h.now());
+    let listed: Vec<&str> = debug
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("PodGroup default/"))
+        .map(|l| l.split(':').next().unwrap_or_default())
+        .collect();
+    let first: Vec<String> = (0..50).map(|i| format!("g{i:02}")).collect();
+    assert_eq!(listed, first, "{debug}");
+    assert!(debug.contains("  ... and 3 more"), "{debug}");
+}
+
 /// Placement scoring (kube-scheduler 1.37's for PodGroups): rack a comes
 /// first in BestFit order (both racks have room for exactly four members,
 /// a sorts first) and its plan meets the quorum, but rack b's plan packs

@@ -192,6 +192,11 @@ impl Cache {
         self.pods.values()
     }
 
+    /// How many pods are cached (without walking them).
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
     pub fn is_assumed(&self, key: &PodKey) -> bool {
         matches!(
             self.pods.get(key).map(|p| &p.state),

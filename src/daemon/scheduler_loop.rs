@@ -421,7 +421,7 @@ impl SchedulerLoop {
             .set(cache.nodes().len() as i64);
         m.cache_size
             .with_label_values(&["pods"])
-            .set(cache.pods().count() as i64);
+            .set(i64::try_from(cache.pod_count()).unwrap_or(i64::MAX));
         m.gang_timeouts
             .inc_by(s.gang_timeouts.saturating_sub(st.last_stats.gang_timeouts));
         m.gang_early_releases.inc_by(

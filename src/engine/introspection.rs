@@ -5,6 +5,11 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use super::Engine;
+use crate::gang::smallest;
+use crate::model::GroupKey;
+
+/// Entries of each list the debug page shows.
+const SHOWN: usize = 50;
 
 /// Scheduling attempts by result, since the engine started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -66,7 +71,7 @@ impl Engine {
             out,
             "nodes: {}\npods cached: {}\nqueue: active={} backoff={} unschedulable={} gated={}",
             self.cache.nodes().len(),
-            self.cache.pods().count(),
+            self.cache.pod_count(),
             q.active,
             q.backoff,
             q.unschedulable,
@@ -85,21 +90,24 @@ impl Engine {
             self.waiting.groups().count(),
             self.gang.denied_groups(now)
         );
-        let mut groups: Vec<String> = self.waiting.groups().map(|g| g.to_string()).collect();
-        groups.sort();
-        for g in groups.iter().take(50) {
+        // The first groups by name, picked rather than all sorted: the
+        // page is rebuilt every second and a 50,000-gang cluster has as
+        // many entries.
+        let waiting: Vec<&GroupKey> = self.waiting.groups().collect();
+        let total = waiting.len();
+        for g in smallest(waiting, SHOWN, |a, b| a.cmp(b)) {
             let _ = writeln!(out, "  waiting: {g}");
         }
-        if groups.len() > 50 {
-            let _ = writeln!(out, "  ... and {} more", groups.len() - 50);
+        if total > SHOWN {
+            let _ = writeln!(out, "  ... and {} more", total - SHOWN);
         }
         // The domains each topology-constrained gang's last cycle tried.
-        let mut placed: Vec<_> = self.gang.considered_domains().iter().collect();
-        placed.sort_by(|a, b| a.0.cmp(b.0));
-        if !placed.is_empty() {
+        let placed: Vec<_> = self.gang.considered_domains().iter().collect();
+        let total = placed.len();
+        if total > 0 {
             let _ = writeln!(out, "topology (last gang cycle per group):");
         }
-        for (g, (tried, chosen)) in placed.iter().take(50) {
+        for (g, (tried, chosen)) in smallest(placed, SHOWN, |a, b| a.0.cmp(b.0)) {
             let chosen = chosen.as_deref().unwrap_or("none held it");
             let _ = writeln!(
                 out,
@@ -107,8 +115,8 @@ impl Engine {
                 tried.join(", ")
             );
         }
-        if placed.len() > 50 {
-            let _ = writeln!(out, "  ... and {} more", placed.len() - 50);
+        if total > SHOWN {
+            let _ = writeln!(out, "  ... and {} more", total - SHOWN);
         }
         let a = self.attempt_counts();
         let _ = writeln!(

@@ -602,10 +602,9 @@ fn level_key(h: &Hierarchy, level: usize) -> String {
         .unwrap_or_default()
 }
 
-/// Less free capacity first: cpu, then memory, then the rest.
 /// The first `n` of `items` in `order`, in that order: a partial selection,
-/// linear in the number of domains rather than a sort of them all.
-fn smallest<T>(
+/// linear in the number of items rather than a sort of them all.
+pub(crate) fn smallest<T>(
     mut items: Vec<T>,
     n: usize,
     mut order: impl FnMut(&T, &T) -> std::cmp::Ordering,
@@ -621,6 +620,7 @@ fn smallest<T>(
     items
 }
 
+/// Less free capacity first: cpu, then memory, then the rest.
 fn free_order(a: &Resources, b: &Resources) -> std::cmp::Ordering {
     (a.milli_cpu, a.memory, a.ephemeral_storage).cmp(&(b.milli_cpu, b.memory, b.ephemeral_storage))
 }
