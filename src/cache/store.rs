@@ -324,10 +324,12 @@ impl Cache {
             && matches!(previous, Some(PodState::Assumed { .. }))
             && current == PodState::Pending
         {
+            // Not stored at all (the reservation stands for the newer
+            // state), so not an in-place update either.
             return PodChange {
                 current: previous.clone().unwrap_or(PodState::Pending),
                 previous,
-                in_place: true,
+                in_place: false,
             };
         }
         let in_place = old.is_some_and(|old| {

@@ -345,10 +345,13 @@ impl GangScheduling {
                     tier,
                 });
             }
-            // The domain with the most room, for the message if none fits.
-            if let Some((value, d)) = domains
-                .rooms()
-                .max_by_key(|(v, d)| (d.room, std::cmp::Reverse(v.as_str())))
+            // The domain with the most room, for the message if none fits:
+            // only while nothing fits so far (a pass over every domain,
+            // which a gang that fits somewhere never reads).
+            if tries.is_empty()
+                && let Some((value, d)) = domains
+                    .rooms()
+                    .max_by_key(|(v, d)| (d.room, std::cmp::Reverse(v.as_str())))
                 && closest.as_ref().is_none_or(|(_, c)| d.room > c.room)
             {
                 closest = Some((format!("{key} {value}"), d.clone()));
