@@ -76,11 +76,14 @@ impl GroupMembers {
         }
     }
 
+    /// Where `name` is (`Ok`) or would go (`Err`) in the sorted names.
+    fn scheduler_slot(&self, name: &str) -> Result<usize, usize> {
+        self.scheduler_names
+            .binary_search_by(|(n, _)| (**n).cmp(name))
+    }
+
     pub(super) fn add_scheduler(&mut self, name: &Arc<str>) {
-        match self
-            .scheduler_names
-            .binary_search_by(|(n, _)| (**n).cmp(&**name))
-        {
+        match self.scheduler_slot(name) {
             Ok(i) => {
                 let n = &mut self.scheduler_names[i].1;
                 *n = n.saturating_add(1);
@@ -90,10 +93,7 @@ impl GroupMembers {
     }
 
     pub(super) fn remove_scheduler(&mut self, name: &Arc<str>) {
-        if let Ok(i) = self
-            .scheduler_names
-            .binary_search_by(|(n, _)| (**n).cmp(&**name))
-        {
+        if let Ok(i) = self.scheduler_slot(name) {
             let n = &mut self.scheduler_names[i].1;
             *n = n.saturating_sub(1);
             if *n == 0 {

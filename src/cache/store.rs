@@ -93,6 +93,12 @@ impl PodChange {
             && matches!(self.current, PodState::Bound { .. })
     }
 
+    /// Nothing a node, a group or a plugin counts has moved: the same pod
+    /// in the same state, replaced in place (the kubelet's `Running`).
+    pub fn unchanged(&self) -> bool {
+        self.in_place && self.previous.as_ref() == Some(&self.current)
+    }
+
     /// A reservation this scheduler held is gone (pod recreated, finished).
     pub fn lost_reservation(&self) -> bool {
         matches!(self.previous, Some(PodState::Assumed { .. }))

@@ -104,11 +104,10 @@ impl Engine {
         {
             self.flush_unschedulable(now);
         }
-        // A pod seen again with only its status moved on (the kubelet's
-        // `Running`) changes nothing its group's gate or barrier counts.
-        let unchanged = change.in_place && change.previous.as_ref() == Some(&change.current);
+        // A pod seen again with only its status moved on changes nothing
+        // its group's gate or barrier counts.
         if let Some(group) = pod.group.key()
-            && !unchanged
+            && !change.unchanged()
         {
             self.group_changed(group);
         }

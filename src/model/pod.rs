@@ -390,7 +390,9 @@ impl PodInfo {
             priority_class_name,
             preemption_policy,
             created_ms,
-            started_ms,
+            // A start time is both identity (a timestamp) and status: every
+            // kind of comparison passes over it.
+            started_ms: _,
             nominated_node,
             requests,
             non_zero_milli_cpu,
@@ -409,24 +411,19 @@ impl PodInfo {
             volumes,
             spread,
         } = self;
-        let identity = match ignoring {
-            Ignoring::Identity => key.namespace == other.key.namespace,
+        // What one kind ignores the other compares.
+        let compared = match ignoring {
+            Ignoring::Identity => {
+                key.namespace == other.key.namespace
+                    && phase == &other.phase
+                    && nominated_node == &other.nominated_node
+                    && node_name == &other.node_name
+            }
             Ignoring::Status => {
                 key == &other.key && uid == &other.uid && created_ms == &other.created_ms
             }
         };
-        let status = match ignoring {
-            Ignoring::Identity => {
-                phase == &other.phase
-                    && nominated_node == &other.nominated_node
-                    && node_name == &other.node_name
-            }
-            Ignoring::Status => true,
-        };
-        // `started_ms` is status and a timestamp: both kinds ignore it.
-        let _ = started_ms;
-        identity
-            && status
+        compared
             && scheduler_name == &other.scheduler_name
             && deleting == &other.deleting
             && scheduling_gated == &other.scheduling_gated
@@ -518,6 +515,42 @@ fn host_ports(w: &PodWire) -> Vec<HostPort> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Two members of one gang, decoded apart, hold one copy of every
+    /// string they repeat once shared, and their own names and uids.
+    #[test]
+    fn sharing_leaves_one_copy_of_what_pods_repeat() {
+        use crate::driver::fixtures::{group_key, member};
+        let mut pools = super::super::shared::PodPools::default();
+        let mut decoded = ["a", "b"].map(|name| {
+            let mut p = member(name, &group_key("train"), 100, 1);
+            p.node_name = Some(Arc::from("n1"));
+            p.images = vec![Arc::from("busybox:latest")];
+            Arc::make_mut(&mut p.labels).insert("app".into(), "train".into());
+            p
+        });
+        let [a, b] = &mut decoded;
+        assert!(!Arc::ptr_eq(&a.key.namespace, &b.key.namespace));
+        a.share_with(&mut pools);
+        b.share_with(&mut pools);
+        let group = |p: &PodInfo| p.group.key().cloned().unwrap();
+        let (ga, gb) = (group(a), group(b));
+        assert!(Arc::ptr_eq(&a.key.namespace, &b.key.namespace));
+        assert!(Arc::ptr_eq(&a.scheduler_name, &b.scheduler_name));
+        assert!(Arc::ptr_eq(
+            a.node_name.as_ref().unwrap(),
+            b.node_name.as_ref().unwrap()
+        ));
+        assert!(Arc::ptr_eq(&a.images[0], &b.images[0]));
+        assert!(Arc::ptr_eq(&ga.definition.name, &gb.definition.name));
+        assert!(Arc::ptr_eq(
+            &ga.definition.namespace,
+            &gb.definition.namespace
+        ));
+        assert!(Arc::ptr_eq(&a.labels, &b.labels));
+        assert_ne!(a.key.name, b.key.name);
+        assert_ne!(a.uid, b.uid);
+    }
 
     fn pod(spec: serde_json::Value) -> PodInfo {
         let v = json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec});
