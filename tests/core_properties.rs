@@ -1334,3 +1334,54 @@ fn a_recreated_pods_bind_in_flight_holds_no_node() {
     h.advance(Duration::from_secs(400));
     check_all(&h, &w).unwrap();
 }
+
+/// Found by `invariants_hold_under_random_events`, as above but for I5: the
+/// recreated pod is not counted where its old self's bind is in flight, so a
+/// spread pod that fits only without it may be bound there.
+#[test]
+fn a_recreated_pods_bind_in_flight_counts_for_no_spread() {
+    let mut h = two_profiles_in(false);
+    let mut w = World::default();
+    apply(&mut h, &mut w, &Op::AddNode { cpu: 2000, rack: 0 });
+    for op in [
+        Op::SetBindLatency(1),
+        Op::AddSpread {
+            cpu: 250,
+            max_skew: 1,
+            min_domains: None,
+        },
+        Op::Settle,
+    ] {
+        apply(&mut h, &mut w, &op);
+    }
+    let k = w.pods[0].clone();
+    let mut p = (**h.pod(&k).expect("the first spread pod")).clone();
+    p.uid = Arc::from("uid-spread-again");
+    p.node_name = None;
+    p.phase = PodPhase::Pending;
+    p.requests.milli_cpu = 4000; // more than the node: it stays pending
+    h.put_pod(p);
+    // One rack of the two minDomains asks for: the global minimum is 0, so
+    // this pod fits only where no other matching pod is placed.
+    apply(
+        &mut h,
+        &mut w,
+        &Op::AddSpread {
+            cpu: 250,
+            max_skew: 1,
+            min_domains: Some(2),
+        },
+    );
+    h.settle();
+    check_all(&h, &w).unwrap();
+    let second = w.pods[1].clone();
+    assert_eq!(
+        h.actions_where(|a| matches!(a, Action::Bind { pod, .. } if *pod == second))
+            .len(),
+        1,
+        "the second spread pod is bound while the recreated first waits"
+    );
+    h.bind_latency = Duration::ZERO;
+    h.advance(Duration::from_secs(400));
+    check_all(&h, &w).unwrap();
+}

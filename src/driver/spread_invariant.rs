@@ -74,8 +74,11 @@ impl Harness {
                 placed.insert(p.key.clone(), (p.clone(), n.clone()));
             }
         }
+        // A bind in flight for a pod since recreated under the same name
+        // will fail on its uid: the new pod is not placed by it (I1's
+        // checker reads in-flight binds the same way).
         for b in &self.in_flight {
-            if let Some(p) = self.pods.get(&b.pod) {
+            if let Some(p) = self.pods.get(&b.pod).filter(|p| p.uid == b.uid) {
                 placed.insert(b.pod.clone(), (p.clone(), b.node.clone()));
             }
         }
