@@ -540,14 +540,19 @@ fn affinity_waiter_is_retried_when_its_target_is_placed() {
         h.add_node(n);
     }
     let mut web = pod("web", 500, 1);
-    web.pod_affinity.required_affinity.push(PodAffinityTerm {
-        label_selector: LabelSelector::from_map(&[("app".to_string(), "db".to_string())].into()),
-        namespaces: vec![web.key.namespace.clone()],
-        namespace_selector: LabelSelector::nothing(),
-        topology_key: "zone".into(),
-        match_label_keys: Vec::new(),
-        mismatch_label_keys: Vec::new(),
-    });
+    Arc::make_mut(&mut web.constraints)
+        .pod_affinity
+        .required_affinity
+        .push(PodAffinityTerm {
+            label_selector: LabelSelector::from_map(
+                &[("app".to_string(), "db".to_string())].into(),
+            ),
+            namespaces: vec![web.key.namespace.clone()],
+            namespace_selector: LabelSelector::nothing(),
+            topology_key: "zone".into(),
+            match_label_keys: Vec::new(),
+            mismatch_label_keys: Vec::new(),
+        });
     h.put_pod(web);
     h.settle();
     assert!(h.events_with("FailedScheduling", "didn't match pod affinity rules") > 0);
@@ -732,14 +737,17 @@ const HOSTNAME: &str = "kubernetes.io/hostname";
 fn anti_affine(p: &mut muster::model::PodInfo, app: &str, topology_key: &str) {
     use muster::model::{LabelSelector, PodAffinityTerm};
     std::sync::Arc::make_mut(&mut p.labels).insert("app".into(), app.into());
-    p.pod_affinity.required_anti_affinity.push(PodAffinityTerm {
-        label_selector: LabelSelector::from_map(&[("app".to_string(), app.to_string())].into()),
-        namespaces: vec![p.key.namespace.clone()],
-        namespace_selector: LabelSelector::nothing(),
-        topology_key: topology_key.into(),
-        match_label_keys: Vec::new(),
-        mismatch_label_keys: Vec::new(),
-    });
+    Arc::make_mut(&mut p.constraints)
+        .pod_affinity
+        .required_anti_affinity
+        .push(PodAffinityTerm {
+            label_selector: LabelSelector::from_map(&[("app".to_string(), app.to_string())].into()),
+            namespaces: vec![p.key.namespace.clone()],
+            namespace_selector: LabelSelector::nothing(),
+            topology_key: topology_key.into(),
+            match_label_keys: Vec::new(),
+            mismatch_label_keys: Vec::new(),
+        });
 }
 
 /// A plain pod labelled `app: spread`, spreading such pods over racks.
@@ -757,7 +765,7 @@ fn spread_pod(name: &str, cpu: i64, max_skew: i64, min_domains: Option<i64>) -> 
     .unwrap();
     let mut p = pod(name, cpu, 1);
     p.labels = wire.metadata.labels.clone().into();
-    p.spread = muster::model::PodSpread::from_wire(&wire).unwrap();
+    Arc::make_mut(&mut p.constraints).spread = muster::model::PodSpread::from_wire(&wire).unwrap();
     p
 }
 

@@ -203,7 +203,9 @@ fn unschedulable_member_releases_all_waiting_members_at_once() {
     }
     let mut picky = member("sel-3", &g, 1000, 1);
     picky.created_ms = 3;
-    picky.node_selector.insert("gpu".into(), "h100".into());
+    Arc::make_mut(&mut picky.constraints)
+        .node_selector
+        .insert("gpu".into(), "h100".into());
     h.put_pod(picky);
     h.settle();
     checked(&h);
@@ -337,7 +339,9 @@ fn plain_pods_are_unaffected_by_gangs() {
         }
         for step in 0..12 {
             let mut p = pod(&format!("web-{step}"), 300 + 50 * step, 1);
-            p.node_selector.insert("pool".into(), "plain".into());
+            Arc::make_mut(&mut p.constraints)
+                .node_selector
+                .insert("pool".into(), "plain".into());
             p.created_ms = step;
             h.put_pod(p);
             if with_gangs {
@@ -346,7 +350,9 @@ fn plain_pods_are_unaffected_by_gangs() {
                 h.put_def(gang_def(&name, 2, 1000 + step));
                 for m in 0..2 {
                     let mut p = member(&format!("{name}-{m}"), &g, 1000, 1);
-                    p.node_selector.insert("pool".into(), "gang".into());
+                    Arc::make_mut(&mut p.constraints)
+                        .node_selector
+                        .insert("pool".into(), "gang".into());
                     h.put_pod(p);
                 }
             }

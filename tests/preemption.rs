@@ -225,7 +225,7 @@ fn spread_pod(name: &str, cpu: i64, priority: i32) -> PodInfo {
     .unwrap();
     let mut p = pending(name, cpu, priority);
     p.labels = wire.metadata.labels.clone().into();
-    p.spread = muster::model::PodSpread::from_wire(&wire).unwrap();
+    Arc::make_mut(&mut p.constraints).spread = muster::model::PodSpread::from_wire(&wire).unwrap();
     p
 }
 
@@ -255,7 +255,9 @@ fn a_node_passing_only_with_a_nominated_pod_counted_waits_for_it() {
     // `s2` may only go to rack a. Counting `high` on b0, rack a would hold
     // 2 against rack b's 1 (skew 1); without it, 2 against 0 (skew 2).
     let mut s2 = spread_pod("s2", 500, 0);
-    s2.node_selector.insert(RACK.into(), "rack-a".into());
+    Arc::make_mut(&mut s2.constraints)
+        .node_selector
+        .insert(RACK.into(), "rack-a".into());
     h.put_pod(s2);
     h.settle();
     assert_eq!(h.node_of(&key("s2")), None);

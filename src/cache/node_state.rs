@@ -60,10 +60,15 @@ impl NodeState {
 
     pub fn add_pod(&mut self, pod: &Arc<PodInfo>) {
         self.pods.push(pod.clone());
-        if !pod.pod_affinity.is_empty() {
+        if !pod.constraints.pod_affinity.is_empty() {
             self.pods_with_affinity.push(pod.clone());
         }
-        if !pod.pod_affinity.required_anti_affinity.is_empty() {
+        if !pod
+            .constraints
+            .pod_affinity
+            .required_anti_affinity
+            .is_empty()
+        {
             self.pods_with_required_anti_affinity.push(pod.clone());
         }
         self.requested.add(&pod.requests);
@@ -73,7 +78,8 @@ impl NodeState {
             .non_zero_milli_cpu
             .saturating_add(pod.non_zero_milli_cpu);
         self.non_zero_memory = self.non_zero_memory.saturating_add(pod.non_zero_memory);
-        self.used_ports.extend(pod.host_ports.iter().cloned());
+        self.used_ports
+            .extend(pod.constraints.host_ports.iter().cloned());
         self.generation = next_generation();
     }
 
@@ -92,7 +98,7 @@ impl NodeState {
             .non_zero_milli_cpu
             .saturating_sub(pod.non_zero_milli_cpu);
         self.non_zero_memory = self.non_zero_memory.saturating_sub(pod.non_zero_memory);
-        for port in &pod.host_ports {
+        for port in &pod.constraints.host_ports {
             if let Some(i) = self.used_ports.iter().position(|p| p == port) {
                 self.used_ports.swap_remove(i);
             }

@@ -267,7 +267,7 @@ impl PodIndex {
 
     fn term(&self, slot: Slot, kind: TermKind, i: u16) -> Option<IndexedTerm<'_>> {
         let e = self.entry(slot)?;
-        let a = &e.pod.pod_affinity;
+        let a = &e.pod.constraints.pod_affinity;
         let (term, weight) = match kind {
             TermKind::RequiredAffinity => (a.required_affinity.get(usize::from(i))?, 0),
             TermKind::RequiredAntiAffinity => (a.required_anti_affinity.get(usize::from(i))?, 0),
@@ -312,7 +312,7 @@ impl PodIndex {
 /// A pod's affinity terms with their kind and position (positions beyond
 /// `u16` cannot occur: terms are bounded by `pod_affinity::MAX_TERMS`).
 fn terms_of(pod: &PodInfo) -> impl Iterator<Item = (TermKind, u16, &PodAffinityTerm)> {
-    let a = &pod.pod_affinity;
+    let a = &pod.constraints.pod_affinity;
     TermKind::ALL.into_iter().flat_map(move |kind| {
         let list: Vec<&PodAffinityTerm> = match kind {
             TermKind::RequiredAffinity => a.required_affinity.iter().collect(),

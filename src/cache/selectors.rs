@@ -106,7 +106,7 @@ impl WorkloadSelectors {
                 selector.and(s);
             }
         }
-        if let Some(owner) = &pod.spread.controller {
+        if let Some(owner) = &pod.constraints.spread.controller {
             let key = ObjectKey {
                 kind: SelectingKind::Controller(owner.kind),
                 namespace: pod.key.namespace.clone(),
@@ -144,10 +144,11 @@ mod tests {
         let mut p = crate::driver::fixtures::pod("p", 100, 1);
         p.key = crate::model::PodKey::new(ns, "p");
         p.labels = map(labels).into();
-        p.spread.controller = owner.map(|(kind, name)| ControllerRef {
-            kind,
-            name: Arc::from(name),
-        });
+        Arc::make_mut(&mut p.constraints).spread.controller =
+            owner.map(|(kind, name)| ControllerRef {
+                kind,
+                name: Arc::from(name),
+            });
         p
     }
 

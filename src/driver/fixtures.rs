@@ -52,19 +52,11 @@ pub fn pod(name: &str, milli_cpu: i64, memory_gib: i64) -> PodInfo {
         non_zero_milli_cpu: milli_cpu.max(crate::model::DEFAULT_MILLI_CPU_REQUEST),
         non_zero_memory: requests.memory.max(crate::model::DEFAULT_MEMORY_REQUEST),
         requests,
-        node_selector: BTreeMap::new(),
-        required_affinity: None,
-        preferred_affinity: Vec::new(),
-        pod_affinity: Default::default(),
-        tolerations: Vec::new(),
-        host_ports: Vec::new(),
+        constraints: Default::default(),
         images: Vec::new(),
-        resource_claims: Vec::new(),
         labels: Default::default(),
         annotations: BTreeMap::new(),
         group: GroupMembership::None,
-        volumes: Vec::new(),
-        spread: Default::default(),
     }
 }
 

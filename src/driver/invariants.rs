@@ -70,7 +70,7 @@ impl Harness {
                             facts.namespace_labels(&b.key.namespace)
                         })
                     };
-                    for t in a.pod_affinity.required_anti_affinity.iter() {
+                    for t in a.constraints.pod_affinity.required_anti_affinity.iter() {
                         let same_pair =
                             match (n.labels.get(&t.topology_key), m.labels.get(&t.topology_key)) {
                                 (Some(x), Some(y)) => x == y,

@@ -54,6 +54,7 @@ impl Harness {
                 continue;
             };
             let has_hard = info
+                .constraints
                 .spread
                 .with_action(WhenUnsatisfiable::DoNotSchedule)
                 .next()
@@ -102,6 +103,7 @@ fn spread_holds(
     placed: &[(Arc<PodInfo>, Arc<str>)],
 ) -> Result<(), String> {
     let hard: Vec<&SpreadConstraint> = pod
+        .constraints
         .spread
         .with_action(WhenUnsatisfiable::DoNotSchedule)
         .collect();
@@ -148,10 +150,12 @@ fn spread_holds(
 
 fn included(c: &SpreadConstraint, pod: &PodInfo, node: &NodeInfo) -> bool {
     let affinity_ok = pod
+        .constraints
         .node_selector
         .iter()
         .all(|(k, v)| node.labels.get(k) == Some(v))
         && pod
+            .constraints
             .required_affinity
             .as_ref()
             .is_none_or(|a| a.matches(&node.name, &node.labels));
@@ -159,7 +163,12 @@ fn included(c: &SpreadConstraint, pod: &PodInfo, node: &NodeInfo) -> bool {
         .taints
         .iter()
         .filter(|t| matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute))
-        .all(|t| pod.tolerations.iter().any(|tol| tol.tolerates(t)));
+        .all(|t| {
+            pod.constraints
+                .tolerations
+                .iter()
+                .any(|tol| tol.tolerates(t))
+        });
     (c.node_affinity_policy == InclusionPolicy::Ignore || affinity_ok)
         && (c.node_taints_policy == InclusionPolicy::Ignore || taints_ok)
 }

@@ -80,7 +80,7 @@ impl Engine {
             .profiles
             .get(&pod.scheduler_name)
             .and_then(|p| p.framework.volume_bind_timeout);
-        let Some(timeout) = timeout.filter(|_| !pod.volumes.is_empty()) else {
+        let Some(timeout) = timeout.filter(|_| !pod.constraints.volumes.is_empty()) else {
             return self.outbox.bind(pod.key.clone(), pod.uid.clone(), node);
         };
         let Some(state) = self.cache.node(&node) else {
@@ -295,7 +295,7 @@ mod tests {
 
     fn with_claim(name: &str, claim: &str) -> crate::model::PodInfo {
         let mut p = pod(name, 100, 1);
-        p.volumes = vec![PodVolume::Claim {
+        Arc::make_mut(&mut p.constraints).volumes = vec![PodVolume::Claim {
             claim: Arc::from(claim),
             ephemeral: false,
             template_class: None,

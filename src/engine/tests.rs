@@ -221,7 +221,7 @@ fn a_placed_pods_label_change_retries_pods_refused_for_it() {
             "labelSelector": {"matchLabels": {"app": "db"}},
             "topologyKey": "kubernetes.io/hostname"}]}))
     .unwrap();
-    shy.pod_affinity =
+    Arc::make_mut(&mut shy.constraints).pod_affinity =
         crate::model::PodAffinity::from_wire(None, Some(&terms), "default", &shy.labels).unwrap();
     e.on_event(ClusterEvent::PodUpserted(arc(shy.clone())), t0);
     assert!(e.schedule_one(t0));

@@ -3,6 +3,7 @@
 //! Built from raw JSON through the `wire` shapes (so fields newer than the compiled
 //! API version are read) or from `k8s-openapi` objects. Nothing here does I/O.
 
+mod constraints;
 pub mod deadline;
 pub mod disruption;
 mod group;
@@ -20,6 +21,7 @@ pub mod topology;
 pub mod volumes;
 pub mod wire;
 
+pub use constraints::Constraints;
 pub use group::{
     CappedTimeout, DefinitionKey, DisruptionMode, GroupDef, GroupExtras, GroupKey, GroupMembership,
     GroupPhase, GroupPolicy, GroupSource, KueueOptions, MAX_GROUP_COUNT, MAX_GROUP_RESOURCE_CLAIMS,

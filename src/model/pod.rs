@@ -8,9 +8,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::constraints::Constraints;
 use super::requests::effective_requests;
 use super::selector::{NodeSelector, NodeSelectorTerm, PreferredTerm};
-use super::volumes::{PodVolume, pod_volumes};
+use super::volumes::pod_volumes;
 use super::wire::{PodWire, is_kept_annotation};
 use super::{
     GroupMembership, ModelError, PodAffinity, PodSpread, PreemptionPolicy, Resources, Toleration,
@@ -128,16 +129,10 @@ pub struct PodInfo {
     /// Requests with kube-scheduler's non-zero defaults, used only for scoring.
     pub non_zero_milli_cpu: i64,
     pub non_zero_memory: i64,
-    pub node_selector: BTreeMap<String, String>,
-    pub required_affinity: Option<NodeSelector>,
-    pub preferred_affinity: Vec<PreferredTerm>,
-    /// Inter-pod affinity and anti-affinity (`podAffinity`, `podAntiAffinity`).
-    pub pod_affinity: PodAffinity,
-    pub tolerations: Vec<super::Toleration>,
-    pub host_ports: Vec<HostPort>,
-    /// `spec.resourceClaims` names: dynamic resource allocation, which
-    /// Muster refuses (`plugins::dynamic_resources`).
-    pub resource_claims: Vec<Arc<str>>,
+    /// Node selector and affinities, inter-pod affinity, tolerations, host
+    /// ports, resource claims, volumes, topology spread: shared between pods
+    /// with equal sets when the decoder pools them (`PodInfo::share_with`).
+    pub constraints: Arc<Constraints>,
     /// Images of init containers then containers, normalized as the
     /// container runtime names them (`busybox` is `busybox:latest`).
     pub images: Vec<Arc<str>>,
@@ -147,12 +142,6 @@ pub struct PodInfo {
     /// Only the annotations the scheduler reads (`wire::KEPT_ANNOTATION_PREFIXES`).
     pub annotations: BTreeMap<String, String>,
     pub group: GroupMembership,
-    /// The volumes the volume plugins read (claims, inline CSI, in-tree
-    /// disks); empty, and allocation-free, for most pods.
-    pub volumes: Vec<PodVolume>,
-    /// `spec.topologySpreadConstraints`, parsed, and the controller reference
-    /// default constraints read.
-    pub spread: PodSpread,
 }
 
 impl PodInfo {
@@ -161,6 +150,7 @@ impl PodInfo {
     pub fn share_with(&mut self, pools: &mut super::shared::PodPools) {
         self.share_labels(&mut pools.labels);
         self.share_strings(&mut pools.strings);
+        pools.constraints.share_in(&mut self.constraints);
     }
 
     /// Takes `pool`'s copy of this pod's labels, so pods with equal labels
@@ -198,9 +188,6 @@ impl PodInfo {
             if let Some(replica) = &mut group.replica {
                 pool.share_in(replica);
             }
-        }
-        if let Some(controller) = &mut self.spread.controller {
-            pool.share_in(&mut controller.name);
         }
     }
 
@@ -340,19 +327,23 @@ impl PodInfo {
             requests,
             non_zero_milli_cpu,
             non_zero_memory,
-            node_selector: w.spec.node_selector.clone(),
-            required_affinity,
-            preferred_affinity,
-            pod_affinity,
-            tolerations,
-            host_ports: host_ports(w),
+            constraints: Arc::new(Constraints {
+                node_selector: w.spec.node_selector.clone(),
+                required_affinity,
+                preferred_affinity,
+                pod_affinity,
+                tolerations,
+                host_ports: host_ports(w),
+                resource_claims: w
+                    .spec
+                    .resource_claims
+                    .iter()
+                    .map(|c| Arc::from(c.name.as_str()))
+                    .collect(),
+                volumes: pod_volumes(name, &w.spec.volumes).map_err(ctx)?,
+                spread,
+            }),
             images: images(w),
-            resource_claims: w
-                .spec
-                .resource_claims
-                .iter()
-                .map(|c| Arc::from(c.name.as_str()))
-                .collect(),
             labels: Arc::new(w.metadata.labels.clone()),
             annotations: w
                 .metadata
@@ -363,8 +354,6 @@ impl PodInfo {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             group,
-            volumes: pod_volumes(name, &w.spec.volumes).map_err(ctx)?,
-            spread,
         })
     }
 
@@ -397,19 +386,11 @@ impl PodInfo {
             requests,
             non_zero_milli_cpu,
             non_zero_memory,
-            node_selector,
-            required_affinity,
-            preferred_affinity,
-            pod_affinity,
-            tolerations,
-            host_ports,
-            resource_claims,
+            constraints,
             images,
             labels,
             annotations,
             group,
-            volumes,
-            spread,
         } = self;
         // What one kind ignores the other compares.
         let compared = match ignoring {
@@ -433,19 +414,13 @@ impl PodInfo {
             && requests == &other.requests
             && non_zero_milli_cpu == &other.non_zero_milli_cpu
             && non_zero_memory == &other.non_zero_memory
-            && node_selector == &other.node_selector
-            && required_affinity == &other.required_affinity
-            && preferred_affinity == &other.preferred_affinity
-            && pod_affinity == &other.pod_affinity
-            && tolerations == &other.tolerations
-            && host_ports == &other.host_ports
-            && resource_claims == &other.resource_claims
+            // Pointer first: pooled sets are shared, and equal ones mostly
+            // the same allocation.
+            && (Arc::ptr_eq(constraints, &other.constraints) || constraints == &other.constraints)
             && images == &other.images
             && labels == &other.labels
             && annotations == &other.annotations
             && group == &other.group
-            && volumes == &other.volumes
-            && spread == &other.spread
     }
 }
 
@@ -617,11 +592,11 @@ mod tests {
         }));
         assert_eq!(&*p.scheduler_name, "muster");
         assert_eq!(p.priority, 100);
-        assert_eq!(p.tolerations.len(), 1);
-        assert_eq!(p.host_ports[0].port, 8080);
-        assert_eq!(&*p.host_ports[0].protocol, "TCP");
-        assert!(p.required_affinity.is_some());
-        assert_eq!(p.preferred_affinity[0].weight, 5);
+        assert_eq!(p.constraints.tolerations.len(), 1);
+        assert_eq!(p.constraints.host_ports[0].port, 8080);
+        assert_eq!(&*p.constraints.host_ports[0].protocol, "TCP");
+        assert!(p.constraints.required_affinity.is_some());
+        assert_eq!(p.constraints.preferred_affinity[0].weight, 5);
     }
 
     #[test]

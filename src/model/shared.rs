@@ -65,11 +65,12 @@ impl<T: Eq + Hash + ?Sized> Pool<T> {
 }
 
 /// What a pod decoder shares pods' repeated values through
-/// (`PodInfo::share_with`): label maps, and strings.
+/// (`PodInfo::share_with`): label maps, strings, and constraint sets.
 #[derive(Debug, Default)]
 pub struct PodPools {
     pub labels: Pool<BTreeMap<String, String>>,
     pub strings: Pool<str>,
+    pub constraints: Pool<super::Constraints>,
 }
 
 #[cfg(test)]

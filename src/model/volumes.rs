@@ -60,7 +60,7 @@ impl AccessModes {
 // ----- the volumes a pod mounts -----
 
 /// One of a pod's volumes, reduced to what the volume plugins read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum PodVolume {
     /// A `persistentVolumeClaim`, or an `ephemeral` volume (its claim is
     /// `<pod>-<volume>`, created by the ephemeral-volume controller).
@@ -78,7 +78,7 @@ pub enum PodVolume {
 }
 
 /// In-tree disks with kube-scheduler's conflict rules.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Disk {
     /// `gcePersistentDisk`: the same `pdName` unless both are read-only.
     GcePd { pd_name: String, read_only: bool },

@@ -20,10 +20,15 @@ impl Plugin for DynamicResources {
 
 impl PreFilterPlugin for DynamicResources {
     fn pre_filter(&self, _: &mut CycleState, pod: &PodInfo, _: &Snapshot<'_>) -> PreFilterResult {
-        if pod.resource_claims.is_empty() {
+        if pod.constraints.resource_claims.is_empty() {
             return PreFilterResult::AllNodes;
         }
-        let names: Vec<&str> = pod.resource_claims.iter().map(|c| &**c).collect();
+        let names: Vec<&str> = pod
+            .constraints
+            .resource_claims
+            .iter()
+            .map(|c| &**c)
+            .collect();
         PreFilterResult::Reject(Rejection::unresolvable(format!(
             "pod uses resourceClaims [{}]: dynamic resource allocation (DRA) is not supported by this scheduler",
             names.join(", ")

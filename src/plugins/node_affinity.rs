@@ -32,7 +32,12 @@ impl Plugin for NodeAffinity {
 
 impl PreFilterPlugin for NodeAffinity {
     fn pre_filter(&self, _: &mut CycleState, pod: &PodInfo, _: &Snapshot<'_>) -> PreFilterResult {
-        match pod.required_affinity.as_ref().and_then(pinned_node_names) {
+        match pod
+            .constraints
+            .required_affinity
+            .as_ref()
+            .and_then(pinned_node_names)
+        {
             None => PreFilterResult::AllNodes,
             Some(names) if names.is_empty() => {
                 PreFilterResult::Reject(Rejection::unresolvable(REASON_CONFLICT))
@@ -72,11 +77,13 @@ impl FilterPlugin for NodeAffinity {
     fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> Result<(), Rejection> {
         let labels = &node.info.labels;
         let selector_ok = pod
+            .constraints
             .node_selector
             .iter()
             .all(|(k, v)| labels.get(k).is_some_and(|have| have == v));
         let affinity_ok = || {
-            pod.required_affinity
+            pod.constraints
+                .required_affinity
                 .as_ref()
                 .is_none_or(|a| a.matches(&node.info.name, labels))
         };
@@ -91,11 +98,12 @@ impl FilterPlugin for NodeAffinity {
 impl ScorePlugin for NodeAffinity {
     /// Nothing to score without preferred terms (upstream skips too).
     fn pre_score(&self, _: &mut CycleState, pod: &PodInfo, _: &Snapshot<'_>, _: &[usize]) -> bool {
-        !pod.preferred_affinity.is_empty()
+        !pod.constraints.preferred_affinity.is_empty()
     }
 
     fn score(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> i64 {
-        pod.preferred_affinity
+        pod.constraints
+            .preferred_affinity
             .iter()
             .filter(|p| p.weight != 0 && p.term.matches(&node.info.name, &node.info.labels))
             .map(|p| i64::from(p.weight))

@@ -20,6 +20,7 @@ impl Plugin for NodePorts {
 impl FilterPlugin for NodePorts {
     fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> Result<(), Rejection> {
         let conflict = pod
+            .constraints
             .host_ports
             .iter()
             .any(|want| node.used_ports.iter().any(|used| used.conflicts(want)));

@@ -31,6 +31,7 @@ impl FilterPlugin for NodeUnschedulable {
     fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> Result<(), Rejection> {
         if !node.info.unschedulable
             || pod
+                .constraints
                 .tolerations
                 .iter()
                 .any(|t| t.tolerates(&UNSCHEDULABLE_TAINT))

@@ -46,7 +46,7 @@ struct State {
 /// The CSI volumes `pod` mounts, as far as `facts` resolve them (a missing
 /// claim is VolumeBinding's and VolumeRestrictions' to refuse).
 fn csi_volumes(pod: &PodInfo, facts: &VolumeFacts, out: &mut HashSet<CsiVolume>) {
-    for v in &pod.volumes {
+    for v in &pod.constraints.volumes {
         match v {
             PodVolume::InlineCsi { driver, volume } => {
                 let handle = Arc::from(format!("{}/{}", pod.uid, volume));
@@ -92,7 +92,12 @@ impl PreFilterPlugin for NodeVolumeLimits {
         pod: &PodInfo,
         snapshot: &Snapshot<'_>,
     ) -> PreFilterResult {
-        if pod.volumes.iter().all(|v| matches!(v, PodVolume::Disk(_))) {
+        if pod
+            .constraints
+            .volumes
+            .iter()
+            .all(|v| matches!(v, PodVolume::Disk(_)))
+        {
             return PreFilterResult::AllNodes;
         }
         let facts = &snapshot.facts.volumes;
@@ -127,7 +132,7 @@ impl FilterPlugin for NodeVolumeLimits {
         for other in node
             .pods
             .iter()
-            .filter(|o| o.key != pod.key && !o.volumes.is_empty())
+            .filter(|o| o.key != pod.key && !o.constraints.volumes.is_empty())
         {
             csi_volumes(other, &st.facts, &mut attached);
         }

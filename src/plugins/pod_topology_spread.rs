@@ -83,8 +83,13 @@ impl PodTopologySpread {
         facts: &ClusterFacts,
         action: WhenUnsatisfiable,
     ) -> Vec<SpreadConstraint> {
-        if !pod.spread.constraints.is_empty() {
-            return pod.spread.with_action(action).cloned().collect();
+        if !pod.constraints.spread.constraints.is_empty() {
+            return pod
+                .constraints
+                .spread
+                .with_action(action)
+                .cloned()
+                .collect();
         }
         if !self.defaults.iter().any(|c| c.when_unsatisfiable == action) {
             return Vec::new();
@@ -122,17 +127,24 @@ fn node_included(c: &SpreadConstraint, pod: &PodInfo, node: &NodeState) -> bool 
         return false;
     }
     c.node_taints_policy == InclusionPolicy::Ignore
-        || first_untolerated(&node.info.taints, &pod.tolerations, &HARD_EFFECTS).is_none()
+        || first_untolerated(
+            &node.info.taints,
+            &pod.constraints.tolerations,
+            &HARD_EFFECTS,
+        )
+        .is_none()
 }
 
 /// The pod's `nodeSelector` and required node affinity, as NodeAffinity's
 /// Filter checks them.
 fn matches_node_affinity(pod: &PodInfo, node: &NodeState) -> bool {
     let labels = &node.info.labels;
-    pod.node_selector
+    pod.constraints
+        .node_selector
         .iter()
         .all(|(k, v)| labels.get(k) == Some(v))
         && pod
+            .constraints
             .required_affinity
             .as_ref()
             .is_none_or(|a| a.matches(&node.info.name, labels))

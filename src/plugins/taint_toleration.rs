@@ -23,7 +23,11 @@ impl Plugin for TaintToleration {
 
 impl FilterPlugin for TaintToleration {
     fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> Result<(), Rejection> {
-        match first_untolerated(&node.info.taints, &pod.tolerations, &HARD_EFFECTS) {
+        match first_untolerated(
+            &node.info.taints,
+            &pod.constraints.tolerations,
+            &HARD_EFFECTS,
+        ) {
             None => Ok(()),
             // The only reason that names data, so the only one that allocates.
             Some(taint) => Err(Rejection::unresolvable(format!(
@@ -33,7 +37,12 @@ impl FilterPlugin for TaintToleration {
     }
 
     fn passes(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> bool {
-        first_untolerated(&node.info.taints, &pod.tolerations, &HARD_EFFECTS).is_none()
+        first_untolerated(
+            &node.info.taints,
+            &pod.constraints.tolerations,
+            &HARD_EFFECTS,
+        )
+        .is_none()
     }
 }
 
@@ -46,7 +55,12 @@ impl ScorePlugin for TaintToleration {
             .taints
             .iter()
             .filter(|t| t.effect == TaintEffect::PreferNoSchedule)
-            .filter(|t| !pod.tolerations.iter().any(|tol| tol.tolerates(t)))
+            .filter(|t| {
+                !pod.constraints
+                    .tolerations
+                    .iter()
+                    .any(|tol| tol.tolerates(t))
+            })
             .count() as i64
     }
 

@@ -126,7 +126,7 @@ struct PodClaims {
 fn resolve(pod: &PodInfo, facts: &VolumeFacts) -> Result<PodClaims, Rejection> {
     let mut out = PodClaims::default();
     let mut immediate = false;
-    for v in &pod.volumes {
+    for v in &pod.constraints.volumes {
         let PodVolume::Claim { claim: name, .. } = v else {
             continue;
         };
@@ -229,6 +229,7 @@ impl PreFilterPlugin for VolumeBinding {
         snapshot: &Snapshot<'_>,
     ) -> PreFilterResult {
         if !pod
+            .constraints
             .volumes
             .iter()
             .any(|v| matches!(v, PodVolume::Claim { .. }))
@@ -295,6 +296,7 @@ pub fn plan_pre_bind(
     taken: &HashSet<Arc<str>>,
 ) -> Result<Option<PreBindPlan>, String> {
     if !pod
+        .constraints
         .volumes
         .iter()
         .any(|v| matches!(v, PodVolume::Claim { .. }))
@@ -329,6 +331,7 @@ pub fn plan_pre_bind(
         })
         .collect();
     let wait_for = pod
+        .constraints
         .volumes
         .iter()
         .filter_map(|v| match v {

@@ -35,6 +35,7 @@ impl Plugin for VolumeRestrictions {
 fn uses_claim(other: &PodInfo, namespace: &str, name: &str) -> bool {
     &*other.key.namespace == namespace
         && other
+            .constraints
             .volumes
             .iter()
             .any(|v| matches!(v, PodVolume::Claim { claim, .. } if &**claim == name))
@@ -49,7 +50,7 @@ impl PreFilterPlugin for VolumeRestrictions {
     ) -> PreFilterResult {
         let facts = &snapshot.facts.volumes;
         let mut rwop: Vec<&str> = Vec::new();
-        for v in &pod.volumes {
+        for v in &pod.constraints.volumes {
             let PodVolume::Claim { claim: name, .. } = v else {
                 continue;
             };
@@ -67,7 +68,7 @@ impl PreFilterPlugin for VolumeRestrictions {
             .nodes
             .iter()
             .flat_map(|n| n.pods.iter())
-            .filter(|other| other.key != pod.key && !other.volumes.is_empty())
+            .filter(|other| other.key != pod.key && !other.constraints.volumes.is_empty())
             .any(|other| {
                 rwop.iter()
                     .any(|c| uses_claim(other, &pod.key.namespace, c))
@@ -81,7 +82,7 @@ impl PreFilterPlugin for VolumeRestrictions {
 
 impl FilterPlugin for VolumeRestrictions {
     fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> Result<(), Rejection> {
-        let mut disks = pod.volumes.iter().filter_map(|v| match v {
+        let mut disks = pod.constraints.volumes.iter().filter_map(|v| match v {
             PodVolume::Disk(d) => Some(d),
             _ => None,
         });
@@ -89,6 +90,7 @@ impl FilterPlugin for VolumeRestrictions {
             node.pods.iter().any(|other| {
                 other.key != pod.key
                     && other
+                        .constraints
                         .volumes
                         .iter()
                         .any(|v| matches!(v, PodVolume::Disk(d) if d.conflicts(want)))

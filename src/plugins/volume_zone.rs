@@ -49,7 +49,7 @@ impl PreFilterPlugin for VolumeZone {
     ) -> PreFilterResult {
         let facts = &snapshot.facts.volumes;
         let mut topology = Topology::default();
-        for v in &pod.volumes {
+        for v in &pod.constraints.volumes {
             let PodVolume::Claim { claim: name, .. } = v else {
                 continue;
             };

@@ -279,7 +279,7 @@ mod pod_index_follows_the_nodes {
                     "labelSelector": {"matchLabels": {"app": format!("a{app}")}},
                     "topologyKey": "zone"}]}))
             .unwrap();
-            info.pod_affinity =
+            Arc::make_mut(&mut info.constraints).pod_affinity =
                 PodAffinity::from_wire(None, Some(&terms), "default", &info.labels).unwrap();
         }
         info

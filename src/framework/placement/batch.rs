@@ -258,10 +258,10 @@ impl Batch {
 /// affinity terms, no spread constraints (own or defaulted), no resource
 /// claims, no volumes, no nominated node.
 fn eligible(pod: &PodInfo, snapshot: &Snapshot<'_>) -> bool {
-    pod.pod_affinity.is_empty()
-        && pod.spread.constraints.is_empty()
-        && pod.resource_claims.is_empty()
-        && pod.volumes.is_empty()
+    pod.constraints.pod_affinity.is_empty()
+        && pod.constraints.spread.constraints.is_empty()
+        && pod.constraints.resource_claims.is_empty()
+        && pod.constraints.volumes.is_empty()
         && pod.nominated_node.is_none()
         && pod.node_name.is_none()
         && snapshot.facts.workloads.default_selector(pod).is_empty()

@@ -47,7 +47,7 @@ impl FilterState {
     /// The counts for `pod`; `None` when nothing can reject a node (neither
     /// the pod nor any existing pod has a required term that applies).
     pub(super) fn compute(pod: &PodInfo, snapshot: &Snapshot<'_>) -> Option<Self> {
-        let terms = &pod.pod_affinity;
+        let terms = &pod.constraints.pod_affinity;
         let has_required =
             !terms.required_affinity.is_empty() || !terms.required_anti_affinity.is_empty();
         let index = &snapshot.facts.pods;
@@ -109,7 +109,13 @@ impl FilterState {
     /// of a self-affine group may go anywhere).
     pub(super) fn satisfies_affinity(&self, pod: &PodInfo, node: &NodeState) -> bool {
         let mut pods_exist = true;
-        for (i, t) in pod.pod_affinity.required_affinity.iter().enumerate() {
+        for (i, t) in pod
+            .constraints
+            .pod_affinity
+            .required_affinity
+            .iter()
+            .enumerate()
+        {
             let key_id = self.affinity_keys.get(i).copied().flatten();
             let Some(n) = self.affinity.on_node(&t.topology_key, key_id, node) else {
                 return false;
@@ -126,6 +132,7 @@ impl FilterState {
     pub(super) fn satisfies_anti_affinity(&self, pod: &PodInfo, node: &NodeState) -> bool {
         self.anti_affinity.is_empty()
             || pod
+                .constraints
                 .pod_affinity
                 .required_anti_affinity
                 .iter()
@@ -154,7 +161,7 @@ fn scan_existing_anti_affinity(
 ) -> TopologyCounts {
     fold_nodes(snapshot.nodes, |counts, node| {
         for existing in &node.pods_with_required_anti_affinity {
-            for t in &existing.pod_affinity.required_anti_affinity {
+            for t in &existing.constraints.pod_affinity.required_anti_affinity {
                 if t.matches(&pod.key.namespace, &pod.labels, || own_ns_labels) {
                     counts.add_on(&t.topology_key, &node.info.labels, 1);
                 }
@@ -168,7 +175,7 @@ fn indexed_incoming_counts(
     pod: &PodInfo,
     snapshot: &Snapshot<'_>,
 ) -> (TopologyCounts, TopologyCounts) {
-    let terms = &pod.pod_affinity;
+    let terms = &pod.constraints.pod_affinity;
     let facts = snapshot.facts;
     let index = &facts.pods;
     let mut affinity = TopologyCounts::default();
@@ -206,7 +213,7 @@ fn scan_incoming_counts(
     pod: &PodInfo,
     snapshot: &Snapshot<'_>,
 ) -> (TopologyCounts, TopologyCounts) {
-    let terms = &pod.pod_affinity;
+    let terms = &pod.constraints.pod_affinity;
     let facts = snapshot.facts;
     let scan = |(mut affinity, mut anti): (TopologyCounts, TopologyCounts), node: &NodeState| {
         let labels = &node.info.labels;

@@ -36,7 +36,7 @@ impl ScoreState {
         pod: &PodInfo,
         snapshot: &Snapshot<'_>,
     ) -> Option<Self> {
-        let terms = &pod.pod_affinity;
+        let terms = &pod.constraints.pod_affinity;
         let has_preferred =
             !terms.preferred_affinity.is_empty() || !terms.preferred_anti_affinity.is_empty();
         if args.ignore_preferred_terms_of_existing_pods && !has_preferred {
@@ -92,7 +92,7 @@ impl Ctx<'_> {
             return None;
         }
         let mut scores = TopologyCounts::default();
-        let incoming = &self.pod.pod_affinity;
+        let incoming = &self.pod.constraints.pod_affinity;
         for (terms, sign) in [
             (&incoming.preferred_affinity, 1),
             (&incoming.preferred_anti_affinity, -1),
@@ -171,7 +171,7 @@ impl Ctx<'_> {
         existing: &PodInfo,
         labels: &BTreeMap<String, String>,
     ) {
-        let incoming = &self.pod.pod_affinity;
+        let incoming = &self.pod.constraints.pod_affinity;
         let facts = self.snapshot.facts;
         let existing_ns = || facts.namespace_labels(&existing.key.namespace);
         // The incoming pod's preferences about the existing pod.
@@ -188,7 +188,7 @@ impl Ctx<'_> {
         weigh(&incoming.preferred_anti_affinity, -1);
 
         // The existing pod's terms about the incoming pod (symmetry).
-        let theirs = &existing.pod_affinity;
+        let theirs = &existing.constraints.pod_affinity;
         let own_ns = || self.own_ns_labels;
         let selects_incoming = |t: &crate::model::PodAffinityTerm| {
             t.matches(&self.pod.key.namespace, &self.pod.labels, own_ns)

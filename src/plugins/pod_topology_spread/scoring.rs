@@ -54,7 +54,7 @@ impl ScorePlugin for PodTopologySpread {
             return false;
         }
         // Only the system defaults tolerate nodes without every key.
-        let require_all = !pod.spread.constraints.is_empty() || !self.system_defaulted;
+        let require_all = !pod.constraints.spread.constraints.is_empty() || !self.system_defaulted;
         let computed = self.score_feasible(pod, snapshot, feasible, &constraints, require_all);
         state.write(PRE_SCORE_KEY, computed);
         true
