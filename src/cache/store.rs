@@ -130,6 +130,9 @@ pub struct Cache {
     /// Bumped when a node is added or removed or its labels change: what
     /// indexes of nodes by label (required topology) are keyed on.
     labels_generation: u64,
+    /// Bumped when anything outside a node that a pod's verdict or score on
+    /// that node may read changes (see `cross_node_generation`).
+    cross_node_generation: u64,
     /// Which nodes changed in place (see `node_changes.rs`).
     node_changes: super::NodeChanges,
     facts: ClusterFacts,
@@ -149,6 +152,7 @@ impl Cache {
             total_requested: Resources::default(),
             served: served.into_iter().collect(),
             labels_generation: 0,
+            cross_node_generation: 0,
             node_changes: super::NodeChanges::default(),
             facts: ClusterFacts::maintained(),
         }
@@ -166,8 +170,37 @@ impl Cache {
         &self.facts
     }
 
+    /// The facts to change: counted as a cross-node change (namespace
+    /// labels, storage objects, workload selectors are read by plugins for
+    /// every node).
     pub fn facts_mut(&mut self) -> &mut ClusterFacts {
+        self.cross_node_changed();
         &mut self.facts
+    }
+
+    /// Changes whenever something a pod's Filter verdict or raw Score on one
+    /// node may read from outside that node changes: a node added, removed,
+    /// relabelled (topology domains) or with other images (image spread);
+    /// the cluster facts touched; a pod with inter-pod affinity terms
+    /// accounted or unaccounted anywhere (its terms reach the other nodes of
+    /// its domain). What changes on a node itself moves that node's
+    /// `NodeState::generation` instead. Together they key memos of per-node
+    /// answers kept across cycles (`framework::placement::Batch`).
+    pub fn cross_node_generation(&self) -> u64 {
+        self.cross_node_generation
+    }
+
+    /// A pod's accounting on a node moved: a cross-node change when the pod
+    /// carries inter-pod affinity terms.
+    pub(super) fn pod_with_terms_moved(&mut self, info: &PodInfo) {
+        if !info.constraints.pod_affinity.is_empty() {
+            self.cross_node_changed();
+        }
+    }
+
+    fn cross_node_changed(&mut self) {
+        // 2^64 changes never come; starting over would still be a change.
+        self.cross_node_generation = self.cross_node_generation.checked_add(1).unwrap_or(1);
     }
 
     /// Changes whenever a node is added or removed (indices move) or a
@@ -245,11 +278,13 @@ impl Cache {
             self.total_allocatable.sub(&self.nodes[i].info.allocatable);
             self.total_allocatable.add(&info.allocatable);
             if self.nodes[i].info.images != info.images {
+                self.cross_node_changed();
                 self.facts.images.remove_node(&self.nodes[i].info);
                 self.facts.images.add_node(&info);
             }
             let relabelled = self.nodes[i].info.labels != info.labels;
             if relabelled {
+                self.cross_node_changed();
                 self.labels_generation += 1;
                 self.facts.label_ids.release(&self.nodes[i]);
             }
@@ -263,6 +298,7 @@ impl Cache {
             return false;
         }
         self.labels_generation += 1;
+        self.cross_node_changed();
         let mut state = NodeState::new(info.clone());
         self.facts.label_ids.assign(&mut state);
         for key in self.by_node.get(&info.name).into_iter().flatten() {
@@ -286,6 +322,7 @@ impl Cache {
             return Vec::new();
         };
         self.labels_generation += 1;
+        self.cross_node_changed();
         let removed = self.nodes.swap_remove(i);
         if let Some(moved) = self.nodes.get(i) {
             self.node_index.insert(moved.info.name.clone(), i);
@@ -442,6 +479,7 @@ impl Cache {
             .or_default()
             .insert(info.key.clone());
         if let Some(&i) = self.node_index.get(node) {
+            self.pod_with_terms_moved(info);
             self.nodes[i].add_pod(info);
             self.node_changes.record(i);
             self.facts.pods.add(info, &self.nodes[i].info);
@@ -458,6 +496,7 @@ impl Cache {
             }
         }
         if let Some(&i) = self.node_index.get(node) {
+            self.pod_with_terms_moved(info);
             self.nodes[i].remove_pod(info);
             self.node_changes.record(i);
             self.facts.pods.remove(&info.key);

@@ -99,12 +99,20 @@ impl Engine {
         };
         let placed = match on_nominated {
             Some(p) => Ok(p),
-            None => profile.framework.schedule_within(
-                &pod,
-                &snapshot,
-                &mut profile.next_start,
-                restriction.as_ref(),
-            ),
+            None => {
+                let memo = self.pod_memos.for_profile(
+                    &pod.scheduler_name,
+                    &profile.framework,
+                    self.cache.cross_node_generation(),
+                );
+                profile.framework.schedule_batched(
+                    &pod,
+                    &snapshot,
+                    &mut profile.next_start,
+                    restriction.as_ref(),
+                    memo,
+                )
+            }
         };
         let placement = match placed {
             Ok(p) => p,

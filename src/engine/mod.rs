@@ -18,6 +18,7 @@ mod inputs;
 mod introspection;
 mod nominations;
 mod owners;
+mod pod_memos;
 mod prebind;
 mod preempt;
 mod preempt_gang;
@@ -305,6 +306,9 @@ pub struct Engine {
     /// cycle does not allocate (and zero) tables sized by the cluster; each
     /// cycle starts them empty (`gang_cycle::Batches::take_fresh`).
     batches: gang_cycle::Batches,
+    /// The per-node memos of pods placed one cycle each, kept across
+    /// cycles while the cluster outside each node stays the same.
+    pod_memos: pod_memos::PodMemos,
     /// The nominated pods counted on their nodes for the pod in its cycle
     /// (`Nominations::overlay`); reverted when the cycle ends, or earlier
     /// by the cycle itself to check its node without them.
@@ -399,6 +403,7 @@ impl Engine {
             preempting: HashMap::new(),
             preempt_offset: 0,
             batches: gang_cycle::Batches::default(),
+            pod_memos: pod_memos::PodMemos::default(),
             held: crate::cache::WhatIf::default(),
         }
     }

@@ -62,6 +62,7 @@ impl Cache {
             return false;
         };
         let info = pod.info.clone();
+        self.pod_with_terms_moved(&info);
         self.nodes[i].remove_pod(&info);
         self.facts.pods.remove(&info.key);
         self.total_requested.sub(&info.requests);
@@ -113,6 +114,7 @@ impl Cache {
     /// Undoes every edit, latest first.
     pub fn revert(&mut self, edits: WhatIf) {
         for (info, i) in edits.added.into_iter().rev() {
+            self.pod_with_terms_moved(&info);
             if let Some(node) = self.nodes.get_mut(i) {
                 node.remove_pod(&info);
                 self.facts.pods.remove(&info.key);
@@ -125,6 +127,7 @@ impl Cache {
     }
 
     fn put_back(&mut self, info: &Arc<PodInfo>, i: usize) {
+        self.pod_with_terms_moved(info);
         if let Some(node) = self.nodes.get_mut(i) {
             node.add_pod(info);
             self.facts.pods.add(info, &node.info);
