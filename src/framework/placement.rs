@@ -40,6 +40,10 @@ pub use tie_break::{DEFAULT_TIE_BREAK_SEED, TieBreaker};
 /// saves for shorter runs (see docs/performance.md).
 pub const DEFAULT_PARALLEL_MIN_NODES: usize = 1024;
 
+/// How much longer a pass must be to fan out when the batch memo is warm
+/// (`Batch::warm`): a remembered answer is a lookup, not a filter run.
+const WARM_MEMO_PARALLEL_FACTOR: usize = 16;
+
 /// Which plugins a profile runs, with score weights and sampling.
 ///
 /// `Framework::default()` is kube-scheduler's default profile (see
@@ -155,6 +159,13 @@ impl Framework {
         let (candidates, absent) = self.run_pre_filters(&mut state, pod, snapshot, restriction)?;
         let mut memo = batch.and_then(|b| b.admit(pod, snapshot).then_some(b));
         let need = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, candidates.len());
+        // Passes that mostly read the memo stay on this thread longer.
+        let parallel_min_nodes = match memo.as_deref().is_some_and(Batch::warm) {
+            true => self
+                .parallel_min_nodes
+                .saturating_mul(WARM_MEMO_PARALLEL_FACTOR),
+            false => self.parallel_min_nodes,
+        };
         let mut search = FilterPass {
             filters: &self.filters,
             state: &state,
@@ -163,7 +174,7 @@ impl Framework {
             candidates: &candidates,
             start: *next_start % candidates.len().max(1),
             need,
-            parallel_min_nodes: self.parallel_min_nodes,
+            parallel_min_nodes,
             memo: memo.as_deref(),
         }
         .run();
@@ -184,7 +195,7 @@ impl Framework {
                     pod,
                     snapshot,
                     feasible: &search.feasible,
-                    parallel_min_nodes: self.parallel_min_nodes,
+                    parallel_min_nodes,
                 }
                 .totals(&mut state, memo);
                 scoring::select_highest(&totals, &self.tie_breaker)

@@ -103,6 +103,9 @@ pub struct Batch {
     /// Entries of other epochs are forgotten (0 is never current).
     epoch: u64,
     verdicts: Vec<Option<Verdict>>,
+    /// Verdicts written in this epoch (some may have gone stale since, as
+    /// their nodes changed): how much of the cluster the memo has seen.
+    written: usize,
     /// The scorers PreScore left active when the scores were remembered
     /// (bit k: scorer k); other masks start the score memo afresh.
     active: u64,
@@ -130,6 +133,7 @@ impl Batch {
             exemplar: None,
             epoch: 1,
             verdicts: Vec::new(),
+            written: 0,
             active: 0,
             score_width: 0,
             score_epoch: 1,
@@ -146,6 +150,7 @@ impl Batch {
     }
 
     fn forget_entries(&mut self) {
+        self.written = 0;
         match (self.epoch.checked_add(1), self.score_epoch.checked_add(1)) {
             (Some(e), Some(s)) => {
                 self.epoch = e;
@@ -175,6 +180,7 @@ impl Batch {
             self.score_stamps = vec![Stamp::default(); n];
             self.scores.clear();
             self.exemplar = None;
+            self.written = 0;
         }
         let same = self
             .exemplar
@@ -185,6 +191,15 @@ impl Batch {
             self.forget_entries();
         }
         true
+    }
+
+    /// Whether the memo has seen most of the cluster: a pass then mostly
+    /// reads remembered answers, too little work per node to be worth
+    /// waking other threads for (at 50,000 nodes, the rayon hand-off of a
+    /// 2,500-node pass of lookups cost more than the lookups).
+    pub(super) fn warm(&self) -> bool {
+        !self.verdicts.is_empty()
+            && self.written.saturating_mul(10) >= self.verdicts.len().saturating_mul(9)
     }
 
     /// The remembered verdict for `node` (at `index`), if still valid.
@@ -204,6 +219,9 @@ impl Batch {
             };
             let stamp = Stamp::at(self.epoch, node);
             if let Some(slot) = self.verdicts.get_mut(index) {
+                if slot.as_ref().is_none_or(|v| v.stamp.epoch != self.epoch) {
+                    self.written = self.written.saturating_add(1);
+                }
                 *slot = Some(Verdict { stamp, known });
             }
         }
@@ -279,7 +297,7 @@ fn same_signature(a: &PodInfo, b: &PodInfo) -> bool {
 mod tests {
     use super::*;
     use crate::cache::ClusterFacts;
-    use crate::plugins::test_util::pod_named;
+    use crate::plugins::test_util::{node, pod_named};
     use serde_json::json;
 
     fn like(name: &str) -> PodInfo {
@@ -329,6 +347,25 @@ mod tests {
         let mut nominated = like("n");
         nominated.nominated_node = Some("node-1".into());
         assert!(!eligible(&nominated, &snapshot));
+    }
+
+    #[test]
+    fn the_memo_is_warm_once_it_has_seen_nine_tenths_of_the_nodes() {
+        let nodes: Vec<NodeState> = (0..10)
+            .map(|i| node(&format!("n{i}"), &[("cpu", "4"), ("pods", "10")]).build())
+            .collect();
+        let snapshot = Snapshot::of_nodes(&nodes);
+        let mut b = Batch::new(&Framework::default());
+        assert!(b.admit(&like("a"), &snapshot));
+        assert!(!b.warm());
+        b.remember_verdicts(&nodes, (0..8).map(|i| (i, Known::Pass)).collect());
+        // A node judged again counts once.
+        b.remember_verdicts(&nodes, vec![(0, Known::Pass)]);
+        assert!(!b.warm(), "8 of 10");
+        b.remember_verdicts(&nodes, vec![(8, Known::Pass)]);
+        assert!(b.warm(), "9 of 10");
+        b.forget();
+        assert!(!b.warm());
     }
 
     #[test]
