@@ -39,13 +39,23 @@ impl Batches {
     /// be, without allocating one. Give them back with `Engine::batches`.
     pub(super) fn take_fresh(from: &mut Batches) -> Batches {
         let mut batches = std::mem::take(from);
-        for b in batches.0.values_mut() {
-            b.forget();
-        }
+        batches.forget_all();
         batches
     }
 
-    fn for_profile(&mut self, scheduler: &Arc<str>, framework: &Framework) -> &mut Batch {
+    /// Forgets every memo, keeping the tables.
+    pub(super) fn forget_all(&mut self) {
+        for b in self.0.values_mut() {
+            b.forget();
+        }
+    }
+
+    /// The memo for `scheduler`'s pods (created for `framework` on first use).
+    pub(super) fn for_profile(
+        &mut self,
+        scheduler: &Arc<str>,
+        framework: &Framework,
+    ) -> &mut Batch {
         self.0
             .entry(scheduler.clone())
             .or_insert_with(|| Batch::new(framework))

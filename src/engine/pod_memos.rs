@@ -13,17 +13,18 @@
 //! answers on nodes whose own generation has not moved. The placements are
 //! exactly those of an unmemoized pass (`Batch`'s eligibility rules).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::gang_cycle::Batches;
 use crate::framework::placement::{Batch, Framework};
 
-/// One memo per profile, valid for one cross-node generation.
+/// One memo per profile (the gang cycle's kind of table), valid for one
+/// cross-node generation.
 #[derive(Default)]
 pub(super) struct PodMemos {
     /// The cross-node generation the memos were filled under.
     generation: Option<u64>,
-    by_profile: HashMap<Arc<str>, Batch>,
+    by_profile: Batches,
     /// Forget at every cycle: the unmemoized pass, for tests to compare.
     forget_each_cycle: bool,
 }
@@ -38,14 +39,10 @@ impl PodMemos {
         generation: u64,
     ) -> &mut Batch {
         if self.generation != Some(generation) || self.forget_each_cycle {
-            for memo in self.by_profile.values_mut() {
-                memo.forget();
-            }
+            self.by_profile.forget_all();
             self.generation = Some(generation);
         }
-        self.by_profile
-            .entry(scheduler.clone())
-            .or_insert_with(|| Batch::new(framework))
+        self.by_profile.for_profile(scheduler, framework)
     }
 }
 
