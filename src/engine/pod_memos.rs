@@ -60,14 +60,11 @@ mod tests {
     use std::time::Instant;
 
     use proptest::prelude::*;
-    use proptest::sample::Index;
 
     use crate::driver::fixtures::{SCHEDULER, arc, node, pod};
     use crate::engine::{Action, ClusterEvent, Engine, EngineConfig, ProfileConfig};
     use crate::framework::placement::Framework;
-    use crate::model::{
-        Constraints, LabelSelector, PodAffinityTerm, PodInfo, WeightedPodAffinityTerm,
-    };
+    use crate::model::{LabelSelector, PodAffinityTerm, PodInfo, WeightedPodAffinityTerm};
 
     const ZONE: &str = "topology.kubernetes.io/zone";
     const HOST: &str = "kubernetes.io/hostname";
@@ -79,14 +76,14 @@ mod tests {
             image: Option<u8>,
         },
         Relabel {
-            node: Index,
+            node: usize,
             zone: u8,
         },
         SetImage {
-            node: Index,
+            node: usize,
             image: Option<u8>,
         },
-        RemoveNode(Index),
+        RemoveNode(usize),
         /// `count` like pods (one signature): what the memo serves.
         AddLike {
             count: u8,
@@ -105,25 +102,33 @@ mod tests {
         },
         /// Labels the pods' namespace `team=a`, or not.
         SetTeam(bool),
-        DeletePod(Index),
+        DeletePod(usize),
         Settle,
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             3 => (0..3u8, prop::option::of(0..2u8)).prop_map(|(zone, image)| Op::AddNode { zone, image }),
-            1 => (any::<Index>(), 0..3u8).prop_map(|(node, zone)| Op::Relabel { node, zone }),
-            1 => (any::<Index>(), prop::option::of(0..2u8)).prop_map(|(node, image)| Op::SetImage { node, image }),
-            1 => any::<Index>().prop_map(Op::RemoveNode),
+            1 => (any::<usize>(), 0..3u8).prop_map(|(node, zone)| Op::Relabel { node, zone }),
+            1 => (any::<usize>(), prop::option::of(0..2u8)).prop_map(|(node, image)| Op::SetImage { node, image }),
+            1 => any::<usize>().prop_map(Op::RemoveNode),
             // Mostly one signature, so memos outlive the changes between runs.
             4 => (1..6u8, 0..2u8).prop_map(|(count, image)| Op::AddLike { count, cpu: 500, image }),
             1 => (1..3u8, 2..4i64, 0..2u8).prop_map(|(count, c, image)| Op::AddLike { count, cpu: c * 500, image }),
             1 => any::<bool>().prop_map(|by_zone| Op::AddRepeller { by_zone }),
             1 => any::<bool>().prop_map(|team_only| Op::AddAttractor { team_only }),
             1 => any::<bool>().prop_map(Op::SetTeam),
-            2 => any::<Index>().prop_map(Op::DeletePod),
+            2 => any::<usize>().prop_map(Op::DeletePod),
             3 => Just(Op::Settle),
         ]
+    }
+
+    /// A node's images: `img-<i>` of 300 MB, or none.
+    fn images_of(image: Option<u8>) -> Vec<(Arc<str>, i64)> {
+        image
+            .map(|i| (Arc::from(format!("img-{i}:latest")), 300_000_000))
+            .into_iter()
+            .collect()
     }
 
     fn web_term(topology_key: &str) -> PodAffinityTerm {
@@ -195,16 +200,13 @@ mod tests {
                     let mut n = node(&name, 4000, 16);
                     n.labels.insert(ZONE.into(), format!("z{zone}"));
                     n.labels.insert(HOST.into(), name.clone());
-                    n.images = image
-                        .map(|i| (Arc::from(format!("img-{i}:latest")), 300_000_000))
-                        .into_iter()
-                        .collect();
+                    n.images = images_of(*image);
                     self.nodes.push(n.clone());
                     self.put_node(n);
                 }
                 Op::Relabel { node, zone } => {
                     if !self.nodes.is_empty() {
-                        let i = node.index(self.nodes.len());
+                        let i = node % self.nodes.len();
                         self.nodes[i].labels.insert(ZONE.into(), format!("z{zone}"));
                         let n = self.nodes[i].clone();
                         self.put_node(n);
@@ -212,18 +214,15 @@ mod tests {
                 }
                 Op::SetImage { node, image } => {
                     if !self.nodes.is_empty() {
-                        let i = node.index(self.nodes.len());
-                        self.nodes[i].images = image
-                            .map(|i| (Arc::from(format!("img-{i}:latest")), 300_000_000))
-                            .into_iter()
-                            .collect();
+                        let i = node % self.nodes.len();
+                        self.nodes[i].images = images_of(*image);
                         let n = self.nodes[i].clone();
                         self.put_node(n);
                     }
                 }
                 Op::RemoveNode(i) => {
                     if !self.nodes.is_empty() {
-                        let n = self.nodes.swap_remove(i.index(self.nodes.len()));
+                        let n = self.nodes.swap_remove(i % self.nodes.len());
                         self.send(ClusterEvent::NodeDeleted(n.name.clone()));
                     }
                 }
@@ -240,7 +239,6 @@ mod tests {
                     let name = self.name("db-");
                     let mut p = pod(&name, 500, 1);
                     p.labels = Arc::new([("app".to_string(), "db".to_string())].into());
-                    p.constraints = Arc::new(Constraints::default());
                     Arc::make_mut(&mut p.constraints)
                         .pod_affinity
                         .required_anti_affinity
@@ -279,7 +277,7 @@ mod tests {
                 }
                 Op::DeletePod(i) => {
                     if !self.pods.is_empty() {
-                        let name = self.pods.keys().nth(i.index(self.pods.len())).cloned();
+                        let name = self.pods.keys().nth(i % self.pods.len()).cloned();
                         if let Some(p) = name.and_then(|n| self.pods.remove(&n)) {
                             self.send(ClusterEvent::PodDeleted(p.key.clone()));
                         }
@@ -403,19 +401,16 @@ mod tests {
         );
         for op in [
             Op::SetImage {
-                node: any_index(),
+                node: 0,
                 image: Some(1),
             },
             Op::SetTeam(true),
-            Op::Relabel {
-                node: any_index(),
-                zone: 2,
-            },
+            Op::Relabel { node: 0, zone: 2 },
             Op::AddNode {
                 zone: 0,
                 image: None,
             },
-            Op::RemoveNode(any_index()),
+            Op::RemoveNode(0),
         ] {
             let was = twin.engines[0].cache.cross_node_generation();
             twin.apply(&op).unwrap();
@@ -473,10 +468,7 @@ mod tests {
             one_web(),
             Op::Settle,
             // The repeller's node (the first) joins zone 1.
-            Op::Relabel {
-                node: any_index(),
-                zone: 1,
-            },
+            Op::Relabel { node: 0, zone: 1 },
             one_web(),
         ]);
         assert_eq!(
@@ -516,15 +508,5 @@ mod tests {
             Some("n1"),
             "{placed:?}"
         );
-    }
-
-    /// The first element of whatever is indexed.
-    fn any_index() -> Index {
-        use proptest::strategy::ValueTree;
-        use proptest::test_runner::TestRunner;
-        let mut runner = TestRunner::deterministic();
-        let mut tree = any::<Index>().new_tree(&mut runner).expect("an index");
-        while tree.simplify() {}
-        tree.current()
     }
 }

@@ -77,19 +77,10 @@ impl Hash for Constraints {
     }
 }
 
-impl Constraints {
-    /// Whether the pod sets none of them (and has no controller the default
-    /// spread constraints would read).
-    pub fn is_empty(&self) -> bool {
-        *self == Constraints::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::shared::Pool;
-    use crate::model::volumes::PodVolume;
 
     fn claim(name: &str) -> PodVolume {
         PodVolume::Claim {
