@@ -3,6 +3,7 @@
 //! with leader election and the HTTP endpoints beside them; takes them down
 //! in order on shutdown. Scheduling decisions are the engine's.
 
+mod bind_window;
 mod scheduler_loop;
 mod translate;
 
@@ -313,6 +314,7 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
         hold_waiting: opts.status_grace,
         ..opts.writer.clone()
     };
+    let writer_in_flight = writer_config.max_in_flight;
     let (writer, writer_task) = Writer::start(
         client,
         writer_config,
@@ -338,6 +340,7 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
         fence,
         shutdown: shutdown_rx,
         served,
+        binds: bind_window::BindWindow::for_writer(writer_in_flight),
     };
     let health_for_task = health.clone();
     let shutdown_for_task = shutdown_tx.clone();

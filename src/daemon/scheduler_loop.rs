@@ -13,8 +13,9 @@ use anyhow::{Result, bail};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
+use super::bind_window::BindWindow;
 use super::translate::Directory;
-use crate::dispatch::Dispatch;
+use crate::dispatch::{ApiCall, Dispatch};
 use crate::engine::{Action, ClusterEvent, Engine, Sample, Stats};
 use crate::kube::fence::Fence;
 use crate::kube::informers::{Observed, informer_names};
@@ -45,6 +46,8 @@ pub struct SchedulerLoop {
     pub shutdown: watch::Receiver<bool>,
     /// Scheduler names served (for the SLI: when a pending pod of ours was first seen).
     pub served: HashSet<String>,
+    /// Bindings allowed to wait on the writer (`bind_window`).
+    pub binds: BindWindow,
 }
 
 /// Per-loop bookkeeping that is not scheduling state.
@@ -67,6 +70,7 @@ impl SchedulerLoop {
             ..LoopState::default()
         };
         let mut publish = tokio::time::interval(PUBLISH_EVERY);
+        let mut more = false;
         publish.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             self.health.beat();
@@ -99,9 +103,20 @@ impl SchedulerLoop {
                     }
                     None => bail!("informers stopped"),
                 },
-                Some(outcome) = self.bind_outcomes.recv() => self.bind_finished(outcome),
+                Some(outcome) = self.bind_outcomes.recv() => {
+                    self.bind_finished(outcome);
+                    for _ in 0..EVENTS_PER_TURN {
+                        match self.bind_outcomes.try_recv() {
+                            Ok(o) => self.bind_finished(o),
+                            Err(_) => break,
+                        }
+                    }
+                }
                 _ = sleep => {}
                 _ = publish.tick() => self.publish(&mut st),
+                // The last turn stopped at its cycle cap with pods left:
+                // go on once nothing above is ready.
+                _ = std::future::ready(()), if more => {}
             }
 
             let leading = *self.leading.borrow();
@@ -123,14 +138,15 @@ impl SchedulerLoop {
             if self.engine.next_deadline().is_some_and(|d| d <= now) {
                 self.engine.tick(now);
             }
-            if leading && st.pending_sync.is_empty() {
-                self.schedule_some(now);
-            }
+            more = leading && st.pending_sync.is_empty() && self.schedule_some(now);
             self.flush_actions(&mut st, leading);
         }
     }
 
     fn bind_finished(&mut self, outcome: BindOutcome) {
+        if outcome.stage == BindStage::Bind {
+            self.binds.finished();
+        }
         let BindOutcome {
             stage,
             pod,
@@ -275,12 +291,25 @@ impl SchedulerLoop {
         self.engine.on_event(event, now);
     }
 
-    fn schedule_some(&mut self, now: Instant) {
+    /// Runs up to `CYCLES_PER_TURN` cycles while the bind window has room
+    /// (checked between cycles, never inside a gang: see `bind_window`).
+    /// Returns true when it stopped at the cycle cap, so pods may be left.
+    fn schedule_some(&mut self, now: Instant) -> bool {
+        let turn_start = self.engine.attempt_counts().scheduled;
         for _ in 0..CYCLES_PER_TURN {
+            let placed = self
+                .engine
+                .attempt_counts()
+                .scheduled
+                .saturating_sub(turn_start);
+            let placed = usize::try_from(placed).unwrap_or(usize::MAX);
+            if placed >= self.binds.room() && !self.engine.queue().gang_in_progress() {
+                return false;
+            }
             let before = self.engine.attempt_counts();
             let started = Instant::now();
             if !self.engine.schedule_one(now) {
-                break;
+                return false;
             }
             let after = self.engine.attempt_counts();
             // A gang cycle attempts every member of its gang in one call:
@@ -320,6 +349,7 @@ impl SchedulerLoop {
                 .with_label_values(&[result, "all"])
                 .observe(elapsed);
         }
+        true
     }
 
     fn flush_actions(&mut self, st: &mut LoopState, leading: bool) {
@@ -356,7 +386,13 @@ impl SchedulerLoop {
                 debug!("action has no API form for this dialect");
             }
         }
-        self.submit(batch);
+        let binds = batch
+            .iter()
+            .filter(|d| matches!(d.call, ApiCall::Bind { .. }))
+            .count();
+        if self.submit(batch) {
+            self.binds.submitted(binds);
+        }
     }
 
     /// Scheduling attempts and the SLI duration of a pod being bound.
@@ -379,10 +415,12 @@ impl SchedulerLoop {
         }
     }
 
-    fn submit(&self, batch: Vec<Dispatch>) {
-        if !self.writer.submit(batch) {
+    fn submit(&self, batch: Vec<Dispatch>) -> bool {
+        let sent = self.writer.submit(batch);
+        if !sent {
             warn!("API writer has stopped; dropping writes");
         }
+        sent
     }
 
     fn publish(&mut self, st: &mut LoopState) {

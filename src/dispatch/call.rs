@@ -121,11 +121,29 @@ pub enum Lane {
     Reports = 1,
 }
 
+/// While bindings wait for room, the reports lane keeps this fraction of
+/// its width: under overload the API server's write capacity goes to the
+/// writes that place pods, and reports queue (events beyond
+/// [`super::EVENT_BACKLOG`] are dropped, as client-go's broadcaster drops
+/// them). kube-scheduler likewise records events from one goroutine while
+/// its bindings run in parallel.
+pub const REPORTS_SHARE_UNDER_BINDING_BACKLOG: usize = 8;
+
 impl Lane {
     pub const ALL: [Lane; 2] = [Lane::Bindings, Lane::Reports];
 
     pub fn index(self) -> usize {
         self as usize
+    }
+
+    /// Calls of this lane allowed in flight, for lanes `width` wide, when
+    /// `bindings_backlogged` (the bindings lane is full and calls wait
+    /// behind it).
+    pub fn room(self, width: usize, bindings_backlogged: bool) -> usize {
+        match (self, bindings_backlogged) {
+            (Lane::Reports, true) => (width / REPORTS_SHARE_UNDER_BINDING_BACKLOG).max(1),
+            _ => width,
+        }
     }
 }
 
@@ -311,5 +329,17 @@ mod tests {
         };
         assert_eq!(event.object(), bind.object());
         assert_eq!((event.lane(), bind.lane()), (Lane::Reports, Lane::Bindings));
+    }
+
+    #[test]
+    fn reports_narrow_only_while_bindings_wait() {
+        assert_eq!(Lane::Reports.room(64, false), 64);
+        assert_eq!(Lane::Reports.room(64, true), 8);
+        assert_eq!(
+            Lane::Bindings.room(64, true),
+            64,
+            "bindings keep their width"
+        );
+        assert_eq!(Lane::Reports.room(4, true), 1, "never closed");
     }
 }

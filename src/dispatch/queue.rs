@@ -140,6 +140,13 @@ impl CallQueue {
         calls.listed
     }
 
+    /// Whether some object's next call of `lane` waits to start. An entry
+    /// whose object has since moved lane or started still counts until a
+    /// `pop` of the lane skips it: this is a signal, not a count.
+    pub fn waiting(&self, lane: Lane) -> bool {
+        !self.ready_list(lane).is_empty()
+    }
+
     /// No call queued or in flight.
     pub fn is_empty(&self) -> bool {
         self.objects.is_empty()
@@ -206,6 +213,18 @@ mod tests {
         assert_eq!(q.finish(&object("a")), None);
         assert_eq!(q.finish(&object("b")), None);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_lane_waits_while_a_call_of_it_is_ready_to_start() {
+        let q = CallQueue::default();
+        assert!(!q.waiting(Lane::Bindings));
+        q.add(bind("a"));
+        q.add(condition("b", "1"));
+        assert!(q.waiting(Lane::Bindings) && q.waiting(Lane::Reports));
+        assert!(q.pop(Lane::Bindings).is_some());
+        assert!(!q.waiting(Lane::Bindings), "the binding started");
+        assert!(q.waiting(Lane::Reports));
     }
 
     #[test]

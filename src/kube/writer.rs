@@ -216,9 +216,13 @@ impl Dispatcher {
         }
     }
 
-    /// Starts calls of `lane` while it has room.
+    /// Starts calls of `lane` while it has room (`Lane::room`: reports
+    /// narrow while bindings wait).
     fn fill(&mut self, lane: Lane, done: &mpsc::UnboundedSender<Lane>) {
-        while self.in_flight[lane.index()] < self.width {
+        let bindings_backlogged = self.in_flight[Lane::Bindings.index()] >= self.width
+            && self.ctx.queue.waiting(Lane::Bindings);
+        let room = lane.room(self.width, bindings_backlogged);
+        while self.in_flight[lane.index()] < room {
             let Some(call) = self.ctx.queue.pop(lane) else {
                 break;
             };

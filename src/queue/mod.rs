@@ -226,7 +226,7 @@ impl SchedulingQueue {
         let stale = self
             .unschedulable
             .first()
-            .map(|(t, _)| *t + self.cfg.max_in_unschedulable);
+            .map(|(t, _)| deadline::after(*t, self.cfg.max_in_unschedulable));
         match (backoff, stale) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -280,6 +280,13 @@ impl SchedulingQueue {
         let info = self.take(&key)?.info;
         self.in_progress = info.group.key().cloned();
         Some(info)
+    }
+
+    /// Whether the gang popped last still has active members, which `pop`
+    /// hands out next: a caller pausing between cycles waits until this is
+    /// false, so a gang's members are not split across the pause.
+    pub fn gang_in_progress(&self) -> bool {
+        self.next_of_gang_in_progress().is_some()
     }
 
     /// The best-ordered active member of the gang popped last. Walks only
