@@ -11,7 +11,9 @@
 //! every pod bound (each `Bind` fed back as the informer reports it).
 //!
 //! Run: `cargo bench --bench memory` (`MEMORY_SCENARIO=<path>`, default
-//! `config/scenarios/perf-gangs-15k.yaml`).
+//! `config/scenarios/perf-gangs-15k.yaml`). `MEMORY_EXIT_BOUND=1` exits
+//! with every pod bound and the state alive, for a heap profiler
+//! (`heaptrack`): what it reports leaked is that state, by allocation site.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
@@ -188,6 +190,11 @@ fn main() -> Result<()> {
         }
     }
     let all_bound = live();
+    if std::env::var_os("MEMORY_EXIT_BOUND").is_some() {
+        // For a heap profiler: exit with the bound state alive, so what it
+        // reports as leaked is exactly that state.
+        std::process::exit(0);
+    }
 
     println!("scenario {path}: {nodes} nodes, {pods} pods ({bound} bound)");
     println!("| state | engine bytes | per node | per pod |");
