@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::facts::ClusterFacts;
-use super::groups::{GroupMembers, MemberState};
+use super::groups::{DefGroups, GroupMembers, MemberState};
 use super::node_state::NodeState;
 use crate::model::{
     DefinitionKey, GroupKey, Ignoring, NodeInfo, PodInfo, PodKey, PodMap, PodSet, Resources,
@@ -122,7 +122,7 @@ pub struct Cache {
     /// Node name → pods assumed or bound there, whether or not the node exists.
     by_node: HashMap<Arc<str>, PodSet>,
     groups: HashMap<GroupKey, GroupMembers>,
-    groups_by_def: HashMap<DefinitionKey, HashSet<GroupKey>>,
+    groups_by_def: HashMap<DefinitionKey, DefGroups>,
     /// Assumed pods whose binding finished, by expiry.
     total_allocatable: Resources,
     total_requested: Resources,
@@ -249,7 +249,10 @@ impl Cache {
 
     /// Groups (replicas included) observed for one definition.
     pub fn groups_of(&self, def: &DefinitionKey) -> impl Iterator<Item = &GroupKey> {
-        self.groups_by_def.get(def).into_iter().flatten()
+        self.groups_by_def
+            .get(def)
+            .into_iter()
+            .flat_map(DefGroups::iter)
     }
 
     /// Every definition some observed pod refers to.
@@ -531,10 +534,13 @@ impl Cache {
             if pod.served {
                 members.insert(&pod.info.key, ms);
             }
-            self.groups_by_def
-                .entry(group.definition.clone())
-                .or_default()
-                .insert(group.clone());
+            match self.groups_by_def.get_mut(&group.definition) {
+                Some(groups) => groups.insert(group),
+                None => {
+                    let one = DefGroups::One(group.clone());
+                    self.groups_by_def.insert(group.definition.clone(), one);
+                }
+            }
         }
         self.pods.insert(pod.info.key.clone(), pod);
     }
@@ -552,11 +558,10 @@ impl Cache {
             members.remove(key, ms);
             if members.is_empty() {
                 self.groups.remove(group);
-                if let Some(set) = self.groups_by_def.get_mut(&group.definition) {
-                    set.remove(group);
-                    if set.is_empty() {
-                        self.groups_by_def.remove(&group.definition);
-                    }
+                if let Some(groups) = self.groups_by_def.get_mut(&group.definition)
+                    && groups.remove(group)
+                {
+                    self.groups_by_def.remove(&group.definition);
                 }
             }
         }

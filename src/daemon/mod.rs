@@ -4,6 +4,7 @@
 //! in order on shutdown. Scheduling decisions are the engine's.
 
 mod bind_window;
+mod huge_pages;
 mod scheduler_loop;
 mod translate;
 
@@ -413,6 +414,7 @@ pub fn default_identity() -> String {
 
 /// `muster run`.
 pub async fn run(args: RunArgs) -> Result<()> {
+    huge_pages::disable_unless_asked();
     let config = match &args.config {
         Some(path) => SchedulerConfig::load(path)?,
         None => SchedulerConfig::default(),

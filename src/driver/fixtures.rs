@@ -53,7 +53,7 @@ pub fn pod(name: &str, milli_cpu: i64, memory_gib: i64) -> PodInfo {
         non_zero_memory: requests.memory.max(crate::model::DEFAULT_MEMORY_REQUEST),
         requests,
         constraints: Default::default(),
-        images: Vec::new(),
+        images: Arc::default(),
         labels: Default::default(),
         annotations: BTreeMap::new(),
         group: GroupMembership::None,

@@ -231,7 +231,7 @@ mod tests {
                         let name = self.name("web-");
                         let mut p = pod(&name, *cpu, 1);
                         p.labels = Arc::new([("app".to_string(), "web".to_string())].into());
-                        p.images = vec![Arc::from(format!("img-{image}:latest"))];
+                        p.images = Arc::from([Arc::from(format!("img-{image}:latest"))]);
                         self.put_pod(p);
                     }
                 }

@@ -337,6 +337,27 @@ enum Upsert {
     Gone(Observed),
 }
 
+/// What a keyed informer can watch.
+trait Watched:
+    kube::Resource<DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static
+{
+}
+
 /// Drives one watcher for a kind whose objects map one-to-one onto
 /// `Observed` events.
 async fn run_keyed<K, Key>(
@@ -348,12 +369,26 @@ async fn run_keyed<K, Key>(
     mut upsert: impl FnMut(K) -> Upsert,
     deleted: impl Fn(Key) -> Observed,
 ) where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
+    K: Watched,
+    Key: Eq + Hash + Clone,
+{
+    let keyed_upsert = |o: K| (key(&o), upsert(o));
+    run_keyed_with(name, api, config, tx, &key, keyed_upsert, deleted).await;
+}
+
+/// `run_keyed` for a kind whose upsert yields the object's key itself: the
+/// pod informer keys its re-list record with the decoded pod's own (shared)
+/// strings rather than a fresh copy per event.
+async fn run_keyed_with<K, Key>(
+    name: &'static str,
+    api: Api<K>,
+    config: watcher::Config,
+    tx: mpsc::Sender<Observed>,
+    key: impl Fn(&K) -> Key,
+    mut upsert: impl FnMut(K) -> (Key, Upsert),
+    deleted: impl Fn(Key) -> Observed,
+) where
+    K: Watched,
     Key: Eq + Hash + Clone,
 {
     let mut relist = Relist::new();
@@ -363,19 +398,16 @@ async fn run_keyed<K, Key>(
             relist.begin();
             Vec::new()
         }
-        Event::InitApply(o) | Event::Apply(o) => {
-            let k = key(&o);
-            match upsert(o) {
-                Upsert::Live(observed) => {
-                    relist.seen(k);
-                    vec![observed]
-                }
-                Upsert::Gone(observed) => {
-                    relist.gone(&k);
-                    vec![observed]
-                }
+        Event::InitApply(o) | Event::Apply(o) => match upsert(o) {
+            (k, Upsert::Live(observed)) => {
+                relist.seen(k);
+                vec![observed]
             }
-        }
+            (k, Upsert::Gone(observed)) => {
+                relist.gone(&k);
+                vec![observed]
+            }
+        },
         Event::Delete(o) => {
             let k = key(&o);
             relist.gone(&k);
@@ -404,10 +436,14 @@ async fn run_nodes(api: Api<LeanNode>, tx: mpsc::Sender<Observed>) {
 }
 
 fn pod_key(p: &LeanPod) -> PodKey {
-    PodKey::new(
-        p.metadata.namespace.as_deref().unwrap_or("default"),
-        p.metadata.name.as_deref().unwrap_or(""),
-    )
+    key_of(p.metadata.namespace.as_deref(), p.metadata.name.as_deref())
+}
+
+/// A pod's key as `PodInfo::from_wire` makes it (no namespace is `default`),
+/// so a deletion finds the key its pod's upserts recorded.
+fn key_of(namespace: Option<&str>, name: Option<&str>) -> PodKey {
+    let namespace = namespace.filter(|n| !n.is_empty()).unwrap_or("default");
+    PodKey::new(namespace, name.unwrap_or(""))
 }
 
 async fn run_pods(api: Api<LeanPod>, tx: mpsc::Sender<Observed>) {
@@ -415,25 +451,33 @@ async fn run_pods(api: Api<LeanPod>, tx: mpsc::Sender<Observed>) {
     // share one map, and repeated strings one copy.
     let mut pools = PodPools::default();
     let upsert = move |p: LeanPod| {
-        let key = pod_key(&p);
-        let uid = p.metadata.uid.clone().unwrap_or_default();
-        let scheduler_name = p.spec.scheduler_name.clone();
+        let wire = p.into_wire();
         // An unreadable pod stays live: the loop reports it on the pod.
-        Upsert::Live(match PodInfo::from_wire_resolved(&p.into_wire()) {
+        match PodInfo::from_wire_resolved(&wire) {
             Ok(mut info) => {
                 info.share_with(&mut pools);
-                Observed::PodUpserted(Arc::new(info))
+                // The key of the re-list record holds the pod's own strings
+                // (its namespace pooled): no copy per event or per pod.
+                let key = info.key.clone();
+                (key, Upsert::Live(Observed::PodUpserted(Arc::new(info))))
             }
-            Err(e) => Observed::PodInvalid {
-                key,
-                uid,
-                scheduler_name,
-                error: e.to_string(),
-            },
-        })
+            Err(e) => {
+                let key = key_of(
+                    wire.metadata.namespace.as_deref(),
+                    wire.metadata.name.as_deref(),
+                );
+                let invalid = Observed::PodInvalid {
+                    key: key.clone(),
+                    uid: wire.metadata.uid.clone().unwrap_or_default(),
+                    scheduler_name: wire.spec.scheduler_name.clone(),
+                    error: e.to_string(),
+                };
+                (key, Upsert::Live(invalid))
+            }
+        }
     };
     let config = watch_config().fields(NOT_TERMINAL_PODS);
-    run_keyed(
+    run_keyed_with(
         "pods",
         api,
         config,

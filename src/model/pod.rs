@@ -135,7 +135,7 @@ pub struct PodInfo {
     pub constraints: Arc<Constraints>,
     /// Images of init containers then containers, normalized as the
     /// container runtime names them (`busybox` is `busybox:latest`).
-    pub images: Vec<Arc<str>>,
+    pub images: Arc<[Arc<str>]>,
     /// Shared between pods with equal labels when the decoder pools them
     /// (`shared::PodPools`, `PodInfo::share_with`).
     pub labels: Arc<BTreeMap<String, String>>,
@@ -150,7 +150,31 @@ impl PodInfo {
     pub fn share_with(&mut self, pools: &mut super::shared::PodPools) {
         self.share_labels(&mut pools.labels);
         self.share_strings(&mut pools.strings);
+        self.share_images(&mut pools.images, &mut pools.strings);
         pools.constraints.share_in(&mut self.constraints);
+    }
+
+    /// Takes `lists`' copy of this pod's image list (a template's replicas
+    /// hold one between them); a list seen first is kept with its names
+    /// shared through `strings`.
+    fn share_images(
+        &mut self,
+        lists: &mut super::shared::Pool<[Arc<str>]>,
+        strings: &mut super::shared::Pool<str>,
+    ) {
+        if self.images.is_empty() {
+            return;
+        }
+        if let Some(held) = lists.get(&self.images) {
+            self.images = held;
+            return;
+        }
+        let names: Vec<Arc<str>> = self
+            .images
+            .iter()
+            .map(|i| strings.share(Arc::clone(i)))
+            .collect();
+        self.images = lists.share(Arc::from(names));
     }
 
     /// Takes `pool`'s copy of this pod's labels, so pods with equal labels
@@ -178,9 +202,6 @@ impl PodInfo {
         .flatten()
         {
             pool.share_in(s);
-        }
-        for image in &mut self.images {
-            pool.share_in(image);
         }
         if let GroupMembership::Member(group) = &mut self.group {
             pool.share_in(&mut group.definition.namespace);
@@ -447,7 +468,7 @@ pub fn parse_timestamp_ms(ts: Option<&str>) -> i64 {
 }
 
 /// Container images, init containers first, each normalized.
-fn images(w: &PodWire) -> Vec<Arc<str>> {
+fn images(w: &PodWire) -> Arc<[Arc<str>]> {
     w.spec
         .init_containers
         .iter()
@@ -500,7 +521,7 @@ mod tests {
         let mut decoded = ["a", "b"].map(|name| {
             let mut p = member(name, &group_key("train"), 100, 1);
             p.node_name = Some(Arc::from("n1"));
-            p.images = vec![Arc::from("busybox:latest")];
+            p.images = Arc::from([Arc::from("busybox:latest")]);
             Arc::make_mut(&mut p.labels).insert("app".into(), "train".into());
             p
         });
@@ -516,7 +537,7 @@ mod tests {
             a.node_name.as_ref().unwrap(),
             b.node_name.as_ref().unwrap()
         ));
-        assert!(Arc::ptr_eq(&a.images[0], &b.images[0]));
+        assert!(Arc::ptr_eq(&a.images, &b.images), "one image list");
         assert!(Arc::ptr_eq(&ga.definition.name, &gb.definition.name));
         assert!(Arc::ptr_eq(
             &ga.definition.namespace,

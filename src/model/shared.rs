@@ -49,6 +49,11 @@ impl<T: Eq + Hash + ?Sized> Pool<T> {
         value
     }
 
+    /// The pool's copy of a value equal to `value`, if it holds one.
+    pub fn get(&self, value: &T) -> Option<Arc<T>> {
+        self.values.get(value).cloned()
+    }
+
     /// `share` for a slot in place (strings inside a decoded object).
     pub fn share_in(&mut self, slot: &mut Arc<T>) {
         *slot = self.share(Arc::clone(slot));
@@ -65,11 +70,12 @@ impl<T: Eq + Hash + ?Sized> Pool<T> {
 }
 
 /// What a pod decoder shares pods' repeated values through
-/// (`PodInfo::share_with`): label maps, strings, and constraint sets.
+/// (`PodInfo::share_with`): label maps, strings, image lists and constraint sets.
 #[derive(Debug, Default)]
 pub struct PodPools {
     pub labels: Pool<BTreeMap<String, String>>,
     pub strings: Pool<str>,
+    pub images: Pool<[Arc<str>]>,
     pub constraints: Pool<super::Constraints>,
 }
 
