@@ -567,8 +567,9 @@ async fn placement_waits_for_bindings_when_the_api_server_is_slow() {
                 .unwrap_or(0.0)
             };
             // Assumed pods whose binding is queued, in flight, or done but
-            // not yet seen by the informer: the window, plus that lag.
-            assert!(gauge("binding") <= 32.0, "{text}");
+            // not yet seen by the informer: the window (16), plus that lag,
+            // never all 64 at once.
+            assert!(gauge("binding") <= 48.0, "{text}");
             if gauge("active") > 0.0 && gauge("binding") > 0.0 {
                 return;
             }
