@@ -70,8 +70,9 @@ impl SchedulerLoop {
             ..LoopState::default()
         };
         let mut publish = tokio::time::interval(PUBLISH_EVERY);
-        let mut more = false;
         publish.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Whether the last turn stopped at its cycle cap with pods left.
+        let mut more = false;
         loop {
             self.health.beat();
             let deadline = self
@@ -297,16 +298,12 @@ impl SchedulerLoop {
     fn schedule_some(&mut self, now: Instant) -> bool {
         let turn_start = self.engine.attempt_counts().scheduled;
         for _ in 0..CYCLES_PER_TURN {
-            let placed = self
-                .engine
-                .attempt_counts()
-                .scheduled
-                .saturating_sub(turn_start);
+            let before = self.engine.attempt_counts();
+            let placed = before.scheduled.saturating_sub(turn_start);
             let placed = usize::try_from(placed).unwrap_or(usize::MAX);
             if placed >= self.binds.room() && !self.engine.queue().gang_in_progress() {
                 return false;
             }
-            let before = self.engine.attempt_counts();
             let started = Instant::now();
             if !self.engine.schedule_one(now) {
                 return false;
