@@ -5,8 +5,8 @@
 //!
 //! Positions are numbered by a running sequence; a reader keeps the sequence
 //! it has seen and asks for what came after. Structural changes (a node added
-//! or removed: indices move) are not logged here: they bump
-//! `Cache::labels_generation`, on which such memos rebuild anyway.
+//! or removed: indices move) are not logged by index: they cut the log
+//! (`restructured`), so every reader recomputes everything, as it must.
 
 /// Entries kept before the oldest half is dropped; a reader further behind
 /// than that recomputes everything.
@@ -65,6 +65,14 @@ impl NodeChanges {
         self.log.push(index);
     }
 
+    /// Nodes were added or removed, so indices moved: no reader can catch
+    /// up by index any more. The log starts over past a gap in the sequence,
+    /// where every earlier sequence falls.
+    pub fn restructured(&mut self) {
+        self.start = self.seq().saturating_add(1);
+        self.log.clear();
+    }
+
     /// The sequence number of the next change: what a reader has seen once
     /// it has caught up.
     pub fn seq(&self) -> u64 {
@@ -106,6 +114,19 @@ mod tests {
         let recent = c.seq() - 1;
         assert_eq!(c.since(recent), Some(&[CAP][..]));
         assert_eq!(c.log.len(), CAP / 2 + 1, "bounded");
+    }
+
+    #[test]
+    fn a_structural_change_leaves_every_reader_behind() {
+        let mut c = NodeChanges::default();
+        c.record(1);
+        let (caught_up, behind) = (c.seq(), c.seq() - 1);
+        c.restructured();
+        assert_eq!(c.since(caught_up), None);
+        assert_eq!(c.since(behind), None);
+        let after = c.seq();
+        c.record(2);
+        assert_eq!(c.since(after), Some(&[2][..]));
     }
 
     #[test]

@@ -302,6 +302,7 @@ impl Cache {
         }
         self.labels_generation += 1;
         self.cross_node_changed();
+        self.node_changes.restructured();
         let mut state = NodeState::new(info.clone());
         self.facts.label_ids.assign(&mut state);
         for key in self.by_node.get(&info.name).into_iter().flatten() {
@@ -326,6 +327,7 @@ impl Cache {
         };
         self.labels_generation += 1;
         self.cross_node_changed();
+        self.node_changes.restructured();
         let removed = self.nodes.swap_remove(i);
         if let Some(moved) = self.nodes.get(i) {
             self.node_index.insert(moved.info.name.clone(), i);

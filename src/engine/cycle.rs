@@ -88,7 +88,7 @@ impl Engine {
         };
         // A nominated pod tries its nominated node first (upstream's
         // `evaluateNominatedNode`): the room preempted for it is there.
-        let snapshot = Snapshot::new(self.cache.nodes(), self.cache.facts());
+        let snapshot = Snapshot::of_cache(&self.cache);
         let on_nominated = match self.nominations.get(&pod.key) {
             Some(n) if restriction.is_none() => snapshot
                 .nodes
@@ -173,7 +173,7 @@ impl Engine {
         let Some(profile) = self.profiles.get_mut(&pod.scheduler_name) else {
             return Ok(());
         };
-        let snapshot = Snapshot::new(self.cache.nodes(), self.cache.facts());
+        let snapshot = Snapshot::of_cache(&self.cache);
         schedule_on(&mut profile.framework, pod, &snapshot, placement.node_index).map(|_| ())
     }
 

@@ -414,7 +414,7 @@ impl Engine {
                 plan.unplaced.push((pod, Some(err)));
                 continue;
             };
-            let snapshot = Snapshot::new(self.cache.nodes(), self.cache.facts());
+            let snapshot = Snapshot::of_cache(&self.cache);
             let batch = batches.for_profile(&pod.scheduler_name, &profile.framework);
             match profile.framework.schedule_batched(
                 &pod,

@@ -311,7 +311,7 @@ impl Engine {
         }
         let fits = match self.profiles.get_mut(&pod.scheduler_name) {
             Some(profile) => {
-                let snapshot = Snapshot::new(self.cache.nodes(), self.cache.facts());
+                let snapshot = Snapshot::of_cache(&self.cache);
                 super::cycle::schedule_on(&mut profile.framework, pod, &snapshot, c.node).is_ok()
             }
             None => false,

@@ -7,7 +7,7 @@
 //! it is consistent for the whole cycle (kube-scheduler copies its snapshot
 //! once per cycle for the same guarantee).
 
-use crate::cache::{ClusterFacts, NodeState};
+use crate::cache::{Cache, ClusterFacts, NodeChanges, NodeState};
 
 /// The cluster as one scheduling cycle sees it.
 #[derive(Debug, Clone, Copy)]
@@ -16,11 +16,28 @@ pub struct Snapshot<'a> {
     /// `NodeRestriction::nodes` index into it.
     pub nodes: &'a [NodeState],
     pub facts: &'a ClusterFacts,
+    /// The log of which `nodes` changed in place, when the nodes are a
+    /// cache's own: per-node memos then learn what changed from it instead
+    /// of comparing every node's generation (`placement::Batch`).
+    pub changes: Option<&'a NodeChanges>,
 }
 
 impl<'a> Snapshot<'a> {
     pub fn new(nodes: &'a [NodeState], facts: &'a ClusterFacts) -> Self {
-        Snapshot { nodes, facts }
+        Snapshot {
+            nodes,
+            facts,
+            changes: None,
+        }
+    }
+
+    /// The cache's nodes with its facts and its node-change log.
+    pub fn of_cache(cache: &'a Cache) -> Self {
+        Snapshot {
+            nodes: cache.nodes(),
+            facts: cache.facts(),
+            changes: Some(cache.node_changes()),
+        }
     }
 
     /// Nodes only, no cluster-scoped facts (tests and benches).
@@ -28,6 +45,7 @@ impl<'a> Snapshot<'a> {
         Snapshot {
             nodes,
             facts: ClusterFacts::empty(),
+            changes: None,
         }
     }
 }

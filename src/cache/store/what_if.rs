@@ -8,7 +8,9 @@
 //! across nodes, sees the edit), and both are undone before the engine's
 //! entry point returns. Only node accounting changes: pod states, group
 //! membership and the assumed set are never touched, so no gang or queue
-//! logic can observe a simulation.
+//! logic can observe a simulation. The nodes edited and restored are
+//! logged as changed (`NodeChanges`): their generations moved, and memos
+//! that follow the log must forget them.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -64,6 +66,7 @@ impl Cache {
         let info = pod.info.clone();
         self.pod_with_terms_moved(&info);
         self.nodes[i].remove_pod(&info);
+        self.node_changes.record(i);
         self.facts.pods.remove(&info.key);
         self.total_requested.sub(&info.requests);
         edits
@@ -117,6 +120,7 @@ impl Cache {
             self.pod_with_terms_moved(&info);
             if let Some(node) = self.nodes.get_mut(i) {
                 node.remove_pod(&info);
+                self.node_changes.record(i);
                 self.facts.pods.remove(&info.key);
                 self.total_requested.sub(&info.requests);
             }
@@ -130,6 +134,7 @@ impl Cache {
         self.pod_with_terms_moved(info);
         if let Some(node) = self.nodes.get_mut(i) {
             node.add_pod(info);
+            self.node_changes.record(i);
             self.facts.pods.add(info, &node.info);
             self.total_requested.add(&info.requests);
         }
@@ -195,6 +200,31 @@ mod tests {
         assert_eq!(cache.nodes()[0].requested, before);
         assert_eq!(cache.nodes()[0].pods.len(), 1);
         assert_eq!(cache.facts().pods.len(), 1);
+    }
+
+    /// An edit and its undo move the node's generation, so both are
+    /// logged: a memo following the log (`placement::Batch`) must not
+    /// keep answers computed while the edit was in place.
+    #[test]
+    fn edits_and_their_undo_are_logged_as_node_changes() {
+        let mut cache = Cache::new([Arc::from(crate::driver::fixtures::SCHEDULER)]);
+        cache.upsert_node(Arc::new(node("n1", 4000, 8)));
+        cache.upsert_node(Arc::new(node("n2", 4000, 8)));
+        let mut bound = pod("a", 1000, 1);
+        bound.node_name = Some(Arc::from("n2"));
+        cache.upsert_pod(Arc::new(bound));
+        let nominated = Arc::new(pod("b", 1000, 1));
+        let changed_since =
+            |cache: &Cache, seq| cache.node_changes().since(seq).map(<[usize]>::to_vec);
+
+        let seq = cache.node_changes().seq();
+        let mut edits = WhatIf::default();
+        assert!(cache.what_if_remove(&PodKey::new("default", "a"), &mut edits));
+        assert!(cache.what_if_add(&nominated, 0, &mut edits));
+        assert_eq!(changed_since(&cache, seq), Some(vec![1, 0]));
+        let seq = cache.node_changes().seq();
+        cache.revert(edits);
+        assert_eq!(changed_since(&cache, seq), Some(vec![0, 1]));
     }
 
     #[test]

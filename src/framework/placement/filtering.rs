@@ -13,7 +13,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::super::{CycleState, FilterPlugin, Rejection};
-use super::batch::{Batch, Known};
+use super::batch::{Batch, Known, Seen};
 use crate::cache::NodeState;
 use crate::model::PodInfo;
 use std::sync::Arc;
@@ -212,10 +212,7 @@ impl FilterPass<'_> {
             search.learnt.extend(chunk.learnt);
             let had_feasible = !search.feasible.is_empty();
             for p in chunk.feasible {
-                search.feasible.push(
-                    self.candidates
-                        .node_index((self.start + p) % self.candidates.len()),
-                );
+                search.feasible.push(self.node_at(p));
                 if search.feasible.len() == self.need {
                     search.processed = p + 1;
                     return true;
@@ -228,6 +225,16 @@ impl FilterPass<'_> {
         false
     }
 
+    /// The node index at search position `p`: the candidates from `start`
+    /// on, wrapping. `start` and `p` are below the candidate count, so one
+    /// subtraction wraps it (a division per node showed in profiles).
+    #[inline]
+    fn node_at(&self, p: usize) -> usize {
+        let m = self.candidates.len();
+        let q = self.start + p;
+        self.candidates.node_index(if q >= m { q - m } else { q })
+    }
+
     /// Runs the filters over `range`, stopping early at `need` feasible nodes
     /// (nodes past that point can never be chosen).
     fn eval_chunk(&self, range: Range<usize>, need: usize) -> ChunkResult {
@@ -236,26 +243,27 @@ impl FilterPass<'_> {
             diagnosis: Diagnosis::default(),
             learnt: Vec::new(),
         };
-        let m = self.candidates.len();
-        let index_at = |p: usize| self.candidates.node_index((self.start + p) % m);
+        let index_at = |p: usize| self.node_at(p);
+        // A warm memo answers for almost every node without reading it:
+        // fetching the nodes ahead would only evict the memo's tables.
+        let prefetching = !self.memo.is_some_and(Batch::warm);
         let end = range.end;
         for p in range {
-            if p + PREFETCH_DISTANCE < end {
+            if prefetching && p + PREFETCH_DISTANCE < end {
                 prefetch(&*self.nodes[index_at(p + PREFETCH_DISTANCE)].info);
             }
             let index = index_at(p);
-            let node = &self.nodes[index];
             // Once this chunk has a feasible node the pod will be placed, so
             // reasons are no longer needed and need not be built.
-            let passed = match self.memo.and_then(|b| b.verdict(index, node)) {
-                Some(Known::Pass) => true,
-                Some(Known::Fail(Some(r))) if out.feasible.is_empty() => {
+            let passed = match self.memo.and_then(|b| b.verdict(index, self.nodes)) {
+                Some(Seen::Pass) => true,
+                Some(Seen::Fail(Some(r))) if out.feasible.is_empty() => {
                     out.diagnosis.record(r.clone());
                     false
                 }
-                Some(Known::Fail(_)) if !out.feasible.is_empty() => false,
+                Some(Seen::Fail(_)) if !out.feasible.is_empty() => false,
                 // Unknown, or a rejection whose reason is now needed.
-                _ => self.evaluate(node, index, &mut out),
+                _ => self.evaluate(&self.nodes[index], index, &mut out),
             };
             if passed {
                 out.feasible.push(p);

@@ -49,9 +49,9 @@ impl ScorePass<'_> {
             b.score_set(mask, active.len());
         }
         let state = &*state;
-        let node_major = self.raw_scores(state, &active, memo.as_deref());
+        let (node_major, computed) = self.raw_scores(state, &active, memo.as_deref());
         if let Some(b) = memo {
-            self.remember(b, &node_major, active.len());
+            self.remember(b, &node_major, &computed, active.len());
         }
         let mut raw = transpose(&node_major, n, active.len());
         for ((plugin, weight), scores) in active.iter().zip(raw.chunks_mut(n)) {
@@ -67,52 +67,60 @@ impl ScorePass<'_> {
 
     /// Raw scores, node-major (`raw[i * k + j]` is plugin `j` on node `i`):
     /// each thread touches each node once while it is hot in cache. Rows the
-    /// memo holds are copied from it.
+    /// memo holds are copied from it; the second vector says which rows
+    /// were computed instead (the ones to remember).
     fn raw_scores(
         &self,
         state: &CycleState,
         active: &[&(Arc<dyn ScorePlugin>, i64)],
         memo: Option<&Batch>,
-    ) -> Vec<i64> {
+    ) -> (Vec<i64>, Vec<bool>) {
         let n = self.feasible.len();
-        let score_node = |i: usize, out: &mut [i64]| {
-            if let Some(&ahead) = self.feasible.get(i + 4) {
-                super::filtering::prefetch(&*self.snapshot.nodes[ahead].info);
+        let nodes = self.snapshot.nodes;
+        // As in Filter: a warm memo holds the rows, not worth fetching nodes for.
+        let prefetching = !memo.is_some_and(Batch::warm);
+        let score_node = |i: usize, out: &mut [i64]| -> bool {
+            if let Some(&ahead) = self.feasible.get(i + 4).filter(|_| prefetching) {
+                super::filtering::prefetch(&*nodes[ahead].info);
             }
             let index = self.feasible[i];
-            let node = &self.snapshot.nodes[index];
-            if let Some(known) = memo.and_then(|b| b.scores(index, node)) {
-                out.copy_from_slice(known);
-                return;
+            if let Some(known) = memo.and_then(|b| b.scores(index, nodes)) {
+                // A handful of scores: element copies, not a memmove call.
+                for (o, v) in out.iter_mut().zip(known) {
+                    *o = *v;
+                }
+                return false;
             }
+            let node = &nodes[index];
             for (slot, (plugin, _)) in out.iter_mut().zip(active) {
                 *slot = plugin.score(state, self.pod, node);
             }
+            true
         };
         let k = active.len();
         let mut node_major = vec![0i64; n * k];
+        let mut computed = vec![false; n];
         if rayon::current_num_threads() > 1 && n >= self.parallel_min_nodes.max(2) {
             node_major
                 .par_chunks_mut(k)
+                .zip(computed.par_iter_mut())
                 .with_min_len(64)
                 .enumerate()
-                .for_each(|(i, row)| score_node(i, row));
+                .for_each(|(i, (row, c))| *c = score_node(i, row));
         } else {
-            for (i, row) in node_major.chunks_mut(k).enumerate() {
-                score_node(i, row);
+            for ((i, row), c) in node_major.chunks_mut(k).enumerate().zip(&mut computed) {
+                *c = score_node(i, row);
             }
         }
-        node_major
+        (node_major, computed)
     }
 
-    /// Stores the rows the memo did not hold yet.
-    fn remember(&self, memo: &mut Batch, node_major: &[i64], k: usize) {
-        for (i, row) in node_major.chunks(k).enumerate() {
+    /// Stores the rows computed in this pass.
+    fn remember(&self, memo: &mut Batch, node_major: &[i64], computed: &[bool], k: usize) {
+        let rows = node_major.chunks(k).zip(computed).enumerate();
+        for (i, (row, _)) in rows.filter(|(_, (_, c))| **c) {
             let index = self.feasible[i];
-            let node = &self.snapshot.nodes[index];
-            if memo.scores(index, node).is_none() {
-                memo.remember_scores(index, node, row);
-            }
+            memo.remember_scores(index, &self.snapshot.nodes[index], row);
         }
     }
 }
