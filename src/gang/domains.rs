@@ -231,18 +231,16 @@ impl GangScheduling {
                 )),
             };
         }
-        let fitting: Vec<(&String, &Vec<usize>, u64)> = index
+        let need = super::topology::Need {
+            remaining: remaining.max(1),
+            min_resources: None,
+        };
+        let out: Vec<Envelope> = index
             .domains(cache, &pod.requests, false)
-            .iter()
-            .filter(|(_, _, d)| d.room >= remaining.max(1))
-            .map(|(v, nodes, d)| (v, nodes, d.room))
+            .best_fit(&need, TRIES_PER_LEVEL)
+            .into_iter()
+            .map(|(v, nodes, _)| envelope(v, nodes))
             .collect();
-        let out: Vec<Envelope> = smallest(fitting, TRIES_PER_LEVEL, |a, b| {
-            (a.2, a.0.as_str()).cmp(&(b.2, b.0.as_str()))
-        })
-        .into_iter()
-        .map(|(v, nodes, _)| envelope(v, nodes))
-        .collect();
         if out.is_empty() {
             return Envelopes::Refused(format!(
                 "0/{} nodes are available: {composite} requires all its groups within one domain of {key}, and none has room for their {remaining} remaining member(s)",
@@ -322,15 +320,15 @@ impl GangScheduling {
                 remaining: needed.max(1),
                 min_resources: min_resources.as_ref(),
             };
-            let fitting: Vec<(&String, &Vec<usize>, &Domain)> =
-                domains.iter().filter(|(_, _, d)| d.holds(&need)).collect();
             let first = match choice {
-                DomainOrder::BestFit => smallest(fitting, TRIES_PER_LEVEL, |a, b| {
-                    (a.2.room, a.0.as_str()).cmp(&(b.2.room, b.0.as_str()))
-                }),
-                DomainOrder::LeastFreeCapacity => smallest(fitting, TRIES_PER_LEVEL, |a, b| {
-                    free_order(&a.2.free, &b.2.free).then_with(|| a.0.cmp(b.0))
-                }),
+                DomainOrder::BestFit => domains.best_fit(&need, TRIES_PER_LEVEL),
+                DomainOrder::LeastFreeCapacity => {
+                    let fitting: Vec<(&String, &Vec<usize>, &Domain)> =
+                        domains.iter().filter(|(_, _, d)| d.holds(&need)).collect();
+                    smallest(fitting, TRIES_PER_LEVEL, |a, b| {
+                        free_order(&a.2.free, &b.2.free).then_with(|| a.0.cmp(b.0))
+                    })
+                }
             };
             let pack = inner_level(&hierarchy, level, slices.is_some());
             for (value, nodes, _) in first {
