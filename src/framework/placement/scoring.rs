@@ -85,7 +85,7 @@ impl ScorePass<'_> {
             }
             let index = self.feasible[i];
             if let Some(known) = memo.and_then(|b| b.scores(index, nodes)) {
-                // A handful of scores: element copies, not a memmove call.
+                // The row is the score set's width, as `out` is.
                 for (o, v) in out.iter_mut().zip(known) {
                     *o = *v;
                 }
