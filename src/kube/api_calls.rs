@@ -2,16 +2,15 @@
 //! status patches, preemption's condition and delete, nominations, and
 //! events (repeats of an identical event bump its count).
 
-use k8s_openapi::api::core::v1::{
-    Binding, Event, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
-};
+use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch,
-    PatchParams, PostParams, Preconditions,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+    PostParams, Preconditions,
 };
 use serde_json::json;
 
+use super::bodies::{BindingBody, EventBody, Involved, Meta, Source};
 use crate::dispatch::{ApiCall, EventTarget, ResourceRef};
 use crate::model::volumes::{ClaimWrite, SELECTED_NODE_ANNOTATION};
 
@@ -22,28 +21,15 @@ pub const COMPONENT: &str = "muster";
 pub(super) async fn attempt(client: &kube::Client, call: &ApiCall) -> Result<(), kube::Error> {
     match call {
         ApiCall::Bind { pod, uid, node } => {
-            let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
-            let binding = Binding {
-                metadata: ObjectMeta {
-                    name: Some(pod.name.to_string()),
-                    namespace: Some(pod.namespace.to_string()),
-                    uid: (!uid.is_empty()).then(|| uid.to_string()),
-                    ..ObjectMeta::default()
-                },
-                target: ObjectReference {
-                    kind: Some("Node".into()),
-                    name: Some(node.to_string()),
-                    ..ObjectReference::default()
-                },
-            };
-            api.create_subresource::<_, serde_json::Value>(
-                "binding",
-                &pod.name,
-                &PostParams::default(),
-                &binding,
-            )
-            .await
-            .map(|_| ())
+            // Sent as bytes and the answer not decoded: the writer's most
+            // frequent call (`bodies.rs`).
+            let body = BindingBody::new(&pod.namespace, &pod.name, uid, node);
+            let body = serde_json::to_vec(&body).map_err(kube::Error::SerdeError)?;
+            let request =
+                kube::core::Request::new(format!("/api/v1/namespaces/{}/pods", pod.namespace))
+                    .create_subresource("binding", &pod.name, &PostParams::default(), body)
+                    .map_err(kube::Error::BuildRequest)?;
+            client.request_text(request).await.map(|_| ())
         }
         ApiCall::PreBindVolumes { node, writes, .. } => {
             for w in writes {
@@ -250,38 +236,37 @@ async fn record_event(
         fingerprint(&[&target.kind, &target.name, reason, message])
     );
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let event = Event {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(target.namespace.clone()),
-            ..ObjectMeta::default()
+    let event = EventBody {
+        api_version: "v1",
+        kind: "Event",
+        metadata: Meta {
+            name: &name,
+            namespace: &target.namespace,
+            uid: None,
         },
-        involved_object: ObjectReference {
-            api_version: Some(target.api_version.clone()),
-            kind: Some(target.kind.clone()),
-            name: Some(target.name.clone()),
-            namespace: Some(target.namespace.clone()),
-            uid: target.uid.clone(),
-            ..ObjectReference::default()
+        involved_object: Involved {
+            api_version: &target.api_version,
+            kind: &target.kind,
+            name: &target.name,
+            namespace: &target.namespace,
+            uid: target.uid.as_deref(),
         },
-        reason: Some(reason.to_string()),
-        message: Some(message.to_string()),
-        type_: Some(if warning { "Warning" } else { "Normal" }.into()),
-        count: Some(1),
-        first_timestamp: Some(now.clone()),
-        last_timestamp: Some(now.clone()),
-        event_time: Some(MicroTime(now.0)),
-        reporting_component: Some(COMPONENT.into()),
-        reporting_instance: Some(COMPONENT.into()),
-        action: Some(if warning { "Scheduling" } else { "Binding" }.into()),
-        source: Some(k8s_openapi::api::core::v1::EventSource {
-            component: Some(COMPONENT.into()),
-            host: None,
-        }),
-        ..Event::default()
+        reason,
+        message,
+        type_: if warning { "Warning" } else { "Normal" },
+        count: 1,
+        first_timestamp: &now,
+        last_timestamp: &now,
+        event_time: MicroTime(now.0),
+        reporting_component: COMPONENT,
+        reporting_instance: COMPONENT,
+        action: if warning { "Scheduling" } else { "Binding" },
+        source: Source {
+            component: COMPONENT,
+        },
     };
     // Sent as bytes and the answer not decoded: one event per pod placed
-    // makes this the writer's most frequent call.
+    // makes this, after bindings, the writer's most frequent call.
     let body = serde_json::to_vec(&event).map_err(kube::Error::SerdeError)?;
     let request =
         kube::core::Request::new(format!("/api/v1/namespaces/{}/events", target.namespace))

@@ -3,6 +3,7 @@
 //! endpoints. The only module tree that imports `kube`.
 
 mod api_calls;
+mod bodies;
 pub mod client;
 pub mod fence;
 pub mod informers;
