@@ -243,16 +243,15 @@ impl FilterPass<'_> {
             diagnosis: Diagnosis::default(),
             learnt: Vec::new(),
         };
-        let index_at = |p: usize| self.node_at(p);
         // A warm memo answers for almost every node without reading it:
         // fetching the nodes ahead would only evict the memo's tables.
         let prefetching = !self.memo.is_some_and(Batch::warm);
         let end = range.end;
         for p in range {
             if prefetching && p + PREFETCH_DISTANCE < end {
-                prefetch(&*self.nodes[index_at(p + PREFETCH_DISTANCE)].info);
+                prefetch(&*self.nodes[self.node_at(p + PREFETCH_DISTANCE)].info);
             }
-            let index = index_at(p);
+            let index = self.node_at(p);
             // Once this chunk has a feasible node the pod will be placed, so
             // reasons are no longer needed and need not be built.
             let passed = match self.memo.and_then(|b| b.verdict(index, self.nodes)) {
