@@ -47,6 +47,13 @@ pub struct Metrics {
     pub preemption_victims: Histogram,
     /// `preemptor`, `victim` = pod | gang: victim units evicted.
     pub gang_preemptions: IntCounterVec,
+    /// `informer`: watch errors, each retried with backoff.
+    pub informer_watch_errors: IntCounterVec,
+    /// `informer`: full re-lists after the first sync (the resume version
+    /// had left the server's window).
+    pub informer_relists: IntCounterVec,
+    /// Observed changes waiting for the scheduling loop.
+    pub informer_backlog: IntGauge,
 }
 
 fn duration_buckets() -> Vec<f64> {
@@ -160,6 +167,24 @@ impl Metrics {
                 ),
                 &["preemptor", "victim"],
             )?,
+            informer_watch_errors: IntCounterVec::new(
+                Opts::new(
+                    "muster_informer_watch_errors_total",
+                    "Watch errors by informer; each is retried with backoff.",
+                ),
+                &["informer"],
+            )?,
+            informer_relists: IntCounterVec::new(
+                Opts::new(
+                    "muster_informer_relists_total",
+                    "Full re-lists by informer after its first sync: its watch could not resume (410 Gone), so every object was read again.",
+                ),
+                &["informer"],
+            )?,
+            informer_backlog: IntGauge::new(
+                "muster_informer_backlog",
+                "Observed changes decoded by the informers and waiting for the scheduling loop (the channel holds at most 16,384).",
+            )?,
             registry,
         };
         m.register()?;
@@ -190,6 +215,9 @@ impl Metrics {
         r.register(Box::new(self.api_writes_queued.clone()))?;
         r.register(Box::new(self.events_dropped.clone()))?;
         r.register(Box::new(self.leader.clone()))?;
+        r.register(Box::new(self.informer_watch_errors.clone()))?;
+        r.register(Box::new(self.informer_relists.clone()))?;
+        r.register(Box::new(self.informer_backlog.clone()))?;
         // Process metrics (RSS, CPU seconds) where the platform provides them.
         #[cfg(target_os = "linux")]
         r.register(Box::new(

@@ -584,3 +584,56 @@ async fn placement_waits_for_bindings_when_the_api_server_is_slow() {
     wait_pods(&env, "default", |p| names_bound(p, "p-").len() == 64).await;
     daemon.shutdown().await.expect("clean shutdown");
 }
+
+/// Issue 18: a watch that cannot resume makes its informer re-list, and
+/// operators see it. Every watch is cut after 300 ms and every pod resume
+/// is told `410 Gone`, so the pod informer re-lists after each cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informer_watch_errors_and_relists_are_counted() {
+    let config = muster::apiserver::SimConfig::default()
+        .pod_start_delay(std::time::Duration::from_millis(10))
+        .with_templates(vec![nodes(1, "4")])
+        .with_fault("watch-close-every=300ms".parse().expect("fault rule"))
+        .with_fault("resource=pods,resume-gone=1".parse().expect("fault rule"));
+    let cluster = muster::apiserver::SimCluster::start(config)
+        .await
+        .expect("simulated cluster starts");
+    let client = cluster.client().expect("client");
+    let env = Env { cluster, client };
+    let daemon = daemon(&env, test_config("")).await;
+    wait_ready(&daemon).await;
+
+    // Counters have no event stream; read them a few times a second
+    // (bounded by the hang guard) until the first re-list shows.
+    let counted = async {
+        loop {
+            let (code, text) = http_get(daemon.http_addr, "/metrics").await;
+            assert_eq!(code, 200);
+            let relists = metric(&text, "muster_informer_relists_total{informer=\"pods\"}");
+            let errors = metric(
+                &text,
+                "muster_informer_watch_errors_total{informer=\"pods\"}",
+            );
+            if relists.unwrap_or(0.0) >= 1.0 && errors.unwrap_or(0.0) >= 1.0 {
+                assert!(metric(&text, "muster_informer_backlog").is_some(), "{text}");
+                // Quiet kinds resume: no 410 for them, so no re-list.
+                assert_eq!(
+                    metric(&text, "muster_informer_relists_total{informer=\"nodes\"}"),
+                    None,
+                    "{text}"
+                );
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(HANG_GUARD, counted)
+        .await
+        .expect("a re-list is counted");
+    // The re-listed cache still schedules (faults off: the helpers' own
+    // watches expect a healthy server).
+    env.cluster.set_faults(Vec::new());
+    create_pods(&env, "default", vec![pod("after", "1", "muster", None)]).await;
+    wait_pods(&env, "default", |p| names_bound(p, "after").len() == 1).await;
+    daemon.shutdown().await.expect("clean shutdown");
+}

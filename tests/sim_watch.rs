@@ -484,3 +484,74 @@ async fn injected_faults_stall_a_watch_and_expire_resumes() {
     }
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_watcher_that_falls_behind_is_closed_and_resumes_without_a_relist() {
+    // The smallest watch buffer (16 events) and a stalled watch: 40 writes
+    // overflow it.
+    let (cluster, client) = start(fast().watch_buffer(16)).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let first = cms
+        .create(&PostParams::default(), &config_map("first", &[]))
+        .await
+        .unwrap();
+    let start_rv = first.metadata.resource_version.unwrap();
+    let mut live = cms
+        .watch(&WatchParams::default(), &start_rv)
+        .await
+        .unwrap()
+        .boxed();
+    // Once a write has come through, the watch is live (not replaying).
+    cms.create(&PostParams::default(), &config_map("marker", &[]))
+        .await
+        .unwrap();
+    let marker = until(&mut live, |e| matches!(e, Ok(WatchEvent::Added(_)))).await;
+    let Ok(WatchEvent::Added(marker)) = marker else {
+        unreachable!()
+    };
+    let mut last = marker.metadata.resource_version.unwrap();
+    cluster.set_faults(vec![
+        "verb=watch,watch-stall=true".parse::<FaultRule>().unwrap(),
+    ]);
+    for i in 0..40 {
+        cms.create(&PostParams::default(), &config_map(&format!("cm{i}"), &[]))
+            .await
+            .unwrap();
+    }
+    cluster.set_faults(Vec::new());
+    // What was delivered before the close, then the end: never an ERROR
+    // (a real server closes an unresponsive watcher; a 410 would make
+    // every client re-list everything).
+    let mut seen = Vec::new();
+    loop {
+        let item = tokio::time::timeout(Duration::from_secs(10), live.next())
+            .await
+            .expect("the lagging watch ends in time");
+        match item {
+            None => break,
+            Some(Ok(WatchEvent::Added(cm))) => {
+                last = cm.metadata.resource_version.clone().unwrap();
+                seen.push(cm.metadata.name.unwrap());
+            }
+            Some(Ok(WatchEvent::Bookmark(_))) => {}
+            Some(other) => panic!("expected ADDED or the end, got {other:?}"),
+        }
+    }
+    assert!(seen.len() < 40, "the watch was not closed: {seen:?}");
+    // Resuming from the last version read replays the rest, in order.
+    let mut resumed = cms
+        .watch(&WatchParams::default(), &last)
+        .await
+        .unwrap()
+        .boxed();
+    while seen.len() < 40 {
+        match next(&mut resumed).await.unwrap() {
+            WatchEvent::Added(cm) => seen.push(cm.metadata.name.unwrap()),
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("expected the missed ADDED, got {other:?}"),
+        }
+    }
+    let expected: Vec<String> = (0..40).map(|i| format!("cm{i}")).collect();
+    assert_eq!(seen, expected);
+    cluster.shutdown().await.unwrap();
+}

@@ -179,6 +179,12 @@ impl SimConfig {
         self
     }
 
+    /// Events a watcher may fall behind by ([`SimConfig::watch_buffer`]).
+    pub fn watch_buffer(mut self, events: usize) -> Self {
+        self.watch_buffer = events;
+        self
+    }
+
     pub fn bookmark_interval(mut self, d: Duration) -> Self {
         self.bookmark_interval = d;
         self

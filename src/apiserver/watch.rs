@@ -1,7 +1,9 @@
 //! Watch streams: newline-delimited JSON `{type, object}` events over a
 //! chunked response, with bookmarks, timeouts, resumption from a
 //! resourceVersion and `410 Gone` (as an ERROR event, like a real server)
-//! when that version has left the history window.
+//! when that version has left the history window. A watcher that falls
+//! behind its resource's live events by more than the watch buffer is
+//! closed without an error, as a real server closes an unresponsive one.
 //!
 //! Every event's object is the store's shared serialized bytes: a watcher
 //! writes a static prefix, the shared object bytes and a static suffix, so
@@ -240,12 +242,12 @@ async fn run(
                         None => Ok(()),
                     }
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    // Too slow to keep up: end like a real server would, and
-                    // let the client relist.
-                    let _ = out.error(ApiError::gone("watch fell behind; the event window was exceeded")).await;
-                    return;
-                }
+                // Too slow to keep up: closed, as kube-apiserver's watch
+                // cache closes an unresponsive watcher. No `410`: the client
+                // resumes from the last version it read, replayed from the
+                // history window; only a resume older than that window is
+                // told `410` and re-lists.
+                Err(broadcast::error::RecvError::Lagged(_)) => return,
                 Err(broadcast::error::RecvError::Closed) => return,
             },
         };

@@ -281,6 +281,20 @@ impl SchedulerLoop {
                 };
                 return;
             }
+            Observed::WatchFailed(name) => {
+                self.metrics
+                    .informer_watch_errors
+                    .with_label_values(&[name])
+                    .inc();
+                return;
+            }
+            Observed::Relisting(name) => {
+                self.metrics
+                    .informer_relists
+                    .with_label_values(&[name])
+                    .inc();
+                return;
+            }
             Observed::Synced(name) => {
                 if st.pending_sync.remove(name) && st.pending_sync.is_empty() {
                     info!("informer caches synced");
@@ -424,6 +438,8 @@ impl SchedulerLoop {
         let now = Instant::now();
         let s = self.engine.stats(now);
         let m = &self.metrics;
+        m.informer_backlog
+            .set(i64::try_from(self.observed.len()).unwrap_or(i64::MAX));
         for (queue, n) in [
             ("gated", s.pending.gated),
             ("active", s.pending.active),

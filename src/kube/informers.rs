@@ -105,6 +105,11 @@ pub enum Observed {
     Budget(BudgetChange),
     /// The named informer finished its initial list.
     Synced(&'static str),
+    /// The named informer's watch failed; it retries with backoff.
+    WatchFailed(&'static str),
+    /// The named informer lists everything again after its first sync
+    /// (its watch could not resume).
+    Relisting(&'static str),
     /// A definition or owner kind (by informer name, `DefinitionSource::name`,
     /// `OwnerSource::name`) is served in this version, or no longer served.
     DefinitionServed {
@@ -312,6 +317,12 @@ where
         match item {
             Ok(ev) => {
                 let done = matches!(ev, Event::InitDone);
+                if synced
+                    && matches!(ev, Event::Init)
+                    && tx.send(Observed::Relisting(name)).await.is_err()
+                {
+                    return false;
+                }
                 for o in on_event(ev) {
                     if tx.send(o).await.is_err() {
                         return false;
@@ -324,7 +335,12 @@ where
                     }
                 }
             }
-            Err(e) => warn!(informer = name, error = %e, "watch error; retrying with backoff"),
+            Err(e) => {
+                warn!(informer = name, error = %e, "watch error; retrying with backoff");
+                if tx.send(Observed::WatchFailed(name)).await.is_err() {
+                    return false;
+                }
+            }
         }
     }
     true
