@@ -247,7 +247,11 @@ async fn run(
                 // resumes from the last version it read, replayed from the
                 // history window; only a resume older than that window is
                 // told `410` and re-lists.
-                Err(broadcast::error::RecvError::Lagged(_)) => return,
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    // Logged as kube-apiserver logs it (at V(1)).
+                    tracing::info!(resource = %req.resource, last_rv, missed, "closing a watcher that fell behind");
+                    return;
+                }
                 Err(broadcast::error::RecvError::Closed) => return,
             },
         };
