@@ -197,7 +197,7 @@ fn main() -> Result<()> {
     }
     println!("\n== headline figures (reports in {})", out.display());
     println!(
-        "{:<22} {:>9} {:>9} {:>9} {:>8} {:>10} {:>12} {:>10} {:>8} {:>8} {:>9} {:>9}",
+        "{:<22} {:>9} {:>9} {:>9} {:>8} {:>10} {:>12} {:>10} {:>8} {:>8} {:>9} {:>9} {:>8}",
         "scenario",
         "pods/s",
         "p50",
@@ -209,13 +209,14 @@ fn main() -> Result<()> {
         "CPU s",
         "CPU ms/pod",
         "att/pod",
-        "timed out"
+        "timed out",
+        "re-lists"
     );
     for (name, r) in rows {
         let t = &r["throughput_pods_per_sec"];
         let f = |v: &Value| v.as_f64().map_or("-".into(), |x| format!("{x:.0}"));
         println!(
-            "{:<22} {:>9} {:>9} {:>9} {:>8} {:>10} {:>12} {:>10} {:>8} {:>8} {:>9} {:>9}",
+            "{:<22} {:>9} {:>9} {:>9} {:>8} {:>10} {:>12} {:>10} {:>8} {:>8} {:>9} {:>9} {:>8}",
             name,
             f(&t["average"]),
             f(&t["p50"]),
@@ -244,6 +245,7 @@ fn main() -> Result<()> {
             r["gangs_timed_out"]
                 .as_u64()
                 .map_or("-".into(), |x| x.to_string()),
+            f(&r["informer_relists"]),
         );
     }
     Ok(())

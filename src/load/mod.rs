@@ -236,6 +236,7 @@ pub fn build_report(
         gangs,
         pod_batches,
         attempts_per_pod: None,
+        informer_relists: None,
         scheduler_cpu_ms_per_pod: None,
         scheduler: None,
         load_generator: None,
@@ -315,26 +316,21 @@ impl Probes {
         })
     }
 
-    /// Scheduler usage, attempts, own usage.
+    /// Scheduler usage, its /metrics counters, own usage.
     async fn read(&self) -> Result<Snapshot> {
         let scheduler = match &self.usage {
             Some(s) => Some(s.read().await.context("reading the scheduler's usage")?),
             None => None,
         };
-        // When usage already came from /metrics, its scrape has the attempts.
-        let attempts = match (&self.usage, &self.metrics) {
-            (Some(Source::Metrics(..)), _) => scheduler.and_then(|r| r.attempts),
-            (_, Some(s)) => {
-                s.read()
-                    .await
-                    .context("reading the scheduler's metrics")?
-                    .attempts
-            }
+        // When usage already came from /metrics, its scrape has the counters.
+        let scraped = match (&self.usage, &self.metrics) {
+            (Some(Source::Metrics(..)), _) => scheduler,
+            (_, Some(s)) => Some(s.read().await.context("reading the scheduler's metrics")?),
             (_, None) => None,
         };
         Ok(Snapshot {
             scheduler,
-            attempts,
+            scraped,
             own: self.own.read().await.ok(),
         })
     }
@@ -377,11 +373,16 @@ impl Probes {
         if let (Some(a), Some(b)) = (first.own, last.own) {
             report.load_generator = Some(probe::usage(&self.own, a, &[b]));
         }
-        if let (Some(a), Some(b)) = (first.attempts, last.attempts)
+        let counter = |read: fn(&Reading) -> Option<f64>| {
+            let (a, b) = (first.scraped.as_ref()?, last.scraped.as_ref()?);
+            Some(read(b)? - read(a)?)
+        };
+        if let Some(attempts) = counter(|r| r.attempts)
             && report.pods_bound > 0
         {
-            report.attempts_per_pod = Some((b - a) / report.pods_bound as f64);
+            report.attempts_per_pod = Some(attempts / report.pods_bound as f64);
         }
+        report.informer_relists = counter(|r| r.relists);
     }
 }
 
@@ -394,7 +395,8 @@ fn cpu_ms_per_pod(cpu_seconds: f64, pods_bound: usize) -> Option<f64> {
 #[derive(Debug, Clone, Copy)]
 struct Snapshot {
     scheduler: Option<Reading>,
-    attempts: Option<f64>,
+    /// The scheduler's /metrics (attempts, re-lists), when it is scraped.
+    scraped: Option<Reading>,
     own: Option<Reading>,
 }
 

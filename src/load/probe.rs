@@ -29,6 +29,8 @@ pub struct Reading {
     pub cpu_seconds: f64,
     /// `scheduler_schedule_attempts_total`, summed over results (metrics only).
     pub attempts: Option<f64>,
+    /// `muster_informer_relists_total`, summed over informers (metrics only).
+    pub relists: Option<f64>,
 }
 
 /// Where readings come from.
@@ -151,6 +153,7 @@ pub fn read_proc(pid: u32) -> Result<Reading> {
         cpu_seconds: cpu_seconds(&stat)
             .with_context(|| format!("/proc/{pid}/stat is not in the expected format"))?,
         attempts: None,
+        relists: None,
     })
 }
 
@@ -206,6 +209,7 @@ async fn scrape(client: &HttpClient, uri: &hyper::Uri, auth: Option<&str>) -> Re
 pub fn parse_metrics(text: &str) -> Reading {
     let mut reading = Reading {
         attempts: Some(0.0),
+        relists: Some(0.0),
         ..Reading::default()
     };
     for line in text.lines().filter(|l| !l.starts_with('#')) {
@@ -221,6 +225,9 @@ pub fn parse_metrics(text: &str) -> Reading {
             "process_cpu_seconds_total" => reading.cpu_seconds = value,
             "scheduler_schedule_attempts_total" => {
                 *reading.attempts.get_or_insert(0.0) += value;
+            }
+            "muster_informer_relists_total" => {
+                *reading.relists.get_or_insert(0.0) += value;
             }
             _ => {}
         }
@@ -253,12 +260,16 @@ mod tests {
     fn parses_the_exposition() {
         let text = "# HELP x\nprocess_resident_memory_bytes 1.5e8\nprocess_cpu_seconds_total 12.5\n\
             scheduler_schedule_attempts_total{profile=\"all\",result=\"scheduled\"} 90\n\
-            scheduler_schedule_attempts_total{profile=\"all\",result=\"unschedulable\"} 10\nbogus\n";
+            scheduler_schedule_attempts_total{profile=\"all\",result=\"unschedulable\"} 10\n\
+            muster_informer_relists_total{informer=\"pods\"} 2\n\
+            muster_informer_relists_total{informer=\"nodes\"} 1\nbogus\n";
         let r = parse_metrics(text);
         assert_eq!(r.rss_bytes, 150_000_000);
         assert_eq!(r.cpu_seconds, 12.5);
         assert_eq!(r.attempts, Some(100.0));
+        assert_eq!(r.relists, Some(3.0));
         assert_eq!(parse_metrics("").attempts, Some(0.0));
+        assert_eq!(parse_metrics("").relists, Some(0.0));
     }
 
     #[test]
@@ -267,6 +278,7 @@ mod tests {
             rss_bytes: rss,
             cpu_seconds: cpu,
             attempts: None,
+            relists: None,
         };
         let u = usage(&Source::Proc(1), at(10, 1.0), &[at(30, 2.0), at(20, 4.5)]);
         assert_eq!(

@@ -47,6 +47,10 @@ pub struct LoadReport {
     pub pod_batches: Vec<BatchOutcome>,
     /// The scheduler's attempts divided by pods bound (needs its /metrics).
     pub attempts_per_pod: Option<f64>,
+    /// The scheduler's informers' full re-lists during the run
+    /// (`muster_informer_relists_total`; needs its /metrics).
+    #[serde(default)]
+    pub informer_relists: Option<f64>,
     /// The scheduler's CPU time over the run divided by pods bound, in
     /// milliseconds (issue 18's per-pod cost, independent of how busy the
     /// shared machine was).
@@ -223,7 +227,7 @@ pub fn headline(r: &LoadReport) -> String {
     if let Some(s) = &r.scheduler {
         let _ = writeln!(
             out,
-            "  scheduler: peak RSS {:.0} MiB, {:.1} CPU s ({}){}{}",
+            "  scheduler: peak RSS {:.0} MiB, {:.1} CPU s ({}){}{}{}",
             s.peak_rss_bytes as f64 / (1 << 20) as f64,
             s.cpu_seconds,
             s.source,
@@ -232,6 +236,9 @@ pub fn headline(r: &LoadReport) -> String {
                 .unwrap_or_default(),
             r.attempts_per_pod
                 .map(|a| format!(", {a:.2} attempts/pod"))
+                .unwrap_or_default(),
+            r.informer_relists
+                .map(|n| format!(", {n:.0} informer re-lists"))
                 .unwrap_or_default()
         );
     }
@@ -335,6 +342,12 @@ pub fn markdown(r: &LoadReport) -> String {
     );
     if let Some(c) = r.scheduler_cpu_ms_per_pod {
         let _ = writeln!(out, "Scheduler CPU per pod bound: {c:.3} ms.\n");
+    }
+    if let Some(n) = r.informer_relists {
+        let _ = writeln!(
+            out,
+            "Informer re-lists during the run: {n:.0} (`muster_informer_relists_total`).\n"
+        );
     }
     out.push_str("| process | peak RSS, MiB | CPU s | source |\n|---|---|---|---|\n");
     for (name, usage) in [
