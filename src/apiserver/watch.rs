@@ -242,13 +242,12 @@ async fn run(
                         None => Ok(()),
                     }
                 }
-                // Too slow to keep up: closed, as kube-apiserver's watch
-                // cache closes an unresponsive watcher. No `410`: the client
-                // resumes from the last version it read, replayed from the
-                // history window; only a resume older than that window is
-                // told `410` and re-lists.
+                // Too slow to keep up: closed and logged, as kube-apiserver's
+                // watch cache closes an unresponsive watcher (its V(1) line).
+                // No `410`: the client resumes from the last version it read,
+                // replayed from the history window; only a resume older than
+                // that window is told `410` and re-lists.
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    // Logged as kube-apiserver logs it (at V(1)).
                     tracing::info!(resource = %req.resource, last_rv, missed, "closing a watcher that fell behind");
                     return;
                 }
