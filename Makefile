@@ -17,10 +17,9 @@ build:
 run: build
 	$(CARGO) run --release --quiet -- simulate
 
-## Fetch the real kubectl v1.37 and helm v4 into .tools/ (git-ignored).
-tools: $(TOOLS)/kubectl
-
-$(TOOLS)/kubectl: tests/support/fetch-tools.sh
+## Fetch the real kubectl v1.37 and helm v4 into .tools/ (git-ignored),
+## each checked against its pinned sha256 (a no-op when both match).
+tools:
 	bash tests/support/fetch-tools.sh
 
 fmt:
@@ -28,20 +27,28 @@ fmt:
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## The scheduling core alone: it must build without the daemon, the
-## simulated cluster and the load tools, and pull in none of their crates.
+## The layers alone: the scheduling core pulls in none of the I/O crates,
+## each member crate builds (with its tests) on its own features, and the
+## binary builds with each of its features alone.
 FORBIDDEN_IN_CORE := kube tokio axum hyper prometheus
 core:
-	$(CARGO) check --no-default-features --lib
-	@bad=$$($(CARGO) tree --no-default-features --edges normal --prefix none --format '{p}' \
+	@bad=$$($(CARGO) tree -p muster-core --edges normal --prefix none --format '{p}' \
 	  | awk '{print $$1}' | sort -u | grep -xE '$(shell echo $(FORBIDDEN_IN_CORE) | tr ' ' '|')' || true); \
 	if [ -n "$$bad" ]; then echo "the core depends on: $$bad" >&2; exit 1; fi
-	$(CARGO) check --no-default-features --features daemon --bin muster
+	$(CARGO) check -p muster-core --lib
+	$(CARGO) check -p muster-core --all-targets --features testkit
+	$(CARGO) check -p muster-cluster --all-targets
+	$(CARGO) check -p muster-scheduler --all-targets
+	$(CARGO) check -p muster-tools --all-targets
+	$(CARGO) check -p muster --no-default-features --features daemon --bin muster
+	$(CARGO) check -p muster --no-default-features --features apiserver --lib
 
+## Every crate's unit tests and the integration tests (one binary,
+## tests/main.rs).
 unit:
-	$(CARGO) test
+	$(CARGO) test --workspace
 
 ## Everything CI checks: formatting, lints, unit, property and end-to-end tests.
 test: tools lint core unit
@@ -55,13 +62,13 @@ bench:
 ## The 5,000-node scenarios against `muster cluster` with `muster run` as a
 ## separate process, each beside a null-scheduler ceiling run; reports in
 ## target/load-reports/. LOAD_SCENARIOS=a,b picks scenarios from config/scenarios/.
-## The scale shapes (issue 18) are opt-in, e.g.
+## The scale shapes are opt-in, e.g.
 ## LOAD_SCENARIOS=perf-gangs-15k,perf-gangs-50k,perf-plain-50k,perf-gangs-5k-50k.
 bench-load:
 	$(CARGO) bench --bench load
 
-## Bytes the engine holds per node and per pod for a scenario's objects
-## (issue 18); MEMORY_SCENARIO=<path>, default perf-gangs-15k.
+## Bytes the engine holds per node and per pod for a scenario's objects;
+## MEMORY_SCENARIO=<path>, default perf-gangs-15k.
 bench-memory:
 	$(CARGO) bench --bench memory
 

@@ -1,4 +1,4 @@
-//! Memory per node and per pod (issue 18): the engine's state — cache,
+//! Memory per node and per pod: the engine's state — cache,
 //! queue, gang and topology bookkeeping — for a scenario's nodes and pods,
 //! decoded from the scenario's own manifests as the informers decode them,
 //! counted by a wrapping global allocator.

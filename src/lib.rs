@@ -1,45 +1,22 @@
 //! Muster: a gang scheduler for Kubernetes.
 //!
-//! The scheduling core (`model`, `dialects`, `cache`, `queue`, `framework`,
-//! `plugins`, `gang`, `engine`, `config`, `dispatch`, the write path's call
-//! queue, and `driver`, the deterministic test driver) is a library with no I/O: it builds with
-//! `--no-default-features` and then depends on none of kube, tokio, axum,
-//! hyper or prometheus, so the compiler keeps it that way. The daemon
-//! (`daemon` feature), the simulated API server (`apiserver`) and the scenario and
-//! load tools (`load`) are built around it.
+//! This crate is the `muster` binary's library: it re-exports the layers,
+//! each a crate of its own, under one path for the integration tests and
+//! benchmarks. The scheduling core (`muster-core`: `model`, `dialects`,
+//! `config`, `cache`, `queue`, `framework`, `plugins`, `gang`, `preemption`,
+//! `engine`, `dispatch`, and `driver` with its `testkit` feature) has no I/O
+//! and names none of kube, tokio, axum, hyper or prometheus. The daemon
+//! (`muster-scheduler`, feature `daemon`), the simulated cluster
+//! (`muster-cluster`, feature `apiserver`) and the scenario and load tools
+//! (`muster-tools`, feature `load`) are built around it.
 
-pub mod cache;
-pub mod config;
-pub mod dialects;
-pub mod dispatch;
-pub mod driver;
-pub mod engine;
-pub mod framework;
-pub mod gang;
-pub mod model;
-pub mod plugins;
-pub mod preemption;
-pub mod queue;
-
-#[cfg(feature = "daemon")]
-pub mod daemon;
-#[cfg(feature = "daemon")]
-pub mod kube;
-#[cfg(feature = "daemon")]
-pub mod metrics;
-#[cfg(feature = "daemon")]
-pub mod server;
+pub use muster_core::*;
 
 #[cfg(feature = "apiserver")]
-pub mod apiserver;
-#[cfg(feature = "apiserver")]
-pub mod kwok;
+pub use muster_cluster::*;
+
+#[cfg(feature = "daemon")]
+pub use muster_scheduler::*;
 
 #[cfg(feature = "load")]
-pub mod load;
-#[cfg(feature = "load")]
-pub mod runner;
-#[cfg(feature = "load")]
-pub mod scenario;
-#[cfg(feature = "load")]
-pub mod simulate;
+pub use muster_tools::*;

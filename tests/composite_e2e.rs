@@ -2,9 +2,7 @@
 //! against the simulated cluster: a composite of two child PodGroups is
 //! placed whole, or not at all.
 
-mod e2e;
-
-use e2e::*;
+use crate::e2e::*;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};

@@ -416,7 +416,7 @@ fn bind_latency_keeps_pods_binding_until_confirmed() {
     assert_eq!(s.quorum_to_all_bound.max, Duration::from_millis(200));
 }
 
-/// The Trust issue's problem 2: a pod watch stalled past the old 30 s
+/// A pod watch stalled past the old 30 s
 /// assumed-pod expiry must not free the capacity a bound pod uses. A
 /// reservation whose binding succeeded is kept until the informer shows the
 /// pod (here: a relist), however long that takes.
@@ -887,7 +887,7 @@ fn an_unreadable_pod_of_ours_is_told_once_per_error_and_scheduled_once_readable(
     assert_eq!(invalid(&h), 3);
 }
 
-/// The Trust issue's problem 5: a gang whose members name two schedulers
+/// A gang whose members name two schedulers
 /// that this engine both serves. Every member is told of the conflict,
 /// whichever profile serves it, and nobody is bound.
 #[test]
@@ -928,7 +928,7 @@ fn a_scheduler_name_conflict_is_reported_on_every_member() {
     }
 }
 
-/// The Trust issue's problem 5: a member reserved at Permit no longer shows
+/// A member reserved at Permit no longer shows
 /// the gate's stale "waiting for N/M pods" condition; its condition says it
 /// is reserved and waiting for the rest of its gang.
 #[test]
@@ -1385,7 +1385,7 @@ mod hierarchy {
     }
 }
 
-// ---- overload: a gang's timeout measures its own wait (issue 18) -----------
+// ---- overload: a gang's timeout measures its own wait -----------
 
 mod overload {
     use super::*;

@@ -1,9 +1,7 @@
 //! End-to-end: the simulated cluster and `muster run` (in-process), talking
 //! only over HTTP. Each test is one scenario of the daemon's contract.
 
-mod e2e;
-
-use e2e::*;
+use crate::e2e::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gang_that_fits_is_bound_together_and_condition_turns_true() {
@@ -417,7 +415,7 @@ async fn a_profile_without_gang_scheduling_binds_members_alone_under_a_rate_limi
     daemon.shutdown().await.expect("clean shutdown");
 }
 
-/// Leader fencing (the Trust issue's problem 3, gang-semantics I7): a
+/// Leader fencing (gang-semantics I7): a
 /// replica whose lease renewal is older than renewDeadline sends nothing.
 /// The dispatcher is driven directly: a closed fence reports the binding
 /// failed and the API server never sees it; once renewed, the same binding
@@ -461,13 +459,14 @@ async fn a_closed_leader_fence_drops_writes_before_they_leave() {
     let fence = Arc::new(Fence::new(std::time::Duration::from_secs(10)));
     let (tx, mut outcomes) = tokio::sync::mpsc::unbounded_channel();
     let metrics = Arc::new(Metrics::new().expect("metrics"));
-    let (writer, _task) = Writer::start(
+    let (writer, dispatcher) = Writer::new(
         env.client.clone(),
         WriterConfig::default(),
         metrics,
         tx,
         fence.clone(),
     );
+    tokio::spawn(dispatcher);
     let bind = || {
         Dispatch::immediate(ApiCall::Bind {
             pod: PodKey::new("default", "fenced"),
@@ -529,7 +528,7 @@ async fn a_gang_with_a_gated_member_reserves_nothing_until_it_is_ready() {
 /// (`planWholeGangs: false`).
 const PER_POD_PROFILE: &str = "profiles:\n- schedulerName: muster\n  pluginConfig:\n  - name: GangScheduling\n    args: {planWholeGangs: false}\n";
 
-/// Issue 18, bounded under overload: when bindings finish slower than pods
+/// Bounded under overload: when bindings finish slower than pods
 /// can be placed, the loop places at most its bind window ahead of them
 /// (16 bindings for one in flight); the other pods wait in the scheduling
 /// queue, not as queued writes, and every pod binds in the end.
@@ -585,7 +584,7 @@ async fn placement_waits_for_bindings_when_the_api_server_is_slow() {
     daemon.shutdown().await.expect("clean shutdown");
 }
 
-/// Issue 18: a watch that cannot resume makes its informer re-list, and
+/// A watch that cannot resume makes its informer re-list, and
 /// operators see it. Every watch is cut after 300 ms and every pod resume
 /// is told `410 Gone`, so the pod informer re-lists after each cut.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -636,4 +635,111 @@ async fn informer_watch_errors_and_relists_are_counted() {
     create_pods(&env, "default", vec![pod("after", "1", "muster", None)]).await;
     wait_pods(&env, "default", |p| names_bound(p, "after").len() == 1).await;
     daemon.shutdown().await.expect("clean shutdown");
+}
+
+/// A daemon with a fault armed in one critical task, ready.
+async fn daemon_with_fault(
+    env: &Env,
+    task: &str,
+    kind: muster::daemon::FaultKind,
+) -> (
+    muster::daemon::RunningDaemon,
+    std::sync::Arc<tokio::sync::Notify>,
+) {
+    let trigger = std::sync::Arc::new(tokio::sync::Notify::new());
+    let mut opts = muster::daemon::DaemonOptions::new(test_config(""));
+    opts.faults = vec![muster::daemon::InjectedFault {
+        task: task.into(),
+        kind,
+        trigger: trigger.clone(),
+    }];
+    let daemon = muster::daemon::start(env.client.clone(), opts)
+        .await
+        .expect("daemon starts");
+    wait_ready(&daemon).await;
+    (daemon, trigger)
+}
+
+/// An informer that panics takes the daemon down, as kube-scheduler exits
+/// when a part it cannot do without stops: readiness and liveness fail with
+/// the reason while in-flight writes drain, then the daemon stops with an
+/// error (`muster run` exits 1 on it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_informer_that_panics_fails_the_probes_and_stops_the_daemon() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    // A binding that takes seconds keeps the daemon draining, and serving
+    // its probes, after the failure.
+    env.cluster.set_faults(vec![
+        "resource=pods/binding,latency-ms=8000"
+            .parse()
+            .expect("fault rule"),
+    ]);
+    let (daemon, trigger) = daemon_with_fault(&env, "pods", muster::daemon::FaultKind::Panic).await;
+    create_pods(&env, "default", vec![pod("slow", "1", "muster", None)]).await;
+    let in_flight = async {
+        loop {
+            let (_, text) = http_get(daemon.http_addr, "/metrics").await;
+            if metric(&text, "scheduler_pending_pods{queue=\"binding\"}").unwrap_or(0.0) >= 1.0 {
+                return;
+            }
+            // The gauges are published once a second and have no event
+            // stream; poll (bounded by the hang guard).
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(HANG_GUARD, in_flight)
+        .await
+        .expect("the binding is under way");
+
+    trigger.notify_one();
+    let reason = "critical task pods panicked: injected fault";
+    let failed = async {
+        loop {
+            let (code, body) = http_get(daemon.http_addr, "/readyz").await;
+            if code == 503 && body.contains("[-] critical tasks running") {
+                return body;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    let body = tokio::time::timeout(HANG_GUARD, failed)
+        .await
+        .expect("readiness fails");
+    assert!(body.contains(reason), "{body}");
+    let (code, body) = http_get(daemon.http_addr, "/livez").await;
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains(reason), "{body}");
+
+    let err = tokio::time::timeout(HANG_GUARD, daemon.run_until(std::future::pending()))
+        .await
+        .expect("the daemon stops by itself")
+        .expect_err("the daemon stops with an error");
+    assert!(format!("{err:#}").contains(reason), "{err:#}");
+}
+
+/// The API writer ending takes the daemon down instead of leaving the loop
+/// assuming pods that will never bind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_ends_stops_the_daemon_with_its_reason() {
+    let env = cluster(vec![nodes(2, "4")]).await;
+    let (daemon, trigger) = daemon_with_fault(
+        &env,
+        muster::daemon::WRITER_TASK,
+        muster::daemon::FaultKind::End,
+    )
+    .await;
+    let health = daemon.health.clone();
+    trigger.notify_one();
+    let err = tokio::time::timeout(HANG_GUARD, daemon.run_until(std::future::pending()))
+        .await
+        .expect("the daemon stops by itself")
+        .expect_err("the daemon stops with an error");
+    assert!(
+        format!("{err:#}").contains("critical task api-writer ended"),
+        "{err:#}"
+    );
+    assert_eq!(
+        health.failed.get().map(String::as_str),
+        Some("critical task api-writer ended: the scheduler cannot go on without it")
+    );
 }

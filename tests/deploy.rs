@@ -6,9 +6,7 @@
 //!
 //! kubectl and helm come from $MUSTER_KUBECTL / $MUSTER_HELM or `.tools/`.
 
-mod common;
-mod e2e;
-
+use crate::{common, e2e};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -25,7 +23,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use common::tools::{fails, helm_binary, kubectl_binary, root, run};
+use crate::common::tools::{fails, helm_binary, kubectl_binary, root, run};
 
 const NAMESPACE: &str = "muster-system";
 
@@ -923,91 +921,31 @@ async fn rbac_grants_exactly_the_calls_muster_makes() {
 
 // ---------------------------------------------------------------- metrics
 
-/// Metric names in a PromQL expression: identifiers outside strings, label
-/// matchers, ranges and grouping clauses that are not functions or keywords.
+/// Metric names a PromQL expression selects, from its syntax tree
+/// (promql-parser, the Prometheus grammar); an expression Prometheus would
+/// refuse fails the test.
 fn metric_names(expr: &str) -> BTreeSet<String> {
-    const KEYWORDS: &[&str] = &[
-        // Aggregations may put their grouping clause before the '('.
-        "sum",
-        "min",
-        "max",
-        "avg",
-        "count",
-        "group",
-        "stddev",
-        "stdvar",
-        "topk",
-        "bottomk",
-        "quantile",
-        "count_values",
-        "limitk",
-        "limit_ratio",
-        "and",
-        "or",
-        "unless",
-        "by",
-        "without",
-        "on",
-        "ignoring",
-        "group_left",
-        "group_right",
-        "bool",
-        "offset",
-    ];
-    // Blank out "…" strings, {…} matchers and […] ranges.
-    let mut text = String::new();
-    let mut close = None;
-    for ch in expr.chars() {
-        match (close, ch) {
-            (None, '"') => close = Some('"'),
-            (None, '{') => close = Some('}'),
-            (None, '[') => close = Some(']'),
-            (Some(c), _) if ch == c => {
-                close = None;
-                text.push(' ');
-                continue;
+    struct Names(BTreeSet<String>);
+    impl promql_parser::util::ExprVisitor for Names {
+        type Error = std::convert::Infallible;
+        fn pre_visit(&mut self, e: &promql_parser::parser::Expr) -> Result<bool, Self::Error> {
+            use promql_parser::parser::Expr;
+            let selector = match e {
+                Expr::VectorSelector(vs) => Some(vs),
+                Expr::MatrixSelector(ms) => Some(&ms.vs),
+                _ => None,
+            };
+            if let Some(name) = selector.and_then(|vs| vs.name.clone()) {
+                self.0.insert(name);
             }
-            _ => {}
-        }
-        text.push(if close.is_some() { ' ' } else { ch });
-    }
-    let chars: Vec<char> = text.chars().collect();
-    let mut names = BTreeSet::new();
-    let mut i = 0;
-    let mut skip_group = false;
-    while i < chars.len() {
-        let c = chars[i];
-        if c.is_ascii_alphabetic() || c == '_' || c == ':' {
-            let start = i;
-            while i < chars.len()
-                && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':')
-            {
-                i += 1;
-            }
-            let word: String = chars[start..i].iter().collect();
-            let next = chars[i..].iter().find(|c| !c.is_whitespace());
-            if matches!(
-                word.as_str(),
-                "by" | "without" | "on" | "ignoring" | "group_left" | "group_right"
-            ) {
-                skip_group = true;
-            } else if next == Some(&'(') || KEYWORDS.contains(&word.as_str()) {
-                // A function call or an operator.
-            } else {
-                names.insert(word);
-            }
-        } else if c == '(' && skip_group {
-            // Label names of a grouping clause, up to its ')'.
-            while i < chars.len() && chars[i] != ')' {
-                i += 1;
-            }
-            skip_group = false;
-            i += 1;
-        } else {
-            i += 1;
+            Ok(true)
         }
     }
-    names
+    let ast = promql_parser::parser::parse(expr)
+        .unwrap_or_else(|e| panic!("not valid PromQL: {expr}: {e}"));
+    let mut names = Names(BTreeSet::new());
+    let Ok(_) = promql_parser::util::walk_expr(&mut names, &ast);
+    names.0
 }
 
 /// Every series name Muster can export: each family touched once so labelled
@@ -1087,4 +1025,5 @@ fn dashboard_and_alerts_use_only_exported_metrics() {
         metric_names(r#"sum by (le) (rate(a_bucket{job="x", q!="y"}[5m])) > 0 and on() b"#),
         ["a_bucket".to_string(), "b".to_string()].into()
     );
+    assert!(std::panic::catch_unwind(|| metric_names("sum(rate(x[5m])")).is_err());
 }

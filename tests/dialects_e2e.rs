@@ -2,11 +2,9 @@
 //! in-process daemon — fits, cannot fit, replica keys, precedence, opt-out,
 //! late definitions, a CRD installed after start, malformed input.
 
-mod e2e;
-
 use std::time::Duration;
 
-use e2e::*;
+use crate::e2e::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, PostParams};
@@ -854,7 +852,7 @@ async fn gated_gangs_report_waiting_for_members_in_each_dialect() {
     daemon.shutdown().await.expect("clean shutdown");
 }
 
-// ---- dialect fidelity (issue 14) ------------------------------------------------
+// ---- dialect fidelity ------------------------------------------------
 
 /// Kubeflow Trainer labels its pods `scheduling.volcano.sh/group-name`: the
 /// gang is held whole, and the status is written on the object itself (the

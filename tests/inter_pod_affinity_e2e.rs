@@ -4,11 +4,9 @@
 //! the cluster is too small), affinity to a labelled pod's zone, and a
 //! `namespaceSelector` that picks a labelled namespace.
 
-mod e2e;
-
 use std::collections::BTreeMap;
 
-use e2e::*;
+use crate::e2e::*;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PostParams};
 use kube::core::ObjectMeta;

@@ -6,9 +6,7 @@
 //! kubectl comes from $MUSTER_KUBECTL or `.tools/kubectl`, fetched with
 //! `tests/support/fetch-tools.sh` when missing.
 
-mod common;
-mod e2e;
-
+use crate::{common, e2e};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -17,7 +15,7 @@ use muster::apiserver::SimCluster;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-use common::tools::{kubectl_binary, root};
+use crate::common::tools::{kubectl_binary, root};
 
 struct Kubectl {
     bin: PathBuf,

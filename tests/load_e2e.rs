@@ -4,13 +4,11 @@
 //! scheduler's report serves as the ceiling of a second run; bad input
 //! fails with a precise message.
 
-mod e2e;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Output;
 
-use e2e::{Env, HANG_GUARD, bound, cluster, daemon, list_labelled_pods, test_config};
+use crate::e2e::{Env, HANG_GUARD, bound, cluster, daemon, list_labelled_pods, test_config};
 use k8s_openapi::api::core::v1::Pod;
 use muster::scenario::manifests::SCENARIO_LABEL;
 use serde_json::Value;

@@ -4,15 +4,14 @@
 //! with an allowed token (200), a token without the permission (403), no or
 //! a wrong token (401), and the probes with none (200).
 
-mod e2e;
-
+use crate::e2e;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use muster::apiserver::{SimCluster, SimConfig, TokenUser};
 use muster::daemon::{DaemonOptions, ServingOptions};
 use serde_json::{Value, json};
 
-use e2e::{Env, https_get, test_config, wait_ready_https};
+use crate::e2e::{Env, https_get, test_config, wait_ready_https};
 
 /// Prometheus' ServiceAccount, as the chart's ServiceMonitor scrapes.
 const PROMETHEUS: &str = "system:serviceaccount:monitoring:prometheus";

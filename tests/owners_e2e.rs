@@ -7,16 +7,14 @@
 //! annotation and the namespace label make owner pods ordinary pods; a Job
 //! scaled down changes its gang's size.
 
-mod common;
-mod e2e;
-
+use crate::e2e;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Event;
 use muster::daemon::{DaemonOptions, RunningDaemon};
 
-use common::kubectl::Kubectl;
-use e2e::{Env, add_node, bound, cluster, nodes, test_config, wait_event, wait_pods};
+use crate::common::kubectl::Kubectl;
+use crate::e2e::{Env, add_node, bound, cluster, nodes, test_config, wait_event, wait_pods};
 
 impl Kubectl {
     async fn uid(&self, ns: &str, resource: &str, name: &str) -> String {

@@ -16,16 +16,14 @@
 //! kubectl comes from $MUSTER_KUBECTL or `.tools/kubectl`, fetched with
 //! `tests/support/fetch-tools.sh` when missing.
 
-mod common;
-mod e2e;
-
+use crate::e2e;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use muster::kwok::templates::NodeTemplate;
 
-use common::kubectl::Kubectl;
-use e2e::{Env, bound, test_config, wait_event, wait_pods};
+use crate::common::kubectl::Kubectl;
+use crate::e2e::{Env, bound, test_config, wait_event, wait_pods};
 
 const RACK: &str = "topology.kubernetes.io/rack";
 

@@ -4,8 +4,7 @@
 //! per interval beside a measured workload; throughput is over the measured
 //! pods only.
 
-mod e2e;
-
+use crate::e2e;
 use std::time::Duration;
 
 use muster::apiserver::SimConfig;

@@ -2,9 +2,7 @@
 //! verbs, errors, optimistic concurrency, selectors, pagination, bindings,
 //! finalizers, status subresources and CRD registration.
 
-mod common;
-
-use common::{bind, code, dynamic, fast, next, resource, start, watch_from_now};
+use crate::common::{bind, code, dynamic, fast, next, resource, start, watch_from_now};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
 use kube::api::{

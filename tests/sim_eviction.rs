@@ -3,9 +3,7 @@
 //! pods, and graceful termination (kube-rs against the simulated cluster).
 //! Everything waits on watches; nothing sleeps.
 
-mod common;
-
-use common::{code, fast, next, start, until, watch_from_now};
+use crate::common::{code, fast, next, start, until, watch_from_now};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};

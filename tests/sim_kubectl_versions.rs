@@ -7,13 +7,12 @@
 //! kubectl comes from $MUSTER_KUBECTL or `.tools/kubectl`, fetched with
 //! `tests/support/fetch-tools.sh` when missing.
 
-mod common;
-
+use crate::common;
 use std::path::{Path, PathBuf};
 
 use muster::apiserver::SimCluster;
 
-use common::tools::kubectl_binary;
+use crate::common::tools::kubectl_binary;
 
 struct Kubectl {
     bin: PathBuf,

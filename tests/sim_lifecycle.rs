@@ -1,13 +1,11 @@
 //! The kwok-style lifecycle, node templates, fault injection and the
 //! `muster cluster` binary.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{bind, code, fast, next, start, until};
+use crate::common::{bind, code, fast, next, start, until};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};

@@ -5,9 +5,7 @@
 //! `fieldValidation=Strict` and dropped otherwise; custom resources are
 //! pruned to their CRD's schema.
 
-mod common;
-
-use common::{code, dynamic, fast, next, resource, start, until};
+use crate::common::{code, dynamic, fast, next, resource, start, until};
 use futures::StreamExt;
 use kube::api::{DeleteParams, DynamicObject, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};

@@ -2,12 +2,10 @@
 //! its recovery by `kube::runtime::watcher`, selector transitions,
 //! paginated and streaming initial lists.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{fast, next, start, until};
+use crate::common::{fast, next, start, until};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Binding, ConfigMap, ObjectReference, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};

@@ -2,8 +2,7 @@
 //! point (in-process cluster and scheduler), its summary checked against what
 //! the simulated cluster actually holds.
 
-mod e2e;
-
+use crate::e2e;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -2,11 +2,9 @@
 //! writes in a pod or a group definition crashes or stalls the scheduler.
 //! The simulated cluster and `muster run` talk only over HTTP.
 
-mod e2e;
-
 use std::time::Duration;
 
-use e2e::*;
+use crate::e2e::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, PostParams};
 use muster::apiserver::{SimCluster, SimConfig};
@@ -33,7 +31,7 @@ fn pod_with(name: &str, containers: serde_json::Value) -> Pod {
     .expect("pod json")
 }
 
-/// Trust issue 4: two containers of `7Ei` (the sum wraps in 64 bits) and a
+/// Two containers of `7Ei` (the sum wraps in 64 bits) and a
 /// negative CPU request were bound. Now each is refused with a
 /// `PodScheduled=False` condition and a `FailedScheduling` event naming the
 /// field, never bound, and the scheduler keeps scheduling other pods.
@@ -115,7 +113,7 @@ async fn overflowing_and_negative_requests_are_refused_naming_the_field() {
     daemon.shutdown().await.expect("clean shutdown");
 }
 
-/// Trust issue 1: `muster.dev/schedule-timeout-seconds: "9223372036854775807"`
+/// `muster.dev/schedule-timeout-seconds: "9223372036854775807"`
 /// panicked the barrier ("overflow when adding duration to instant"). Now the
 /// timeout is capped at a day, the gang schedules and the scheduler lives on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

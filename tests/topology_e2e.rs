@@ -25,9 +25,7 @@
 //! kubectl comes from $MUSTER_KUBECTL or `.tools/kubectl`, fetched with
 //! `tests/support/fetch-tools.sh` when missing.
 
-mod common;
-mod e2e;
-
+use crate::e2e;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -35,8 +33,8 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use muster::kwok::templates::NodeTemplate;
 use serde_json::{Value, json};
 
-use common::kubectl::Kubectl;
-use e2e::{Env, bound, test_config, wait_event, wait_pods};
+use crate::common::kubectl::Kubectl;
+use crate::e2e::{Env, bound, test_config, wait_event, wait_pods};
 
 const BLOCK: &str = "cloud.provider.com/topology-block";
 const RACK: &str = "cloud.provider.com/topology-rack";
@@ -651,8 +649,8 @@ async fn a_volcano_gang_lands_under_one_hypernode() {
 }
 
 /// A gang that falls back from a preferred rack to a block should still use
-/// as few racks as it can (Kueue's BestFit packs the lowest levels first;
-/// issue 15 item 4): 5 members of a node each, in a block of 4 racks of 3
+/// as few racks as it can (Kueue's BestFit packs the lowest levels first):
+/// 5 members of a node each, in a block of 4 racks of 3
 /// nodes, fit in 2 racks. The gang cycle plans members inside the chosen
 /// domain with the profile's scoring alone, which spreads them over 3 or 4.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

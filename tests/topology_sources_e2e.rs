@@ -9,15 +9,13 @@
 //! kubectl comes from $MUSTER_KUBECTL or `.tools/kubectl`, fetched with
 //! `tests/support/fetch-tools.sh` when missing.
 
-mod common;
-mod e2e;
-
+use crate::{common, e2e};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::ApiResource;
 use muster::apiserver::SimCluster;
 use serde_json::{Value, json};
 
-use common::kubectl::Kubectl;
+use crate::common::kubectl::Kubectl;
 
 /// Kueue's sample Topology, as site/static/examples/tas/sample-queues.yaml
 /// declares it.

@@ -2,11 +2,9 @@
 //! Zones are node labels (`topology.kubernetes.io/zone`); node names start
 //! with their zone, so a pod's zone is read from its node's name.
 
-mod e2e;
-
 use std::collections::BTreeMap;
 
-use e2e::*;
+use crate::e2e::*;
 use k8s_openapi::api::core::v1::Pod;
 use muster::kwok::templates::NodeTemplate;
 use serde_json::json;

@@ -8,10 +8,8 @@
 //! kubectl comes from $MUSTER_KUBECTL or `.tools/kubectl`, fetched with
 //! `tests/support/fetch-tools.sh` when missing.
 
-mod common;
-mod e2e;
-
-use common::kubectl::Kubectl;
+use crate::common::kubectl::Kubectl;
+use crate::e2e;
 
 const STORAGE: &str = "
 apiVersion: storage.k8s.io/v1

@@ -3,7 +3,7 @@
 # CHAOS_SECONDS and writes target/chaos-report.md: runs, seeds, passes,
 # failures, pods, gangs, faults and audits. Exits non-zero if any run failed;
 # a failing run's output is kept in target/chaos-failures/ and its seed
-# listed, so `CHAOS_SEED=<seed> cargo test --test chaos` replays it.
+# listed, so `CHAOS_SEED=<seed> cargo test --test muster chaos::` replays it.
 #
 #   chaos-soak.sh [seconds] [seeds...]
 #
@@ -16,7 +16,7 @@ shift || true
 seeds=("$@")
 export CHAOS_STALL_SECONDS=${CHAOS_STALL_SECONDS:-35}
 cd "$(dirname "$0")/../.."
-cargo test --test chaos --no-run -q >/dev/null 2>&1 || { echo "chaos: build failed" >&2; exit 1; }
+cargo test --test muster --no-run -q >/dev/null 2>&1 || { echo "chaos: build failed" >&2; exit 1; }
 report=target/chaos-report.md
 mkdir -p target/chaos-failures
 start=$(date +%s)
@@ -30,7 +30,7 @@ while [ $(( $(date +%s) - start )) -lt "$seconds" ]; do
   fi
   runs=$((runs + 1))
   ran_seeds+=("$seed")
-  out=$(CHAOS_SEED=$seed cargo test --test chaos -q -- --nocapture 2>&1)
+  out=$(CHAOS_SEED=$seed cargo test --test muster -q -- --nocapture chaos:: 2>&1)
   if [ $? -eq 0 ]; then
     passed=$((passed + 1))
     line=$(printf '%s\n' "$out" | grep 'chaos: summary' | tail -1)

