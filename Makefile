@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools
 export MUSTER_KUBECTL ?= $(TOOLS)/kubectl
 export MUSTER_HELM ?= $(TOOLS)/helm
 
-.PHONY: all build run test tools fmt lint core unit bench bench-load bench-memory sim-scale chaos fuzz fuzz-keep image clean
+.PHONY: all build run test tools fmt lint core unit alerts bench bench-load bench-memory sim-scale chaos fuzz fuzz-keep image clean
 
 all: build
 
@@ -52,6 +52,18 @@ unit:
 
 ## Everything CI checks: formatting, lints, unit, property and end-to-end tests.
 test: tools lint core unit
+
+## promtool unit tests of the shipped alerts (tests/alerts/): the rules of
+## deploy/manifests/prometheusrule.yaml (the chart renders the same; `make
+## test` checks that) checked and tested. promtool is extracted, pinned by
+## sha256, from Debian's prometheus package into .tools/.
+alerts:
+	bash tests/support/fetch-promtool.sh
+	mkdir -p target/alerts
+	sed -n '/^spec:/,$$p' deploy/manifests/prometheusrule.yaml | sed '1d; s/^  //' > target/alerts/muster-rules.yaml
+	cp tests/alerts/muster.test.yaml target/alerts/
+	$(TOOLS)/promtool check rules target/alerts/muster-rules.yaml
+	$(TOOLS)/promtool test rules target/alerts/muster.test.yaml
 
 ## Criterion benchmarks of the scheduling hot paths, then the end-to-end
 ## load benchmark; prints the headline figures (docs/performance.md).
