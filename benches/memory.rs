@@ -169,7 +169,7 @@ fn main() -> Result<()> {
     let mut bound = 0usize;
     loop {
         let mut progressed = false;
-        while engine.schedule_one(now) {
+        while engine.schedule_one(now).is_some() {
             progressed = true;
         }
         for action in engine.drain_actions() {

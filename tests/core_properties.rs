@@ -37,7 +37,7 @@ fn cluster(n: usize, cpu: i64) -> Harness {
 /// barrier's own edge cases are tested there.
 fn cluster_per_pod(n: usize, cpu: i64) -> Harness {
     let mut profile = ProfileConfig::new(SCHEDULER, Framework::default());
-    profile.plan_whole_gangs = false;
+    profile.gang.as_mut().expect("gang args").plan_whole_gangs = false;
     let mut h = Harness::with_config(EngineConfig::new(vec![profile]));
     for i in 0..n {
         h.add_node(node(&format!("n{i}"), cpu, 64));
@@ -63,7 +63,7 @@ fn warnings_for(h: &Harness, pod: &PodKey) -> Vec<String> {
         .iter()
         .filter_map(|(_, a)| match a {
             Action::Event {
-                object: muster::engine::ObjectRef::Pod(p),
+                object: muster::engine::ObjectRef::Pod { key: p, .. },
                 type_: EventType::Warning,
                 message,
                 ..
@@ -345,8 +345,16 @@ fn min_resources_beyond_free_capacity_is_refused_precisely() {
 #[test]
 fn timeout_resolution_definition_then_profile_default() {
     let mut cfg = EngineConfig::new(vec![ProfileConfig::new(SCHEDULER, Framework::default())]);
-    cfg.profiles[0].permit_waiting_time = Duration::from_secs(20);
-    cfg.profiles[0].plan_whole_gangs = false;
+    cfg.profiles[0]
+        .gang
+        .as_mut()
+        .expect("gang args")
+        .permit_waiting_time = Duration::from_secs(20);
+    cfg.profiles[0]
+        .gang
+        .as_mut()
+        .expect("gang args")
+        .plan_whole_gangs = false;
     let mut h = Harness::with_config(cfg);
     for i in 0..4 {
         h.add_node(node(&format!("n{i}"), 4000, 64));
@@ -842,9 +850,9 @@ const SOLO: &str = "solo";
 /// victims.
 fn two_profiles_in(plan_whole_gangs: bool) -> Harness {
     let mut solo = ProfileConfig::new(SOLO, Framework::default());
-    solo.gang_enabled = false;
+    solo.gang = None;
     let mut gang = ProfileConfig::new(SCHEDULER, Framework::default());
-    gang.plan_whole_gangs = plan_whole_gangs;
+    gang.gang.as_mut().expect("gang args").plan_whole_gangs = plan_whole_gangs;
     Harness::with_config(EngineConfig::new(vec![gang, solo]))
 }
 

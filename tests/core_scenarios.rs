@@ -46,7 +46,7 @@ fn add_gang(
 /// permit barrier, whose semantics these tests pin down.
 fn per_pod_harness() -> Harness {
     let mut profile = ProfileConfig::new(SCHEDULER, Framework::default());
-    profile.plan_whole_gangs = false;
+    profile.gang.as_mut().expect("gang args").plan_whole_gangs = false;
     Harness::with_config(EngineConfig::new(vec![profile]))
 }
 
@@ -835,7 +835,7 @@ fn kueue_members_disagreeing_on_the_total_are_told_and_not_scheduled() {
 #[test]
 fn a_profile_without_gang_scheduling_schedules_members_as_plain_pods() {
     let mut solo = ProfileConfig::new("solo", Framework::default());
-    solo.gang_enabled = false;
+    solo.gang = None;
     let mut h = Harness::with_config(EngineConfig::new(vec![
         ProfileConfig::new(SCHEDULER, Framework::default()),
         solo,
@@ -917,7 +917,7 @@ fn a_scheduler_name_conflict_is_reported_on_every_member() {
             "{name} has no condition naming the conflict"
         );
         let warned = h.actions_where(|a| {
-            matches!(a, Action::Event { object: muster::engine::ObjectRef::Pod(p), reason: "FailedScheduling", message, .. }
+            matches!(a, Action::Event { object: muster::engine::ObjectRef::Pod { key: p, .. }, reason: "FailedScheduling", message, .. }
                 if *p == key(name) && message.contains("different schedulerNames"))
         });
         assert!(

@@ -30,10 +30,7 @@ impl<'a> Meta<'a> {
             .filter(|n| !n.is_empty())
             .ok_or("object has no metadata.name")?;
         Ok(Meta {
-            namespace: meta["namespace"]
-                .as_str()
-                .filter(|n| !n.is_empty())
-                .unwrap_or("default"),
+            namespace: crate::model::namespace_or_default(meta["namespace"].as_str()),
             name,
             created_ms: parse_timestamp_ms(meta["creationTimestamp"].as_str()),
             obj,

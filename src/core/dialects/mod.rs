@@ -149,12 +149,7 @@ pub fn resolve_membership(pod: &PodWire) -> GroupMembership {
     {
         return GroupMembership::None;
     }
-    let namespace = pod
-        .metadata
-        .namespace
-        .as_deref()
-        .filter(|n| !n.is_empty())
-        .unwrap_or("default");
+    let namespace = crate::model::namespace_or_default(pod.metadata.namespace.as_deref());
     let dialects: [fn(&PodWire, &str) -> Option<GroupMembership>; 6] = [
         workload_api::membership,
         workload_v1alpha1::membership,

@@ -235,7 +235,7 @@ impl Intent {
             Action::Bind { pod, .. } => Intent::Settles(Subject::Pod(pod.clone())),
             Action::PodUnschedulable { pod, .. }
             | Action::Event {
-                object: ObjectRef::Pod(pod),
+                object: ObjectRef::Pod { key: pod, .. },
                 ..
             } => Intent::Waiting(Subject::Pod(pod.clone())),
             Action::GroupStatus {
@@ -293,7 +293,10 @@ mod tests {
         };
         assert_eq!(Intent::of(&bind), Intent::Settles(pod.clone()));
         let event = Action::Event {
-            object: ObjectRef::Pod(key.clone()),
+            object: ObjectRef::Pod {
+                key: key.clone(),
+                uid: None,
+            },
             type_: EventType::Normal,
             reason: "GangWaiting",
             message: String::new(),

@@ -340,7 +340,7 @@ impl Harness {
         let target = self.now + d;
         while self.now < target {
             self.engine.tick(self.now);
-            let ran = self.engine.schedule_one(self.now);
+            let ran = self.engine.schedule_one(self.now).is_some();
             self.drain();
             self.complete_due_binds();
             if ran {

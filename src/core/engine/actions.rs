@@ -10,7 +10,12 @@ use crate::model::{GroupKey, GroupPhase, PodKey};
 /// An object an event is recorded on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ObjectRef {
-    Pod(PodKey),
+    /// A pod, with its UID when the engine knows it (events name the UID,
+    /// which `kubectl describe` selects them by).
+    Pod {
+        key: PodKey,
+        uid: Option<Arc<str>>,
+    },
     Group(GroupKey),
 }
 

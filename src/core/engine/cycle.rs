@@ -9,7 +9,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Engine, EventType, ObjectRef, ReleasedGang, Sample};
+use super::{AttemptCounts, Engine, EventType, ReleasedGang, Sample};
+use crate::framework::QueueingEvent;
 use crate::framework::lifecycle::{
     CachePreFilterPlugin, PermitPlugin, PermitVerdict, PostFilterPlugin, PreFilterVerdict,
     QueueSortPlugin, Refusal, ReservePlugin, Verdict, WaitingPod,
@@ -17,6 +18,7 @@ use crate::framework::lifecycle::{
 use crate::framework::{FitError, Framework, Placement, Snapshot};
 use crate::gang::GangNotice;
 use crate::model::{GroupKey, PodInfo, PodKey};
+use crate::plugins::registry;
 use crate::queue::Requeue;
 
 /// `PodScheduled=False` reason of a member reserved at Permit: it holds a
@@ -40,12 +42,12 @@ pub(super) fn schedule_on(
 }
 
 impl Engine {
-    /// Pops one pod and runs a full cycle for it. Returns false when no pod is
-    /// ready (the active queue is empty).
-    pub fn schedule_one(&mut self, now: Instant) -> bool {
-        let Some(pod) = self.queue.pop() else {
-            return false;
-        };
+    /// Pops one pod and runs a full cycle for it (for a gang, the gang's).
+    /// Returns the attempts the cycle made by result, or `None` when no pod
+    /// is ready (the active queue is empty).
+    pub fn schedule_one(&mut self, now: Instant) -> Option<AttemptCounts> {
+        let pod = self.queue.pop()?;
+        let before = self.attempt_counts();
         self.in_cycle = Some(pod.key.clone());
         let whole = match self.per_pod_gangs.contains(&pod.scheduler_name) {
             true => None,
@@ -65,7 +67,7 @@ impl Engine {
         self.take_off_nominated();
         self.in_cycle = None;
         self.apply_gang_outcomes(now);
-        true
+        Some(self.attempt_counts().since(before))
     }
 
     pub(super) fn run_cycle(&mut self, pod: Arc<PodInfo>, now: Instant) {
@@ -117,18 +119,14 @@ impl Engine {
         let placement = match placed {
             Ok(p) => p,
             Err(fit) => {
-                if POD_DEPENDENT_REASONS
-                    .iter()
-                    .any(|r| fit.reasons.contains_key(*r))
-                {
-                    self.awaiting_pod_change = true;
-                }
                 let mut message = fit.to_string();
                 if let Some(more) = self.preempt_for_pod(&pod, &fit) {
                     message.push(' ');
                     message.push_str(&more);
                 }
-                return self.refuse(pod, Refusal::new("FailedScheduling", message), now);
+                let refusal = Refusal::new("FailedScheduling", message)
+                    .waking_on(registry::requeue_on(&fit.rejected_by));
+                return self.refuse(pod, refusal, now);
             }
         };
         if let Err(fit) = self.passes_without_nominated(&pod, &placement) {
@@ -145,7 +143,7 @@ impl Engine {
             self.queue
                 .requeue(pod.clone(), order, Requeue::Backoff, now);
             self.outbox.event(
-                ObjectRef::Pod(pod.key.clone()),
+                self.pod_ref(&pod.key),
                 EventType::Warning,
                 "SchedulerError",
                 msg,
@@ -241,7 +239,7 @@ impl Engine {
         }
         let how = match self.gang.denied_until(&pod, now) {
             Some(until) => Requeue::NotBefore(until),
-            None => Requeue::Unschedulable,
+            None => Requeue::Unschedulable(refusal.wake_on),
         };
         let order = self.gang.order_key(&pod);
         self.queue.requeue(pod, order, how, now);
@@ -264,7 +262,7 @@ impl Engine {
             &format!("reserved on {node}; waiting at permit until {min} members of {group} are assumed or bound"),
         );
         self.outbox.event(
-            ObjectRef::Pod(pod.key.clone()),
+            self.pod_ref(&pod.key),
             EventType::Normal,
             "GangWaiting",
             format!("reserved on {node}; waiting at permit for {group}: {have}/{min} members assumed or bound"),
@@ -279,7 +277,7 @@ impl Engine {
             .pod_condition(key, "Unschedulable", &refusal.message);
         if changed || always_event {
             self.outbox.event(
-                ObjectRef::Pod(key.clone()),
+                self.pod_ref(key),
                 EventType::Warning,
                 refusal.reason,
                 refusal.message.clone(),
@@ -320,7 +318,7 @@ impl Engine {
         if released_capacity {
             // Reservations were given back: pods parked as unschedulable may fit
             // now (kube-scheduler moves them on an assumed pod's removal too).
-            self.flush_unschedulable(now);
+            self.flush_unschedulable(QueueingEvent::PodRemoved, now);
         }
         for notice in self.gang.take_notices() {
             self.report_notice(notice, now);
@@ -401,11 +399,3 @@ impl Engine {
         });
     }
 }
-
-/// Filter reasons that another pod's arrival or label change can lift.
-pub(super) const POD_DEPENDENT_REASONS: [&str; 4] = [
-    crate::plugins::inter_pod_affinity::REASON_AFFINITY,
-    crate::plugins::inter_pod_affinity::REASON_ANTI_AFFINITY,
-    crate::plugins::inter_pod_affinity::REASON_EXISTING_ANTI_AFFINITY,
-    crate::plugins::pod_topology_spread::REASON_CONSTRAINTS_NOT_MATCH,
-];

@@ -5,8 +5,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Engine, EventType, ObjectRef};
+use super::{Engine, EventType};
 use crate::cache::PodState;
+use crate::framework::QueueingEvent;
 use crate::framework::lifecycle::{PreEnqueuePlugin, QueueSortPlugin, ReservePlugin};
 use crate::gang::{DefChange, group_gate};
 use crate::model::{DefinitionKey, GroupDef, GroupKey, NodeInfo, PodInfo, PodKey};
@@ -15,7 +16,7 @@ use crate::queue::Requeue;
 impl Engine {
     pub(super) fn on_node_upserted(&mut self, node: Arc<NodeInfo>, now: Instant) {
         self.cache.upsert_node(node);
-        self.flush_unschedulable(now);
+        self.flush_unschedulable(QueueingEvent::Node, now);
     }
 
     pub(super) fn on_node_deleted(&mut self, name: &str, now: Instant) {
@@ -25,7 +26,7 @@ impl Engine {
                 self.gang.unreserve(&w.pod, &self.waiting, now);
             }
             self.outbox.event(
-                ObjectRef::Pod(key.clone()),
+                self.pod_ref(&key),
                 EventType::Warning,
                 "FailedScheduling",
                 format!("node {name} was deleted while {key} was reserved on it; retrying"),
@@ -45,13 +46,13 @@ impl Engine {
     ) {
         if self.cache.facts_mut().upsert_namespace(name, labels) {
             self.regroup_namespace(name, now);
-            self.flush_unschedulable(now);
+            self.flush_unschedulable(QueueingEvent::Namespace, now);
         }
     }
 
     pub(super) fn on_namespace_deleted(&mut self, name: &str, now: Instant) {
         if self.cache.facts_mut().remove_namespace(name) {
-            self.flush_unschedulable(now);
+            self.flush_unschedulable(QueueingEvent::Namespace, now);
         }
     }
 
@@ -99,10 +100,11 @@ impl Engine {
             && (change.confirmed_assumed()
                 || change.previous.as_ref().and_then(PodState::node) != change.current.node());
         let placed_pods_changed = newly_placed || (relabelled && change.current.node().is_some());
-        if change.released_resources()
-            || (placed_pods_changed && std::mem::take(&mut self.awaiting_pod_change))
-        {
-            self.flush_unschedulable(now);
+        if change.released_resources() {
+            self.flush_unschedulable(QueueingEvent::PodRemoved, now);
+        }
+        if placed_pods_changed {
+            self.flush_unschedulable(QueueingEvent::PodPlaced, now);
         }
         // A pod seen again with only its status moved on changes nothing
         // its group's gate or barrier counts.
@@ -126,7 +128,7 @@ impl Engine {
             return;
         };
         if removed.state.node().is_some() {
-            self.flush_unschedulable(now);
+            self.flush_unschedulable(QueueingEvent::PodRemoved, now);
         }
         if let Some(group) = removed.info.group.key() {
             self.group_changed(group);
@@ -145,7 +147,7 @@ impl Engine {
             self.siblings_changed(&key);
         }
         self.hierarchy_changed(&key);
-        self.flush_unschedulable(now);
+        self.flush_unschedulable(QueueingEvent::Gang, now);
     }
 
     pub(super) fn on_def_deleted(&mut self, key: &DefinitionKey, _now: Instant) {
@@ -228,13 +230,13 @@ impl Engine {
                 }
                 self.forget_released(key);
                 self.outbox.event(
-                    ObjectRef::Pod(key.clone()),
+                    self.pod_ref(key),
                     EventType::Warning,
                     "FailedScheduling",
                     format!("Binding rejected: {msg}"),
                 );
                 self.requeue_from_cache(key, Requeue::Backoff, now);
-                self.flush_unschedulable(now);
+                self.flush_unschedulable(QueueingEvent::PodRemoved, now);
             }
         }
     }
@@ -302,11 +304,12 @@ impl Engine {
         }
     }
 
-    /// A relevant cluster event: retry everything parked as unschedulable.
-    pub(super) fn flush_unschedulable(&mut self, now: Instant) {
+    /// A cluster event: retry the pods parked as unschedulable that wait
+    /// for it (the queueing events of the plugins that rejected them).
+    pub(super) fn flush_unschedulable(&mut self, event: QueueingEvent, now: Instant) {
         let (gang, cache) = (&self.gang, &self.cache);
         self.queue
-            .flush_unschedulable(now, |p| gang.pre_enqueue(p, cache));
+            .flush_unschedulable(event, now, |p| gang.pre_enqueue(p, cache));
     }
 
     /// Puts a pod the cache holds as pending back into the queue, behind the
@@ -376,7 +379,7 @@ impl Engine {
                 && gated.warning
             {
                 self.outbox.event(
-                    ObjectRef::Pod(key),
+                    self.pod_ref(&key),
                     EventType::Warning,
                     "FailedScheduling",
                     gated.message,

@@ -20,13 +20,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Engine;
-use super::cycle::POD_DEPENDENT_REASONS;
 use crate::framework::lifecycle::{PreFilterVerdict, QueueSortPlugin, Refusal, ReservePlugin};
 use crate::framework::placement::{Batch, FitError, Framework};
-use crate::framework::{NodeRestriction, Snapshot};
+use crate::framework::{EventSet, NodeRestriction, QueueingEvent, Snapshot};
 use crate::gang::placement_score::{self, Candidate, packing_score};
 use crate::gang::{PlacementTry, SlicePlan};
 use crate::model::{GroupKey, PodInfo};
+use crate::plugins::registry;
 use crate::queue::Requeue;
 
 /// Per-node answers remembered across like members, one memo per profile,
@@ -293,7 +293,7 @@ impl Engine {
                 );
                 let n = self.cache.nodes().len();
                 for pod in chunk {
-                    let err = FitError::pre_filter(n, why.clone().into(), false);
+                    let err = FitError::pre_filter(crate::gang::NAME, n, why.clone().into(), false);
                     plan.unplaced.push((pod.clone(), Some(err)));
                 }
             }
@@ -356,10 +356,11 @@ impl Engine {
         let Some(first) = members.next() else {
             return;
         };
+        let wake = refusal.wake_on;
         self.refuse(first.clone(), refusal, now);
         let how = match self.gang.denied_until(&first, now) {
             Some(until) => Requeue::NotBefore(until),
-            None => Requeue::Unschedulable,
+            None => Requeue::Unschedulable(wake),
         };
         for pod in members {
             self.stats.attempts_unschedulable += 1;
@@ -407,6 +408,7 @@ impl Engine {
             }
             let Some(profile) = self.profiles.get_mut(&pod.scheduler_name) else {
                 let err = FitError::pre_filter(
+                    "",
                     self.cache.nodes().len(),
                     format!("no profile serves schedulerName {}", pod.scheduler_name).into(),
                     true,
@@ -430,7 +432,8 @@ impl Engine {
                     }),
                     Err(msg) => {
                         self.stats.attempts_error += 1;
-                        let err = FitError::pre_filter(self.cache.nodes().len(), msg.into(), false);
+                        let err =
+                            FitError::pre_filter("", self.cache.nodes().len(), msg.into(), false);
                         plan.unplaced.push((pod, Some(err)));
                     }
                 },
@@ -459,14 +462,12 @@ impl Engine {
         }
         for (pod, fit) in plan.unplaced {
             // Every member is tried while the quorum is within reach.
-            let message = fit.map_or_else(
-                || "not tried".to_string(),
-                |fit| {
-                    self.note_pod_dependence(&fit);
-                    fit.to_string()
-                },
-            );
-            self.refuse(pod, Refusal::new("FailedScheduling", message), now);
+            let refusal = match fit {
+                None => Refusal::new("FailedScheduling", "not tried"),
+                Some(fit) => Refusal::new("FailedScheduling", fit.to_string())
+                    .waking_on(registry::requeue_on(&fit.rejected_by)),
+            };
+            self.refuse(pod, refusal, now);
         }
     }
 
@@ -493,11 +494,13 @@ impl Engine {
             .unplaced
             .iter()
             .find_map(|(pod, fit)| fit.as_ref().map(|f| (pod, f)));
+        // What a member that fits no node waits for, and a changed
+        // definition; anything, when the shortfall is members not ready.
+        let wake = first_unplaced.map_or(EventSet::ALL, |(_, fit)| {
+            registry::requeue_on(&fit.rejected_by).union(EventSet::of(&[QueueingEvent::Gang]))
+        });
         let why = match first_unplaced {
-            Some((pod, fit)) => {
-                self.note_pod_dependence(fit);
-                format!("member {} fits no node: {fit}", pod.key)
-            }
+            Some((pod, fit)) => format!("member {} fits no node: {fit}", pod.key),
             // Every member placed and still short: members behind a
             // scheduling gate or not yet observed, or a task's minimum.
             None => format!(
@@ -519,7 +522,7 @@ impl Engine {
             message.push(' ');
             message.push_str(&note);
         }
-        let refusal = Refusal::group_wide("FailedScheduling", message);
+        let refusal = Refusal::group_wide("FailedScheduling", message).waking_on(wake);
         let members = plan
             .placed
             .into_iter()
@@ -555,18 +558,11 @@ impl Engine {
                 &Refusal::new("FailedScheduling", message.clone()),
                 false,
             );
+            // The next member to become ready pulls them back; any event
+            // may be the one that readies it.
             let order = self.gang.order_key(&pod);
-            self.queue.requeue(pod, order, Requeue::Unschedulable, now);
-        }
-    }
-
-    /// A refusal other pods' arrival could lift: retry on the next one.
-    fn note_pod_dependence(&mut self, fit: &FitError) {
-        if POD_DEPENDENT_REASONS
-            .iter()
-            .any(|r| fit.reasons.contains_key(*r))
-        {
-            self.awaiting_pod_change = true;
+            self.queue
+                .requeue(pod, order, Requeue::Unschedulable(EventSet::ALL), now);
         }
     }
 }

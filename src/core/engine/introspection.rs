@@ -11,12 +11,43 @@ use crate::model::GroupKey;
 /// Entries of each list the debug page shows.
 const SHOWN: usize = 50;
 
-/// Scheduling attempts by result, since the engine started.
+/// Scheduling attempts by result: since the engine started
+/// (`Engine::attempt_counts`), or those of one cycle (`Engine::schedule_one`;
+/// a gang cycle attempts every member it plans).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AttemptCounts {
     pub scheduled: u64,
     pub unschedulable: u64,
     pub error: u64,
+}
+
+impl AttemptCounts {
+    /// The attempts made between `before` and `self`.
+    pub fn since(self, before: AttemptCounts) -> AttemptCounts {
+        AttemptCounts {
+            scheduled: self.scheduled.saturating_sub(before.scheduled),
+            unschedulable: self.unschedulable.saturating_sub(before.unschedulable),
+            error: self.error.saturating_sub(before.error),
+        }
+    }
+
+    /// Each result with its count, in kube-scheduler's label values.
+    pub fn by_result(self) -> [(&'static str, u64); 3] {
+        [
+            ("scheduled", self.scheduled),
+            ("unschedulable", self.unschedulable),
+            ("error", self.error),
+        ]
+    }
+
+    /// A cycle's result as kube-scheduler labels one: the first result it
+    /// counted, `error` when it counted none.
+    pub fn result(self) -> &'static str {
+        self.by_result()
+            .iter()
+            .find(|(_, n)| *n > 0)
+            .map_or("error", |(r, _)| *r)
+    }
 }
 
 /// One observed duration, for metrics that need every sample (histograms).

@@ -37,6 +37,7 @@ pub use stats::{DurationSummary, GroupCounts, PendingPods, Stats};
 use crate::cache::{Cache, SelectingKind};
 use crate::dialects::KueueGroups;
 use crate::dialects::owners::{OwnerChange, OwnerIndex, TopOwnerGrouping};
+use crate::framework::QueueingEvent;
 use crate::framework::lifecycle::WaitingPods;
 use crate::framework::placement::Framework;
 use crate::gang::{DialectTimeouts, GangArgs, GangScheduling};
@@ -50,48 +51,26 @@ use actions::Outbox;
 pub struct ProfileConfig {
     pub scheduler_name: Arc<str>,
     pub framework: Framework,
-    /// `permitWaitingTimeSeconds`: the gang timeout when a definition sets none.
-    pub permit_waiting_time: Duration,
-    /// How long a gang is denied after a member was unschedulable.
-    pub group_backoff: Duration,
-    /// Per-dialect default timeouts (`dialectTimeoutSeconds`).
-    pub dialect_timeouts: DialectTimeouts,
-    /// Whether the profile gang-schedules (its GangScheduling plugin is
-    /// enabled). When it does not, its pods' group references are ignored and
-    /// every pod is scheduled on its own.
-    pub gang_enabled: bool,
-    /// `topOwnerGrouping`: whether pods are grouped by their top owner, and
-    /// which owner kinds.
-    pub top_owner: TopOwnerGrouping,
-    /// `planWholeGangs` (default true): a gang whose quorum is present is
-    /// planned as one unit and reserved only whole (`gang_cycle`); false
-    /// places members one per cycle, each reserving as it goes, with the
-    /// permit barrier and early release undoing what does not work out.
-    pub plan_whole_gangs: bool,
-    /// `topologyDomainOrder`: how a level's domains are ordered for a gang.
-    pub domain_order: crate::gang::DomainOrder,
-    /// `topologyLevels`: the hierarchy used when the cluster declares none.
-    pub topology_levels: Vec<Arc<str>>,
+    /// The GangScheduling plugin's arguments (`permitWaitingTimeSeconds`,
+    /// `planWholeGangs`, topology, ...); `None` when the profile does not
+    /// gang-schedule: its pods' group references are ignored and every pod
+    /// is scheduled on its own.
+    pub gang: Option<GangArgs>,
     /// DefaultPreemption's arguments; `None` when it is disabled.
     pub preemption: Option<crate::preemption::PreemptionArgs>,
 }
 
 impl ProfileConfig {
-    /// A profile with the default gang arguments (60 s permit wait, 5 s group backoff).
+    /// A profile with the default gang arguments (60 s permit wait, 5 s
+    /// group backoff, one timeout for every dialect).
     pub fn new(scheduler_name: &str, framework: Framework) -> Self {
-        let args = GangArgs::default();
         ProfileConfig {
             scheduler_name: Arc::from(scheduler_name),
             framework,
-            permit_waiting_time: args.permit_waiting_time,
-            group_backoff: args.group_backoff,
-            // One timeout for every dialect unless configured otherwise.
-            dialect_timeouts: DialectTimeouts::UNIFORM,
-            gang_enabled: true,
-            top_owner: TopOwnerGrouping::default(),
-            plan_whole_gangs: true,
-            domain_order: crate::gang::DomainOrder::BestFit,
-            topology_levels: Vec::new(),
+            gang: Some(GangArgs {
+                dialect_timeouts: DialectTimeouts::UNIFORM,
+                ..GangArgs::default()
+            }),
             preemption: Some(crate::preemption::PreemptionArgs::default()),
         }
     }
@@ -117,7 +96,7 @@ impl EngineConfig {
     pub fn gang_disabled(&self) -> HashSet<Arc<str>> {
         self.profiles
             .iter()
-            .filter(|p| !p.gang_enabled)
+            .filter(|p| p.gang.is_none())
             .map(|p| p.scheduler_name.clone())
             .collect()
     }
@@ -285,12 +264,6 @@ pub struct Engine {
     per_pod_gangs: HashSet<Arc<str>>,
     /// Unreadable pods of ours already reported, with the error reported.
     invalid_reported: HashMap<PodKey, String>,
-    /// A pod was refused for what other pods are where (inter-pod affinity
-    /// or anti-affinity, topology spread): the next pod placed on a node, or
-    /// a placed pod whose labels change, retries the unschedulable pods
-    /// (kube-scheduler's queueing hints for these plugins requeue on an
-    /// assigned pod's arrival and label change; deletions retry anyway).
-    awaiting_pod_change: bool,
     /// Pods past Permit waiting for their claims to be bound (PreBind).
     pre_binding: prebind::PreBindings,
     /// Where preemptions made room for pods (`nominations`).
@@ -326,35 +299,23 @@ impl Engine {
         let per_pod_gangs = cfg
             .profiles
             .iter()
-            .filter(|p| !p.plan_whole_gangs)
+            .filter(|p| p.gang.as_ref().is_some_and(|g| !g.plan_whole_gangs))
             .map(|p| p.scheduler_name.clone())
             .collect();
-        let owner_grouping = cfg
+        // A profile without gang scheduling keeps the defaults here; its
+        // pods never reach the gang plugin as members.
+        let args: HashMap<Arc<str>, GangArgs> = cfg
             .profiles
             .iter()
-            .map(|p| (p.scheduler_name.clone(), p.top_owner))
+            .map(|p| (p.scheduler_name.clone(), p.gang.clone().unwrap_or_default()))
             .collect();
-        let args = cfg
-            .profiles
-            .iter()
-            .map(|p| {
-                let a = GangArgs {
-                    permit_waiting_time: p.permit_waiting_time,
-                    group_backoff: p.group_backoff,
-                    dialect_timeouts: p.dialect_timeouts,
-                    top_owner: p.top_owner,
-                    domain_order: p.domain_order,
-                    plan_whole_gangs: p.plan_whole_gangs,
-                    topology_levels: p.topology_levels.clone(),
-                };
-                (p.scheduler_name.clone(), a)
-            })
-            .collect();
+        let owner_grouping = args.iter().map(|(n, a)| (n.clone(), a.top_owner)).collect();
         // One plugin hierarchy for the engine: the first profile's that sets one.
         let plugin_levels = cfg
             .profiles
             .iter()
-            .map(|p| p.topology_levels.clone())
+            .filter_map(|p| p.gang.as_ref())
+            .map(|g| g.topology_levels.clone())
             .find(|l| !l.is_empty())
             .unwrap_or_default();
         let profiles = cfg
@@ -397,7 +358,6 @@ impl Engine {
             per_pod_gangs,
             capped_timeouts: HashMap::new(),
             invalid_reported: HashMap::new(),
-            awaiting_pod_change: false,
             pre_binding: prebind::PreBindings::default(),
             nominations: nominations::Nominations::default(),
             preempting: HashMap::new(),
@@ -472,7 +432,7 @@ impl Engine {
             ClusterEvent::Topology(change) => {
                 // New domains may hold a gang that fitted none: retry them.
                 if self.gang.topology_changed(change) {
-                    self.flush_unschedulable(now);
+                    self.flush_unschedulable(QueueingEvent::Gang, now);
                 }
             }
         }
@@ -498,7 +458,7 @@ impl Engine {
     pub fn run_until_idle(&mut self, now: Instant) -> usize {
         self.tick(now);
         let mut cycles = 0;
-        while self.schedule_one(now) {
+        while self.schedule_one(now).is_some() {
             cycles += 1;
         }
         cycles
@@ -549,6 +509,15 @@ impl Engine {
 
     pub fn cache(&self) -> &Cache {
         &self.cache
+    }
+
+    /// An event's pod, with its UID from the cache (none for a pod the
+    /// cache no longer holds).
+    fn pod_ref(&self, key: &PodKey) -> ObjectRef {
+        ObjectRef::Pod {
+            key: key.clone(),
+            uid: self.cache.pod(key).map(|p| p.info.uid.clone()),
+        }
     }
 
     /// The node a preemption nominated the pod to, while the nomination

@@ -129,10 +129,12 @@ mod tests {
 
     fn engine(enabled: bool) -> Engine {
         let mut profile = ProfileConfig::new(SCHEDULER, Framework::default());
-        profile.top_owner = TopOwnerGrouping {
-            enabled,
-            ..TopOwnerGrouping::default()
-        };
+        if let Some(gang) = profile.gang.as_mut() {
+            gang.top_owner = TopOwnerGrouping {
+                enabled,
+                ..TopOwnerGrouping::default()
+            };
+        }
         Engine::new(EngineConfig::new(vec![profile]))
     }
 

@@ -14,8 +14,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Engine, EventType, ObjectRef};
+use super::{Engine, EventType};
 use crate::cache::VolumeChange;
+use crate::framework::QueueingEvent;
 use crate::framework::lifecycle::ReservePlugin;
 use crate::model::volumes::ClaimKey;
 use crate::model::{PodInfo, PodKey};
@@ -131,7 +132,7 @@ impl Engine {
         if !Arc::make_mut(&mut self.cache.facts_mut().volumes).apply(change) {
             return;
         }
-        self.flush_unschedulable(now);
+        self.flush_unschedulable(QueueingEvent::Storage, now);
         self.check_pre_bindings(now);
     }
 
@@ -230,13 +231,13 @@ impl Engine {
         self.forget_released(key);
         self.outbox.pod_condition(key, PRE_BIND_FAILED, message);
         self.outbox.event(
-            ObjectRef::Pod(key.clone()),
+            self.pod_ref(key),
             EventType::Warning,
             "FailedScheduling",
             message.to_string(),
         );
         self.requeue_from_cache(key, Requeue::Backoff, now);
-        self.flush_unschedulable(now);
+        self.flush_unschedulable(QueueingEvent::PodRemoved, now);
     }
 }
 

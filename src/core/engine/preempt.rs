@@ -89,7 +89,7 @@ impl Engine {
             &node,
         );
         self.outbox.event(
-            ObjectRef::Pod(pod.key.clone()),
+            self.pod_ref(&pod.key),
             EventType::Normal,
             "Preempting",
             format!(
@@ -368,7 +368,7 @@ impl Engine {
                 );
                 let on = v.node_name.as_deref().unwrap_or(node);
                 self.outbox.event(
-                    ObjectRef::Pod(v.key.clone()),
+                    self.pod_ref(&v.key),
                     EventType::Normal,
                     "Preempted",
                     format!("Preempted by {preemptor} on node {on}"),

@@ -28,6 +28,7 @@ use super::preempt::victim_list;
 use super::{Engine, EventType, ObjectRef};
 use crate::cache::WhatIf;
 use crate::framework::lifecycle::{QueueSortPlugin, Refusal};
+use crate::framework::{EventSet, QueueingEvent};
 use crate::gang::PlacementTry;
 use crate::model::{GroupKey, PodInfo, PreemptionPolicy};
 use crate::preemption::{Cost, VictimUnit, reprieve_order, units_of};
@@ -400,8 +401,15 @@ impl Engine {
                 false,
             );
             let order = self.gang.order_key(pod);
-            self.queue
-                .requeue(pod.clone(), order, Requeue::Unschedulable, now);
+            self.queue.requeue(
+                pod.clone(),
+                order,
+                Requeue::Unschedulable(EventSet::of(&[
+                    QueueingEvent::PodRemoved,
+                    QueueingEvent::Node,
+                ])),
+                now,
+            );
         }
     }
 }

@@ -29,8 +29,11 @@ fn plain_pod_is_bound_and_leaves_the_engine_when_confirmed() {
     let p = pod("web", 1000, 1);
     e.on_event(ClusterEvent::PodUpserted(arc(p.clone())), t0);
     assert_eq!(e.location(&p.key), Some(PodLocation::Active));
-    assert!(e.schedule_one(t0));
-    assert!(!e.schedule_one(t0));
+    // The cycle says what it did.
+    let did = e.schedule_one(t0).expect("a pod was ready");
+    assert_eq!((did.scheduled, did.unschedulable, did.error), (1, 0, 0));
+    assert_eq!(did.result(), "scheduled");
+    assert!(e.schedule_one(t0).is_none());
     assert_eq!(e.location(&p.key), Some(PodLocation::Binding));
     let actions = e.drain_actions();
     assert_eq!(binds(&actions), [("web".into(), "n0".into())]);
@@ -64,7 +67,7 @@ fn other_schedulers_pods_are_only_accounted() {
     p.scheduler_name = Arc::from("default-scheduler");
     e.on_event(ClusterEvent::PodUpserted(arc(p.clone())), t0);
     assert_eq!(e.location(&p.key), None);
-    assert!(!e.schedule_one(t0));
+    assert!(e.schedule_one(t0).is_none());
     p.node_name = Some(Arc::from("n0"));
     e.on_event(ClusterEvent::PodUpserted(arc(p)), t0);
     assert_eq!(e.cache().nodes()[0].requested.milli_cpu, 1000);
@@ -135,8 +138,8 @@ fn gang_members_wait_at_permit_then_bind_together() {
         );
     }
     // One gang cycle plans all three members and releases them together.
-    assert!(e.schedule_one(t0));
-    assert!(!e.schedule_one(t0));
+    assert!(e.schedule_one(t0).is_some());
+    assert!(e.schedule_one(t0).is_none());
     let actions = e.drain_actions();
     assert_eq!(binds(&actions).len(), 3);
     assert!(
@@ -224,7 +227,7 @@ fn a_placed_pods_label_change_retries_pods_refused_for_it() {
     Arc::make_mut(&mut shy.constraints).pod_affinity =
         crate::model::PodAffinity::from_wire(None, Some(&terms), "default", &shy.labels).unwrap();
     e.on_event(ClusterEvent::PodUpserted(arc(shy.clone())), t0);
-    assert!(e.schedule_one(t0));
+    assert!(e.schedule_one(t0).is_some());
     assert_eq!(e.location(&shy.key), Some(PodLocation::Unschedulable));
 
     // A status-only update of the placed pod retries nothing ...
@@ -236,7 +239,7 @@ fn a_placed_pods_label_change_retries_pods_refused_for_it() {
     assert_ne!(e.location(&shy.key), Some(PodLocation::Unschedulable));
     let later = t0 + Duration::from_secs(60);
     e.tick(later);
-    assert!(e.schedule_one(later));
+    assert!(e.schedule_one(later).is_some());
     assert_eq!(binds(&e.drain_actions()), [("shy".into(), "n0".into())]);
 }
 

@@ -28,6 +28,9 @@ pub struct Refusal {
     /// About the pod's group as a whole (its members name different
     /// schedulers): every pending member is told, not only the one tried.
     pub group_wide: bool,
+    /// The cluster events that can lift it (the rejecting plugins' queueing
+    /// events); every event unless narrowed with `waking_on`.
+    pub wake_on: crate::framework::EventSet,
 }
 
 impl Refusal {
@@ -36,6 +39,7 @@ impl Refusal {
             reason,
             message: message.into(),
             group_wide: false,
+            wake_on: crate::framework::EventSet::ALL,
         }
     }
 
@@ -45,6 +49,12 @@ impl Refusal {
             group_wide: true,
             ..Refusal::new(reason, message)
         }
+    }
+
+    /// The refusal lifted only by these events.
+    pub fn waking_on(mut self, events: crate::framework::EventSet) -> Self {
+        self.wake_on = events;
+        self
     }
 }
 

@@ -12,6 +12,7 @@ pub mod args;
 pub mod cycle_state;
 pub mod lifecycle;
 pub mod placement;
+pub mod queueing;
 pub mod snapshot;
 
 use std::borrow::Cow;
@@ -19,6 +20,7 @@ use std::borrow::Cow;
 pub use args::{Args, ConfigError, PluginArgs};
 pub use cycle_state::CycleState;
 pub use placement::{FitError, Framework, Placement};
+pub use queueing::{EventSet, QueueingEvent};
 pub use snapshot::Snapshot;
 
 use crate::cache::NodeState;
@@ -46,6 +48,9 @@ pub struct Rejection {
     /// cpu` and `Insufficient memory` from one node). Empty, and so
     /// allocation-free, for the common single-reason case.
     pub more_reasons: Vec<Cow<'static, str>>,
+    /// The plugin that rejected: the framework stamps it (`by`), so the
+    /// engine knows which plugins' queueing events the pod waits for.
+    pub plugin: &'static str,
 }
 
 impl Rejection {
@@ -54,6 +59,7 @@ impl Rejection {
             reason: reason.into(),
             unresolvable: false,
             more_reasons: Vec::new(),
+            plugin: "",
         }
     }
 
@@ -62,12 +68,19 @@ impl Rejection {
             reason: reason.into(),
             unresolvable: true,
             more_reasons: Vec::new(),
+            plugin: "",
         }
     }
 
     /// Adds another reason from the same plugin.
     pub fn and(mut self, reason: impl Into<Cow<'static, str>>) -> Self {
         self.more_reasons.push(reason.into());
+        self
+    }
+
+    /// The rejection as made by `plugin`.
+    pub fn by(mut self, plugin: &'static str) -> Self {
+        self.plugin = plugin;
         self
     }
 

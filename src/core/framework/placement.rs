@@ -153,6 +153,7 @@ impl Framework {
                 reasons: Default::default(),
                 unresolvable: true,
                 pre_filter_msg: None,
+                rejected_by: Vec::new(),
             });
         }
         let mut state = CycleState::new();
@@ -228,7 +229,12 @@ impl Framework {
             match plugin.pre_filter(state, pod, snapshot) {
                 PreFilterResult::AllNodes => {}
                 PreFilterResult::Reject(r) => {
-                    return Err(FitError::pre_filter(nodes.len(), r.reason, r.unresolvable));
+                    return Err(FitError::pre_filter(
+                        plugin.name(),
+                        nodes.len(),
+                        r.reason,
+                        r.unresolvable,
+                    ));
                 }
                 PreFilterResult::OnlyNodes(names) => {
                     narrowed_by.push(plugin.name());
@@ -245,7 +251,9 @@ impl Framework {
                                 many.join(" ")
                             ),
                         };
-                        return Err(FitError::pre_filter(nodes.len(), Cow::Owned(msg), false));
+                        let mut err = FitError::pre_filter("", nodes.len(), Cow::Owned(msg), false);
+                        err.rejected_by = fit_error::blamed(narrowed_by);
+                        return Err(err);
                     }
                     allowed = Some(merged);
                 }
@@ -268,32 +276,37 @@ impl Framework {
             ),
         };
         // The nodes left out: outside the restriction, or not named by a plugin.
-        let mut absent = Vec::new();
+        let mut absent = Absent::default();
         let inside = restriction.map_or(nodes.len(), |r| r.nodes.len().min(nodes.len()));
         if let Some(r) = restriction
             && inside < nodes.len()
         {
-            absent.push((Cow::Owned(r.reason.clone()), nodes.len() - inside));
+            absent
+                .reasons
+                .push((Cow::Owned(r.reason.clone()), nodes.len() - inside));
         }
         if candidates.len() < inside {
-            absent.push((
+            absent.reasons.push((
                 Cow::Owned(absent_nodes_reason(&narrowed_by)),
                 inside - candidates.len(),
             ));
+            absent.plugins.extend(narrowed_by.iter().copied());
         }
         if candidates.len() == 0 {
             if restriction.is_none() {
                 // Every named node is unknown: all nodes are "absent".
                 let msg = absent_nodes_reason(&narrowed_by);
-                let mut err = FitError::pre_filter(nodes.len(), Cow::Owned(msg), true);
+                let mut err = FitError::pre_filter("", nodes.len(), Cow::Owned(msg), true);
                 err.pre_filter_msg = None;
+                err.rejected_by = fit_error::blamed(narrowed_by);
                 return Err(err);
             }
             return Err(FitError {
                 num_all_nodes: nodes.len(),
-                reasons: absent.into_iter().collect(),
+                reasons: absent.reasons.into_iter().collect(),
                 unresolvable: true,
                 pre_filter_msg: None,
+                rejected_by: fit_error::blamed(absent.plugins),
             });
         }
         Ok((candidates, absent))
@@ -330,7 +343,13 @@ impl std::fmt::Debug for Framework {
 }
 
 /// Nodes PreFilter left out of the search: reason → node count.
-type Absent = Vec<(Cow<'static, str>, usize)>;
+/// The nodes PreFilter left out: by reason with node counts, and the
+/// plugins that narrowed the candidates (none for a caller's restriction).
+#[derive(Default)]
+struct Absent {
+    reasons: Vec<(Cow<'static, str>, usize)>,
+    plugins: Vec<&'static str>,
+}
 
 /// kube-scheduler's status for nodes a PreFilter result left out.
 fn absent_nodes_reason(plugins: &[&'static str]) -> String {
@@ -344,7 +363,7 @@ fn absent_nodes_reason(plugins: &[&'static str]) -> String {
 /// nodes PreFilter left out, by reason.
 fn fit_error(num_all_nodes: usize, absent: Absent, search: Search) -> FitError {
     let mut diagnosis: Diagnosis = search.diagnosis;
-    for (reason, n) in absent {
+    for (reason, n) in absent.reasons {
         diagnosis.count(reason, n);
     }
     FitError {
@@ -352,6 +371,7 @@ fn fit_error(num_all_nodes: usize, absent: Absent, search: Search) -> FitError {
         unresolvable: diagnosis.resolvable == 0,
         reasons: diagnosis.reasons.into_iter().collect(),
         pre_filter_msg: None,
+        rejected_by: fit_error::blamed(diagnosis.plugins.into_iter().chain(absent.plugins)),
     }
 }
 

@@ -30,7 +30,7 @@ pub use group::{
 pub use node::NodeInfo;
 pub use pod::{
     DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, HostPort, Ignoring, PodInfo, PodKey, PodMap,
-    PodPhase, PodSet, parse_timestamp_ms,
+    PodPhase, PodSet, namespace_or_default, parse_timestamp_ms,
 };
 pub use pod_affinity::{
     MAX_TERMS as MAX_POD_AFFINITY_TERMS, PodAffinity, PodAffinityTerm, PodAffinityTermWire,

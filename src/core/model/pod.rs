@@ -84,6 +84,19 @@ impl PodKey {
             name: Arc::from(name),
         }
     }
+
+    /// The key of an object as its metadata names it: no namespace (or
+    /// `""`) is `default`, as kube-apiserver defaults it ([`namespace_or_default`]).
+    pub fn of_meta(namespace: Option<&str>, name: Option<&str>) -> Self {
+        PodKey::new(namespace_or_default(namespace), name.unwrap_or(""))
+    }
+}
+
+/// The namespace of a namespaced object whose metadata has none, or `""`:
+/// `default`, as kube-apiserver defaults it on create. The one copy of that
+/// rule, for pods, claims, group definitions and owners alike.
+pub fn namespace_or_default(namespace: Option<&str>) -> &str {
+    namespace.filter(|n| !n.is_empty()).unwrap_or("default")
 }
 
 /// A map keyed by pod, hashed with foldhash rather than SipHash: the cache,
@@ -222,12 +235,7 @@ impl PodInfo {
             .as_deref()
             .filter(|n| !n.is_empty())
             .ok_or_else(|| ModelError::invalid("pod has no metadata.name"))?;
-        let namespace = w
-            .metadata
-            .namespace
-            .as_deref()
-            .filter(|n| !n.is_empty())
-            .unwrap_or("default");
+        let namespace = namespace_or_default(w.metadata.namespace.as_deref());
         let ctx = |e: ModelError| ModelError::invalid(format!("pod {namespace}/{name}: {e}"));
 
         let (requests, non_zero_milli_cpu, non_zero_memory) = effective_requests(w).map_err(ctx)?;
@@ -511,6 +519,20 @@ fn host_ports(w: &PodWire) -> Vec<HostPort> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// No namespace and `""` are both `default`, for every caller of the
+    /// one rule.
+    #[test]
+    fn a_missing_or_empty_namespace_is_default() {
+        assert_eq!(namespace_or_default(None), "default");
+        assert_eq!(namespace_or_default(Some("")), "default");
+        assert_eq!(namespace_or_default(Some("ml")), "ml");
+        assert_eq!(
+            PodKey::of_meta(Some(""), Some("a")),
+            PodKey::new("default", "a")
+        );
+        assert_eq!(PodKey::of_meta(None, None), PodKey::new("default", ""));
+    }
 
     /// Two members of one gang, decoded apart, hold one copy of every
     /// string they repeat once shared, and their own names and uids.

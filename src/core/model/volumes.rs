@@ -338,7 +338,7 @@ pub struct Claim {
 impl Claim {
     pub fn from_wire(w: &ClaimWire) -> Result<Self, ModelError> {
         let name = non_empty(w.metadata.name.as_deref(), "claim has no metadata.name")?;
-        let namespace = w.metadata.namespace.as_deref().unwrap_or("default");
+        let namespace = super::pod::namespace_or_default(w.metadata.namespace.as_deref());
         let ctx = |e: String| {
             ModelError::invalid(format!("persistentvolumeclaim {namespace}/{name}: {e}"))
         };
@@ -479,7 +479,7 @@ impl PersistentVolume {
             claim_ref: w.spec.claim_ref.as_ref().and_then(|r| {
                 Some(ClaimRef {
                     key: ClaimKey::new(
-                        r.namespace.as_deref().unwrap_or("default"),
+                        super::pod::namespace_or_default(r.namespace.as_deref()),
                         r.name.as_deref().filter(|n| !n.is_empty())?,
                     ),
                     uid: Arc::from(r.uid.as_deref().unwrap_or("")),

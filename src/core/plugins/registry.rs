@@ -12,7 +12,10 @@
 
 use std::sync::Arc;
 
-use crate::framework::{Args, ConfigError, FilterPlugin, PluginArgs, PreFilterPlugin, ScorePlugin};
+use crate::framework::{
+    Args, ConfigError, EventSet, FilterPlugin, PluginArgs, PreFilterPlugin, QueueingEvent,
+    ScorePlugin,
+};
 use crate::gang;
 
 use super::{
@@ -137,6 +140,12 @@ pub struct Registration {
     /// across like pods (`framework::placement::batch`). A profile that runs
     /// any plugin without it at PreFilter, Filter or Score is not batched.
     pub node_local: bool,
+    /// The cluster events that can make a pod it rejected schedulable
+    /// (kube-scheduler's `EventsToRegister`): a pod parked as unschedulable
+    /// waits for the events of the plugins that rejected it. Every plugin
+    /// that can reject (PreFilter or Filter) declares at least one; a pod's
+    /// own update always requeues it.
+    pub requeue_on: EventSet,
     pub args: Option<ArgsSpec>,
     /// Builds the plugin from the profile's arguments (validated already).
     pub build: fn(&Args) -> Instance,
@@ -162,6 +171,21 @@ impl Registration {
 }
 
 use Point::*;
+use QueueingEvent::*;
+
+/// The events a pod rejected by `plugins` waits for: the union of their
+/// rows' `requeue_on`; every event when no plugin is named or one has no row.
+pub fn requeue_on(plugins: &[&str]) -> EventSet {
+    if plugins.is_empty() {
+        return EventSet::ALL;
+    }
+    plugins.iter().fold(EventSet::EMPTY, |set, name| {
+        match REGISTRY.iter().find(|r| r.answers_to(name)) {
+            Some(r) => set.union(r.requeue_on),
+            None => EventSet::ALL,
+        }
+    })
+}
 
 /// Every plugin, in kube-scheduler's default-profile order (the order decides
 /// which Filter reason a node is reported with).
@@ -176,6 +200,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[],
         can_disable: false,
         node_local: false,
+        requeue_on: EventSet::EMPTY,
         args: None,
         build: |_| Instance::default(),
     },
@@ -189,6 +214,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[],
         can_disable: true,
         node_local: false,
+        requeue_on: EventSet::EMPTY,
         args: None,
         build: |_| Instance::default(),
     },
@@ -202,6 +228,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[],
         can_disable: true,
         node_local: true,
+        requeue_on: EventSet::of(&[Node]),
         args: None,
         build: |_| filter_only(Arc::new(node_unschedulable::NodeUnschedulable)),
     },
@@ -215,6 +242,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[],
         can_disable: true,
         node_local: true,
+        requeue_on: EventSet::of(&[Node]),
         args: None,
         build: |_| filter_only(Arc::new(node_name::NodeName)),
     },
@@ -228,6 +256,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreScore, Score]],
         can_disable: true,
         node_local: true,
+        requeue_on: EventSet::of(&[Node]),
         args: None,
         build: |_| {
             let p = Arc::new(taint_toleration::TaintToleration);
@@ -248,6 +277,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter], &[PreScore, Score]],
         can_disable: true,
         node_local: true,
+        requeue_on: EventSet::of(&[Node]),
         args: None,
         build: |_| {
             let p = Arc::new(node_affinity::NodeAffinity);
@@ -269,6 +299,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter]],
         can_disable: true,
         node_local: true,
+        requeue_on: EventSet::of(&[Node, PodRemoved]),
         args: None,
         build: |_| filter_only(Arc::new(node_ports::NodePorts)),
     },
@@ -282,6 +313,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter]],
         can_disable: true,
         node_local: true,
+        requeue_on: EventSet::of(&[Node, PodRemoved]),
         args: Some(ArgsSpec {
             default: || Arc::new(node_resources_fit::NodeResourcesFitArgs::default()),
             decode: |path, v| Ok(Arc::new(node_resources_fit::decode_args(path, v)?)),
@@ -307,6 +339,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter]],
         can_disable: true,
         node_local: true,
+        requeue_on: EventSet::of(&[PodRemoved, Storage]),
         args: None,
         build: |_| pre_filter_and_filter(Arc::new(volume_restrictions::VolumeRestrictions)),
     },
@@ -320,6 +353,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter]],
         can_disable: true,
         node_local: true,
+        requeue_on: EventSet::of(&[Node, PodRemoved, Storage]),
         args: None,
         build: |_| pre_filter_and_filter(Arc::new(node_volume_limits::NodeVolumeLimits)),
     },
@@ -333,6 +367,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter], &[Reserve, PreBind]],
         can_disable: true,
         node_local: true,
+        requeue_on: EventSet::of(&[Node, Storage]),
         args: Some(ArgsSpec {
             default: || Arc::new(volume_binding::VolumeBindingArgs::default()),
             decode: |path, v| Ok(Arc::new(volume_binding::decode_args(path, v)?)),
@@ -355,6 +390,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter]],
         can_disable: true,
         node_local: true,
+        requeue_on: EventSet::of(&[Node, Storage]),
         args: None,
         build: |_| pre_filter_and_filter(Arc::new(volume_zone::VolumeZone)),
     },
@@ -368,6 +404,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter], &[PreScore, Score]],
         can_disable: true,
         node_local: true,
+        requeue_on: EventSet::of(&[Node, PodPlaced, PodRemoved]),
         args: Some(ArgsSpec {
             default: || Arc::new(pod_topology_spread::PodTopologySpreadArgs::default()),
             decode: |path, v| Ok(Arc::new(pod_topology_spread::decode_args(path, v)?)),
@@ -398,6 +435,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreEnqueue, PreFilter, PostFilter, Reserve, Permit]],
         can_disable: true,
         node_local: false,
+        requeue_on: EventSet::of(&[Node, PodRemoved, Gang]),
         args: Some(ArgsSpec {
             default: || Arc::new(gang::GangArgs::default()),
             decode: |path, v| Ok(Arc::new(gang::args::decode_args(path, v)?)),
@@ -415,6 +453,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter], &[PreScore, Score]],
         can_disable: true,
         node_local: true,
+        requeue_on: EventSet::of(&[Node, PodPlaced, PodRemoved, Namespace]),
         args: Some(ArgsSpec {
             default: || Arc::new(inter_pod_affinity::InterPodAffinityArgs::default()),
             decode: |path, v| Ok(Arc::new(inter_pod_affinity::decode_args(path, v)?)),
@@ -442,6 +481,9 @@ pub static REGISTRY: &[Registration] = &[
         // Disabling it would bind pods as if their claims did not exist.
         can_disable: false,
         node_local: true,
+        // It refuses a pod for what its own spec asks (claims); only the
+        // pod's update, which always requeues it, can lift that.
+        requeue_on: EventSet::EMPTY,
         args: None,
         build: |_| Instance {
             pre_filter: Some(Arc::new(dynamic_resources::DynamicResources)),
@@ -458,6 +500,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreScore, Score]],
         can_disable: true,
         node_local: true,
+        requeue_on: EventSet::EMPTY,
         args: Some(ArgsSpec {
             default: || Arc::new(balanced_allocation::BalancedAllocationArgs::default()),
             decode: |path, v| Ok(Arc::new(balanced_allocation::decode_args(path, v)?)),
@@ -479,6 +522,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[],
         can_disable: true,
         node_local: true,
+        requeue_on: EventSet::EMPTY,
         args: None,
         build: |_| Instance {
             score: Some(Arc::new(image_locality::ImageLocality)),
@@ -495,6 +539,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[],
         can_disable: true,
         node_local: false,
+        requeue_on: EventSet::EMPTY,
         args: Some(ArgsSpec {
             default: || Arc::new(crate::preemption::PreemptionArgs::default()),
             decode: |path, v| Ok(Arc::new(crate::preemption::decode_args(path, v)?)),
@@ -512,6 +557,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[],
         can_disable: false,
         node_local: false,
+        requeue_on: EventSet::EMPTY,
         args: None,
         build: |_| Instance::default(),
     },
@@ -668,5 +714,28 @@ mod tests {
             documented == expected,
             "docs/configuration.md's default-profile table differs from the registry; it should read:\n{expected}"
         );
+    }
+
+    /// A Filter rejection depends on a node, so some cluster change must
+    /// be able to lift it: every plugin with a Filter point declares the
+    /// events it waits for (a pod rejected by it would otherwise wait for
+    /// the periodic flush).
+    #[test]
+    fn every_filter_plugin_declares_its_queueing_events() {
+        for r in REGISTRY.iter().filter(|r| r.implements(Filter)) {
+            assert!(
+                !r.requeue_on.is_empty(),
+                "{} declares no queueing events",
+                r.name
+            );
+        }
+        assert_eq!(requeue_on(&[]), EventSet::ALL);
+        assert_eq!(requeue_on(&["NoSuchPlugin"]), EventSet::ALL);
+        assert_eq!(
+            requeue_on(&[node_resources_fit::NAME, node_affinity::NAME]),
+            EventSet::of(&[Node, PodRemoved])
+        );
+        assert!(requeue_on(&[inter_pod_affinity::NAME]).contains(PodPlaced));
+        assert!(!requeue_on(&[node_resources_fit::NAME]).contains(PodPlaced));
     }
 }

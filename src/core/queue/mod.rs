@@ -22,6 +22,7 @@ use priority_queue::PriorityQueue;
 
 pub use order::{OrderKey, QueueGroup};
 
+use crate::framework::{EventSet, QueueingEvent};
 use crate::model::{GroupKey, PodInfo, PodKey, PodMap, PodSet, deadline};
 
 /// Why a pod may not enter the active queue yet (a PreEnqueue verdict).
@@ -99,8 +100,9 @@ pub enum Requeue {
     /// Exactly until `Instant`, whatever its own backoff (its group is denied
     /// and this pod was not tried).
     Hold(Instant),
-    /// Park until a relevant cluster event or the periodic flush.
-    Unschedulable,
+    /// Park until one of these cluster events (the queueing events of the
+    /// plugins that rejected it) or the periodic flush.
+    Unschedulable(EventSet),
     /// Back behind the gate.
     Gated(Gated),
 }
@@ -118,7 +120,7 @@ enum Slot {
     Gated(Gated),
     Active,
     Backoff(Instant),
-    Unschedulable(Instant),
+    Unschedulable(Instant, EventSet),
 }
 
 #[derive(Debug, Clone)]
@@ -134,6 +136,9 @@ pub struct SchedulingQueue {
     active: PriorityQueue<PodKey, OrderKey>,
     backoff: BTreeSet<(Instant, PodKey)>,
     unschedulable: BTreeSet<(Instant, PodKey)>,
+    /// How many unschedulable pods wait for each event (`QueueingEvent as
+    /// usize`): an event no pod waits for is answered without a scan.
+    waiting_for: [usize; QueueingEvent::ALL.len()],
     /// Group → queued members (any slot), for gate re-evaluation.
     by_group: HashMap<GroupKey, PodSet>,
     attempts: PodMap<u32>,
@@ -151,6 +156,7 @@ impl SchedulingQueue {
             active: PriorityQueue::new(),
             backoff: BTreeSet::new(),
             unschedulable: BTreeSet::new(),
+            waiting_for: [0; QueueingEvent::ALL.len()],
             by_group: HashMap::new(),
             attempts: PodMap::default(),
             gate_changes: PodSet::default(),
@@ -169,7 +175,7 @@ impl SchedulingQueue {
             Slot::Gated(_) => QueueLocation::Gated,
             Slot::Active => QueueLocation::Active,
             Slot::Backoff(_) => QueueLocation::Backoff,
-            Slot::Unschedulable(_) => QueueLocation::Unschedulable,
+            Slot::Unschedulable(..) => QueueLocation::Unschedulable,
         })
     }
 
@@ -323,7 +329,7 @@ impl SchedulingQueue {
             Requeue::Backoff => Self::backoff_or_active(own, now),
             Requeue::NotBefore(t) => Self::backoff_or_active(own.max(t), now),
             Requeue::Hold(t) => Self::backoff_or_active(t, now),
-            Requeue::Unschedulable => Slot::Unschedulable(now),
+            Requeue::Unschedulable(events) => Slot::Unschedulable(now, events),
             Requeue::Gated(g) => Slot::Gated(g),
         };
         self.place(info, order, slot);
@@ -342,11 +348,26 @@ impl SchedulingQueue {
         }
     }
 
-    /// A relevant cluster event: every unschedulable pod is retried, after its
-    /// backoff if that has not elapsed yet (kube-scheduler's
-    /// `MoveAllToActiveOrBackoffQueue`).
-    pub fn flush_unschedulable(&mut self, now: Instant, gate: impl Fn(&PodInfo) -> Gate) {
-        let keys: Vec<(Instant, PodKey)> = self.unschedulable.iter().cloned().collect();
+    /// A cluster event: every unschedulable pod waiting for it is retried,
+    /// after its backoff if that has not elapsed yet (kube-scheduler's
+    /// `MoveAllToActiveOrBackoffQueue` with queueing hints).
+    pub fn flush_unschedulable(
+        &mut self,
+        event: QueueingEvent,
+        now: Instant,
+        gate: impl Fn(&PodInfo) -> Gate,
+    ) {
+        if self.waiting_for[event as usize] == 0 {
+            return;
+        }
+        let keys: Vec<(Instant, PodKey)> = self
+            .unschedulable
+            .iter()
+            .filter(|(_, k)| {
+                matches!(self.entries.get(k), Some(Entry { slot: Slot::Unschedulable(_, wake), .. }) if wake.contains(event))
+            })
+            .cloned()
+            .collect();
         self.retry_unschedulable(keys, now, &gate);
     }
 
@@ -474,8 +495,9 @@ impl SchedulingQueue {
             Slot::Backoff(t) => {
                 self.backoff.insert((*t, key.clone()));
             }
-            Slot::Unschedulable(t) => {
+            Slot::Unschedulable(t, wake) => {
                 self.unschedulable.insert((*t, key.clone()));
+                self.count_waiting(*wake, true);
             }
             Slot::Gated(g) => {
                 let unchanged = matches!(previous, Some(Slot::Gated(old)) if old == g);
@@ -493,6 +515,16 @@ impl SchedulingQueue {
         self.entries.insert(key, Entry { info, order, slot });
     }
 
+    /// Counts a parked pod in, or out of, the events it waits for.
+    fn count_waiting(&mut self, wake: EventSet, parked: bool) {
+        for e in QueueingEvent::ALL {
+            if wake.contains(e) {
+                let n = &mut self.waiting_for[e as usize];
+                *n = if parked { *n + 1 } else { n.saturating_sub(1) };
+            }
+        }
+    }
+
     /// Removes an entry and its indexes (attempts are kept).
     fn take(&mut self, key: &PodKey) -> Option<Entry> {
         let entry = self.entries.remove(key)?;
@@ -503,8 +535,10 @@ impl SchedulingQueue {
             Slot::Backoff(t) => {
                 self.backoff.remove(&(*t, key.clone()));
             }
-            Slot::Unschedulable(t) => {
+            Slot::Unschedulable(t, wake) => {
                 self.unschedulable.remove(&(*t, key.clone()));
+                let wake = *wake;
+                self.count_waiting(wake, false);
             }
             Slot::Gated(_) => {}
         }

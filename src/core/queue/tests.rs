@@ -73,11 +73,11 @@ fn unschedulable_pool_flushes_on_event_respecting_backoff_and_periodically() {
     q.upsert(b, ob.clone(), Ok(()));
     let a = q.pop().unwrap();
     let b = q.pop().unwrap();
-    q.requeue(a.clone(), oa, Requeue::Unschedulable, t0);
+    q.requeue(a.clone(), oa, Requeue::Unschedulable(EventSet::ALL), t0);
     q.requeue(
         b.clone(),
         ob,
-        Requeue::Unschedulable,
+        Requeue::Unschedulable(EventSet::ALL),
         t0 + Duration::from_secs(5),
     );
     assert_eq!(q.counts().unschedulable, 2);
@@ -86,8 +86,43 @@ fn unschedulable_pool_flushes_on_event_respecting_backoff_and_periodically() {
     assert_eq!(q.location(&a.key), Some(QueueLocation::Active));
     assert_eq!(q.location(&b.key), Some(QueueLocation::Unschedulable));
     // An event retries b, but it entered the pool 0.5 s ago: backoff first.
-    q.flush_unschedulable(t0 + Duration::from_millis(5500), |_| Ok(()));
+    q.flush_unschedulable(
+        QueueingEvent::Node,
+        t0 + Duration::from_millis(5500),
+        |_| Ok(()),
+    );
     assert_eq!(q.location(&b.key), Some(QueueLocation::Backoff));
+}
+
+/// A parked pod is retried by the events it waits for, and only by them.
+#[test]
+fn an_event_retries_only_the_pods_waiting_for_it() {
+    let mut q = q();
+    let t0 = Instant::now();
+    let (fit, of) = plain("fit", 1);
+    let (spread, os) = plain("spread", 2);
+    q.upsert(fit, of.clone(), Ok(()));
+    q.upsert(spread, os.clone(), Ok(()));
+    let fit = q.pop().unwrap();
+    let spread = q.pop().unwrap();
+    let resources = EventSet::of(&[QueueingEvent::Node, QueueingEvent::PodRemoved]);
+    let pods = EventSet::of(&[QueueingEvent::PodPlaced]);
+    q.requeue(fit.clone(), of, Requeue::Unschedulable(resources), t0);
+    q.requeue(spread.clone(), os, Requeue::Unschedulable(pods), t0);
+    let later = t0 + Duration::from_secs(60);
+    for quiet in [
+        QueueingEvent::Namespace,
+        QueueingEvent::Storage,
+        QueueingEvent::Gang,
+    ] {
+        q.flush_unschedulable(quiet, later, |_| Ok(()));
+        assert_eq!(q.counts().unschedulable, 2, "{quiet:?} retried a pod");
+    }
+    q.flush_unschedulable(QueueingEvent::PodPlaced, later, |_| Ok(()));
+    assert_eq!(q.location(&spread.key), Some(QueueLocation::Active));
+    assert_eq!(q.location(&fit.key), Some(QueueLocation::Unschedulable));
+    q.flush_unschedulable(QueueingEvent::PodRemoved, later, |_| Ok(()));
+    assert_eq!(q.location(&fit.key), Some(QueueLocation::Active));
 }
 
 #[test]

@@ -217,15 +217,7 @@ pub fn engine_config(config: &SchedulerConfig) -> EngineConfig {
         .iter()
         .map(|p| {
             let mut profile = ProfileConfig::new(&p.scheduler_name, p.framework.clone());
-            let gang = p.gang.clone().unwrap_or_default();
-            profile.permit_waiting_time = gang.permit_waiting_time;
-            profile.group_backoff = gang.group_backoff;
-            profile.dialect_timeouts = gang.dialect_timeouts;
-            profile.gang_enabled = p.gang.is_some();
-            profile.top_owner = gang.top_owner;
-            profile.plan_whole_gangs = gang.plan_whole_gangs;
-            profile.domain_order = gang.domain_order;
-            profile.topology_levels = gang.topology_levels;
+            profile.gang = p.gang.clone();
             profile.preemption = p.preemption;
             profile
         })

@@ -17,12 +17,13 @@ use super::bind_window::BindWindow;
 use super::supervisor::TaskEnded;
 use super::translate::Directory;
 use crate::kube::fence::Fence;
-use crate::kube::informers::Observed;
+use crate::kube::informers::{Observed, Signal};
 use crate::kube::writer::{BindOutcome, BindStage, Writer};
 use crate::metrics::Metrics;
 use crate::server::Health;
+use muster_core::dialects::owners::OwnerChange;
 use muster_core::dispatch::ApiCall;
-use muster_core::engine::{Action, ClusterEvent, Engine, Sample, Stats};
+use muster_core::engine::{Action, AttemptCounts, ClusterEvent, Engine, Sample, Stats};
 use muster_core::model::{PodKey, PodMap};
 
 /// Cycles run before the loop looks at its inbox again, so a long backlog of
@@ -198,167 +199,103 @@ impl SchedulerLoop {
     }
 
     fn observe(&mut self, st: &mut LoopState, o: Observed) {
-        let now = Instant::now();
-        let event = match o {
-            Observed::NodeUpserted(n) => ClusterEvent::NodeUpserted(n),
-            Observed::NodeDeleted(name) => ClusterEvent::NodeDeleted(Arc::from(name.as_str())),
-            Observed::PodUpserted(p) => {
+        match o {
+            Observed::Event(event) => {
+                self.note(st, &event);
+                self.engine.on_event(event, Instant::now());
+            }
+            Observed::Signal(signal) => self.signal(st, signal),
+        }
+    }
+
+    /// The loop's own bookkeeping of a cluster event, before the engine
+    /// applies it: the SLI's first-seen times, the status writer's directory.
+    fn note(&self, st: &mut LoopState, event: &ClusterEvent) {
+        match event {
+            ClusterEvent::PodUpserted(p) => {
                 if p.node_name.is_none() && self.served.contains(&*p.scheduler_name) {
-                    st.first_seen.entry(p.key.clone()).or_insert(now);
+                    st.first_seen
+                        .entry(p.key.clone())
+                        .or_insert_with(Instant::now);
                 } else {
                     st.first_seen.remove(&p.key);
                 }
-                ClusterEvent::PodUpserted(p)
             }
-            Observed::PodDeleted(key) => {
-                st.first_seen.remove(&key);
-                ClusterEvent::PodDeleted(key)
+            ClusterEvent::PodDeleted(key) | ClusterEvent::PodInvalid { pod: key, .. } => {
+                st.first_seen.remove(key);
             }
-            Observed::PodInvalid {
-                key,
-                uid,
-                scheduler_name,
-                error,
-            } => {
-                st.first_seen.remove(&key);
-                ClusterEvent::PodInvalid {
-                    pod: key,
-                    uid: Arc::from(uid),
-                    scheduler_name: scheduler_name.map(Arc::from),
-                    error,
-                }
-            }
-            Observed::GroupDefUpserted(def) => ClusterEvent::GroupDefUpserted(def),
-            Observed::GroupDefDeleted(key) => {
-                st.directory.forget_group_status(&key);
-                ClusterEvent::GroupDefDeleted(key)
-            }
-            Observed::GroupDefInvalid { object, error } => {
-                warn!(%object, %error, "ignoring unreadable group definition");
-                return;
-            }
-            Observed::PriorityClassUpserted {
-                name,
-                value,
-                global_default,
-            } => ClusterEvent::PriorityClassUpserted {
-                name: Arc::from(name),
-                value,
-                global_default,
-            },
-            Observed::PriorityClassDeleted(name) => {
-                ClusterEvent::PriorityClassDeleted(Arc::from(name))
-            }
-            Observed::NamespaceUpserted { name, labels } => ClusterEvent::NamespaceUpserted {
-                name: Arc::from(name),
-                labels,
-            },
-            Observed::NamespaceDeleted(name) => ClusterEvent::NamespaceDeleted(Arc::from(name)),
-            Observed::Volume(change) => ClusterEvent::Volume(change),
-            Observed::WorkloadSelectorUpserted {
-                kind,
-                namespace,
-                name,
-                selector,
-            } => ClusterEvent::WorkloadSelectorUpserted {
-                kind,
-                namespace: Arc::from(namespace),
-                name: Arc::from(name),
-                selector,
-            },
-            Observed::WorkloadSelectorDeleted {
-                kind,
-                namespace,
-                name,
-            } => ClusterEvent::WorkloadSelectorDeleted {
-                kind,
-                namespace: Arc::from(namespace),
-                name: Arc::from(name),
-            },
-            Observed::Owner(change) => {
-                use muster_core::dialects::owners::OwnerChange;
+            ClusterEvent::GroupDefDeleted(key) => st.directory.forget_group_status(key),
+            ClusterEvent::Owner(change) => {
                 let uids = &mut st.directory.owner_uids;
-                match &change {
+                match change {
                     OwnerChange::Upserted(o) => match &o.uid {
-                        Some(uid) => uids.insert(o.def.key.clone(), uid.clone()),
-                        None => uids.remove(&o.def.key),
+                        Some(uid) => {
+                            uids.insert(o.def.key.clone(), uid.clone());
+                        }
+                        None => {
+                            uids.remove(&o.def.key);
+                        }
                     },
                     OwnerChange::Deleted(key) => {
                         st.directory.forget_group_status(key);
-                        st.directory.owner_uids.remove(key)
+                        st.directory.owner_uids.remove(key);
                     }
-                };
-                ClusterEvent::Owner(change)
+                }
             }
-            Observed::Topology(change) => ClusterEvent::Topology(change),
-            Observed::Budget(change) => ClusterEvent::Budget(change),
-            Observed::DefinitionServed { informer, version } => {
+            _ => {}
+        }
+    }
+
+    fn signal(&self, st: &mut LoopState, signal: Signal) {
+        match signal {
+            Signal::GroupDefInvalid { object, error } => {
+                warn!(%object, %error, "ignoring unreadable group definition");
+            }
+            Signal::DefinitionServed { informer, version } => {
                 match version {
                     Some(v) => st.directory.served_versions.insert(informer, v),
                     None => st.directory.served_versions.remove(informer),
                 };
-                return;
             }
-            Observed::WatchFailed(name) => {
+            Signal::WatchFailed(name) => {
                 self.metrics
                     .informer_watch_errors
                     .with_label_values(&[name])
                     .inc();
-                return;
             }
-            Observed::Relisting(name) => {
+            Signal::Relisting(name) => {
                 self.metrics
                     .informer_relists
                     .with_label_values(&[name])
                     .inc();
-                return;
             }
-            Observed::Synced(name) => {
+            Signal::Synced(name) => {
                 if st.pending_sync.remove(name) && st.pending_sync.is_empty() {
                     info!("informer caches synced");
                     self.health.synced.store(true, Ordering::Relaxed);
                 }
-                return;
             }
-        };
-        self.engine.on_event(event, now);
+        }
     }
 
     /// Runs up to `CYCLES_PER_TURN` cycles while the bind window has room
     /// (checked between cycles, never inside a gang: see `bind_window`).
     /// Returns true when it stopped at the cycle cap, so pods may be left.
     fn schedule_some(&mut self, now: Instant) -> bool {
-        let turn_start = self.engine.attempt_counts().scheduled;
+        let mut placed_this_turn: u64 = 0;
         for _ in 0..CYCLES_PER_TURN {
-            let before = self.engine.attempt_counts();
-            let placed = before.scheduled.saturating_sub(turn_start);
-            let placed = usize::try_from(placed).unwrap_or(usize::MAX);
+            let placed = usize::try_from(placed_this_turn).unwrap_or(usize::MAX);
             if placed >= self.binds.room() && !self.engine.queue().gang_in_progress() {
                 return false;
             }
             let started = Instant::now();
-            if !self.engine.schedule_one(now) {
+            let Some(cycle) = self.engine.schedule_one(now) else {
                 return false;
-            }
-            let after = self.engine.attempt_counts();
+            };
+            placed_this_turn = placed_this_turn.saturating_add(cycle.scheduled);
             // A gang cycle attempts every member of its gang in one call:
             // each attempt is counted under its own result.
-            let counts = [
-                (
-                    "scheduled",
-                    after.scheduled.saturating_sub(before.scheduled),
-                ),
-                (
-                    "unschedulable",
-                    after.unschedulable.saturating_sub(before.unschedulable),
-                ),
-                ("error", after.error.saturating_sub(before.error)),
-            ];
-            let result = counts
-                .iter()
-                .find(|(_, n)| *n > 0)
-                .map_or("error", |(r, _)| *r);
-            for (r, n) in counts {
+            for (r, n) in cycle.by_result() {
                 if n > 0 {
                     self.metrics
                         .schedule_attempts
@@ -366,7 +303,8 @@ impl SchedulerLoop {
                         .inc_by(n);
                 }
             }
-            if counts.iter().all(|(_, n)| *n == 0) {
+            let result = cycle.result();
+            if cycle == AttemptCounts::default() {
                 self.metrics
                     .schedule_attempts
                     .with_label_values(&["error", "all"])
@@ -409,10 +347,8 @@ impl SchedulerLoop {
                 }
                 _ => {}
             }
-            let cache = self.engine.cache();
-            let pod_uid = |key: &PodKey| cache.pod(key).map(|p| p.info.uid.clone());
             let before = batch.len();
-            st.directory.translate(action, &pod_uid, &mut batch);
+            st.directory.translate(action, &mut batch);
             if batch.len() == before {
                 debug!("action has no API form for this dialect");
             }

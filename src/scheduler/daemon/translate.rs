@@ -5,7 +5,6 @@
 //! the cluster; no decision about scheduling is made here.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
 use muster_core::dialects::owners::{owner_source, status_event as owner_status};
 use muster_core::dialects::{GangStatus, definition_source, status_patch, workload_api};
@@ -37,15 +36,9 @@ impl Directory {
 
     /// Appends the calls for one engine action, with its intent, to `out`:
     /// none when the action has no API form here (e.g. status for a dialect
-    /// without a status we write). `pod_uid` looks a pod's UID up (the
-    /// engine's cache holds it): events must name it for `kubectl describe`
-    /// to find them.
-    pub fn translate(
-        &mut self,
-        action: Action,
-        pod_uid: &dyn Fn(&PodKey) -> Option<Arc<str>>,
-        out: &mut Vec<Dispatch>,
-    ) {
+    /// without a status we write). Every action carries what its calls
+    /// need (a pod's UID included), so nothing here reads the engine.
+    pub fn translate(&mut self, action: Action, out: &mut Vec<Dispatch>) {
         let intent = Intent::of(&action);
         if let Action::PodInvalid { pod, uid, message } = action {
             // Two calls: the condition and the event.
@@ -69,16 +62,12 @@ impl Directory {
             }
             return;
         }
-        if let Some(call) = self.call_for(action, pod_uid) {
+        if let Some(call) = self.call_for(action) {
             out.push(Dispatch { call, intent });
         }
     }
 
-    fn call_for(
-        &mut self,
-        action: Action,
-        pod_uid: &dyn Fn(&PodKey) -> Option<Arc<str>>,
-    ) -> Option<ApiCall> {
+    fn call_for(&mut self, action: Action) -> Option<ApiCall> {
         match action {
             Action::Bind { pod, uid, node } => Some(ApiCall::Bind { pod, uid, node }),
             Action::PreBindVolumes {
@@ -129,7 +118,7 @@ impl Directory {
                 reason,
                 message,
             } => Some(ApiCall::Event {
-                target: self.event_target(&object, pod_uid)?,
+                target: self.event_target(&object)?,
                 warning: type_ == EventType::Warning,
                 reason: reason.to_string(),
                 message,
@@ -192,13 +181,9 @@ impl Directory {
         }
     }
 
-    fn event_target(
-        &self,
-        object: &ObjectRef,
-        pod_uid: &dyn Fn(&PodKey) -> Option<Arc<str>>,
-    ) -> Option<EventTarget> {
+    fn event_target(&self, object: &ObjectRef) -> Option<EventTarget> {
         match object {
-            ObjectRef::Pod(key) => Some(pod_target(key, pod_uid(key).as_deref())),
+            ObjectRef::Pod { key, uid } => Some(pod_target(key, uid.as_deref())),
             ObjectRef::Group(group) => {
                 let resource = self.definition_resource(group)?;
                 Some(EventTarget {
@@ -277,6 +262,8 @@ pub fn pod_target(key: &PodKey, uid: Option<&str>) -> EventTarget {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use muster_core::model::{DefinitionKey, GroupPhase};
 
@@ -290,7 +277,7 @@ mod tests {
             node: "n1".into(),
         };
         let mut out = Vec::new();
-        d.translate(action, &|_| None, &mut out);
+        d.translate(action, &mut out);
         let [Dispatch { call, intent }] = &out[..] else {
             panic!("the Scheduled event has one API form: {out:?}")
         };
@@ -323,7 +310,7 @@ mod tests {
             message: "invalid pod spec: x".into(),
         };
         let mut out = Vec::new();
-        d.translate(action, &|_| None, &mut out);
+        d.translate(action, &mut out);
         assert_eq!(out.len(), 2);
         assert!(out.iter().all(|d| d.intent == Intent::Immediate));
         assert!(
@@ -350,7 +337,7 @@ mod tests {
             message: "Preempted by pod ml/high on node n1".into(),
         };
         let mut out = Vec::new();
-        d.translate(action, &|_| None, &mut out);
+        d.translate(action, &mut out);
         assert_eq!(
             out,
             [Dispatch::immediate(ApiCall::Preempt {
@@ -372,7 +359,7 @@ mod tests {
                 node: node.clone(),
             };
             let mut out = Vec::new();
-            d.translate(action, &|_| None, &mut out);
+            d.translate(action, &mut out);
             assert_eq!(
                 out,
                 [Dispatch::immediate(ApiCall::Nominate {
@@ -395,10 +382,10 @@ mod tests {
             initially_scheduled: true,
             scheduled: 2,
         };
-        assert!(d.call_for(action.clone(), &|_| None).is_none());
+        assert!(d.call_for(action.clone()).is_none());
         d.served_versions
             .insert("podgroups.scheduling.k8s.io", "v1beta1");
-        match d.call_for(action, &|_| None) {
+        match d.call_for(action) {
             Some(ApiCall::GroupCondition {
                 resource,
                 status,
@@ -427,7 +414,7 @@ mod tests {
             initially_scheduled: false,
             scheduled: 0,
         };
-        match d.call_for(action, &|_| None) {
+        match d.call_for(action) {
             Some(ApiCall::GroupCondition {
                 type_,
                 reason,
@@ -459,8 +446,7 @@ mod tests {
             scheduled: 0,
         };
         assert!(
-            d.call_for(action(GroupPhase::Scheduled, "m"), &|_| None)
-                .is_none(),
+            d.call_for(action(GroupPhase::Scheduled, "m")).is_none(),
             "not before the kind is served"
         );
         d.served_versions.insert("jobs.batch", "v1");
@@ -482,7 +468,7 @@ mod tests {
             ),
         ];
         for (phase, message, want, want_warning) in cases {
-            match d.call_for(action(phase, message), &|_| None) {
+            match d.call_for(action(phase, message)) {
                 Some(ApiCall::Event {
                     target,
                     warning,
@@ -532,7 +518,7 @@ mod tests {
             initially_scheduled: scheduled,
             scheduled: if scheduled { 3 } else { 0 },
         };
-        match d.call_for(action(false), &|_| None) {
+        match d.call_for(action(false)) {
             Some(ApiCall::GroupStatus {
                 resource, status, ..
             }) => {
@@ -542,7 +528,7 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
-        match d.call_for(action(true), &|_| None) {
+        match d.call_for(action(true)) {
             Some(ApiCall::GroupStatus { status, .. }) => {
                 assert_eq!(status["phase"], "Running");
                 assert!(status.get("scheduled").is_none(), "removed upstream");
@@ -560,10 +546,7 @@ mod tests {
                 initially_scheduled: true,
                 scheduled: 1,
             };
-            assert!(
-                d.call_for(action, &|_| None).is_none(),
-                "{source:?} has no status"
-            );
+            assert!(d.call_for(action).is_none(), "{source:?} has no status");
         }
     }
 }

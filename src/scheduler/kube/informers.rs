@@ -1,4 +1,5 @@
-//! Informers: kube-rs watchers turned into `Observed` events for the loop.
+//! Informers: kube-rs watchers whose objects become the engine's own
+//! `ClusterEvent`s (and a few `Signal`s about the informers) for the loop.
 //!
 //! The pod watch leaves terminal pods out (`NOT_TERMINAL_PODS`, as
 //! kube-scheduler does); a pod that finishes arrives as a deletion.
@@ -40,70 +41,32 @@ use muster_core::cache::VolumeChange;
 use muster_core::dialects::owners::{OWNER_SOURCES, OwnerChange, OwnerSource, read_owner};
 use muster_core::dialects::topology::{TOPOLOGY_SOURCES, TopologySource};
 use muster_core::dialects::{DEFINITION_SOURCES, DefinitionSource};
+use muster_core::engine::ClusterEvent;
 use muster_core::model::disruption::{BudgetChange, DisruptionBudget, MAX_DISRUPTED_PODS};
 use muster_core::model::shared::PodPools;
 use muster_core::model::spread::ControllerKind;
-use muster_core::model::topology::TopologyChange;
 use muster_core::model::volumes::{Claim, CsiDriver, CsiNode, PersistentVolume, StorageClass};
 use muster_core::model::wire::LabelSelectorWire;
-use muster_core::model::{DefinitionKey, GroupDef, LabelSelector, NodeInfo, PodInfo, PodKey};
+use muster_core::model::{
+    DefinitionKey, LabelSelector, NodeInfo, PodInfo, PodKey, namespace_or_default,
+};
 
-/// What the informers observed.
+/// What the informers report to the scheduling loop: a change of the
+/// cluster in the engine's own vocabulary, applied as it is, or a fact about
+/// an informer that only the loop needs.
+// Events are nearly every message, and boxing them would allocate once
+// more per event; signals are a handful per informer.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Observed {
-    NodeUpserted(Arc<NodeInfo>),
-    NodeDeleted(String),
-    PodUpserted(Arc<PodInfo>),
-    PodDeleted(PodKey),
-    /// A pod whose spec cannot be modelled; the loop reports it on the pod.
-    PodInvalid {
-        key: PodKey,
-        uid: String,
-        scheduler_name: Option<String>,
-        error: String,
-    },
-    GroupDefUpserted(GroupDef),
-    GroupDefDeleted(DefinitionKey),
-    /// A group-definition object that cannot be read at all.
-    GroupDefInvalid {
-        object: String,
-        error: String,
-    },
-    PriorityClassUpserted {
-        name: String,
-        value: i32,
-        global_default: bool,
-    },
-    PriorityClassDeleted(String),
-    /// A namespace and its labels (inter-pod affinity's `namespaceSelector`).
-    NamespaceUpserted {
-        name: String,
-        labels: std::collections::BTreeMap<String, String>,
-    },
-    NamespaceDeleted(String),
-    /// A storage object the volume plugins read.
-    Volume(VolumeChange),
-    /// A Service's or controller's selector (PodTopologySpread's default
-    /// constraints); `None` when absent or unreadable.
-    WorkloadSelectorUpserted {
-        kind: SelectingKind,
-        namespace: String,
-        name: String,
-        selector: Option<LabelSelector>,
-    },
-    WorkloadSelectorDeleted {
-        kind: SelectingKind,
-        namespace: String,
-        name: String,
-    },
-    /// A workload owner (top-owner grouping) observed or gone.
-    Owner(OwnerChange),
-    /// A Kueue `Topology` or Volcano `HyperNode` observed or gone (an
-    /// invalid one arrives as gone).
-    Topology(TopologyChange),
-    /// A PodDisruptionBudget observed or gone (an unreadable one arrives
-    /// as gone).
-    Budget(BudgetChange),
+    Event(ClusterEvent),
+    Signal(Signal),
+}
+
+/// What an informer reports about itself, or about an object the engine
+/// never sees.
+#[derive(Debug, Clone)]
+pub enum Signal {
     /// The named informer finished its initial list.
     Synced(&'static str),
     /// The named informer's watch failed; it retries with backoff.
@@ -117,6 +80,8 @@ pub enum Observed {
         informer: &'static str,
         version: Option<&'static str>,
     },
+    /// A group-definition object that cannot be read at all.
+    GroupDefInvalid { object: String, error: String },
 }
 
 /// How often an absent group-definition API is looked for again, by default
@@ -345,7 +310,10 @@ where
                 let done = matches!(ev, Event::InitDone);
                 if synced
                     && matches!(ev, Event::Init)
-                    && tx.send(Observed::Relisting(name)).await.is_err()
+                    && tx
+                        .send(Observed::Signal(Signal::Relisting(name)))
+                        .await
+                        .is_err()
                 {
                     return false;
                 }
@@ -356,14 +324,22 @@ where
                 }
                 if done && !synced {
                     synced = true;
-                    if tx.send(Observed::Synced(name)).await.is_err() {
+                    if tx
+                        .send(Observed::Signal(Signal::Synced(name)))
+                        .await
+                        .is_err()
+                    {
                         return false;
                     }
                 }
             }
             Err(e) => {
                 warn!(informer = name, error = %e, "watch error; retrying with backoff");
-                if tx.send(Observed::WatchFailed(name)).await.is_err() {
+                if tx
+                    .send(Observed::Signal(Signal::WatchFailed(name)))
+                    .await
+                    .is_err()
+                {
                     return false;
                 }
             }
@@ -465,27 +441,25 @@ async fn run_nodes(name: &'static str, api: Api<LeanNode>, tx: mpsc::Sender<Obse
     let upsert = |n: LeanNode| {
         let name = n.metadata.name.clone().unwrap_or_default();
         match NodeInfo::from_wire(&n.into_wire()) {
-            Ok(info) => Upsert::Live(Observed::NodeUpserted(Arc::new(info))),
+            Ok(info) => Upsert::Live(Observed::Event(ClusterEvent::NodeUpserted(Arc::new(info)))),
             Err(e) => {
                 // A node the scheduler cannot read is not a candidate.
                 warn!(node = %name, error = %e, "ignoring unreadable node");
-                Upsert::Gone(Observed::NodeDeleted(name))
+                Upsert::Gone(Observed::Event(ClusterEvent::NodeDeleted(Arc::from(name))))
             }
         }
     };
     let config = watch_config();
-    run_keyed(name, api, config, tx, key, upsert, Observed::NodeDeleted).await;
+    run_keyed(name, api, config, tx, key, upsert, |n: String| {
+        Observed::Event(ClusterEvent::NodeDeleted(Arc::from(n)))
+    })
+    .await;
 }
 
+/// A pod's key as `PodInfo::from_wire` makes it (the one namespace rule,
+/// `PodKey::of_meta`), so a deletion finds the key its upserts recorded.
 fn pod_key(p: &LeanPod) -> PodKey {
-    key_of(p.metadata.namespace.as_deref(), p.metadata.name.as_deref())
-}
-
-/// A pod's key as `PodInfo::from_wire` makes it (no namespace is `default`),
-/// so a deletion finds the key its pod's upserts recorded.
-fn key_of(namespace: Option<&str>, name: Option<&str>) -> PodKey {
-    let namespace = namespace.filter(|n| !n.is_empty()).unwrap_or("default");
-    PodKey::new(namespace, name.unwrap_or(""))
+    PodKey::of_meta(p.metadata.namespace.as_deref(), p.metadata.name.as_deref())
 }
 
 async fn run_pods(name: &'static str, api: Api<LeanPod>, tx: mpsc::Sender<Observed>) {
@@ -501,25 +475,31 @@ async fn run_pods(name: &'static str, api: Api<LeanPod>, tx: mpsc::Sender<Observ
                 // The key of the re-list record holds the pod's own strings
                 // (its namespace pooled): no copy per event or per pod.
                 let key = info.key.clone();
-                (key, Upsert::Live(Observed::PodUpserted(Arc::new(info))))
+                (
+                    key,
+                    Upsert::Live(Observed::Event(ClusterEvent::PodUpserted(Arc::new(info)))),
+                )
             }
             Err(e) => {
-                let key = key_of(
+                let key = PodKey::of_meta(
                     wire.metadata.namespace.as_deref(),
                     wire.metadata.name.as_deref(),
                 );
-                let invalid = Observed::PodInvalid {
-                    key: key.clone(),
-                    uid: wire.metadata.uid.clone().unwrap_or_default(),
-                    scheduler_name: wire.spec.scheduler_name.clone(),
+                let invalid = Observed::Event(ClusterEvent::PodInvalid {
+                    pod: key.clone(),
+                    uid: Arc::from(wire.metadata.uid.as_deref().unwrap_or_default()),
+                    scheduler_name: wire.spec.scheduler_name.as_deref().map(Arc::from),
                     error: e.to_string(),
-                };
+                });
                 (key, Upsert::Live(invalid))
             }
         }
     };
     let config = watch_config().fields(NOT_TERMINAL_PODS);
-    run_keyed_with(name, api, config, tx, pod_key, upsert, Observed::PodDeleted).await;
+    run_keyed_with(name, api, config, tx, pod_key, upsert, |k| {
+        Observed::Event(ClusterEvent::PodDeleted(k))
+    })
+    .await;
 }
 
 async fn run_priority_classes(
@@ -529,41 +509,29 @@ async fn run_priority_classes(
 ) {
     let key = |pc: &PriorityClass| pc.metadata.name.clone().unwrap_or_default();
     let upsert = |pc: PriorityClass| {
-        Upsert::Live(Observed::PriorityClassUpserted {
-            name: pc.metadata.name.clone().unwrap_or_default(),
+        Upsert::Live(Observed::Event(ClusterEvent::PriorityClassUpserted {
+            name: Arc::from(pc.metadata.name.as_deref().unwrap_or_default()),
             value: pc.value.unwrap_or(0),
             global_default: pc.global_default.unwrap_or(false),
-        })
+        }))
     };
-    run_keyed(
-        name,
-        api,
-        watch_config(),
-        tx,
-        key,
-        upsert,
-        Observed::PriorityClassDeleted,
-    )
+    run_keyed(name, api, watch_config(), tx, key, upsert, |n: String| {
+        Observed::Event(ClusterEvent::PriorityClassDeleted(Arc::from(n)))
+    })
     .await;
 }
 
 async fn run_namespaces(name: &'static str, api: Api<Namespace>, tx: mpsc::Sender<Observed>) {
     let key = |ns: &Namespace| ns.metadata.name.clone().unwrap_or_default();
     let upsert = |ns: Namespace| {
-        Upsert::Live(Observed::NamespaceUpserted {
-            name: ns.metadata.name.unwrap_or_default(),
+        Upsert::Live(Observed::Event(ClusterEvent::NamespaceUpserted {
+            name: Arc::from(ns.metadata.name.as_deref().unwrap_or_default()),
             labels: ns.metadata.labels.unwrap_or_default(),
-        })
+        }))
     };
-    run_keyed(
-        name,
-        api,
-        watch_config(),
-        tx,
-        key,
-        upsert,
-        Observed::NamespaceDeleted,
-    )
+    run_keyed(name, api, watch_config(), tx, key, upsert, |n: String| {
+        Observed::Event(ClusterEvent::NamespaceDeleted(Arc::from(n)))
+    })
     .await;
 }
 
@@ -599,7 +567,7 @@ pub fn read_budget(pdb: &PodDisruptionBudget) -> Result<DisruptionBudget, String
         })
         .unwrap_or_default();
     Ok(DisruptionBudget {
-        namespace: Arc::from(pdb.metadata.namespace.as_deref().unwrap_or("")),
+        namespace: Arc::from(namespace_or_default(pdb.metadata.namespace.as_deref())),
         name: Arc::from(pdb.metadata.name.as_deref().unwrap_or("")),
         selector,
         // Negative counts (a budget already violated) allow nothing.
@@ -617,21 +585,22 @@ async fn run_budgets(
     tx: mpsc::Sender<Observed>,
 ) {
     let upsert = |pdb: PodDisruptionBudget| match read_budget(&pdb) {
-        Ok(b) => Upsert::Live(Observed::Budget(BudgetChange::Upserted(b))),
+        Ok(b) => Upsert::Live(Observed::Event(ClusterEvent::Budget(
+            BudgetChange::Upserted(b),
+        ))),
         Err(e) => {
             let (namespace, name) = object_key(&pdb);
             warn!(budget = %format!("{namespace}/{name}"), error = %e, "ignoring unreadable PodDisruptionBudget");
-            Upsert::Gone(Observed::Budget(BudgetChange::Deleted {
-                namespace: Arc::from(namespace),
-                name: Arc::from(name),
-            }))
+            Upsert::Gone(Observed::Event(ClusterEvent::Budget(
+                BudgetChange::Deleted { namespace, name },
+            )))
         }
     };
     let deleted = |(namespace, name): ObjectKey| {
-        Observed::Budget(BudgetChange::Deleted {
-            namespace: Arc::from(namespace),
-            name: Arc::from(name),
-        })
+        Observed::Event(ClusterEvent::Budget(BudgetChange::Deleted {
+            namespace,
+            name,
+        }))
     };
     run_keyed(name, api, watch_config(), tx, object_key, upsert, deleted).await;
 }
@@ -640,12 +609,12 @@ async fn run_budgets(
 //
 // Lean: of each object only its namespace, name and selector reach the loop.
 
-type ObjectKey = (String, String);
+type ObjectKey = (Arc<str>, Arc<str>);
 
 fn object_key<K: kube::Resource>(o: &K) -> ObjectKey {
     (
-        o.meta().namespace.clone().unwrap_or_default(),
-        o.meta().name.clone().unwrap_or_default(),
+        Arc::from(namespace_or_default(o.meta().namespace.as_deref())),
+        Arc::from(o.meta().name.as_deref().unwrap_or_default()),
     )
 }
 
@@ -655,12 +624,12 @@ fn selector_upserted<K: kube::Resource>(
     selector: Option<LabelSelector>,
 ) -> Upsert {
     let (namespace, name) = object_key(o);
-    Upsert::Live(Observed::WorkloadSelectorUpserted {
+    Upsert::Live(Observed::Event(ClusterEvent::WorkloadSelectorUpserted {
         kind,
         namespace,
         name,
         selector,
-    })
+    }))
 }
 
 /// A map selector (Services, ReplicationControllers).
@@ -683,10 +652,12 @@ async fn run_services(name: &'static str, api: Api<Service>, tx: mpsc::Sender<Ob
         let sel = map_selector(s.spec.as_ref().and_then(|sp| sp.selector.as_ref()));
         selector_upserted(&s, SelectingKind::Service, sel)
     };
-    let deleted = |(namespace, name): ObjectKey| Observed::WorkloadSelectorDeleted {
-        kind: SelectingKind::Service,
-        namespace,
-        name,
+    let deleted = |(namespace, name): ObjectKey| {
+        Observed::Event(ClusterEvent::WorkloadSelectorDeleted {
+            kind: SelectingKind::Service,
+            namespace,
+            name,
+        })
     };
     run_keyed(name, api, watch_config(), tx, object_key, upsert, deleted).await;
 }
@@ -701,10 +672,10 @@ fn storage_upsert<T>(
     gone: VolumeChange,
 ) -> Upsert {
     match decoded {
-        Ok(v) => Upsert::Live(Observed::Volume(live(Arc::new(v)))),
+        Ok(v) => Upsert::Live(Observed::Event(ClusterEvent::Volume(live(Arc::new(v))))),
         Err(e) => {
             warn!(kind, object = %name, error = %e, "ignoring unreadable storage object");
-            Upsert::Gone(Observed::Volume(gone))
+            Upsert::Gone(Observed::Event(ClusterEvent::Volume(gone)))
         }
     }
 }
@@ -715,10 +686,7 @@ fn cluster_key(meta: &kube::api::ObjectMeta) -> String {
 
 async fn run_claims(name: &'static str, api: Api<LeanClaim>, tx: mpsc::Sender<Observed>) {
     fn key(c: &LeanClaim) -> PodKey {
-        PodKey::new(
-            c.metadata.namespace.as_deref().unwrap_or("default"),
-            c.metadata.name.as_deref().unwrap_or(""),
-        )
+        PodKey::of_meta(c.metadata.namespace.as_deref(), c.metadata.name.as_deref())
     }
     let upsert = |c: LeanClaim| {
         let k = key(&c);
@@ -730,7 +698,7 @@ async fn run_claims(name: &'static str, api: Api<LeanClaim>, tx: mpsc::Sender<Ob
             VolumeChange::ClaimDeleted(k),
         )
     };
-    let deleted = |k| Observed::Volume(VolumeChange::ClaimDeleted(k));
+    let deleted = |k| Observed::Event(ClusterEvent::Volume(VolumeChange::ClaimDeleted(k)));
     run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
 }
 
@@ -758,7 +726,7 @@ async fn run_cluster_storage<K, T>(
         let absent = gone(Arc::from(k.as_str()));
         storage_upsert(kind, k, decode(o), live, absent)
     };
-    let deleted = move |k: String| Observed::Volume(gone(Arc::from(k)));
+    let deleted = move |k: String| Observed::Event(ClusterEvent::Volume(gone(Arc::from(k))));
     run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
 }
 
@@ -772,10 +740,12 @@ async fn run_replication_controllers(
         let sel = map_selector(rc.spec.as_ref().and_then(|sp| sp.selector.as_ref()));
         selector_upserted(&rc, KIND, sel)
     };
-    let deleted = |(namespace, name): ObjectKey| Observed::WorkloadSelectorDeleted {
-        kind: KIND,
-        namespace,
-        name,
+    let deleted = |(namespace, name): ObjectKey| {
+        Observed::Event(ClusterEvent::WorkloadSelectorDeleted {
+            kind: KIND,
+            namespace,
+            name,
+        })
     };
     run_keyed(name, api, watch_config(), tx, object_key, upsert, deleted).await;
 }
@@ -786,10 +756,12 @@ async fn run_replica_sets(name: &'static str, api: Api<ReplicaSet>, tx: mpsc::Se
         let sel = label_selector(&rs.spec.selector);
         selector_upserted(&rs, KIND, sel)
     };
-    let deleted = |(namespace, name): ObjectKey| Observed::WorkloadSelectorDeleted {
-        kind: KIND,
-        namespace,
-        name,
+    let deleted = |(namespace, name): ObjectKey| {
+        Observed::Event(ClusterEvent::WorkloadSelectorDeleted {
+            kind: KIND,
+            namespace,
+            name,
+        })
     };
     run_keyed(name, api, watch_config(), tx, object_key, upsert, deleted).await;
 }
@@ -800,10 +772,12 @@ async fn run_stateful_sets(name: &'static str, api: Api<StatefulSet>, tx: mpsc::
         let sel = label_selector(&ss.spec.selector);
         selector_upserted(&ss, KIND, sel)
     };
-    let deleted = |(namespace, name): ObjectKey| Observed::WorkloadSelectorDeleted {
-        kind: KIND,
-        namespace,
-        name,
+    let deleted = |(namespace, name): ObjectKey| {
+        Observed::Event(ClusterEvent::WorkloadSelectorDeleted {
+            kind: KIND,
+            namespace,
+            name,
+        })
     };
     run_keyed(name, api, watch_config(), tx, object_key, upsert, deleted).await;
 }
@@ -899,7 +873,11 @@ async fn run_served<H: ServedHandler>(
             // An absent kind has nothing to list: count it as synced.
             if !synced_sent {
                 synced_sent = true;
-                if tx.send(Observed::Synced(informer)).await.is_err() {
+                if tx
+                    .send(Observed::Signal(Signal::Synced(informer)))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -911,10 +889,10 @@ async fn run_served<H: ServedHandler>(
         };
         announced_absent = false;
         info!(group = kind.group, version, kind = kind.kind, "watching");
-        let served = Observed::DefinitionServed {
+        let served = Observed::Signal(Signal::DefinitionServed {
             informer,
             version: Some(version),
-        };
+        });
         if tx.send(served).await.is_err() {
             return;
         }
@@ -945,10 +923,10 @@ async fn run_served<H: ServedHandler>(
             kind = kind.kind,
             "API disappeared; looking for it again"
         );
-        let gone = Observed::DefinitionServed {
+        let gone = Observed::Signal(Signal::DefinitionServed {
             informer,
             version: None,
-        };
+        });
         if tx.send(gone).await.is_err() {
             return;
         }
@@ -980,7 +958,7 @@ impl ServedHandler for Definitions {
         self.produced
             .into_values()
             .flatten()
-            .map(Observed::GroupDefDeleted)
+            .map(|k| Observed::Event(ClusterEvent::GroupDefDeleted(k)))
             .collect()
     }
 }
@@ -994,7 +972,7 @@ fn definition_event(
     let retract = |keys: Option<Vec<DefinitionKey>>| {
         keys.unwrap_or_default()
             .into_iter()
-            .map(Observed::GroupDefDeleted)
+            .map(|k| Observed::Event(ClusterEvent::GroupDefDeleted(k)))
     };
     match ev {
         Event::Init => {
@@ -1007,10 +985,10 @@ fn definition_event(
             let json = match serde_json::to_value(&o) {
                 Ok(j) => j,
                 Err(e) => {
-                    return vec![Observed::GroupDefInvalid {
+                    return vec![Observed::Signal(Signal::GroupDefInvalid {
                         object: key,
                         error: e.to_string(),
-                    }];
+                    })];
                 }
             };
             match (source.translate)(&json) {
@@ -1022,17 +1000,20 @@ fn definition_event(
                         .unwrap_or_default()
                         .into_iter()
                         .filter(|k| !new_keys.contains(k))
-                        .map(Observed::GroupDefDeleted);
+                        .map(|k| Observed::Event(ClusterEvent::GroupDefDeleted(k)));
                     dropped
-                        .chain(defs.into_iter().map(Observed::GroupDefUpserted))
+                        .chain(
+                            defs.into_iter()
+                                .map(|d| Observed::Event(ClusterEvent::GroupDefUpserted(d))),
+                        )
                         .collect()
                 }
                 Err(error) => {
                     let mut out: Vec<Observed> = retract(produced.remove(&key)).collect();
-                    out.push(Observed::GroupDefInvalid {
+                    out.push(Observed::Signal(Signal::GroupDefInvalid {
                         object: format!("{} {key}", source.kind),
                         error,
-                    });
+                    }));
                     out
                 }
             }
@@ -1062,7 +1043,9 @@ struct Owners {
 impl Owners {
     fn gone(&mut self, key: &str) -> Option<Observed> {
         let def = self.live.remove(key)?;
-        Some(Observed::Owner(OwnerChange::Deleted(def)))
+        Some(Observed::Event(ClusterEvent::Owner(OwnerChange::Deleted(
+            def,
+        ))))
     }
 }
 
@@ -1082,14 +1065,16 @@ impl ServedHandler for Owners {
                 match read {
                     Ok(owner) => {
                         self.live.insert(key, owner.def.key.clone());
-                        vec![Observed::Owner(OwnerChange::Upserted(Box::new(owner)))]
+                        vec![Observed::Event(ClusterEvent::Owner(OwnerChange::Upserted(
+                            Box::new(owner),
+                        )))]
                     }
                     Err(error) => {
                         let mut out: Vec<Observed> = self.gone(&key).into_iter().collect();
-                        out.push(Observed::GroupDefInvalid {
+                        out.push(Observed::Signal(Signal::GroupDefInvalid {
                             object: format!("{} {key}", self.source.kind),
                             error,
-                        });
+                        }));
                         out
                     }
                 }
@@ -1109,7 +1094,7 @@ impl ServedHandler for Owners {
     fn retract_all(self) -> Vec<Observed> {
         self.live
             .into_values()
-            .map(|k| Observed::Owner(OwnerChange::Deleted(k)))
+            .map(|k| Observed::Event(ClusterEvent::Owner(OwnerChange::Deleted(k))))
             .collect()
     }
 }
@@ -1125,9 +1110,11 @@ struct Topologies {
 
 impl Topologies {
     fn gone(&mut self, name: &str) -> Option<Observed> {
-        self.live
-            .remove(name)
-            .then(|| Observed::Topology((self.source.deleted)(Arc::from(name))))
+        self.live.remove(name).then(|| {
+            Observed::Event(ClusterEvent::Topology((self.source.deleted)(Arc::from(
+                name,
+            ))))
+        })
     }
 }
 
@@ -1147,7 +1134,7 @@ impl ServedHandler for Topologies {
                 match read {
                     Ok(change) => {
                         self.live.insert(name);
-                        vec![Observed::Topology(change)]
+                        vec![Observed::Event(ClusterEvent::Topology(change))]
                     }
                     Err(error) => {
                         warn!(kind = self.source.kind, %name, %error, "invalid object: its domains are not used");
@@ -1171,7 +1158,7 @@ impl ServedHandler for Topologies {
         let deleted = self.source.deleted;
         self.live
             .into_iter()
-            .map(|name| Observed::Topology(deleted(Arc::from(name))))
+            .map(|name| Observed::Event(ClusterEvent::Topology(deleted(Arc::from(name)))))
             .collect()
     }
 }
@@ -1294,6 +1281,7 @@ mod sim_tests {
 
     use super::*;
     use muster_cluster::apiserver::{SimCluster, SimConfig};
+    use muster_core::model::topology::TopologyChange;
 
     /// Every informer, spawned.
     fn start(
@@ -1315,10 +1303,10 @@ mod sim_tests {
                 .expect("informers running");
             if matches!(
                 o,
-                Observed::PodUpserted(_)
-                    | Observed::PodDeleted(_)
-                    | Observed::PodInvalid { .. }
-                    | Observed::Synced("pods")
+                Observed::Event(ClusterEvent::PodUpserted(_))
+                    | Observed::Event(ClusterEvent::PodDeleted(_))
+                    | Observed::Event(ClusterEvent::PodInvalid { .. })
+                    | Observed::Signal(Signal::Synced("pods"))
             ) {
                 return o;
             }
@@ -1353,24 +1341,27 @@ mod sim_tests {
         // Created without status, then with the controller's.
         loop {
             match recv().await {
-                Observed::Budget(BudgetChange::Upserted(b)) if b.selector.is_some() => {
+                Observed::Event(ClusterEvent::Budget(BudgetChange::Upserted(b)))
+                    if b.selector.is_some() =>
+                {
                     assert_eq!((&*b.namespace, &*b.name), ("default", "web"));
                     // No pods, nothing expected: nothing allowed.
                     assert_eq!(b.disruptions_allowed, 0);
                     break;
                 }
-                Observed::Budget(BudgetChange::Upserted(_)) | Observed::Synced(_) => {}
+                Observed::Event(ClusterEvent::Budget(BudgetChange::Upserted(_)))
+                | Observed::Signal(Signal::Synced(_)) => {}
                 other => panic!("unexpected {other:?}"),
             }
         }
         pdbs.delete("web", &DeleteParams::default()).await.unwrap();
         loop {
             match recv().await {
-                Observed::Budget(BudgetChange::Deleted { name, .. }) => {
+                Observed::Event(ClusterEvent::Budget(BudgetChange::Deleted { name, .. })) => {
                     assert_eq!(&*name, "web");
                     break;
                 }
-                Observed::Budget(BudgetChange::Upserted(_)) => {}
+                Observed::Event(ClusterEvent::Budget(BudgetChange::Upserted(_))) => {}
                 other => panic!("unexpected {other:?}"),
             }
         }
@@ -1410,8 +1401,8 @@ mod sim_tests {
         let mut listed = Vec::new();
         loop {
             match next_pod_event(&mut rx).await {
-                Observed::PodUpserted(p) => listed.push(p.key.to_string()),
-                Observed::Synced(_) => break,
+                Observed::Event(ClusterEvent::PodUpserted(p)) => listed.push(p.key.to_string()),
+                Observed::Signal(Signal::Synced(_)) => break,
                 other => panic!("unexpected {other:?}"),
             }
         }
@@ -1419,7 +1410,9 @@ mod sim_tests {
 
         set_phase("running", "Failed").await;
         match next_pod_event(&mut rx).await {
-            Observed::PodDeleted(key) => assert_eq!(key, PodKey::new("default", "running")),
+            Observed::Event(ClusterEvent::PodDeleted(key)) => {
+                assert_eq!(key, PodKey::new("default", "running"))
+            }
             other => panic!("expected the finished pod deleted, got {other:?}"),
         }
         for t in tasks {
@@ -1435,7 +1428,7 @@ mod sim_tests {
                 .await
                 .expect("an informer event in time")
                 .expect("informers running");
-            if let Observed::Topology(change) = o {
+            if let Observed::Event(ClusterEvent::Topology(change)) = o {
                 return change;
             }
         }

@@ -49,6 +49,8 @@ pub(super) struct Diagnosis {
     pub reasons: Vec<(Cow<'static, str>, usize)>,
     pub rejected: usize,
     pub resolvable: usize,
+    /// The plugins that rejected, each once.
+    pub plugins: Vec<&'static str>,
 }
 
 impl Diagnosis {
@@ -60,8 +62,12 @@ impl Diagnosis {
         let Rejection {
             reason,
             more_reasons,
+            plugin,
             ..
         } = rejection;
+        if !self.plugins.contains(&plugin) {
+            self.plugins.push(plugin);
+        }
         self.count(reason, 1);
         for r in more_reasons {
             self.count(r, 1);
@@ -78,6 +84,11 @@ impl Diagnosis {
     fn merge(&mut self, other: Diagnosis) {
         self.rejected += other.rejected;
         self.resolvable += other.resolvable;
+        for p in other.plugins {
+            if !self.plugins.contains(&p) {
+                self.plugins.push(p);
+            }
+        }
         for (r, n) in other.reasons {
             self.count(r, n);
         }
@@ -315,7 +326,8 @@ impl FilterPass<'_> {
     /// `RunFilterPlugins` outside preemption).
     fn filter_node(&self, node: &NodeState) -> Result<(), Rejection> {
         for f in self.filters {
-            f.filter(self.state, self.pod, node)?;
+            f.filter(self.state, self.pod, node)
+                .map_err(|r| r.by(f.name()))?;
         }
         Ok(())
     }

@@ -4,6 +4,14 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// Plugin names, sorted, each once, without the empty name.
+pub(crate) fn blamed(plugins: impl IntoIterator<Item = &'static str>) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = plugins.into_iter().filter(|p| !p.is_empty()).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// No node fits: per-reason node counts, formatted like kube-scheduler's
 /// `FitError.Error()` (`0/5 nodes are available: 2 node(s) had untolerated taint
 /// {a: b}, 3 Insufficient cpu.`). As upstream, the `"<count> <reason>"` strings
@@ -19,11 +27,21 @@ pub struct FitError {
     /// Set when a PreFilter plugin rejected the pod outright; the message then
     /// replaces the per-node histogram (which still counts every node).
     pub pre_filter_msg: Option<Cow<'static, str>>,
+    /// The plugins whose rejections these are, sorted, each once: a parked
+    /// pod waits for their queueing events. Empty when no plugin is to blame
+    /// (no nodes at all, an internal error): the pod then waits for any event.
+    pub rejected_by: Vec<&'static str>,
 }
 
 impl FitError {
-    /// The pod was rejected by PreFilter: every node counts the reason.
-    pub fn pre_filter(num_all_nodes: usize, reason: Cow<'static, str>, unresolvable: bool) -> Self {
+    /// The pod was rejected by `plugin`'s PreFilter (or, with `""`, by no
+    /// plugin): every node counts the reason.
+    pub fn pre_filter(
+        plugin: &'static str,
+        num_all_nodes: usize,
+        reason: Cow<'static, str>,
+        unresolvable: bool,
+    ) -> Self {
         let mut reasons = BTreeMap::new();
         if num_all_nodes > 0 {
             reasons.insert(reason.clone(), num_all_nodes);
@@ -33,6 +51,7 @@ impl FitError {
             reasons,
             unresolvable,
             pre_filter_msg: Some(reason),
+            rejected_by: blamed([plugin]),
         }
     }
 
@@ -78,6 +97,7 @@ mod tests {
                 .collect(),
             unresolvable: false,
             pre_filter_msg: None,
+            rejected_by: Vec::new(),
         }
     }
 
@@ -105,6 +125,7 @@ mod tests {
     #[test]
     fn pre_filter_message_replaces_histogram() {
         let e = FitError::pre_filter(
+            "NodeAffinity",
             4,
             Cow::Borrowed("node(s) didn't satisfy plugin NodeAffinity"),
             false,
@@ -114,6 +135,7 @@ mod tests {
             "0/4 nodes are available: node(s) didn't satisfy plugin NodeAffinity."
         );
         assert_eq!(e.reasons.values().copied().collect::<Vec<_>>(), vec![4]);
+        assert_eq!(e.rejected_by, ["NodeAffinity"]);
     }
 
     #[test]
