@@ -74,8 +74,8 @@ impl Critical {
 
 impl Supervisor {
     /// A supervisor whose reports arrive on the returned receiver; a task
-    /// that ends once `shutdown` is true is not reported (its panic is still
-    /// logged).
+    /// that ends once `shutdown` is true, or once the receiver is dropped
+    /// (the loop has stopped), is not reported (its panic is still logged).
     pub fn new(
         shutdown: watch::Receiver<bool>,
         faults: Vec<InjectedFault>,
@@ -117,7 +117,9 @@ impl Supervisor {
                 Err(e) if e.is_cancelled() => return,
                 Err(e) => format!("panicked: {}", panic_message(e.into_panic())),
             };
-            let shutting_down = *shutdown.borrow();
+            // The loop owns the receiver: once it has stopped, the informers
+            // end because their channel closed, before shutdown is flagged.
+            let shutting_down = *shutdown.borrow() || ended.is_closed();
             if shutting_down && why == "ended" {
                 return;
             }
@@ -183,6 +185,10 @@ mod tests {
         tx.send_replace(true);
         drop(stop_tx);
         writer.stopped.await.unwrap();
+        // Once the receiver is gone (the loop stopped), an end is expected too.
+        let (sup2, reports2) = Supervisor::new(watch::channel(false).1, Vec::new());
+        drop(reports2);
+        sup2.spawn("pods", async {}).stopped.await.unwrap();
         forever.abort();
         forever.stopped.await.unwrap();
         drop(sup);
