@@ -248,7 +248,10 @@ async fn restart_while_members_wait_at_permit_leaves_no_partial_gang() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_one_leader_and_takeover_after_a_crash() {
     let env = cluster(vec![nodes(4, "4")]).await;
-    let election = "leaderElection: {leaderElect: true, leaseDuration: 2s, renewDeadline: 1500ms, retryPeriod: 250ms, resourceNamespace: default}\n";
+    // A renewDeadline with room for a renewal delayed by a loaded machine:
+    // a leader that misses it stands down, which is not what this test is
+    // about.
+    let election = "leaderElection: {leaderElect: true, leaseDuration: 3s, renewDeadline: 2500ms, retryPeriod: 250ms, resourceNamespace: default}\n";
     let cfg = |extra: &str| {
         muster::config::SchedulerConfig::from_yaml(&format!(
             "podInitialBackoffSeconds: 1\npodMaxBackoffSeconds: 2\n{election}{extra}"
