@@ -185,10 +185,6 @@ mod tests {
         tx.send_replace(true);
         drop(stop_tx);
         writer.stopped.await.unwrap();
-        // Once the receiver is gone (the loop stopped), an end is expected too.
-        let (sup2, reports2) = Supervisor::new(watch::channel(false).1, Vec::new());
-        drop(reports2);
-        sup2.spawn("pods", async {}).stopped.await.unwrap();
         forever.abort();
         forever.stopped.await.unwrap();
         drop(sup);
