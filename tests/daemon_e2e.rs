@@ -702,6 +702,7 @@ async fn an_informer_that_panics_fails_the_probes_and_stops_the_daemon() {
             if code == 503 && body.contains("[-] critical tasks running") {
                 return body;
             }
+            // A probe has no event stream: poll (bounded by the hang guard).
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     };

@@ -38,3 +38,27 @@ mod topology_e2e;
 mod topology_sources_e2e;
 mod topology_spread_e2e;
 mod volumes_e2e;
+
+/// Every test file in tests/ is a module of this binary: with `autotests`
+/// off, a file left out of the list above would never build or run.
+#[test]
+fn every_test_file_is_a_module_of_this_binary() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let main = std::fs::read_to_string(dir.join("main.rs")).expect("tests/main.rs");
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("tests/") {
+        let path = entry.expect("a tests/ entry").path();
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let declared = main.lines().any(|l| l.trim() == format!("mod {stem};"));
+        let is_module = path.extension().is_some_and(|e| e == "rs") || path.join("mod.rs").exists();
+        if is_module && stem != "main" && !declared {
+            missing.push(stem.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "tests/main.rs does not declare: {missing:?}"
+    );
+}
