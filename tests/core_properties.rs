@@ -84,7 +84,7 @@ fn two_waiting(h: &mut Harness, name: &str) {
     held.scheduling_gated = true;
     h.put_pod(held);
     h.settle();
-    assert_eq!(h.engine.waiting().len(), 2);
+    assert_eq!(h.engine.gang().waiting().len(), 2);
 }
 
 // ---- the edge-case table ----------------------------------------------------
@@ -120,7 +120,7 @@ fn edge_conflicting_member_rejects_waiting_members() {
     other.scheduler_name = Arc::from("default-scheduler");
     h.put_pod(other);
     checked(&h);
-    assert!(h.engine.waiting().is_empty());
+    assert!(h.engine.gang().waiting().is_empty());
     assert!(
         warnings_for(&h, &key("w-0"))
             .iter()
@@ -180,7 +180,7 @@ fn edge_waiting_member_deleted_leaves_the_barrier() {
     two_waiting(&mut h, "del");
     h.delete_pod(&key("del-0"));
     checked(&h);
-    assert_eq!(h.engine.waiting().len(), 1);
+    assert_eq!(h.engine.gang().waiting().len(), 1);
     let used: i64 = h
         .engine
         .cache()
@@ -191,7 +191,7 @@ fn edge_waiting_member_deleted_leaves_the_barrier() {
     assert_eq!(used, 1000, "the deleted member's reservation is gone");
     h.advance(Duration::from_secs(60));
     checked(&h);
-    assert!(h.engine.waiting().is_empty());
+    assert!(h.engine.gang().waiting().is_empty());
     assert_eq!(
         h.events_with("FailedScheduling", "timed out waiting at permit"),
         1
@@ -204,6 +204,7 @@ fn edge_node_deleted_under_reserved_members_requeues_them() {
     two_waiting(&mut h, "nd");
     let node0 = h
         .engine
+        .gang()
         .waiting()
         .get(&key("nd-0"))
         .map(|w| w.node.clone())
@@ -211,12 +212,20 @@ fn edge_node_deleted_under_reserved_members_requeues_them() {
     h.delete_node(&node0);
     checked(&h);
     assert_eq!(h.engine.location(&key("nd-0")), Some(PodLocation::Backoff));
-    assert_eq!(h.engine.waiting().len(), 1);
+    assert_eq!(h.engine.gang().waiting().len(), 1);
     h.advance(Duration::from_secs(2));
     checked(&h);
-    assert_eq!(h.engine.waiting().len(), 2, "re-placed on another node");
+    assert_eq!(
+        h.engine.gang().waiting().len(),
+        2,
+        "re-placed on another node"
+    );
     assert_ne!(
-        h.engine.waiting().get(&key("nd-0")).map(|w| w.node.clone()),
+        h.engine
+            .gang()
+            .waiting()
+            .get(&key("nd-0"))
+            .map(|w| w.node.clone()),
         Some(node0)
     );
 }
@@ -227,7 +236,7 @@ fn edge_definition_deleted_while_waiting_regates() {
     two_waiting(&mut h, "gone");
     h.delete_def(&def_key("gone"));
     checked(&h);
-    assert!(h.engine.waiting().is_empty());
+    assert!(h.engine.gang().waiting().is_empty());
     for i in 0..3 {
         assert_eq!(
             h.engine.location(&key(&format!("gone-{i}"))),
@@ -1135,7 +1144,7 @@ proptest! {
         if let Err(e) = check_all(&h, &w) {
             return Err(TestCaseError::fail(format!("after draining: {e}")));
         }
-        prop_assert!(h.engine.waiting().is_empty() || h.engine.gang().next_deadline().is_some());
+        prop_assert!(h.engine.gang().waiting().is_empty() || h.engine.gang().next_deadline().is_some());
         // One `Scheduled` event per successful binding, none for a failed one.
         let scheduled = h.actions_where(|a| matches!(a, Action::Scheduled { .. })).len();
         prop_assert_eq!(scheduled, h.binds.len());

@@ -134,7 +134,7 @@ fn gang_that_does_not_fit_binds_nobody_and_holds_nothing() {
             .cache()
             .nodes()
             .iter()
-            .all(|n| n.requested.milli_cpu == 0 || !h.engine.waiting().is_empty())
+            .all(|n| n.requested.milli_cpu == 0 || !h.engine.gang().waiting().is_empty())
     );
     // Capacity arrives: the gang completes.
     h.add_node(node("n-extra", 4000, 64));
@@ -157,10 +157,10 @@ fn barrier_times_out_and_releases_every_reservation() {
     h.put_pod(held.clone());
     h.settle();
     checked(&h);
-    assert_eq!(h.engine.waiting().len(), 2);
+    assert_eq!(h.engine.gang().waiting().len(), 2);
     assert_eq!(h.engine.location(&key("slow-2")), Some(PodLocation::Gated));
     h.advance(Duration::from_secs(59));
-    assert_eq!(h.engine.waiting().len(), 2);
+    assert_eq!(h.engine.gang().waiting().len(), 2);
     h.advance(Duration::from_secs(1));
     checked(&h);
     assert_eq!(
@@ -171,7 +171,7 @@ fn barrier_times_out_and_releases_every_reservation() {
     assert_eq!(h.engine.stats(h.now()).gang_timeouts, 1);
     assert!(h.binds.is_empty());
     // Right after the timeout the reservations are gone (members are backing off).
-    assert!(h.engine.waiting().is_empty());
+    assert!(h.engine.gang().waiting().is_empty());
     assert_eq!(
         h.engine.location(&key("slow-0")),
         Some(PodLocation::Backoff)
@@ -211,7 +211,7 @@ fn unschedulable_member_releases_all_waiting_members_at_once() {
     checked(&h);
     assert_eq!(h.events_with("FailedScheduling", "released early"), 3);
     assert_eq!(h.engine.stats(h.now()).gang_early_releases, 1);
-    assert!(h.engine.waiting().is_empty());
+    assert!(h.engine.gang().waiting().is_empty());
     assert_nothing_held(&h);
     // The whole gang backs off for the group backoff (5 s): nobody is retried before.
     let attempts = h.engine.stats(h.now()).attempts_scheduled;
@@ -459,7 +459,7 @@ fn plain_pod_blocked_by_a_waiting_gang_runs_when_the_gang_times_out() {
     held.scheduling_gated = true;
     h.put_pod(held);
     h.settle();
-    assert_eq!(h.engine.waiting().len(), 1);
+    assert_eq!(h.engine.gang().waiting().len(), 1);
     h.put_pod(pod("web", 2000, 1));
     h.settle();
     assert_eq!(
@@ -956,6 +956,7 @@ fn a_member_reserved_at_permit_says_so() {
     checked(&h);
     let waiting: Vec<PodKey> = h
         .engine
+        .gang()
         .waiting()
         .iter()
         .map(|w| w.pod.key.clone())
@@ -1044,7 +1045,7 @@ fn a_gang_that_does_not_fit_never_holds_a_node() {
     for _ in 0..40 {
         h.advance(Duration::from_millis(700));
         checked(&h);
-        assert!(h.engine.waiting().is_empty());
+        assert!(h.engine.gang().waiting().is_empty());
         assert_nothing_held(&h);
     }
     assert!(h.binds.is_empty());
@@ -1472,7 +1473,7 @@ mod overload {
         let g = short_timeout_gang(&mut h, "mid", 4, 10_000);
         // Two cycles: two members reserve and wait at Permit.
         h.run_busy(CYCLE, CYCLE * 2 - Duration::from_millis(1));
-        assert_eq!(h.engine.waiting().len(), 2);
+        assert_eq!(h.engine.gang().waiting().len(), 2);
         backlog(&mut h, "urgent", 400, 1000);
         h.run_busy(CYCLE, Duration::from_secs(60));
         checked(&h);

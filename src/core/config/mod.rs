@@ -17,7 +17,7 @@ use raw::*;
 pub use crate::framework::ConfigError;
 use crate::framework::{Args, Framework};
 pub use crate::gang::GangArgs;
-use crate::plugins::{EnabledPlugins, Point, build_framework, merge_args, merge_plugins};
+use crate::plugins::{EnabledPlugins, Point, build_plugins, merge_args, merge_plugins};
 
 pub const API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
 pub const KIND: &str = "KubeSchedulerConfiguration";
@@ -344,21 +344,15 @@ fn profile(
     )?;
     let plugins = merge_plugins(&format!("{path}.plugins"), &raw.plugins.unwrap_or_default())?;
     let args = merge_args(&format!("{path}.pluginConfig"), &raw.plugin_config)?;
-    let gang = plugins
-        .is_enabled(Point::Permit, crate::gang::NAME)
-        .then(|| args.get_or_default::<GangArgs>(crate::gang::NAME));
-    let preemption = plugins
-        .is_enabled(Point::PostFilter, crate::preemption::NAME)
-        .then(|| args.get_or_default::<crate::preemption::PreemptionArgs>(crate::preemption::NAME));
-    let framework = build_framework(&plugins, &args, percentage.or(global_percentage));
+    let built = build_plugins(&plugins, &args, percentage.or(global_percentage));
     Ok(Profile {
         scheduler_name,
         percentage_of_nodes_to_score: percentage,
         plugins,
         args,
-        framework,
-        gang,
-        preemption,
+        framework: built.framework,
+        gang: built.gang,
+        preemption: built.preemption,
     })
 }
 

@@ -245,7 +245,7 @@ impl Harness {
             };
             let key = &cached.info.key;
             let real = self.pods.get(key);
-            let waiting = self.engine.waiting().contains(key);
+            let waiting = self.engine.gang().waiting().contains(key);
             let binding = self.in_flight.iter().any(|b| &b.pod == key);
             let bound_unconfirmed = real.and_then(|p| p.node_name.as_ref()) == Some(node);
             if real.is_none() || !(waiting || binding || bound_unconfirmed) {

@@ -9,12 +9,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{AttemptCounts, Engine, EventType, ReleasedGang, Sample};
+use super::{AttemptCounts, Engine, EventType, Sample};
 use crate::framework::QueueingEvent;
-use crate::framework::lifecycle::{
-    CachePreFilterPlugin, PermitPlugin, PermitVerdict, PostFilterPlugin, PreFilterVerdict,
-    QueueSortPlugin, Refusal, ReservePlugin, Verdict, WaitingPod,
-};
+use crate::framework::lifecycle::{PermitVerdict, PreFilterVerdict, Refusal, Verdict};
 use crate::framework::{FitError, Framework, Placement, Snapshot};
 use crate::gang::GangNotice;
 use crate::model::{GroupKey, PodInfo, PodKey};
@@ -51,7 +48,7 @@ impl Engine {
         self.in_cycle = Some(pod.key.clone());
         let whole = match self.per_pod_gangs.contains(&pod.scheduler_name) {
             true => None,
-            false => self.gang.gang_cycle_group(&pod, &self.cache, &self.waiting),
+            false => self.gang.gang_cycle_group(&pod, &self.cache),
         };
         // Room nominated to pods at least as important is not this cycle's.
         self.held = self.nominations.overlay(
@@ -184,24 +181,16 @@ impl Engine {
     /// Reserve and Permit for a pod already assumed on `node`: bind it,
     /// park it at the barrier, or give its node back.
     pub(super) fn permit_assumed(&mut self, pod: Arc<PodInfo>, node: Arc<str>, now: Instant) {
-        self.gang.reserve(&pod, &node, now);
         self.stats.attempts_scheduled += 1;
-        let verdict = self
-            .gang
-            .permit(&pod, &node, &self.cache, &mut self.waiting, now);
+        let verdict = self.gang.permit(&pod, &node, &self.cache, now);
         match verdict {
             PermitVerdict::Allow => self.bind_or_pre_bind(&pod, node, now),
             PermitVerdict::Wait => {
-                self.waiting.insert(WaitingPod {
-                    pod: pod.clone(),
-                    node: node.clone(),
-                    since: now,
-                });
                 self.gang_waiting_event(&pod, &node);
             }
             PermitVerdict::Reject(refusal) => {
                 self.cache.forget(&pod.key);
-                self.gang.unreserve(&pod, &self.waiting, now);
+                self.gang.unreserve(&pod);
                 self.report_refusal(&pod.key, &refusal, true);
                 let order = self.gang.order_key(&pod);
                 self.queue.requeue(pod, order, Requeue::Backoff, now);
@@ -214,8 +203,7 @@ impl Engine {
     /// gang backs off as a whole, in the unschedulable pool otherwise.
     pub(super) fn refuse(&mut self, pod: Arc<PodInfo>, refusal: Refusal, now: Instant) {
         self.stats.attempts_unschedulable += 1;
-        self.gang
-            .post_filter(&pod, &refusal, &self.cache, &mut self.waiting, now);
+        self.gang.post_filter(&pod, &refusal, &self.cache, now);
         self.report_refusal(&pod.key, &refusal, false);
         if refusal.group_wide
             && let Some(group) = pod.group.key()
@@ -290,7 +278,7 @@ impl Engine {
     pub(super) fn apply_gang_outcomes(&mut self, now: Instant) {
         let mut released_capacity = false;
         loop {
-            let decided = self.waiting.take_decided();
+            let decided = self.gang.take_decided();
             if decided.is_empty() {
                 break;
             }
@@ -304,7 +292,7 @@ impl Engine {
                     }
                     Verdict::Rejected(refusal) => {
                         released_capacity |= self.cache.forget(&w.pod.key);
-                        self.gang.unreserve(&w.pod, &self.waiting, now);
+                        self.gang.unreserve(&w.pod);
                         self.report_refusal(&w.pod.key, &refusal, true);
                         let how = match self.gang.denied_until(&w.pod, now) {
                             Some(until) => Requeue::NotBefore(until),
@@ -340,13 +328,7 @@ impl Engine {
                 // A composite's report has no members of its own to track.
                 if self.outbox.group_scheduled(&group, message, scheduled) && !allowed.is_empty() {
                     self.sample(Sample::GangReleased);
-                    self.released.insert(
-                        group,
-                        ReleasedGang {
-                            at: now,
-                            outstanding: allowed.into_iter().collect(),
-                        },
-                    );
+                    self.gang.track_release(group, allowed, now);
                 }
             }
             GangNotice::TimedOut { group, message, .. } => {
@@ -378,24 +360,9 @@ impl Engine {
         else {
             return;
         };
-        if let Some(r) = self.released.get_mut(&group) {
-            r.outstanding.remove(key);
-            if r.outstanding.is_empty() {
-                let at = r.at;
-                self.released.remove(&group);
-                let took = now.saturating_duration_since(at);
-                self.stats.quorum_to_all_bound.observe(took);
-                self.sample(Sample::QuorumToAllBound(took));
-            }
+        if let Some(took) = self.gang.confirm_bound(&group, key, now) {
+            self.stats.quorum_to_all_bound.observe(took);
+            self.sample(Sample::QuorumToAllBound(took));
         }
-    }
-
-    /// A released member will not bind after all (deleted, bind failed): stop
-    /// waiting for it in the quorum→all-bound measurement.
-    pub(super) fn forget_released(&mut self, key: &PodKey) {
-        self.released.retain(|_, r| {
-            r.outstanding.remove(key);
-            !r.outstanding.is_empty()
-        });
     }
 }

@@ -8,7 +8,6 @@ use std::time::Instant;
 use super::{Engine, EventType};
 use crate::cache::PodState;
 use crate::framework::QueueingEvent;
-use crate::framework::lifecycle::{PreEnqueuePlugin, QueueSortPlugin, ReservePlugin};
 use crate::gang::{DefChange, group_gate};
 use crate::model::{DefinitionKey, GroupDef, GroupKey, NodeInfo, PodInfo, PodKey};
 use crate::queue::Requeue;
@@ -22,16 +21,14 @@ impl Engine {
     pub(super) fn on_node_deleted(&mut self, name: &str, now: Instant) {
         for key in self.cache.remove_node(name) {
             self.pre_binding.remove(&key);
-            if let Some(w) = self.waiting.remove(&key) {
-                self.gang.unreserve(&w.pod, &self.waiting, now);
-            }
+            self.gang.withdraw(&key);
             self.outbox.event(
                 self.pod_ref(&key),
                 EventType::Warning,
                 "FailedScheduling",
                 format!("node {name} was deleted while {key} was reserved on it; retrying"),
             );
-            self.forget_released(&key);
+            self.gang.forget_released(&key);
             self.requeue_from_cache(&key, Requeue::Backoff, now);
         }
     }
@@ -71,15 +68,14 @@ impl Engine {
         if change.lost_reservation() {
             // Recreated under the same name: the old pod's place at Permit or in
             // binding is void (its bind will fail on the uid).
-            if let Some(w) = self.waiting.remove(&key) {
-                self.gang.unreserve(&w.pod, &self.waiting, now);
-            }
+            self.gang.withdraw(&key);
             self.pre_binding.remove(&key);
-            self.forget_released(&key);
+            self.gang.forget_released(&key);
         }
         match &change.current {
             PodState::Pending if served => {
-                let busy = self.waiting.contains(&key) || self.in_cycle.as_ref() == Some(&key);
+                let busy =
+                    self.gang.waiting().contains(&key) || self.in_cycle.as_ref() == Some(&key);
                 if !busy {
                     let gate = self.gang.pre_enqueue(&pod, &self.cache);
                     let order = self.gang.order_key(&pod);
@@ -90,7 +86,7 @@ impl Engine {
             PodState::Assumed { .. } => {}
             // Bound, finished, being deleted, or someone else's: not pending here.
             _ => {
-                self.leave_scheduling(&key, now);
+                self.leave_scheduling(&key);
                 if change.confirmed_assumed() {
                     self.confirm_released(&key, now);
                 }
@@ -122,8 +118,8 @@ impl Engine {
         let removed = self.cache.remove_pod(key);
         self.nominations.clear(key);
         self.preempting.remove(key);
-        self.leave_scheduling(key, now);
-        self.forget_released(key);
+        self.leave_scheduling(key);
+        self.gang.forget_released(key);
         let Some(removed) = removed else {
             return;
         };
@@ -221,14 +217,14 @@ impl Engine {
                 self.stats.binds_failed += 1;
                 // Only a reservation still held and past Permit is ours to undo;
                 // anything else was already dropped (node deleted, expired).
-                if !self.cache.is_assumed(key) || self.waiting.contains(key) {
+                if !self.cache.is_assumed(key) || self.gang.waiting().contains(key) {
                     return;
                 }
                 self.cache.forget(key);
                 if let Some(pod) = self.cache.pod(key).map(|p| p.info.clone()) {
-                    self.gang.unreserve(&pod, &self.waiting, now);
+                    self.gang.unreserve(&pod);
                 }
-                self.forget_released(key);
+                self.gang.forget_released(key);
                 self.outbox.event(
                     self.pod_ref(key),
                     EventType::Warning,
@@ -244,12 +240,11 @@ impl Engine {
     // ---- shared reactions ------------------------------------------------------
 
     /// The pod is no longer pending here: out of the queue and the barrier.
-    fn leave_scheduling(&mut self, key: &PodKey, now: Instant) {
+    fn leave_scheduling(&mut self, key: &PodKey) {
         self.queue.remove(key);
         self.pre_binding.remove(key);
-        if let Some(w) = self.waiting.remove(key) {
+        if self.gang.withdraw(key).is_some() {
             self.cache.forget(key);
-            self.gang.unreserve(&w.pod, &self.waiting, now);
         }
         self.outbox.forget_pod(key);
     }
@@ -257,19 +252,19 @@ impl Engine {
     /// A member appeared, changed or left: release gated members if the gate
     /// now passes, refresh gate messages later, re-run the barrier.
     pub(super) fn group_changed(&mut self, group: &GroupKey) {
-        self.dirty_groups.insert(group.clone());
+        self.gang.mark_dirty(&group.clone());
         let (gang, cache) = (&self.gang, &self.cache);
         if group_gate(gang, group, cache).is_ok() {
             self.queue
                 .reevaluate_gated(group, |p| gang.pre_enqueue(p, cache));
         }
-        self.gang.reevaluate(group, &self.cache, &mut self.waiting);
+        self.gang.reevaluate(group, &self.cache);
         // The other children of its gang composite may pass the gate now.
         for sibling in self.gang.barrier_scope(group).unwrap_or_default() {
             if sibling == *group {
                 continue;
             }
-            self.dirty_groups.insert(sibling.clone());
+            self.gang.mark_dirty(&sibling.clone());
             let (gang, cache) = (&self.gang, &self.cache);
             if group_gate(gang, &sibling, cache).is_ok() {
                 self.queue
@@ -289,8 +284,8 @@ impl Engine {
                 .regate_group(group, |p| gang.pre_enqueue(p, cache));
             // Members' order depends on the definition's creation time.
             self.reorder_group(group);
-            self.dirty_groups.insert(group.clone());
-            self.gang.reevaluate(group, &self.cache, &mut self.waiting);
+            self.gang.mark_dirty(&group.clone());
+            self.gang.reevaluate(group, &self.cache);
         }
     }
 
@@ -318,7 +313,8 @@ impl Engine {
         let Some(cached) = self.cache.pod(key) else {
             return;
         };
-        if cached.state != PodState::Pending || !cached.served || self.waiting.contains(key) {
+        if cached.state != PodState::Pending || !cached.served || self.gang.waiting().contains(key)
+        {
             return;
         }
         let pod = cached.info.clone();
@@ -364,7 +360,7 @@ impl Engine {
     /// Writes changed gate messages (`waiting for N/M pods`, malformed
     /// definitions) once per change.
     pub(super) fn refresh_gate_messages(&mut self) {
-        let groups: Vec<GroupKey> = self.dirty_groups.drain().collect();
+        let groups = self.gang.take_dirty();
         for group in &groups {
             let (gang, cache) = (&self.gang, &self.cache);
             self.queue

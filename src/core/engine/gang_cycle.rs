@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Engine;
-use crate::framework::lifecycle::{PreFilterVerdict, QueueSortPlugin, Refusal, ReservePlugin};
+use crate::framework::lifecycle::{PreFilterVerdict, Refusal};
 use crate::framework::placement::{Batch, FitError, Framework};
 use crate::framework::{EventSet, NodeRestriction, QueueingEvent, Snapshot};
 use crate::gang::placement_score::{self, Candidate, packing_score};
@@ -88,7 +88,7 @@ impl Engine {
         // Group-level checks (denial, scheduler conflict, minResources,
         // topology domain) speak for every member: the first one's verdict
         // is the gang's.
-        match self.gang.group_pre_filter(&first, &self.cache, now) {
+        match self.gang.pod_group_pre_filter(&first, &self.cache, now) {
             PreFilterVerdict::Proceed | PreFilterVerdict::Restrict(_) => {}
             PreFilterVerdict::HoldUntil(until) => {
                 let order = self.gang.order_key(&first);
@@ -154,7 +154,7 @@ impl Engine {
                 continue;
             }
             let plan = self.plan_try(&members, needed, t, &mut batches);
-            if self.gang.plan_meets_quorum(&self.cache, &group, min_count) {
+            if self.gang.placement_feasible(&self.cache, &group, min_count) {
                 let candidate = Candidate {
                     tier: t.tier,
                     pods: u64::try_from(plan.placed.len().saturating_add(placed_before))
@@ -449,9 +449,8 @@ impl Engine {
     /// of a released gang are.
     fn commit(&mut self, group: &GroupKey, plan: Plan, now: Instant) {
         let keys = plan.placed.iter().map(|p| p.pod.key.clone()).collect();
-        if self.gang.release_planned(group, keys, &self.cache) {
+        if self.gang.permit_pod_group(group, keys, &self.cache) {
             for Planned { pod, node } in plan.placed {
-                self.gang.reserve(&pod, &node, now);
                 self.stats.attempts_scheduled += 1;
                 self.bind_or_pre_bind(&pod, node, now);
             }

@@ -111,15 +111,12 @@ impl Engine {
     /// A tenant asked for a gang timeout beyond the maximum: it applies
     /// capped, and the definition says so once per requested value.
     fn report_capped_timeout(&mut self, def: &GroupDef) {
-        let Some(capped) = def.timeout_capped.as_deref() else {
-            self.capped_timeouts.remove(&def.key);
-            return;
-        };
-        if self.capped_timeouts.get(&def.key) == Some(&capped.requested) {
+        if !self.gang.newly_capped(def) {
             return;
         }
-        self.capped_timeouts
-            .insert(def.key.clone(), capped.requested.clone());
+        let Some(capped) = def.timeout_capped.as_deref() else {
+            return;
+        };
         self.outbox.event(
             ObjectRef::Group(GroupKey::new(def.key.clone())),
             EventType::Warning,

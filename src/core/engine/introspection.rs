@@ -117,14 +117,14 @@ impl Engine {
         let _ = writeln!(
             out,
             "waiting at permit: {} pods in {} groups; groups backing off: {}",
-            self.waiting.len(),
-            self.waiting.groups().count(),
+            self.gang.waiting().len(),
+            self.gang.waiting().groups().count(),
             self.gang.denied_groups(now)
         );
         // The first groups by name, picked rather than all sorted: the
         // page is rebuilt every second and a 50,000-gang cluster has as
         // many entries.
-        let waiting: Vec<&GroupKey> = self.waiting.groups().collect();
+        let waiting: Vec<&GroupKey> = self.gang.waiting().groups().collect();
         let total = waiting.len();
         for g in smallest(waiting, SHOWN, |a, b| a.cmp(b)) {
             let _ = writeln!(out, "  waiting: {g}");

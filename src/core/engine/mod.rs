@@ -38,10 +38,9 @@ use crate::cache::{Cache, SelectingKind};
 use crate::dialects::KueueGroups;
 use crate::dialects::owners::{OwnerChange, OwnerIndex, TopOwnerGrouping};
 use crate::framework::QueueingEvent;
-use crate::framework::lifecycle::WaitingPods;
 use crate::framework::placement::Framework;
 use crate::gang::{DialectTimeouts, GangArgs, GangScheduling};
-use crate::model::{DefinitionKey, GroupDef, GroupKey, LabelSelector, NodeInfo, PodInfo, PodKey};
+use crate::model::{DefinitionKey, GroupDef, LabelSelector, NodeInfo, PodInfo, PodKey};
 use crate::queue::{QueueConfig, QueueLocation, SchedulingQueue};
 
 use actions::Outbox;
@@ -228,30 +227,17 @@ struct ServedProfile {
     preemption: Option<crate::preemption::PreemptionArgs>,
 }
 
-/// A gang whose quorum was released, until every released member is confirmed.
-struct ReleasedGang {
-    at: Instant,
-    outstanding: HashSet<PodKey>,
-}
-
 pub struct Engine {
     profiles: HashMap<Arc<str>, ServedProfile>,
     cache: Cache,
     queue: SchedulingQueue,
     gang: GangScheduling,
-    waiting: WaitingPods,
     in_cycle: Option<PodKey>,
     outbox: Outbox,
-    /// Groups whose gate messages may have changed (refreshed when draining).
-    dirty_groups: HashSet<GroupKey>,
-    released: HashMap<GroupKey, ReleasedGang>,
     stats: Stats,
     /// Duration samples for histograms; `None` unless `record_samples` is set.
     samples: Option<std::collections::VecDeque<introspection::Sample>>,
     classes: priority::PriorityClasses,
-    /// Definitions whose gang timeout was capped, with the value reported,
-    /// so a resync does not repeat the event.
-    capped_timeouts: HashMap<DefinitionKey, String>,
     /// Kueue group definitions, synthesized from their member pods.
     kueue: KueueGroups,
     /// Observed workload owners and the pods grouped by them.
@@ -343,11 +329,8 @@ impl Engine {
                 gang.set_topology_levels(plugin_levels);
                 gang
             },
-            waiting: WaitingPods::new(),
             in_cycle: None,
             outbox: Outbox::default(),
-            dirty_groups: HashSet::new(),
-            released: HashMap::new(),
             stats: Stats::default(),
             samples: cfg.record_samples.then(std::collections::VecDeque::new),
             classes: priority::PriorityClasses::default(),
@@ -356,7 +339,6 @@ impl Engine {
             owner_grouping,
             gang_disabled,
             per_pod_gangs,
-            capped_timeouts: HashMap::new(),
             invalid_reported: HashMap::new(),
             pre_binding: prebind::PreBindings::default(),
             nominations: nominations::Nominations::default(),
@@ -382,10 +364,7 @@ impl Engine {
                 error,
             } => self.on_pod_invalid(pod, uid, scheduler_name, error, now),
             ClusterEvent::GroupDefUpserted(def) => self.on_def_observed(def, now),
-            ClusterEvent::GroupDefDeleted(key) => {
-                self.capped_timeouts.remove(&key);
-                self.on_def_deleted(&key, now)
-            }
+            ClusterEvent::GroupDefDeleted(key) => self.on_def_deleted(&key, now),
             ClusterEvent::PriorityClassUpserted {
                 name,
                 value,
@@ -442,13 +421,11 @@ impl Engine {
     /// Timers: permit timeouts, backoff → active, the periodic unschedulable
     /// flush, assumed-pod expiry.
     pub fn tick(&mut self, now: Instant) {
-        self.gang.expire(now, &self.cache, &mut self.waiting);
+        self.gang.expire(now, &self.cache);
         self.expire_pre_bindings(now);
         self.apply_gang_outcomes(now);
         let (gang, cache) = (&self.gang, &self.cache);
-        let gate = |p: &PodInfo| {
-            crate::framework::lifecycle::PreEnqueuePlugin::pre_enqueue(gang, p, cache)
-        };
+        let gate = |p: &PodInfo| gang.pre_enqueue(p, cache);
         self.queue.flush_backoff(now, gate);
         self.queue.flush_stale_unschedulable(now, gate);
     }
@@ -499,7 +476,7 @@ impl Engine {
         if in_cycle {
             out.push(PodLocation::InCycle);
         }
-        if self.waiting.contains(key) {
+        if self.gang.waiting().contains(key) {
             out.push(PodLocation::WaitingAtPermit);
         } else if self.cache.is_assumed(key) && !in_cycle {
             out.push(PodLocation::Binding);
@@ -536,10 +513,6 @@ impl Engine {
         self.pre_binding.contains(key)
     }
 
-    pub fn waiting(&self) -> &WaitingPods {
-        &self.waiting
-    }
-
     pub fn gang(&self) -> &GangScheduling {
         &self.gang
     }
@@ -562,14 +535,14 @@ impl Engine {
             active: q.active,
             backoff: q.backoff,
             unschedulable: q.unschedulable,
-            waiting_at_permit: self.waiting.len(),
-            binding: assumed.saturating_sub(self.waiting.len()),
+            waiting_at_permit: self.gang.waiting().len(),
+            binding: assumed.saturating_sub(self.gang.waiting().len()),
         };
-        s.groups.waiting = self.waiting.groups().count();
+        s.groups.waiting = self.gang.waiting().groups().count();
         s.groups.denied = self.gang.denied_groups(now);
         s.groups.scheduled = self.outbox.scheduled_group_count();
         for (state, groups) in [
-            ("waiting", self.waiting.groups().collect::<Vec<_>>()),
+            ("waiting", self.gang.waiting().groups().collect::<Vec<_>>()),
             ("backing_off", self.gang.denied_group_keys(now).collect()),
             ("scheduled", self.outbox.scheduled_groups().collect()),
         ] {

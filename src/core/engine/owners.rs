@@ -70,7 +70,6 @@ impl Engine {
             }
             OwnerChange::Deleted(key) => {
                 let pods = self.owners.remove(&key);
-                self.capped_timeouts.remove(&key);
                 self.on_def_deleted(&key, now);
                 pods
             }

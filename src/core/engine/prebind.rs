@@ -17,7 +17,6 @@ use std::time::Instant;
 use super::{Engine, EventType};
 use crate::cache::VolumeChange;
 use crate::framework::QueueingEvent;
-use crate::framework::lifecycle::ReservePlugin;
 use crate::model::volumes::ClaimKey;
 use crate::model::{PodInfo, PodKey};
 use crate::plugins::volume_binding::{PreBindPlan, plan_pre_bind};
@@ -225,10 +224,10 @@ impl Engine {
         if self.cache.is_assumed(key) {
             self.cache.forget(key);
             if let Some(pod) = self.cache.pod(key).map(|p| p.info.clone()) {
-                self.gang.unreserve(&pod, &self.waiting, now);
+                self.gang.unreserve(&pod);
             }
         }
-        self.forget_released(key);
+        self.gang.forget_released(key);
         self.outbox.pod_condition(key, PRE_BIND_FAILED, message);
         self.outbox.event(
             self.pod_ref(key),

@@ -27,7 +27,7 @@ use super::gang_cycle::{Batches, Plan};
 use super::preempt::victim_list;
 use super::{Engine, EventType, ObjectRef};
 use crate::cache::WhatIf;
-use crate::framework::lifecycle::{QueueSortPlugin, Refusal};
+use crate::framework::lifecycle::Refusal;
 use crate::framework::{EventSet, QueueingEvent};
 use crate::gang::PlacementTry;
 use crate::model::{GroupKey, PodInfo, PreemptionPolicy};
@@ -339,7 +339,7 @@ impl Engine {
         let plan: Plan = self.plan_try(gang.members, gang.needed, t, batches);
         let fits = self
             .gang
-            .plan_meets_quorum(&self.cache, gang.group, gang.min_count);
+            .placement_feasible(&self.cache, gang.group, gang.min_count);
         let placed = fits.then(|| {
             plan.placed
                 .iter()

@@ -181,7 +181,7 @@ fn a_gang_with_a_gated_member_reserves_nothing() {
     e.on_event(ClusterEvent::PodUpserted(arc(b.clone())), t0);
     e.run_until_idle(t0);
     assert_eq!(e.location(&a.key), Some(PodLocation::Unschedulable));
-    assert!(e.waiting().is_empty());
+    assert!(e.gang().waiting().is_empty());
     assert_eq!(e.cache().nodes()[0].requested.milli_cpu, 0);
     let actions = e.drain_actions();
     assert!(actions.iter().any(|x| matches!(x,

@@ -1,21 +1,19 @@
-//! Extension points around placement, driven by the engine: PreEnqueue,
-//! QueueSort, a cache-aware PreFilter, PostFilter, Reserve/Unreserve and Permit.
+//! The vocabulary of the extension points around placement (PreEnqueue,
+//! QueueSort, a cache-aware PreFilter, PostFilter, Unreserve, Permit), which
+//! the gang plugin implements and the engine drives: refusals, verdicts, and
+//! the pods waiting at Permit.
 //!
 //! Shaped for a single-threaded owner rather than copied from kube-scheduler:
-//! stateful plugins take `&mut self`, and the engine hands them what they need
-//! — the cache (group views, cluster totals) and the `WaitingPods` handle,
-//! through which a plugin allows or rejects pods parked at Permit. A plugin
-//! never touches the queue or the cache's accounting; the engine applies the
-//! verdicts it records.
+//! the plugin owns its `WaitingPods` and allows or rejects pods parked there;
+//! it never touches the queue or the cache's accounting, and the engine
+//! applies the verdicts it records.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::cache::Cache;
 use crate::framework::NodeRestriction;
 use crate::model::{GroupKey, PodInfo, PodKey, PodMap};
-use crate::queue::{Gate, OrderKey};
 
 /// Why a pod was refused during a cycle or at Permit. Becomes the pod's
 /// `PodScheduled=False` condition and a Warning event with `reason`.
@@ -58,16 +56,6 @@ impl Refusal {
     }
 }
 
-/// PreEnqueue: may this pod enter the active queue now?
-pub trait PreEnqueuePlugin {
-    fn pre_enqueue(&self, pod: &PodInfo, cache: &Cache) -> Gate;
-}
-
-/// QueueSort: the pod's position in the active queue.
-pub trait QueueSortPlugin {
-    fn order_key(&self, pod: &PodInfo) -> OrderKey;
-}
-
 /// What a cache-aware PreFilter decided before placement runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PreFilterVerdict {
@@ -80,30 +68,6 @@ pub enum PreFilterVerdict {
     Refuse(Refusal),
 }
 
-/// PreFilter with the cache in view: group state and cluster totals, which the
-/// per-node placement PreFilter plugins (`framework::PreFilterPlugin`) do not see.
-pub trait CachePreFilterPlugin {
-    fn pre_filter(&mut self, pod: &PodInfo, cache: &Cache, now: Instant) -> PreFilterVerdict;
-}
-
-/// PostFilter: the pod was refused (no feasible node, or a PreFilter refusal).
-pub trait PostFilterPlugin {
-    fn post_filter(
-        &mut self,
-        pod: &PodInfo,
-        refusal: &Refusal,
-        cache: &Cache,
-        waiting: &mut WaitingPods,
-        now: Instant,
-    );
-}
-
-/// Reserve/Unreserve: the engine has assumed (or forgotten) the pod on a node.
-pub trait ReservePlugin {
-    fn reserve(&mut self, pod: &PodInfo, node: &str, now: Instant);
-    fn unreserve(&mut self, pod: &PodInfo, waiting: &WaitingPods, now: Instant);
-}
-
 /// Permit's verdict for the pod in the cycle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PermitVerdict {
@@ -111,17 +75,6 @@ pub enum PermitVerdict {
     /// Park at Permit until a plugin allows or rejects it through `WaitingPods`.
     Wait,
     Reject(Refusal),
-}
-
-pub trait PermitPlugin {
-    fn permit(
-        &mut self,
-        pod: &PodInfo,
-        node: &str,
-        cache: &Cache,
-        waiting: &mut WaitingPods,
-        now: Instant,
-    ) -> PermitVerdict;
 }
 
 /// A pod parked at Permit, its reservation held.

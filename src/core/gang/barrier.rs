@@ -5,22 +5,36 @@
 use std::time::Instant;
 
 use crate::cache::Cache;
-use crate::framework::lifecycle::{
-    PermitPlugin, PermitVerdict, PostFilterPlugin, Refusal, ReservePlugin, WaitingPods,
-};
+use std::sync::Arc;
+
+use crate::framework::lifecycle::{PermitVerdict, Refusal, WaitingPod};
 use crate::model::{GroupKey, GroupPolicy, PodInfo, deadline};
 
 use super::{GangNotice, GangScheduling, gate, tasks};
 
-impl PermitPlugin for GangScheduling {
-    fn permit(
+impl GangScheduling {
+    /// Permit, for a pod assumed on `node`: allow it (with every waiting
+    /// member, when it completes the quorum), park it at the barrier (the
+    /// plugin holds it among its waiting pods until a verdict), or reject it.
+    pub fn permit(
         &mut self,
-        pod: &PodInfo,
-        _node: &str,
+        pod: &Arc<PodInfo>,
+        node: &Arc<str>,
         cache: &Cache,
-        waiting: &mut WaitingPods,
         now: Instant,
     ) -> PermitVerdict {
+        let verdict = self.permit_verdict(pod, cache, now);
+        if verdict == PermitVerdict::Wait {
+            self.waiting.insert(WaitingPod {
+                pod: pod.clone(),
+                node: node.clone(),
+                since: now,
+            });
+        }
+        verdict
+    }
+
+    fn permit_verdict(&mut self, pod: &PodInfo, cache: &Cache, now: Instant) -> PermitVerdict {
         let Some(group) = pod.group.key() else {
             return PermitVerdict::Allow;
         };
@@ -28,7 +42,7 @@ impl PermitPlugin for GangScheduling {
             return PermitVerdict::Reject(Refusal::new("FailedScheduling", msg));
         }
         if let Some(scope) = self.barrier_scope(group) {
-            return self.permit_in_scope(pod, group, &scope, cache, waiting, now);
+            return self.permit_in_scope(pod, group, &scope, cache, now);
         }
         match self.policy(group) {
             Err(msg) => PermitVerdict::Reject(Refusal::new("FailedScheduling", msg)),
@@ -50,7 +64,7 @@ impl PermitPlugin for GangScheduling {
                 // The arriving pod is already assumed, so it is counted here.
                 if self.quorum_met(cache, group, min_count) {
                     self.domain_succeeded(group);
-                    let mut allowed = self.allow_all(group, waiting);
+                    let mut allowed = self.allow_all(group);
                     allowed.push(pod.key.clone());
                     self.notices.push(GangNotice::Released {
                         group: group.clone(),
@@ -66,22 +80,16 @@ impl PermitPlugin for GangScheduling {
     }
 }
 
-impl PostFilterPlugin for GangScheduling {
-    /// Early release: a member that cannot be placed frees every waiting member
-    /// now instead of at the timeout, and the gang backs off as a whole.
-    fn post_filter(
-        &mut self,
-        pod: &PodInfo,
-        refusal: &Refusal,
-        cache: &Cache,
-        waiting: &mut WaitingPods,
-        now: Instant,
-    ) {
+impl GangScheduling {
+    /// PostFilter, early release: a member that cannot be placed frees every
+    /// waiting member now instead of at the timeout, and the gang backs off
+    /// as a whole.
+    pub fn post_filter(&mut self, pod: &PodInfo, refusal: &Refusal, cache: &Cache, now: Instant) {
         let Some(group) = pod.group.key() else {
             return;
         };
         if let Some(scope) = self.barrier_scope(group) {
-            self.early_release_scope(pod, group, &scope, refusal, cache, waiting, now);
+            self.early_release_scope(pod, group, &scope, refusal, cache, now);
             return;
         }
         let Some(min_count) = self.min_count(group) else {
@@ -95,7 +103,7 @@ impl PostFilterPlugin for GangScheduling {
             "{group} released early: member {} is unschedulable: {}",
             pod.key, refusal.message
         );
-        let rejected = self.reject_all(group, waiting, "FailedScheduling", &message);
+        let rejected = self.reject_all(group, "FailedScheduling", &message);
         self.avoid_current_domain(group);
         let denied_until = deadline::after(now, self.args_for(pod).group_backoff);
         self.denied.insert(group.clone(), denied_until);
@@ -109,19 +117,28 @@ impl PostFilterPlugin for GangScheduling {
     }
 }
 
-impl ReservePlugin for GangScheduling {
-    fn reserve(&mut self, _pod: &PodInfo, _node: &str, _now: Instant) {}
-
-    fn unreserve(&mut self, pod: &PodInfo, waiting: &WaitingPods, _now: Instant) {
+impl GangScheduling {
+    /// Unreserve: the pod no longer holds a node (rejected, deleted, its
+    /// bind failed); a barrier left with no waiting member stops its timer.
+    pub fn unreserve(&mut self, pod: &PodInfo) {
         if let Some(group) = pod.group.key() {
-            self.clear_timer_if_idle(group, waiting);
+            self.clear_timer_if_idle(group);
         }
+    }
+
+    /// Takes a waiting pod out of the barrier without a verdict (deleted,
+    /// bound elsewhere, its node gone), as Unreserve; the caller gives its
+    /// node back.
+    pub fn withdraw(&mut self, key: &crate::model::PodKey) -> Option<WaitingPod> {
+        let w = self.waiting.remove(key)?;
+        self.unreserve(&w.pod);
+        Some(w)
     }
 }
 
 impl GangScheduling {
     /// Rejects every waiting member of groups whose barrier timed out.
-    pub fn expire(&mut self, now: Instant, cache: &Cache, waiting: &mut WaitingPods) {
+    pub fn expire(&mut self, now: Instant, cache: &Cache) {
         self.denied.retain(|_, t| *t > now);
         while let Some((t, group)) = self.timers.first().cloned() {
             if t > now {
@@ -130,10 +147,10 @@ impl GangScheduling {
             self.timers.remove(&(t, group.clone()));
             self.deadlines.remove(&group);
             if let Some(scope) = self.barrier_scope(&group) {
-                self.expire_scope(&group, &scope, cache, waiting);
+                self.expire_scope(&group, &scope, cache);
                 continue;
             }
-            if waiting.group_len(&group) == 0 {
+            if self.waiting.group_len(&group) == 0 {
                 continue;
             }
             let have = cache.group(&group).map_or(0, |m| m.assumed_or_bound());
@@ -145,7 +162,7 @@ impl GangScheduling {
             let message = format!(
                 "{group} timed out waiting at permit: {have}/{min} members assumed or bound{tasks}"
             );
-            let rejected = self.reject_all(&group, waiting, "FailedScheduling", &message);
+            let rejected = self.reject_all(&group, "FailedScheduling", &message);
             self.avoid_current_domain(&group);
             self.notices.push(GangNotice::TimedOut {
                 group,
@@ -158,32 +175,32 @@ impl GangScheduling {
     /// Something about the group changed (definition, members): waiting members
     /// are released if quorum is now met, or rejected if the group became
     /// unusable (definition gone or malformed, scheduler names in conflict).
-    pub fn reevaluate(&mut self, group: &GroupKey, cache: &Cache, waiting: &mut WaitingPods) {
+    pub fn reevaluate(&mut self, group: &GroupKey, cache: &Cache) {
         if let Some(scope) = self.barrier_scope(group) {
-            self.reevaluate_scope(group, &scope, cache, waiting);
+            self.reevaluate_scope(group, &scope, cache);
             return;
         }
-        if waiting.group_len(group) == 0 {
-            self.clear_timer_if_idle(group, waiting);
+        if self.waiting.group_len(group) == 0 {
+            self.clear_timer_if_idle(group);
             return;
         }
         if let Some(msg) = gate::scheduler_conflict(group, cache) {
-            self.reject_all(group, waiting, "FailedScheduling", &msg);
+            self.reject_all(group, "FailedScheduling", &msg);
             return;
         }
         let refusal = self.hierarchy_refusal(group).map(Err);
         match refusal.unwrap_or_else(|| self.policy(group)) {
             Err(msg) => {
                 let msg = format!("rejected while waiting at permit: {msg}");
-                self.reject_all(group, waiting, "FailedScheduling", &msg);
+                self.reject_all(group, "FailedScheduling", &msg);
             }
             Ok(GroupPolicy::Basic) => {
-                self.allow_all(group, waiting);
+                self.allow_all(group);
             }
             Ok(GroupPolicy::Gang { min_count, .. }) => {
                 if self.quorum_met(cache, group, min_count) {
                     self.domain_succeeded(group);
-                    let allowed = self.allow_all(group, waiting);
+                    let allowed = self.allow_all(group);
                     self.notices.push(GangNotice::Released {
                         group: group.clone(),
                         allowed,
@@ -214,36 +231,31 @@ impl GangScheduling {
         self.timers.insert((deadline, group.clone()));
     }
 
-    pub(super) fn allow_all(
-        &mut self,
-        group: &GroupKey,
-        waiting: &mut WaitingPods,
-    ) -> Vec<crate::model::PodKey> {
-        let members = waiting.group_members(group);
+    pub(super) fn allow_all(&mut self, group: &GroupKey) -> Vec<crate::model::PodKey> {
+        let members = self.waiting.group_members(group);
         for key in &members {
-            waiting.allow(key);
+            self.waiting.allow(key);
         }
-        self.clear_timer_if_idle(group, waiting);
+        self.clear_timer_if_idle(group);
         members
     }
 
     pub(super) fn reject_all(
         &mut self,
         group: &GroupKey,
-        waiting: &mut WaitingPods,
         reason: &'static str,
         message: &str,
     ) -> usize {
-        let members = waiting.group_members(group);
+        let members = self.waiting.group_members(group);
         for key in &members {
-            waiting.reject(key, Refusal::new(reason, message));
+            self.waiting.reject(key, Refusal::new(reason, message));
         }
-        self.clear_timer_if_idle(group, waiting);
+        self.clear_timer_if_idle(group);
         members.len()
     }
 
-    pub(super) fn clear_timer_if_idle(&mut self, group: &GroupKey, waiting: &WaitingPods) {
-        if waiting.group_len(group) == 0
+    pub(super) fn clear_timer_if_idle(&mut self, group: &GroupKey) {
+        if self.waiting.group_len(group) == 0
             && let Some(t) = self.deadlines.remove(group)
         {
             self.timers.remove(&(t, group.clone()));
@@ -256,31 +268,26 @@ impl GangScheduling {
     /// (not basic policy) whose quorum is not met yet and none of whose
     /// members holds a node at Permit. Late members of a released gang, and
     /// members of a gang partly reserved already, take the per-pod cycle.
-    pub fn gang_cycle_group(
-        &self,
-        pod: &PodInfo,
-        cache: &Cache,
-        waiting: &WaitingPods,
-    ) -> Option<(GroupKey, u32)> {
+    pub fn gang_cycle_group(&self, pod: &PodInfo, cache: &Cache) -> Option<(GroupKey, u32)> {
         let group = pod.group.key()?;
         let min_count = self.min_count(group)?;
-        if waiting.group_len(group) > 0 || self.quorum_met(cache, group, min_count) {
+        if self.waiting.group_len(group) > 0 || self.quorum_met(cache, group, min_count) {
             return None;
         }
         Some((group.clone(), min_count))
     }
 
-    /// Whether a planned gang, whose members are all assumed now, meets its
-    /// quorum (counting each task's minimum).
-    pub fn plan_meets_quorum(&self, cache: &Cache, group: &GroupKey, min_count: u32) -> bool {
+    /// PlacementFeasible: whether a planned gang, whose members are all
+    /// assumed now, meets its quorum (counting each task's minimum).
+    pub fn placement_feasible(&self, cache: &Cache, group: &GroupKey, min_count: u32) -> bool {
         self.quorum_met(cache, group, min_count)
     }
 
-    /// Permit for a whole planned gang at once: when the group has its own
+    /// Permit for a whole planned gang at once (the pod-group cycle's Permit): when the group has its own
     /// barrier (not a composite's) and the plan meets its quorum, every
     /// planned member is allowed in one release. `false` leaves Permit to
     /// each member (a composite child waits for its siblings there).
-    pub fn release_planned(
+    pub fn permit_pod_group(
         &mut self,
         group: &GroupKey,
         planned: Vec<crate::model::PodKey>,

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use crate::cache::Cache;
-use crate::framework::lifecycle::{PermitVerdict, Refusal, WaitingPods};
+use crate::framework::lifecycle::{PermitVerdict, Refusal};
 use crate::model::{GroupDef, GroupKey, GroupPolicy, GroupSource, PodInfo, PodKey, deadline};
 
 use super::hierarchy::{ChainError, Count};
@@ -40,7 +40,6 @@ impl GangScheduling {
         group: &GroupKey,
         scope: &[GroupKey],
         cache: &Cache,
-        waiting: &mut WaitingPods,
         now: Instant,
     ) -> PermitVerdict {
         let own_timeout = match self.policy(group) {
@@ -51,7 +50,7 @@ impl GangScheduling {
             Ok(GroupPolicy::Basic) => None,
         };
         if self.releasable(group, cache) {
-            self.release_scope(group, Some(&pod.key), scope, cache, waiting);
+            self.release_scope(group, Some(&pod.key), scope, cache);
             return PermitVerdict::Allow;
         }
         let timeout = own_timeout.or_else(|| self.composite_timeout(group));
@@ -80,15 +79,14 @@ impl GangScheduling {
         arriving: Option<&PodKey>,
         scope: &[GroupKey],
         cache: &Cache,
-        waiting: &mut WaitingPods,
     ) {
         for g in scope {
             let is_trigger = g == trigger;
-            if !is_trigger && (waiting.group_len(g) == 0 || !self.releasable(g, cache)) {
+            if !is_trigger && (self.waiting.group_len(g) == 0 || !self.releasable(g, cache)) {
                 continue;
             }
             self.domain_succeeded(g);
-            let mut allowed = self.allow_all(g, waiting);
+            let mut allowed = self.allow_all(g);
             if is_trigger && let Some(key) = arriving {
                 allowed.push(key.clone());
             }
@@ -111,15 +109,10 @@ impl GangScheduling {
         }
     }
 
-    fn reject_scope(
-        &mut self,
-        scope: &[GroupKey],
-        waiting: &mut WaitingPods,
-        message: &str,
-    ) -> usize {
+    fn reject_scope(&mut self, scope: &[GroupKey], message: &str) -> usize {
         scope
             .iter()
-            .map(|g| self.reject_all(g, waiting, "FailedScheduling", message))
+            .map(|g| self.reject_all(g, "FailedScheduling", message))
             .sum()
     }
 
@@ -143,7 +136,6 @@ impl GangScheduling {
         scope: &[GroupKey],
         refusal: &Refusal,
         cache: &Cache,
-        waiting: &mut WaitingPods,
         now: Instant,
     ) {
         if self.releasable(group, cache) {
@@ -155,7 +147,7 @@ impl GangScheduling {
             "{label} released early: member {} of {group} is unschedulable: {}",
             pod.key, refusal.message
         );
-        let rejected = self.reject_scope(scope, waiting, &message);
+        let rejected = self.reject_scope(scope, &message);
         let denied_until = deadline::after(now, self.args_for(pod).group_backoff);
         for g in scope {
             self.avoid_current_domain(g);
@@ -173,14 +165,8 @@ impl GangScheduling {
     }
 
     /// A member group's timer fired: the whole scope is rejected.
-    pub(super) fn expire_scope(
-        &mut self,
-        group: &GroupKey,
-        scope: &[GroupKey],
-        cache: &Cache,
-        waiting: &mut WaitingPods,
-    ) {
-        if scope.iter().all(|g| waiting.group_len(g) == 0) {
+    pub(super) fn expire_scope(&mut self, group: &GroupKey, scope: &[GroupKey], cache: &Cache) {
+        if scope.iter().all(|g| self.waiting.group_len(g) == 0) {
             return;
         }
         let why = match self.chain_satisfied(group, cache, Count::Placed) {
@@ -192,7 +178,7 @@ impl GangScheduling {
             }
         };
         let message = format!("{group} timed out waiting at permit: {why}");
-        let rejected = self.reject_scope(scope, waiting, &message);
+        let rejected = self.reject_scope(scope, &message);
         for g in scope {
             self.avoid_current_domain(g);
         }
@@ -208,35 +194,29 @@ impl GangScheduling {
 
     /// Something about a group of the scope changed: reject on conflicts
     /// or a malformed definition, else release whatever is releasable.
-    pub(super) fn reevaluate_scope(
-        &mut self,
-        group: &GroupKey,
-        scope: &[GroupKey],
-        cache: &Cache,
-        waiting: &mut WaitingPods,
-    ) {
-        if scope.iter().all(|g| waiting.group_len(g) == 0) {
+    pub(super) fn reevaluate_scope(&mut self, group: &GroupKey, scope: &[GroupKey], cache: &Cache) {
+        if scope.iter().all(|g| self.waiting.group_len(g) == 0) {
             for g in scope {
-                self.clear_timer_if_idle(g, waiting);
+                self.clear_timer_if_idle(g);
             }
-            self.clear_timer_if_idle(group, waiting);
+            self.clear_timer_if_idle(group);
             return;
         }
         if let Some(msg) = gate::scheduler_conflict(group, cache) {
-            self.reject_scope(scope, waiting, &msg);
+            self.reject_scope(scope, &msg);
             return;
         }
         if let Err(msg) = self.policy(group) {
             let msg = format!("rejected while waiting at permit: {msg}");
-            self.reject_scope(scope, waiting, &msg);
+            self.reject_scope(scope, &msg);
             return;
         }
         if let Some(trigger) = scope
             .iter()
-            .find(|g| waiting.group_len(g) > 0 && self.releasable(g, cache))
+            .find(|g| self.waiting.group_len(g) > 0 && self.releasable(g, cache))
         {
             let trigger = trigger.clone();
-            self.release_scope(&trigger, None, scope, cache, waiting);
+            self.release_scope(&trigger, None, scope, cache);
         }
     }
 }

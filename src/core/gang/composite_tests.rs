@@ -77,14 +77,14 @@ fn one_child_short_releases_nothing_both_release_all() {
         f.arrive(member("b0", &b, 100, 1), 2, t0),
         PermitVerdict::Wait
     );
-    assert!(f.waiting.take_decided().is_empty());
+    assert!(f.gang.take_decided().is_empty());
     assert_eq!(f.gang.take_notices(), vec![]);
     // The last member of b completes the composite: everyone goes.
     assert_eq!(
         f.arrive(member("b1", &b, 100, 1), 3, t0),
         PermitVerdict::Allow
     );
-    let decided = f.waiting.take_decided();
+    let decided = f.gang.take_decided();
     assert_eq!(decided.len(), 3);
     assert!(decided.iter().all(|(_, v)| *v == Verdict::Allowed));
     assert_eq!(f.gang.next_deadline(), None);
@@ -121,9 +121,8 @@ fn a_timeout_releases_every_child_back() {
     f.arrive(member("b0", &b, 100, 1), 2, t0 + Duration::from_secs(5));
     // The composite's timeout (10 s) applies to children without their own.
     assert_eq!(f.gang.next_deadline(), Some(t0 + Duration::from_secs(10)));
-    f.gang
-        .expire(t0 + Duration::from_secs(10), &f.cache, &mut f.waiting);
-    let decided = f.waiting.take_decided();
+    f.gang.expire(t0 + Duration::from_secs(10), &f.cache);
+    let decided = f.gang.take_decided();
     assert_eq!(decided.len(), 3, "both children's members are sent back");
     assert!(decided.iter().all(|(_, v)| matches!(v, Verdict::Rejected(r)
         if r.message == "PodGroup default/a timed out waiting at permit: CompositePodGroup default/job: 1/2 child groups have their quorum assumed or bound (minGroupCount)")));
@@ -144,10 +143,9 @@ fn an_unschedulable_member_releases_every_child_early() {
         &failing,
         &Refusal::new("FailedScheduling", "0/4 nodes are available."),
         &f.cache,
-        &mut f.waiting,
         t0,
     );
-    let decided = f.waiting.take_decided();
+    let decided = f.gang.take_decided();
     assert_eq!(decided.len(), 2);
     assert!(decided.iter().all(|(_, v)| matches!(v, Verdict::Rejected(r)
         if r.message.starts_with("CompositePodGroup default/job released early: member default/b0 of PodGroup default/b"))));
@@ -185,7 +183,7 @@ fn nested_gang_composites_span_the_topmost() {
         f.arrive(member("b0", &b, 100, 1), 1, t0),
         PermitVerdict::Allow
     );
-    assert_eq!(f.waiting.take_decided().len(), 1);
+    assert_eq!(f.gang.take_decided().len(), 1);
     assert_eq!(
         f.gang.hierarchy_affected(&DefinitionKey::new(
             "default",

@@ -4,9 +4,18 @@
 //! barrier with its per-group timeout (Permit, Unreserve). PreFilter also
 //! confines a gang with a required topology to one domain (`topology`).
 //!
-//! It owns the observed group definitions and the per-group timers; the
-//! membership counts come from the cache and the waiting pods from the engine's
-//! `WaitingPods`. What it does that the engine must report (a gang released,
+//! It is the one owner of a gang's scheduling state: the observed group
+//! definitions (and the timeouts capped on them), the pods waiting at its
+//! Permit barrier, the per-group timers and denials, the domain chosen for a
+//! required topology, the gangs released and not yet all bound, and the
+//! groups whose gate messages need rewriting. Membership counts are a view
+//! of the cache's pods. The engine reaches it through its extension points
+//! — PreEnqueue (`pre_enqueue`), QueueSort (`order_key`), PreFilter
+//! (`pre_filter`, and `pod_group_pre_filter` for a whole gang), the
+//! placements a gang cycle tries (`placement_tries`), PlacementFeasible
+//! (`placement_feasible`), Permit (`permit`, and `permit_pod_group` for a
+//! planned gang), PostFilter (`post_filter`), Unreserve (`unreserve`,
+//! `withdraw`) — and its timers (`expire`); what it decided that the engine must report (a gang released,
 //! timed out, released early) is queued as `GangNotice`s.
 
 pub mod args;
@@ -18,6 +27,7 @@ mod gate;
 pub mod hierarchy;
 mod levels;
 pub mod placement_score;
+mod runtime;
 mod tasks;
 mod topology;
 
@@ -28,14 +38,12 @@ pub use domains::{DomainOrder, PlacementTry, SlicePlan, Tries, describe as descr
 pub use gate::group_gate;
 pub use topology::copies as copies_fitting;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::cache::Cache;
-use crate::framework::lifecycle::{
-    CachePreFilterPlugin, PreEnqueuePlugin, PreFilterVerdict, QueueSortPlugin, Refusal,
-};
+use crate::framework::lifecycle::{PreFilterVerdict, Refusal, WaitingPods};
 use crate::model::{DefinitionKey, GroupDef, GroupKey, GroupPolicy, GroupSource, PodInfo, PodKey};
 use crate::queue::{Gate, OrderKey};
 
@@ -96,6 +104,15 @@ pub struct GangScheduling {
     /// was placed in (for `/debug`).
     considered: HashMap<GroupKey, (Vec<String>, Option<String>)>,
     notices: Vec<GangNotice>,
+    /// The pods parked at the Permit barrier, their nodes held.
+    waiting: WaitingPods,
+    /// Gangs whose quorum was released, until every released member binds.
+    released: HashMap<GroupKey, runtime::ReleasedGang>,
+    /// Groups whose gate messages may have changed (rewritten on drain).
+    dirty: HashSet<GroupKey>,
+    /// Definitions whose timeout was capped, with the value reported, so a
+    /// resync does not repeat the warning.
+    capped: HashMap<DefinitionKey, String>,
 }
 
 /// A required-topology group's domain: the one its members are confined to,
@@ -126,6 +143,10 @@ impl GangScheduling {
             declared: DeclaredTopologies::default(),
             considered: HashMap::new(),
             notices: Vec::new(),
+            waiting: WaitingPods::new(),
+            released: HashMap::new(),
+            dirty: HashSet::new(),
+            capped: HashMap::new(),
         }
     }
 
@@ -164,6 +185,7 @@ impl GangScheduling {
             return false;
         };
         self.children.unlink(&old);
+        self.capped.remove(key);
         self.domains.retain(|g, _| g.definition != *key);
         self.considered.retain(|g, _| g.definition != *key);
         if let Some((c, _)) = key.container()
@@ -283,8 +305,11 @@ impl GangScheduling {
     }
 }
 
-impl QueueSortPlugin for GangScheduling {
-    fn order_key(&self, pod: &PodInfo) -> OrderKey {
+impl GangScheduling {
+    /// QueueSort: PrioritySort's order, extended to keep a gang's members
+    /// together (by the definition's creation time) and to give a Workload
+    /// API group's priority to its members.
+    pub fn order_key(&self, pod: &PodInfo) -> OrderKey {
         match pod.group.key() {
             Some(group) => {
                 let def = self.defs.get(&group.definition);
@@ -308,8 +333,10 @@ impl QueueSortPlugin for GangScheduling {
     }
 }
 
-impl PreEnqueuePlugin for GangScheduling {
-    fn pre_enqueue(&self, pod: &PodInfo, cache: &Cache) -> Gate {
+impl GangScheduling {
+    /// PreEnqueue: a member waits at the gate until its definition and its
+    /// quorum are observed.
+    pub fn pre_enqueue(&self, pod: &PodInfo, cache: &Cache) -> Gate {
         gate::pre_enqueue(self, pod, cache)
     }
 }
@@ -405,10 +432,15 @@ impl GangScheduling {
 }
 
 impl GangScheduling {
-    /// PreFilter's group checks, without topology: the gang's denial,
+    /// The pod-group cycle's PreFilter: the group checks, without topology: the gang's denial,
     /// scheduler-name conflicts and `minResources`. The gang cycle runs
     /// these, then places the gang over its topology itself.
-    pub fn group_pre_filter(&self, pod: &PodInfo, cache: &Cache, now: Instant) -> PreFilterVerdict {
+    pub fn pod_group_pre_filter(
+        &self,
+        pod: &PodInfo,
+        cache: &Cache,
+        now: Instant,
+    ) -> PreFilterVerdict {
         if let Some(until) = self.denied_until(pod, now) {
             return PreFilterVerdict::HoldUntil(until);
         }
@@ -425,9 +457,11 @@ impl GangScheduling {
     }
 }
 
-impl CachePreFilterPlugin for GangScheduling {
-    fn pre_filter(&mut self, pod: &PodInfo, cache: &Cache, now: Instant) -> PreFilterVerdict {
-        match self.group_pre_filter(pod, cache, now) {
+impl GangScheduling {
+    /// PreFilter for a pod placed on its own: the group checks, then the
+    /// required topology's domain.
+    pub fn pre_filter(&mut self, pod: &PodInfo, cache: &Cache, now: Instant) -> PreFilterVerdict {
+        match self.pod_group_pre_filter(pod, cache, now) {
             PreFilterVerdict::Proceed => {}
             other => return other,
         }

@@ -4,15 +4,12 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::driver::fixtures::{SCHEDULER, arc, gang_def, group_key, member, node, pod};
-use crate::framework::lifecycle::{
-    PermitPlugin, PermitVerdict, PostFilterPlugin, Verdict, WaitingPod, WaitingPods,
-};
+use crate::framework::lifecycle::{PermitVerdict, Verdict};
 use crate::model::{GroupMembership, PodInfo};
 
 struct Fixture {
     gang: GangScheduling,
     cache: Cache,
-    waiting: WaitingPods,
     t0: Instant,
 }
 
@@ -30,7 +27,6 @@ fn fixture() -> Fixture {
             HashMap::new(),
         ),
         cache,
-        waiting: WaitingPods::new(),
         t0: Instant::now(),
     }
 }
@@ -41,17 +37,7 @@ impl Fixture {
         let p = arc(p);
         self.cache.upsert_pod(p.clone());
         self.cache.assume(&p.key, node_index).unwrap();
-        let v = self
-            .gang
-            .permit(&p, "n", &self.cache, &mut self.waiting, now);
-        if v == PermitVerdict::Wait {
-            self.waiting.insert(WaitingPod {
-                pod: p,
-                node: Arc::from("n"),
-                since: now,
-            });
-        }
-        v
+        self.gang.permit(&p, &Arc::from("n"), &self.cache, now)
     }
 }
 
@@ -115,7 +101,7 @@ fn barrier_waits_then_releases_everyone_at_quorum() {
         f.arrive(member("c", &g, 100, 1), 2, t0),
         PermitVerdict::Allow
     );
-    let decided = f.waiting.take_decided();
+    let decided = f.gang.take_decided();
     assert_eq!(decided.len(), 2);
     assert!(decided.iter().all(|(_, v)| *v == Verdict::Allowed));
     assert_eq!(f.gang.deadline(&g), None, "timer cleared once nobody waits");
@@ -144,12 +130,10 @@ fn timeout_rejects_every_waiting_member() {
     f.arrive(member("a", &g, 100, 1), 0, t0);
     f.arrive(member("b", &g, 100, 1), 1, t0 + Duration::from_secs(5));
     assert_eq!(f.gang.next_deadline(), Some(t0 + Duration::from_secs(10)));
-    f.gang
-        .expire(t0 + Duration::from_secs(9), &f.cache, &mut f.waiting);
-    assert_eq!(f.waiting.len(), 2);
-    f.gang
-        .expire(t0 + Duration::from_secs(10), &f.cache, &mut f.waiting);
-    let decided = f.waiting.take_decided();
+    f.gang.expire(t0 + Duration::from_secs(9), &f.cache);
+    assert_eq!(f.gang.waiting().len(), 2);
+    f.gang.expire(t0 + Duration::from_secs(10), &f.cache);
+    let decided = f.gang.take_decided();
     assert_eq!(decided.len(), 2);
     assert!(
         decided
@@ -171,10 +155,9 @@ fn early_release_rejects_waiting_and_denies_the_group() {
         &failing,
         &Refusal::new("FailedScheduling", "0/4 nodes are available."),
         &f.cache,
-        &mut f.waiting,
         t0,
     );
-    assert_eq!(f.waiting.take_decided().len(), 1);
+    assert_eq!(f.gang.take_decided().len(), 1);
     assert_eq!(
         f.gang.denied_until(&failing, t0),
         Some(t0 + Duration::from_secs(5))
@@ -201,13 +184,8 @@ fn post_filter_after_quorum_leaves_the_gang_alone() {
         PermitVerdict::Allow
     );
     let extra = member("b", &g, 100, 1);
-    f.gang.post_filter(
-        &extra,
-        &Refusal::new("FailedScheduling", "x"),
-        &f.cache,
-        &mut f.waiting,
-        t0,
-    );
+    f.gang
+        .post_filter(&extra, &Refusal::new("FailedScheduling", "x"), &f.cache, t0);
     assert_eq!(f.gang.denied_until(&extra, t0), None);
 }
 
@@ -221,15 +199,15 @@ fn reevaluate_releases_on_lower_min_and_rejects_on_deleted_definition() {
     f.arrive(member("a", &g, 100, 1), 0, t0);
     f.arrive(member("b", &h, 100, 1), 1, t0);
     assert_eq!(f.gang.upsert_def(gang_def("pg", 1, 1)), DefChange::Changed);
-    f.gang.reevaluate(&g, &f.cache, &mut f.waiting);
+    f.gang.reevaluate(&g, &f.cache);
     assert!(matches!(
-        f.waiting.take_decided().as_slice(),
+        f.gang.take_decided().as_slice(),
         [(_, Verdict::Allowed)]
     ));
     f.gang.remove_def(&h.definition);
-    f.gang.reevaluate(&h, &f.cache, &mut f.waiting);
+    f.gang.reevaluate(&h, &f.cache);
     assert!(matches!(
-        f.waiting.take_decided().as_slice(),
+        f.gang.take_decided().as_slice(),
         [(_, Verdict::Rejected(_))]
     ));
 }
@@ -302,8 +280,7 @@ fn min_task_members_hold_the_gate_and_the_barrier() {
         f.arrive(task_member("w1", &g, "worker"), 1, t0),
         PermitVerdict::Wait
     );
-    f.gang
-        .expire(t0 + Duration::from_secs(10), &f.cache, &mut f.waiting);
+    f.gang.expire(t0 + Duration::from_secs(10), &f.cache);
     assert!(matches!(
         f.gang.take_notices().as_slice(),
         [GangNotice::TimedOut { message, .. }]
@@ -331,7 +308,7 @@ fn the_last_task_member_releases_the_gang() {
         f.arrive(task_member("ps0", &g, "ps"), 2, t0),
         PermitVerdict::Allow
     );
-    assert_eq!(f.waiting.take_decided().len(), 2);
+    assert_eq!(f.gang.take_decided().len(), 2);
 }
 
 #[test]
@@ -397,15 +374,14 @@ fn a_huge_timeout_or_backoff_never_overflows_an_instant() {
         );
         let deadline = f.gang.next_deadline().unwrap();
         assert!(deadline > t0 + Duration::from_secs(365 * 24 * 3600));
-        f.gang.expire(t0, &f.cache, &mut f.waiting);
-        assert_eq!(f.waiting.len(), 1, "not expired");
+        f.gang.expire(t0, &f.cache);
+        assert_eq!(f.gang.waiting().len(), 1, "not expired");
         // An unschedulable member: the backoff is added to `now` as well.
         let b = arc(member("b", &g, 100, 1));
         f.cache.upsert_pod(b.clone());
         let refusal = crate::framework::lifecycle::Refusal::new("Unschedulable", "no fit");
-        f.gang
-            .post_filter(&b, &refusal, &f.cache, &mut f.waiting, t0);
-        assert!(f.waiting.take_decided().len() == 1);
+        f.gang.post_filter(&b, &refusal, &f.cache, t0);
+        assert!(f.gang.take_decided().len() == 1);
     }
 }
 
@@ -451,7 +427,7 @@ fn a_gang_without_a_timeout_waits_its_dialects_default() {
 /// refused (a required topology is refused).
 #[test]
 fn a_preferred_topology_confines_when_it_can_and_spills_when_it_cannot() {
-    use crate::framework::lifecycle::{CachePreFilterPlugin, PreFilterVerdict};
+    use crate::framework::lifecycle::PreFilterVerdict;
     const RACK: &str = "topology.kubernetes.io/rack";
     let mut cache = Cache::new([Arc::from(SCHEDULER)]);
     for (name, rack) in [("a0", "r1"), ("a1", "r1"), ("b0", "r2")] {

@@ -9,27 +9,69 @@ use super::merge::EnabledPlugins;
 use super::registry::{Instance, Point};
 use crate::framework::placement::{DEFAULT_PARALLEL_MIN_NODES, DEFAULT_TIE_BREAK_SEED, TieBreaker};
 use crate::framework::{Args, Framework};
+use crate::gang::GangArgs;
+use crate::preemption::PreemptionArgs;
 
-/// The framework for `enabled` plugins with `args`; `percentage` is the
-/// profile's `percentageOfNodesToScore` (`None`: adaptive).
+/// Everything a profile's enabled plugins contribute, each built by its
+/// registry row: the placement framework, and the arguments of the plugins
+/// the engine runs around it.
+#[derive(Clone)]
+pub struct BuiltPlugins {
+    pub framework: Framework,
+    /// GangScheduling, when enabled (at Permit, with its other points).
+    pub gang: Option<GangArgs>,
+    /// DefaultPreemption, when enabled at PostFilter.
+    pub preemption: Option<PreemptionArgs>,
+}
+
+/// Builds every enabled plugin of a profile from its registry row.
+pub fn build_plugins(
+    enabled: &EnabledPlugins,
+    args: &Args,
+    percentage: Option<u32>,
+) -> BuiltPlugins {
+    let instances = instances(enabled, args);
+    let from = |point: Point| {
+        enabled
+            .at(point)
+            .iter()
+            .filter_map(|e| instances.get(e.plugin.name))
+    };
+    BuiltPlugins {
+        framework: assemble(enabled, &instances, percentage),
+        gang: from(Point::Permit).find_map(|i| i.gang.clone()),
+        preemption: from(Point::PostFilter).find_map(|i| i.preemption),
+    }
+}
+
+/// The placement framework for `enabled` plugins with `args`; `percentage`
+/// is the profile's `percentageOfNodesToScore` (`None`: adaptive).
 pub fn build_framework(
     enabled: &EnabledPlugins,
     args: &Args,
     percentage: Option<u32>,
 ) -> Framework {
-    // One object per plugin, shared by every point it runs at.
+    assemble(enabled, &instances(enabled, args), percentage)
+}
+
+/// One object per enabled plugin, shared by every point it runs at.
+fn instances(enabled: &EnabledPlugins, args: &Args) -> HashMap<&'static str, Instance> {
     let mut instances: HashMap<&'static str, Instance> = HashMap::new();
-    for e in enabled
-        .at(Point::PreFilter)
-        .iter()
-        .chain(enabled.at(Point::Filter))
-        .chain(enabled.at(Point::Score))
-        .chain(enabled.at(Point::PreBind))
-    {
-        instances
-            .entry(e.plugin.name)
-            .or_insert_with(|| (e.plugin.build)(args));
+    for point in Point::ALL {
+        for e in enabled.at(point) {
+            instances
+                .entry(e.plugin.name)
+                .or_insert_with(|| (e.plugin.build)(args));
+        }
     }
+    instances
+}
+
+fn assemble(
+    enabled: &EnabledPlugins,
+    instances: &HashMap<&'static str, Instance>,
+    percentage: Option<u32>,
+) -> Framework {
     let mut framework = Framework::empty();
     // PreFilter in its own order: a plugin may have a PreFilter and no
     // Filter (DynamicResources refuses there).

@@ -31,7 +31,7 @@ pub mod volume_restrictions;
 pub mod volume_zone;
 
 pub use balanced_allocation::{BalancedAllocation, BalancedAllocationArgs};
-pub use build::build_framework;
+pub use build::{BuiltPlugins, build_framework, build_plugins};
 pub use inter_pod_affinity::{InterPodAffinity, InterPodAffinityArgs};
 pub use merge::{EnabledPlugins, PluginConfigSpec, PluginsSpec, merge_args, merge_plugins};
 pub use node_affinity::NodeAffinity;

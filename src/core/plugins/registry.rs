@@ -104,6 +104,13 @@ pub struct Instance {
     /// VolumeBinding's PreBind: how long the engine waits for the pod's
     /// claims to be bound (`bindTimeoutSeconds`).
     pub pre_bind_volumes: Option<std::time::Duration>,
+    /// GangScheduling's profile: the arguments the engine's gang runtime
+    /// applies to this profile's pods at PreEnqueue, PreFilter, PostFilter,
+    /// Reserve and Permit (the runtime's state is shared by every profile,
+    /// as a group's members may name different schedulers).
+    pub gang: Option<gang::GangArgs>,
+    /// DefaultPreemption's PostFilter: the candidate search's arguments.
+    pub preemption: Option<crate::preemption::PreemptionArgs>,
 }
 
 /// Decodes and validates a `pluginConfig[].args` value at a path.
@@ -440,8 +447,10 @@ pub static REGISTRY: &[Registration] = &[
             default: || Arc::new(gang::GangArgs::default()),
             decode: |path, v| Ok(Arc::new(gang::args::decode_args(path, v)?)),
         }),
-        // The engine runs the gang points itself, from the profile's `gang` args.
-        build: |_| Instance::default(),
+        build: |args| Instance {
+            gang: Some(args.get_or_default::<gang::GangArgs>(gang::NAME)),
+            ..Instance::default()
+        },
     },
     Registration {
         name: inter_pod_affinity::NAME,
@@ -544,8 +553,12 @@ pub static REGISTRY: &[Registration] = &[
             default: || Arc::new(crate::preemption::PreemptionArgs::default()),
             decode: |path, v| Ok(Arc::new(crate::preemption::decode_args(path, v)?)),
         }),
-        // The engine runs preemption itself, from the profile's args.
-        build: |_| Instance::default(),
+        build: |args| Instance {
+            preemption: Some(
+                args.get_or_default::<crate::preemption::PreemptionArgs>(crate::preemption::NAME),
+            ),
+            ..Instance::default()
+        },
     },
     Registration {
         name: "DefaultBinder",
