@@ -46,12 +46,12 @@ impl Engine {
         let pod = self.queue.pop()?;
         let before = self.attempt_counts();
         self.in_cycle = Some(pod.key.clone());
-        let whole = match self.per_pod_gangs.contains(&pod.scheduler_name) {
+        let whole = match self.intake.places_members_alone(&pod.scheduler_name) {
             true => None,
             false => self.gang.gang_cycle_group(&pod, &self.cache),
         };
         // Room nominated to pods at least as important is not this cycle's.
-        self.held = self.nominations.overlay(
+        self.preemptions.hold(
             &mut self.cache,
             pod.priority,
             &pod.key,
@@ -88,7 +88,7 @@ impl Engine {
         // A nominated pod tries its nominated node first (upstream's
         // `evaluateNominatedNode`): the room preempted for it is there.
         let snapshot = Snapshot::of_cache(&self.cache);
-        let on_nominated = match self.nominations.get(&pod.key) {
+        let on_nominated = match self.preemptions.nomination(&pod.key) {
             Some(n) if restriction.is_none() => snapshot
                 .nodes
                 .iter()
@@ -161,7 +161,7 @@ impl Engine {
         pod: &Arc<PodInfo>,
         placement: &Placement,
     ) -> Result<(), FitError> {
-        if self.held.is_empty() {
+        if !self.preemptions.holding() {
             return Ok(());
         }
         self.take_off_nominated();
@@ -172,10 +172,9 @@ impl Engine {
         schedule_on(&mut profile.framework, pod, &snapshot, placement.node_index).map(|_| ())
     }
 
-    /// Reverts the nominated pods counted for this cycle (`self.held`).
+    /// Takes the nominated pods counted for this cycle off their nodes.
     fn take_off_nominated(&mut self) {
-        let held = std::mem::take(&mut self.held);
-        self.cache.revert(held);
+        self.preemptions.release(&mut self.cache);
     }
 
     /// Reserve and Permit for a pod already assumed on `node`: bind it,

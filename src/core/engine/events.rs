@@ -54,9 +54,12 @@ impl Engine {
     }
 
     pub(super) fn on_pod_upserted(&mut self, pod: Arc<PodInfo>, now: Instant) {
-        let pod = self.admit_pod(pod);
-        self.invalid_reported.remove(&pod.key);
-        self.synthesize_kueue_for(&pod, now);
+        let pod = self.intake.admit(pod, &self.cache);
+        // Kueue definitions follow their members: applied before the
+        // member's own event, so a member never waits for a definition it
+        // brings itself.
+        let synthesized = self.intake.kueue_member(&pod);
+        self.apply_synthesized(synthesized, now);
         let relabelled = self
             .cache
             .pod(&pod.key)
@@ -64,7 +67,7 @@ impl Engine {
         let key = pod.key.clone();
         let change = self.cache.upsert_pod(pod.clone());
         let served = self.cache.is_served(&pod.scheduler_name);
-        self.track_preemption(&pod, &change, served);
+        self.preemptions.observe(&pod, &change, served);
         if change.lost_reservation() {
             // Recreated under the same name: the old pod's place at Permit or in
             // binding is void (its bind will fail on the uid).
@@ -112,12 +115,10 @@ impl Engine {
     }
 
     pub(super) fn on_pod_deleted(&mut self, key: &PodKey, now: Instant) {
-        self.forget_kueue_member(key, now);
-        self.owners.forget(key);
-        self.invalid_reported.remove(key);
+        let synthesized = self.intake.pod_deleted(key);
+        self.apply_synthesized(synthesized, now);
         let removed = self.cache.remove_pod(key);
-        self.nominations.clear(key);
-        self.preempting.remove(key);
+        self.preemptions.forget(key);
         self.leave_scheduling(key);
         self.gang.forget_released(key);
         let Some(removed) = removed else {
@@ -147,7 +148,7 @@ impl Engine {
     }
 
     pub(super) fn on_def_deleted(&mut self, key: &DefinitionKey, _now: Instant) {
-        self.classes.forget_def(key);
+        self.intake.def_deleted(key);
         if !self.gang.remove_def(key) {
             return;
         }
@@ -380,39 +381,6 @@ impl Engine {
                     "FailedScheduling",
                     gated.message,
                 );
-            }
-        }
-    }
-}
-
-impl Engine {
-    /// Keeps nominations and the victims in flight in step with a pod
-    /// update: a nominated pod that is placed (or finished) no longer holds
-    /// room; a pod seen first with `status.nominatedNodeName` (nominated
-    /// before this scheduler started) is held room for; a victim recreated
-    /// under its name is a new pod.
-    fn track_preemption(
-        &mut self,
-        pod: &Arc<PodInfo>,
-        change: &crate::cache::PodChange,
-        served: bool,
-    ) {
-        if self
-            .preempting
-            .get(&pod.key)
-            .is_some_and(|uid| *uid != pod.uid)
-        {
-            self.preempting.remove(&pod.key);
-        }
-        match change.current {
-            PodState::Pending if served => match &pod.nominated_node {
-                Some(node) if change.previous.is_none() => {
-                    self.nominations.set(pod.clone(), node.clone());
-                }
-                _ => self.nominations.refresh(pod),
-            },
-            _ => {
-                self.nominations.clear(&pod.key);
             }
         }
     }

@@ -111,8 +111,8 @@ impl Engine {
         let _ = writeln!(
             out,
             "nominated pods: {}; preempted pods terminating: {}",
-            self.nominations.len(),
-            self.preempting.len()
+            self.preemptions.nominated_count(),
+            self.preemptions.going_count()
         );
         let _ = writeln!(
             out,

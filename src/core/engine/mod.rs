@@ -1,5 +1,9 @@
-//! The engine: owns the cache, the queue, the gang plugin, the pods waiting at
-//! Permit and one `Framework` per profile, and runs scheduling cycles.
+//! The engine: a coordinator over parts that own their state — the cache,
+//! the queue, the gang plugin (everything about a gang: definitions, the
+//! pods waiting at Permit, timers), the intake (what the engine decides
+//! about an object before scheduling it), the preemptions in progress, the
+//! pods in PreBind, the outbox of API writes, the placement memos, and one
+//! `Framework` per profile — and runs scheduling cycles over them.
 //!
 //! It is I/O-free and clock-injected: every entry point takes `now`, and the
 //! engine never reads a clock. The daemon (or the deterministic driver) feeds
@@ -15,13 +19,14 @@ mod cycle;
 mod events;
 mod gang_cycle;
 mod inputs;
+mod intake;
 mod introspection;
-mod nominations;
 mod owners;
 mod pod_memos;
 mod prebind;
 mod preempt;
 mod preempt_gang;
+mod preemptions;
 mod priority;
 mod stats;
 
@@ -35,8 +40,7 @@ pub use prebind::PRE_BIND_FAILED;
 pub use stats::{DurationSummary, GroupCounts, PendingPods, Stats};
 
 use crate::cache::{Cache, SelectingKind};
-use crate::dialects::KueueGroups;
-use crate::dialects::owners::{OwnerChange, OwnerIndex, TopOwnerGrouping};
+use crate::dialects::owners::OwnerChange;
 use crate::framework::QueueingEvent;
 use crate::framework::placement::Framework;
 use crate::gang::{DialectTimeouts, GangArgs, GangScheduling};
@@ -237,30 +241,12 @@ pub struct Engine {
     stats: Stats,
     /// Duration samples for histograms; `None` unless `record_samples` is set.
     samples: Option<std::collections::VecDeque<introspection::Sample>>,
-    classes: priority::PriorityClasses,
-    /// Kueue group definitions, synthesized from their member pods.
-    kueue: KueueGroups,
-    /// Observed workload owners and the pods grouped by them.
-    owners: OwnerIndex,
-    /// Each profile's `topOwnerGrouping`.
-    owner_grouping: HashMap<Arc<str>, TopOwnerGrouping>,
-    /// Profiles that do not gang-schedule.
-    gang_disabled: HashSet<Arc<str>>,
-    /// Profiles that place gang members one per cycle (`planWholeGangs: false`).
-    per_pod_gangs: HashSet<Arc<str>>,
-    /// Unreadable pods of ours already reported, with the error reported.
-    invalid_reported: HashMap<PodKey, String>,
+    /// Priority classes, owners, Kueue synthesis, profiles' gang modes.
+    intake: intake::Intake,
     /// Pods past Permit waiting for their claims to be bound (PreBind).
     pre_binding: prebind::PreBindings,
-    /// Where preemptions made room for pods (`nominations`).
-    nominations: nominations::Nominations,
-    /// Victims whose deletion was asked for, with their uid, until the
-    /// informer reports them gone: never chosen twice, their room counted
-    /// as free.
-    preempting: HashMap<PodKey, Arc<str>>,
-    /// Rotating start of the candidate search (as upstream's random offset,
-    /// but reproducible).
-    preempt_offset: usize,
+    /// Nominations, victims in flight, the candidate search's offset.
+    preemptions: preemptions::Preemptions,
     /// The per-node memo tables of gang plans, kept between cycles so a
     /// cycle does not allocate (and zero) tables sized by the cluster; each
     /// cycle starts them empty (`gang_cycle::Batches::take_fresh`).
@@ -268,10 +254,6 @@ pub struct Engine {
     /// The per-node memos of pods placed one cycle each, kept across
     /// cycles while the cluster outside each node stays the same.
     pod_memos: pod_memos::PodMemos,
-    /// The nominated pods counted on their nodes for the pod in its cycle
-    /// (`Nominations::overlay`); reverted when the cycle ends, or earlier
-    /// by the cycle itself to check its node without them.
-    held: crate::cache::WhatIf,
 }
 
 impl Engine {
@@ -281,29 +263,12 @@ impl Engine {
             .iter()
             .map(|p| p.scheduler_name.clone())
             .collect();
-        let gang_disabled = cfg.gang_disabled();
-        let per_pod_gangs = cfg
-            .profiles
-            .iter()
-            .filter(|p| p.gang.as_ref().is_some_and(|g| !g.plan_whole_gangs))
-            .map(|p| p.scheduler_name.clone())
-            .collect();
-        // A profile without gang scheduling keeps the defaults here; its
-        // pods never reach the gang plugin as members.
-        let args: HashMap<Arc<str>, GangArgs> = cfg
-            .profiles
-            .iter()
-            .map(|p| (p.scheduler_name.clone(), p.gang.clone().unwrap_or_default()))
-            .collect();
-        let owner_grouping = args.iter().map(|(n, a)| (n.clone(), a.top_owner)).collect();
-        // One plugin hierarchy for the engine: the first profile's that sets one.
-        let plugin_levels = cfg
-            .profiles
-            .iter()
-            .filter_map(|p| p.gang.as_ref())
-            .map(|g| g.topology_levels.clone())
-            .find(|l| !l.is_empty())
-            .unwrap_or_default();
+        let intake = intake::Intake::new(&cfg);
+        let gang = GangScheduling::for_profiles(
+            cfg.profiles
+                .iter()
+                .map(|p| (p.scheduler_name.clone(), p.gang.as_ref())),
+        );
         let profiles = cfg
             .profiles
             .into_iter()
@@ -324,29 +289,16 @@ impl Engine {
                 max_backoff: cfg.pod_max_backoff,
                 max_in_unschedulable: cfg.max_in_unschedulable,
             }),
-            gang: {
-                let mut gang = GangScheduling::new(GangArgs::default(), args);
-                gang.set_topology_levels(plugin_levels);
-                gang
-            },
+            gang,
             in_cycle: None,
             outbox: Outbox::default(),
             stats: Stats::default(),
             samples: cfg.record_samples.then(std::collections::VecDeque::new),
-            classes: priority::PriorityClasses::default(),
-            kueue: KueueGroups::default(),
-            owners: OwnerIndex::default(),
-            owner_grouping,
-            gang_disabled,
-            per_pod_gangs,
-            invalid_reported: HashMap::new(),
+            intake,
             pre_binding: prebind::PreBindings::default(),
-            nominations: nominations::Nominations::default(),
-            preempting: HashMap::new(),
-            preempt_offset: 0,
+            preemptions: preemptions::Preemptions::default(),
             batches: gang_cycle::Batches::default(),
             pod_memos: pod_memos::PodMemos::default(),
-            held: crate::cache::WhatIf::default(),
         }
     }
 
@@ -500,7 +452,7 @@ impl Engine {
     /// The node a preemption nominated the pod to, while the nomination
     /// holds.
     pub fn nominated_node(&self, key: &PodKey) -> Option<Arc<str>> {
-        self.nominations.get(key).map(|n| n.node.clone())
+        self.preemptions.nomination(key).map(|n| n.node.clone())
     }
 
     /// Pods past Permit waiting for their claims to be bound.

@@ -1,75 +1,28 @@
 //! Top-owner grouping in the engine: pods whose own owner names a workload
 //! of the table are resolved to their top owner's gang when admitted (per
-//! profile and namespace), and resolved again when an owner on their walk
-//! appears, changes or goes away. Owner objects also define their gangs.
+//! profile and namespace, by the intake part), and resolved again when an
+//! owner on their walk appears, changes or goes away. Owner objects also
+//! define their gangs.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::Engine;
-use crate::dialects::owners::{OwnerChange, Resolution};
-use crate::model::{GroupKey, GroupMembership, GroupSource, PodInfo, PodKey};
+use crate::dialects::owners::OwnerChange;
+use crate::model::PodKey;
 
 impl Engine {
-    /// The pod with its owner reference resolved to its top owner's gang,
-    /// or made an ordinary pod when grouping by owner does not apply to it.
-    /// Other pods are returned as they are.
-    pub(super) fn group_by_owner(&mut self, pod: Arc<PodInfo>) -> Arc<PodInfo> {
-        let direct = match pod.group.key() {
-            Some(k) if matches!(k.definition.source, GroupSource::Owner(_)) => k.clone(),
-            _ => {
-                self.owners.forget(&pod.key);
-                return pod;
-            }
-        };
-        let group = if self.cache.is_served(&pod.scheduler_name) {
-            self.owners.track(&pod.key, &direct);
-            self.owner_membership(&pod, &direct)
-        } else {
-            // Only accounted: nothing to regroup later.
-            self.owners.forget(&pod.key);
-            GroupMembership::None
-        };
-        if group == pod.group {
-            return pod;
-        }
-        let mut resolved = (*pod).clone();
-        resolved.group = group;
-        Arc::new(resolved)
-    }
-
-    /// What a pod this scheduler serves is, by its owner. (Another
-    /// scheduler's pods are never grouped by owner: their Job would look
-    /// like a gang split across schedulers.)
-    fn owner_membership(&self, pod: &PodInfo, direct: &GroupKey) -> GroupMembership {
-        let grouping = self
-            .owner_grouping
-            .get(&pod.scheduler_name)
-            .copied()
-            .unwrap_or_default();
-        let labels = self.cache.facts().namespace_labels(&pod.key.namespace);
-        if !grouping.enabled_in(labels) {
-            return GroupMembership::None;
-        }
-        match self.owners.resolve(direct, grouping.kinds) {
-            Resolution::Plain => GroupMembership::None,
-            Resolution::Member(group) => GroupMembership::Member(group),
-            Resolution::Waiting(owner) => GroupMembership::Member(GroupKey::new(owner)),
-        }
-    }
-
     /// An owner object observed or deleted: its gang definition follows it,
     /// and the pods whose walk passes through it are resolved again.
     pub(super) fn on_owner_changed(&mut self, change: OwnerChange, now: Instant) {
         let pods = match change {
             OwnerChange::Upserted(owner) => {
                 let def = owner.def.clone();
-                let pods = self.owners.upsert(*owner);
+                let pods = self.intake.owner_upserted(*owner);
                 self.on_def_observed(def, now);
                 pods
             }
             OwnerChange::Deleted(key) => {
-                let pods = self.owners.remove(&key);
+                let pods = self.intake.owner_removed(&key);
                 self.on_def_deleted(&key, now);
                 pods
             }
@@ -79,33 +32,21 @@ impl Engine {
 
     /// Namespace labels changed: its pods grouped by owner are resolved again.
     pub(super) fn regroup_namespace(&mut self, namespace: &str, now: Instant) {
-        let pods: Vec<PodKey> = self
-            .owners
-            .tracked()
-            .filter(|k| &*k.namespace == namespace)
-            .cloned()
-            .collect();
+        let pods = self.intake.owner_grouped_in(namespace);
         self.regroup(pods, now);
     }
 
     /// Re-admits the pods whose resolved group changed.
     fn regroup(&mut self, pods: Vec<PodKey>, now: Instant) {
         for key in pods {
-            let (Some(cached), Some(direct)) = (self.cache.pod(&key), self.owners.direct(&key))
-            else {
+            let Some(pod) = self.intake.regrouped(&key, &self.cache) else {
                 continue;
             };
-            if self.gang_disabled.contains(&cached.info.scheduler_name) {
-                continue;
-            }
-            let group = self.owner_membership(&cached.info, direct);
-            if group == cached.info.group {
-                continue;
-            }
-            let mut pod = (*cached.info).clone();
-            pod.group = GroupMembership::Member(direct.clone());
-            let old = cached.info.group.key().cloned();
-            self.on_pod_upserted(Arc::new(pod), now);
+            let old = self
+                .cache
+                .pod(&key)
+                .and_then(|c| c.info.group.key().cloned());
+            self.on_pod_upserted(pod, now);
             if let Some(old) = old {
                 self.group_changed(&old);
             }
@@ -124,7 +65,7 @@ mod tests {
     use crate::driver::fixtures::{SCHEDULER, arc, member, node};
     use crate::engine::{Action, ClusterEvent, EngineConfig, PodLocation, ProfileConfig};
     use crate::framework::placement::Framework;
-    use crate::model::{DefinitionKey, OwnerKind};
+    use crate::model::{DefinitionKey, GroupKey, GroupSource, OwnerKind};
 
     fn engine(enabled: bool) -> Engine {
         let mut profile = ProfileConfig::new(SCHEDULER, Framework::default());

@@ -119,7 +119,7 @@ impl Engine {
     /// kube-scheduler's `PodEligibleToPreemptOthers`: a pod nominated to a
     /// node where a lower-priority pod is terminating waits for it.
     fn terminating_on_nominated(&self, pod: &PodInfo) -> bool {
-        let node = match self.nominations.get(&pod.key) {
+        let node = match self.preemptions.nomination(&pod.key) {
             Some(n) => n.node.clone(),
             None => match &pod.nominated_node {
                 Some(n) => n.clone(),
@@ -133,7 +133,7 @@ impl Engine {
 
     /// A pod already on its way out: being deleted, or preempted by us.
     pub(super) fn is_going(&self, pod: &PodInfo) -> bool {
-        pod.deleting || self.preempting.contains_key(&pod.key)
+        pod.deleting || self.preemptions.is_going(&pod.key)
     }
 
     /// Pods on `node` below `priority` already on their way out: their room
@@ -217,7 +217,7 @@ impl Engine {
         let Ok(dry) = profile.framework.dry_run(pod, &snapshot) else {
             return Vec::new();
         };
-        let start = self.preempt_offset % n.max(1);
+        let start = self.preemptions.search_start(n);
         let mut out = Vec::new();
         let mut visited = 0;
         for k in 0..n {
@@ -284,7 +284,7 @@ impl Engine {
                 cost,
             });
         }
-        self.preempt_offset = start.saturating_add(visited) % n.max(1);
+        self.preemptions.searched(start, visited, n);
         out
     }
 
@@ -359,7 +359,7 @@ impl Engine {
                     continue;
                 }
                 count = count.saturating_add(1);
-                self.preempting.insert(v.key.clone(), v.uid.clone());
+                self.preemptions.evicting(v);
                 self.outbox.preempt(
                     v.key.clone(),
                     v.uid.clone(),
@@ -381,17 +381,12 @@ impl Engine {
     /// Nominates `pod` to `node`, taking the nomination of any
     /// lower-priority pod there (its room is now the preemptor's).
     pub(super) fn nominate(&mut self, pod: &Arc<PodInfo>, node: Arc<str>) {
-        for other in self.nominations.lower_on(&node, pod.priority) {
-            if let Some(old) = self.nominations.clear(&other) {
-                self.outbox.nominate(other, old.pod.uid.clone(), None);
-            }
+        let (taken, moved) = self.preemptions.nominate(pod, node.clone());
+        for old in taken {
+            self.outbox
+                .nominate(old.pod.key.clone(), old.pod.uid.clone(), None);
         }
-        let same = self
-            .nominations
-            .get(&pod.key)
-            .is_some_and(|n| n.node == node);
-        self.nominations.set(pod.clone(), node.clone());
-        if !same {
+        if moved {
             self.outbox
                 .nominate(pod.key.clone(), pod.uid.clone(), Some(node));
         }
@@ -400,7 +395,7 @@ impl Engine {
     /// The pod was retried and neither fits nor finds anything to preempt:
     /// its nomination no longer holds room for it.
     pub(super) fn give_up_nomination(&mut self, pod: &PodInfo) {
-        if let Some(old) = self.nominations.clear(&pod.key) {
+        if let Some(old) = self.preemptions.give_up(&pod.key) {
             self.stats.nominations_released += 1;
             self.outbox
                 .nominate(pod.key.clone(), old.pod.uid.clone(), None);

@@ -193,7 +193,7 @@ impl Engine {
     fn terminating_for_gang(&self, members: &[Arc<PodInfo>], priority: i32) -> usize {
         let nodes: HashSet<Arc<str>> = members
             .iter()
-            .filter_map(|m| self.nominations.get(&m.key).map(|n| n.node.clone()))
+            .filter_map(|m| self.preemptions.nomination(&m.key).map(|n| n.node.clone()))
             .collect();
         nodes
             .iter()

@@ -150,6 +150,28 @@ impl GangScheduling {
         }
     }
 
+    /// The plugin for the engine's profiles, each with the arguments its
+    /// registry row built (`None`: the profile does not gang-schedule, and
+    /// its pods never reach the plugin as members). The hierarchy of last
+    /// resort is the first profile's `topologyLevels` that sets one.
+    pub fn for_profiles<'a>(
+        profiles: impl Iterator<Item = (Arc<str>, Option<&'a GangArgs>)>,
+    ) -> Self {
+        let mut levels = Vec::new();
+        let mut args = HashMap::new();
+        for (name, a) in profiles {
+            if levels.is_empty()
+                && let Some(a) = a
+            {
+                levels = a.topology_levels.clone();
+            }
+            args.insert(name, a.cloned().unwrap_or_default());
+        }
+        let mut gang = GangScheduling::new(GangArgs::default(), args);
+        gang.set_topology_levels(levels);
+        gang
+    }
+
     pub fn args_for(&self, pod: &PodInfo) -> &GangArgs {
         self.args
             .get(&pod.scheduler_name)

@@ -176,4 +176,26 @@ mod tests {
             Arc::as_ptr(score) as *const u8
         );
     }
+
+    #[test]
+    fn gang_and_preemption_arguments_are_built_by_their_rows() {
+        let defaults = build_plugins(
+            &EnabledPlugins::defaults(),
+            &crate::plugins::registry::default_args(),
+            None,
+        );
+        assert_eq!(defaults.gang, Some(GangArgs::default()));
+        assert_eq!(defaults.preemption, Some(PreemptionArgs::default()));
+        let spec: PluginsSpec = serde_norway::from_str(
+            "multiPoint: {disabled: [{name: GangScheduling}, {name: DefaultPreemption}]}",
+        )
+        .unwrap();
+        let without = build_plugins(
+            &merge_plugins("p", &spec).unwrap(),
+            &crate::plugins::registry::default_args(),
+            None,
+        );
+        assert_eq!(without.gang, None, "GangScheduling disabled");
+        assert_eq!(without.preemption, None, "DefaultPreemption disabled");
+    }
 }
