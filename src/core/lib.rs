@@ -18,6 +18,7 @@ pub mod cache;
 pub mod config;
 pub mod dialects;
 pub mod dispatch;
+pub mod dra;
 #[cfg(any(test, feature = "testkit"))]
 pub mod driver;
 pub mod engine;

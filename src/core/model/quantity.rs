@@ -148,6 +148,35 @@ impl Quantity {
     pub fn is_negative(self) -> bool {
         self.nanos < 0
     }
+
+    pub const ZERO: Quantity = Quantity { nanos: 0 };
+
+    /// Whether the value is a whole number of base units.
+    pub fn is_integer(self) -> bool {
+        self.nanos % 1_000_000_000 == 0
+    }
+
+    /// The value as a float, approximately.
+    pub fn approximate_float(self) -> f64 {
+        self.nanos as f64 / 1e9
+    }
+
+    /// -1, 0 or 1.
+    pub fn sign(self) -> i64 {
+        self.nanos.signum() as i64
+    }
+
+    pub fn checked_add(self, other: Quantity) -> Option<Quantity> {
+        self.nanos
+            .checked_add(other.nanos)
+            .map(|nanos| Quantity { nanos })
+    }
+
+    pub fn checked_sub(self, other: Quantity) -> Option<Quantity> {
+        self.nanos
+            .checked_sub(other.nanos)
+            .map(|nanos| Quantity { nanos })
+    }
 }
 
 fn ceil_div(n: i128, d: i128) -> i64 {

@@ -1,0 +1,350 @@
+//! CEL device selectors (`DeviceClass` and request `selectors`), compiled
+//! once and evaluated against one device at a time, in the environment
+//! Kubernetes gives them: a `device` with `driver`, `attributes` and
+//! `capacity` (maps by domain, then name), and `allowMultipleAllocations`;
+//! `quantity(...)` and `semver(...)` values with `compareTo`,
+//! `isGreaterThan`, `isLessThan` (and, for quantities, `isInteger`,
+//! `asInteger`, `asApproximateFloat`, `sign`, `add`, `sub`; for versions
+//! `major`, `minor`, `patch`).
+//!
+//! Tenant expressions are bounded before they are accepted: their length
+//! (`limits::MAX_CEL_LENGTH`), the parser's nesting depth, and an estimated
+//! cost (`estimated_cost`): every node of the expression counted once, and
+//! the body of every comprehension once per element it may visit (the
+//! longest list or map a device can hold, or a literal list's length),
+//! nested comprehensions multiplying. An expression over
+//! `limits::MAX_CEL_COST` is refused at admission, as the API server refuses
+//! one over its cost limit, so evaluation on the scheduling path is bounded.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
+
+use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::extractors::This;
+use cel::objects::Opaque;
+use cel::{Context, Env, ExecutionError, Program, Value};
+
+use super::limits;
+use super::model::{Attr, Device};
+use crate::model::Quantity;
+
+/// A compiled selector.
+#[derive(Clone)]
+pub struct Selector {
+    source: Arc<str>,
+    program: Arc<Program>,
+}
+
+impl std::fmt::Debug for Selector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Selector").field(&self.source).finish()
+    }
+}
+
+impl PartialEq for Selector {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+fn env() -> Arc<Env> {
+    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
+    ENV.get_or_init(|| Arc::new(Env::stdlib())).clone()
+}
+
+impl Selector {
+    /// Compiles `source`, refusing what is too long, too deep or too costly.
+    pub fn compile(source: &str) -> Result<Self, String> {
+        if source.len() > limits::MAX_CEL_LENGTH {
+            return Err(format!(
+                "the expression is {} bytes long; at most {} are allowed",
+                source.len(),
+                limits::MAX_CEL_LENGTH
+            ));
+        }
+        let program = env()
+            .compile(source)
+            .map_err(|e| format!("compilation failed: {e}"))?;
+        let cost = estimated_cost(program.expression());
+        if cost > limits::MAX_CEL_COST {
+            return Err(format!(
+                "the expression's estimated cost {cost} exceeds the limit of {}",
+                limits::MAX_CEL_COST
+            ));
+        }
+        Ok(Selector {
+            source: Arc::from(source),
+            program: Arc::new(program),
+        })
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+}
+
+/// The estimated evaluation cost of an expression (see the module doc).
+pub fn estimated_cost(e: &IdedExpr) -> u64 {
+    let children = |es: &mut dyn Iterator<Item = &IdedExpr>| {
+        es.map(estimated_cost).fold(0u64, u64::saturating_add)
+    };
+    let own = match &e.expr {
+        Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => 0,
+        Expr::Call(c) => children(&mut c.target.iter().map(|t| &**t).chain(c.args.iter())),
+        Expr::List(l) => children(&mut l.elements.iter()),
+        Expr::Select(s) => estimated_cost(&s.operand),
+        Expr::Map(m) => children(&mut m.entries.iter().flat_map(entry)),
+        Expr::Struct(s) => children(&mut s.entries.iter().flat_map(entry)),
+        Expr::Comprehension(c) => {
+            let range = match &c.iter_range.expr {
+                Expr::List(l) => (l.elements.len() as u64).max(1),
+                _ => limits::MAX_COLLECTION as u64,
+            };
+            let body = children(&mut [&c.loop_cond, &c.loop_step].into_iter());
+            children(&mut [&c.iter_range, &c.accu_init, &c.result].into_iter())
+                .saturating_add(range.saturating_mul(body.max(1)))
+        }
+    };
+    own.saturating_add(1)
+}
+
+fn entry(e: &cel::common::ast::IdedEntryExpr) -> Vec<&IdedExpr> {
+    match &e.expr {
+        EntryExpr::StructField(f) => vec![&f.value],
+        EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+    }
+}
+
+/// A device as a selector sees it.
+pub fn device_value(driver: &str, device: &Device) -> Value {
+    let mut attributes: BTreeMap<String, HashMap<String, Value>> = BTreeMap::new();
+    for (name, attr) in &device.attributes {
+        let (domain, id) = name.split();
+        attributes
+            .entry(domain.to_string())
+            .or_default()
+            .insert(id.to_string(), attr_value(attr));
+    }
+    let mut capacity: BTreeMap<String, HashMap<String, Value>> = BTreeMap::new();
+    for (name, q) in &device.capacity {
+        let (domain, id) = name.split();
+        capacity
+            .entry(domain.to_string())
+            .or_default()
+            .insert(id.to_string(), Value::Opaque(Arc::new(CelQuantity(*q))));
+    }
+    let nested = |m: BTreeMap<String, HashMap<String, Value>>| -> Value {
+        let outer: HashMap<String, Value> =
+            m.into_iter().map(|(k, v)| (k, Value::from(v))).collect();
+        Value::from(outer)
+    };
+    let mut d: HashMap<String, Value> = HashMap::new();
+    d.insert("driver".into(), Value::from(driver.to_string()));
+    d.insert("attributes".into(), nested(attributes));
+    d.insert("capacity".into(), nested(capacity));
+    d.insert("allowMultipleAllocations".into(), Value::Bool(false));
+    Value::from(d)
+}
+
+fn attr_value(a: &Attr) -> Value {
+    let version = |v: &semver::Version| Value::Opaque(Arc::new(CelVersion(v.clone())));
+    match a {
+        Attr::Bool(b) => Value::Bool(*b),
+        Attr::Int(i) => Value::Int(*i),
+        Attr::Str(s) => Value::from(s.to_string()),
+        Attr::Version(v) => version(v),
+        Attr::Bools(b) => Value::List(Arc::new(b.iter().map(|b| Value::Bool(*b)).collect())),
+        Attr::Ints(i) => Value::List(Arc::new(i.iter().map(|i| Value::Int(*i)).collect())),
+        Attr::Strs(s) => Value::List(Arc::new(
+            s.iter().map(|s| Value::from(s.to_string())).collect(),
+        )),
+        Attr::Versions(v) => Value::List(Arc::new(v.iter().map(version).collect())),
+    }
+}
+
+/// A quantity in CEL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CelQuantity(Quantity);
+
+impl Opaque for CelQuantity {
+    fn runtime_type_name(&self) -> &str {
+        "kubernetes.Quantity"
+    }
+}
+
+/// A semantic version in CEL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CelVersion(semver::Version);
+
+impl Opaque for CelVersion {
+    fn runtime_type_name(&self) -> &str {
+        "kubernetes.Semver"
+    }
+}
+
+fn fail(function: &str, msg: impl ToString) -> ExecutionError {
+    ExecutionError::function_error(function, msg)
+}
+
+fn as_quantity(function: &str, v: &Arc<dyn Opaque>) -> Result<Quantity, ExecutionError> {
+    v.downcast_ref::<CelQuantity>().map(|q| q.0).ok_or_else(|| {
+        fail(
+            function,
+            format!("{} is not a quantity", v.runtime_type_name()),
+        )
+    })
+}
+
+/// -1, 0 or 1 for two quantities or two versions.
+fn compare(
+    function: &str,
+    a: &Arc<dyn Opaque>,
+    b: &Arc<dyn Opaque>,
+) -> Result<i64, ExecutionError> {
+    let ord = match (
+        a.downcast_ref::<CelQuantity>(),
+        b.downcast_ref::<CelQuantity>(),
+    ) {
+        (Some(x), Some(y)) => x.0.cmp(&y.0),
+        _ => match (
+            a.downcast_ref::<CelVersion>(),
+            b.downcast_ref::<CelVersion>(),
+        ) {
+            (Some(x), Some(y)) => x.0.cmp(&y.0),
+            _ => {
+                return Err(fail(
+                    function,
+                    format!(
+                        "cannot compare {} with {}",
+                        a.runtime_type_name(),
+                        b.runtime_type_name()
+                    ),
+                ));
+            }
+        },
+    };
+    Ok(ord as i64)
+}
+
+/// A root context with the Kubernetes functions, evaluated against one
+/// device at a time in an inner scope.
+pub struct Evaluator {
+    root: Context<'static, 'static>,
+}
+
+impl Default for Evaluator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Evaluator {
+    pub fn new() -> Self {
+        let mut root = Context::with_env(env());
+        let add = |r: Result<(), cel::DeclarationError>| {
+            // A name the standard library already declares would be a
+            // programming error here; the selector then fails to evaluate
+            // with "undeclared", never silently.
+            debug_assert!(r.is_ok(), "{r:?}");
+        };
+        add(root.add_function(
+            "quantity",
+            |s: Arc<String>| -> Result<Value, ExecutionError> {
+                Quantity::parse(&s)
+                    .map(|q| Value::Opaque(Arc::new(CelQuantity(q))))
+                    .map_err(|e| fail("quantity", e))
+            },
+        ));
+        add(root.add_function(
+            "semver",
+            |s: Arc<String>| -> Result<Value, ExecutionError> {
+                semver::Version::parse(&s)
+                    .map(|v| Value::Opaque(Arc::new(CelVersion(v))))
+                    .map_err(|e| fail("semver", e))
+            },
+        ));
+        add(root.add_function(
+            "compareTo",
+            |This(a): This<Arc<dyn Opaque>>, b: Arc<dyn Opaque>| compare("compareTo", &a, &b),
+        ));
+        add(root.add_function(
+            "isGreaterThan",
+            |This(a): This<Arc<dyn Opaque>>, b: Arc<dyn Opaque>| {
+                compare("isGreaterThan", &a, &b).map(|o| o > 0)
+            },
+        ));
+        add(root.add_function(
+            "isLessThan",
+            |This(a): This<Arc<dyn Opaque>>, b: Arc<dyn Opaque>| {
+                compare("isLessThan", &a, &b).map(|o| o < 0)
+            },
+        ));
+        add(
+            root.add_function("isInteger", |This(a): This<Arc<dyn Opaque>>| {
+                as_quantity("isInteger", &a).map(|q| q.is_integer())
+            }),
+        );
+        add(
+            root.add_function("asInteger", |This(a): This<Arc<dyn Opaque>>| {
+                let q = as_quantity("asInteger", &a)?;
+                match q.is_integer() {
+                    true => Ok(q.value()),
+                    false => Err(fail("asInteger", "the quantity is not an integer")),
+                }
+            }),
+        );
+        add(
+            root.add_function("asApproximateFloat", |This(a): This<Arc<dyn Opaque>>| {
+                as_quantity("asApproximateFloat", &a).map(Quantity::approximate_float)
+            }),
+        );
+        add(root.add_function("sign", |This(a): This<Arc<dyn Opaque>>| {
+            as_quantity("sign", &a).map(Quantity::sign)
+        }));
+        type Arith = fn(Quantity, Quantity) -> Option<Quantity>;
+        for (name, op) in [
+            ("add", Quantity::checked_add as Arith),
+            ("sub", Quantity::checked_sub),
+        ] {
+            add(root.add_function(
+                name,
+                move |This(a): This<Arc<dyn Opaque>>,
+                      b: Arc<dyn Opaque>|
+                      -> Result<Value, ExecutionError> {
+                    let (x, y) = (as_quantity(name, &a)?, as_quantity(name, &b)?);
+                    op(x, y)
+                        .map(|q| Value::Opaque(Arc::new(CelQuantity(q))))
+                        .ok_or_else(|| fail(name, "overflow"))
+                },
+            ));
+        }
+        for (name, part) in [("major", 0usize), ("minor", 1), ("patch", 2)] {
+            add(
+                root.add_function(name, move |This(a): This<Arc<dyn Opaque>>| {
+                    let v = a
+                        .downcast_ref::<CelVersion>()
+                        .ok_or_else(|| fail("version", "not a semver"))?;
+                    let n = [v.0.major, v.0.minor, v.0.patch][part];
+                    i64::try_from(n).map_err(|_| fail("version", "too large"))
+                }),
+            );
+        }
+        Evaluator { root }
+    }
+
+    /// Whether the device passes the selector; an evaluation error (a
+    /// missing attribute, a type mismatch) is returned, not taken as a
+    /// "no", as the allocator reports it.
+    pub fn matches(&self, selector: &Selector, device: &Value) -> Result<bool, String> {
+        let mut scope = self.root.new_inner_scope();
+        scope.add_variable_from_value("device", device.clone());
+        match selector.program.execute(&scope) {
+            Ok(Value::Bool(b)) => Ok(b),
+            Ok(other) => Err(format!(
+                "selector {:?} evaluated to {other:?}, not a bool",
+                selector.source
+            )),
+            Err(e) => Err(format!("selector {:?}: {e}", selector.source)),
+        }
+    }
+}

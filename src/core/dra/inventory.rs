@@ -1,0 +1,290 @@
+//! The devices the allocator may hand out, and those already taken.
+//!
+//! A pool (one driver's `pool.name`) is published as one or more
+//! ResourceSlices; only a complete pool is used: every slice of its newest
+//! generation observed (`resourceSliceCount` of them) and its device names
+//! unique. Slices of an older generation are being replaced and are
+//! ignored. An incomplete or inconsistent pool is kept with the reason, so
+//! a claim that could only be met there is told why.
+//!
+//! `InUse` is what allocated claims hold: their devices (results with admin
+//! access excepted: they monitor a device without taking it) and the shared
+//! counters those devices consume.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::cel;
+use super::model::{Claim, Device, DeviceClass, DeviceId, Reach, Slice};
+use crate::model::Quantity;
+
+/// One device of a complete pool, with where it reaches and how selectors
+/// see it.
+#[derive(Debug)]
+pub struct PoolDevice {
+    pub id: DeviceId,
+    pub device: Device,
+    pub reach: Reach,
+    pub value: ::cel::Value,
+}
+
+/// A counter of a pool's shared counter sets.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CounterId {
+    pub driver: Arc<str>,
+    pub pool: Arc<str>,
+    pub set: Arc<str>,
+    pub counter: Arc<str>,
+}
+
+#[derive(Debug, Default)]
+pub struct Pool {
+    pub driver: Arc<str>,
+    pub name: Arc<str>,
+    /// Why the pool's devices cannot be used, when they cannot.
+    pub problem: Option<String>,
+    pub devices: Vec<PoolDevice>,
+}
+
+/// A pool's driver and name.
+type PoolKey = (Arc<str>, Arc<str>);
+
+/// Every pool and device class.
+#[derive(Debug, Default)]
+pub struct Inventory {
+    pools: BTreeMap<PoolKey, Pool>,
+    classes: HashMap<Arc<str>, DeviceClass>,
+    counters: HashMap<CounterId, Quantity>,
+    /// Device → its pool and position there.
+    by_id: HashMap<DeviceId, (PoolKey, usize)>,
+}
+
+impl Inventory {
+    pub fn new<'a>(
+        slices: impl IntoIterator<Item = &'a Slice>,
+        classes: impl IntoIterator<Item = DeviceClass>,
+    ) -> Self {
+        let mut by_pool: BTreeMap<PoolKey, Vec<&Slice>> = BTreeMap::new();
+        for s in slices {
+            by_pool
+                .entry((s.driver.clone(), s.pool.clone()))
+                .or_default()
+                .push(s);
+        }
+        let mut inv = Inventory {
+            classes: classes.into_iter().map(|c| (c.name.clone(), c)).collect(),
+            ..Inventory::default()
+        };
+        for ((driver, name), slices) in by_pool {
+            let pool = inv.pool(driver.clone(), name.clone(), slices);
+            for (i, d) in pool.devices.iter().enumerate() {
+                inv.by_id
+                    .insert(d.id.clone(), ((driver.clone(), name.clone()), i));
+            }
+            inv.pools.insert((driver, name), pool);
+        }
+        inv
+    }
+
+    fn pool(&mut self, driver: Arc<str>, name: Arc<str>, slices: Vec<&Slice>) -> Pool {
+        let mut pool = Pool {
+            driver: driver.clone(),
+            name: name.clone(),
+            ..Pool::default()
+        };
+        let newest = slices.iter().map(|s| s.generation).max().unwrap_or(0);
+        let current: Vec<&&Slice> = slices.iter().filter(|s| s.generation == newest).collect();
+        let expected = current.first().map_or(0, |s| s.slice_count);
+        if current.iter().any(|s| s.slice_count != expected) {
+            pool.problem = Some(format!(
+                "pool {driver}/{name}: its slices of generation {newest} disagree on resourceSliceCount"
+            ));
+            return pool;
+        }
+        if i64::try_from(current.len()).unwrap_or(i64::MAX) != expected {
+            pool.problem = Some(format!(
+                "pool {driver}/{name} is incomplete: {} of its {expected} slices of generation {newest} are published",
+                current.len()
+            ));
+            return pool;
+        }
+        let mut counters = HashMap::new();
+        for s in &current {
+            for (set, cs) in &s.shared_counters {
+                for (counter, q) in cs {
+                    let id = CounterId {
+                        driver: driver.clone(),
+                        pool: name.clone(),
+                        set: set.clone(),
+                        counter: counter.clone(),
+                    };
+                    if counters.insert(id, *q).is_some() {
+                        pool.problem = Some(format!(
+                            "pool {driver}/{name}: counter {set}/{counter} is defined twice"
+                        ));
+                        return pool;
+                    }
+                }
+            }
+        }
+        let mut names = HashSet::new();
+        for s in &current {
+            for d in &s.devices {
+                if !names.insert(d.name.clone()) {
+                    pool.problem = Some(format!(
+                        "pool {driver}/{name}: device {} is published twice",
+                        d.name
+                    ));
+                    pool.devices.clear();
+                    return pool;
+                }
+                for c in &d.consumes {
+                    for counter in c.counters.keys() {
+                        let id = CounterId {
+                            driver: driver.clone(),
+                            pool: name.clone(),
+                            set: c.counter_set.clone(),
+                            counter: counter.clone(),
+                        };
+                        if !counters.contains_key(&id) {
+                            pool.problem = Some(format!(
+                                "pool {driver}/{name}: device {} consumes counter {}/{counter}, which the pool does not define",
+                                d.name, c.counter_set
+                            ));
+                            pool.devices.clear();
+                            return pool;
+                        }
+                    }
+                }
+                let Some(reach) = d.reach.clone().or_else(|| s.reach.clone()) else {
+                    continue;
+                };
+                pool.devices.push(PoolDevice {
+                    id: DeviceId {
+                        driver: driver.clone(),
+                        pool: name.clone(),
+                        device: d.name.clone(),
+                    },
+                    value: cel::device_value(&driver, d),
+                    device: d.clone(),
+                    reach,
+                });
+            }
+        }
+        self.counters.extend(counters);
+        pool
+    }
+
+    pub fn class(&self, name: &str) -> Option<&DeviceClass> {
+        self.classes.get(name)
+    }
+
+    pub fn pools(&self) -> impl Iterator<Item = &Pool> {
+        self.pools.values()
+    }
+
+    /// A counter's capacity.
+    pub fn counter(&self, id: &CounterId) -> Option<Quantity> {
+        self.counters.get(id).copied()
+    }
+
+    /// The device, in a complete pool.
+    pub fn device(&self, id: &DeviceId) -> Option<&PoolDevice> {
+        let (pool, i) = self.by_id.get(id)?;
+        self.pools.get(pool)?.devices.get(*i)
+    }
+}
+
+/// The counters a device consumes.
+pub fn consumption(d: &PoolDevice) -> impl Iterator<Item = (CounterId, Quantity)> + '_ {
+    d.device.consumes.iter().flat_map(move |c| {
+        c.counters.iter().map(move |(counter, q)| {
+            (
+                CounterId {
+                    driver: d.id.driver.clone(),
+                    pool: d.id.pool.clone(),
+                    set: c.counter_set.clone(),
+                    counter: counter.clone(),
+                },
+                *q,
+            )
+        })
+    })
+}
+
+/// The devices and counters allocated claims hold.
+#[derive(Debug, Default, Clone)]
+pub struct InUse {
+    devices: HashSet<DeviceId>,
+    counters: HashMap<CounterId, Quantity>,
+}
+
+impl InUse {
+    /// What the allocations of `claims` hold.
+    pub fn of<'a>(claims: impl IntoIterator<Item = &'a Claim>, inv: &Inventory) -> Self {
+        let mut in_use = InUse::default();
+        for c in claims {
+            for r in c.allocation.iter().flat_map(|a| &a.results) {
+                if !r.admin_access {
+                    in_use.take(&r.device, inv);
+                }
+            }
+        }
+        in_use
+    }
+
+    /// Marks a device (and what it consumes) taken; `false` when it was.
+    pub fn take(&mut self, id: &DeviceId, inv: &Inventory) -> bool {
+        if !self.devices.insert(id.clone()) {
+            return false;
+        }
+        if let Some(d) = inv.device(id) {
+            for (counter, q) in consumption(d) {
+                let used = self.counters.entry(counter).or_insert(Quantity::ZERO);
+                *used = used.checked_add(q).unwrap_or(*used);
+            }
+        }
+        true
+    }
+
+    /// Gives a device (and what it consumes) back.
+    pub fn give_back(&mut self, id: &DeviceId, inv: &Inventory) {
+        if !self.devices.remove(id) {
+            return;
+        }
+        if let Some(d) = inv.device(id) {
+            for (counter, q) in consumption(d) {
+                if let Some(used) = self.counters.get_mut(&counter) {
+                    *used = used.checked_sub(q).unwrap_or(Quantity::ZERO);
+                }
+            }
+        }
+    }
+
+    pub fn contains(&self, id: &DeviceId) -> bool {
+        self.devices.contains(id)
+    }
+
+    /// How much of a counter is consumed.
+    pub fn used(&self, id: &CounterId) -> Quantity {
+        self.counters.get(id).copied().unwrap_or(Quantity::ZERO)
+    }
+
+    /// Whether a device's consumption still fits its pool's counters.
+    pub fn counters_fit(&self, d: &PoolDevice, inv: &Inventory) -> bool {
+        consumption(d).all(|(id, q)| {
+            let cap = inv.counter(&id).unwrap_or(Quantity::ZERO);
+            self.used(&id)
+                .checked_add(q)
+                .is_some_and(|total| total <= cap)
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.devices.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.devices.is_empty()
+    }
+}
