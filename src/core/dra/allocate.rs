@@ -94,12 +94,7 @@ pub fn allocate(
     eval: &Evaluator,
     budget: Budget,
 ) -> Result<Vec<Allocation>, Unfit> {
-    let reachable: Vec<&PoolDevice> = inv
-        .pools()
-        .filter(|p| p.problem.is_none())
-        .flat_map(|p| p.devices.iter())
-        .filter(|d| d.reach.reaches(node.name, node.labels))
-        .collect();
+    let reachable: Vec<&PoolDevice> = inv.reachable(node.name, node.labels).collect();
     let incomplete: Vec<&str> = inv.pools().filter_map(|p| p.problem.as_deref()).collect();
     // Per request, its alternatives' candidate lists; the search walks
     // requests in order and alternatives in order.

@@ -57,6 +57,10 @@ pub struct Inventory {
     counters: HashMap<CounterId, Quantity>,
     /// Device → its pool and position there.
     by_id: HashMap<DeviceId, (PoolKey, usize)>,
+    /// Node → the usable devices local to it, in inventory order.
+    local: HashMap<Arc<str>, Vec<(PoolKey, usize)>>,
+    /// The usable devices that reach by selector or everywhere.
+    shared: Vec<(PoolKey, usize)>,
 }
 
 impl Inventory {
@@ -78,8 +82,15 @@ impl Inventory {
         for ((driver, name), slices) in by_pool {
             let pool = inv.pool(driver.clone(), name.clone(), slices);
             for (i, d) in pool.devices.iter().enumerate() {
-                inv.by_id
-                    .insert(d.id.clone(), ((driver.clone(), name.clone()), i));
+                let at = ((driver.clone(), name.clone()), i);
+                inv.by_id.insert(d.id.clone(), at.clone());
+                if pool.problem.is_some() {
+                    continue;
+                }
+                match &d.reach {
+                    Reach::Node(n) => inv.local.entry(n.clone()).or_default().push(at),
+                    Reach::Selector(_) | Reach::All => inv.shared.push(at),
+                }
             }
             inv.pools.insert((driver, name), pool);
         }
@@ -183,6 +194,26 @@ impl Inventory {
         self.pools.values()
     }
 
+    /// The devices of complete pools that reach `node`: its own, then
+    /// those shared by selector or with every node.
+    pub fn reachable<'a>(
+        &'a self,
+        node: &'a str,
+        labels: &'a BTreeMap<String, String>,
+    ) -> impl Iterator<Item = &'a PoolDevice> + 'a {
+        let local = self.local.get(node).map(Vec::as_slice).unwrap_or_default();
+        let shared = self
+            .shared
+            .iter()
+            .filter_map(|at| self.at(at))
+            .filter(move |d| d.reach.reaches(node, labels));
+        local.iter().filter_map(|at| self.at(at)).chain(shared)
+    }
+
+    fn at(&self, (pool, i): &(PoolKey, usize)) -> Option<&PoolDevice> {
+        self.pools.get(pool)?.devices.get(*i)
+    }
+
     /// A counter's capacity.
     pub fn counter(&self, id: &CounterId) -> Option<Quantity> {
         self.counters.get(id).copied()
@@ -190,8 +221,7 @@ impl Inventory {
 
     /// The device, in a complete pool.
     pub fn device(&self, id: &DeviceId) -> Option<&PoolDevice> {
-        let (pool, i) = self.by_id.get(id)?;
-        self.pools.get(pool)?.devices.get(*i)
+        self.at(self.by_id.get(id)?)
     }
 }
 
