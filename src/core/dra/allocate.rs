@@ -17,8 +17,9 @@
 use std::sync::Arc;
 
 use super::cel::Evaluator;
-use super::inventory::{InUse, Inventory, PoolDevice};
+use super::inventory::{CounterId, InUse, Inventory, PoolDevice, consumption};
 use super::model::{Allocated, Allocation, Alternative, Attr, Claim, ConstraintKind, Mode, Reach};
+use crate::model::Quantity;
 
 /// The node the pod would run on.
 #[derive(Debug, Clone, Copy)]
@@ -95,7 +96,7 @@ pub fn allocate(
     budget: Budget,
 ) -> Result<Vec<Allocation>, Unfit> {
     let reachable: Vec<&PoolDevice> = inv.reachable(node.name, node.labels).collect();
-    let incomplete: Vec<&str> = inv.pools().filter_map(|p| p.problem.as_deref()).collect();
+    let incomplete = inv.problems();
     // Per request, its alternatives' candidate lists; the search walks
     // requests in order and alternatives in order.
     let mut requests: Vec<Vec<Slot<'_>>> = Vec::new();
@@ -110,13 +111,19 @@ pub fn allocate(
                     request: alt.name.to_string(),
                     class: alt.class.to_string(),
                 })?;
+                let selectors: Vec<_> = class
+                    .selectors
+                    .iter()
+                    .chain(&alt.selectors)
+                    .map(|s| (s, inv.verdicts(s)))
+                    .collect();
                 let mut matching = Vec::new();
                 for d in &reachable {
-                    let passes = class
-                        .selectors
+                    let passes = selectors
                         .iter()
-                        .chain(&alt.selectors)
-                        .try_fold(true, |ok, s| Ok(ok && eval.matches(s, &d.value)?))
+                        .try_fold(true, |ok, (s, v)| {
+                            Ok(ok && Inventory::passes(eval, s, v, d)?)
+                        })
                         .map_err(|message| Unfit::Selector {
                             claim: claim_name.clone(),
                             message,
@@ -196,7 +203,8 @@ pub fn allocate(
         claims,
         inv,
         requests: &requests,
-        taken: in_use.clone(),
+        in_use,
+        consumed: Vec::new(),
         chosen: Vec::new(),
         steps: 0,
         budget,
@@ -236,8 +244,10 @@ struct Search<'s, 'a> {
     claims: &'s [&'a Claim],
     inv: &'a Inventory,
     requests: &'s [Vec<Slot<'a>>],
-    /// Devices (and counters) held by others and by the choices so far.
-    taken: InUse,
+    /// Devices (and counters) held by other claims.
+    in_use: &'s InUse,
+    /// The counters the choices so far consume, beside `in_use`'s.
+    consumed: Vec<(CounterId, Quantity)>,
     /// The choices so far: (claim, alternative name, device, admin access).
     chosen: Vec<(usize, Arc<str>, &'a PoolDevice, bool)>,
     steps: u64,
@@ -290,8 +300,9 @@ impl<'a> Search<'_, 'a> {
                 continue;
             }
             let admin = slot.alternative.admin_access;
+            let mark = self.consumed.len();
             if !admin {
-                self.taken.take(&d.id, self.inv);
+                self.consumed.extend(consumption(d));
             }
             self.chosen
                 .push((slot.claim, slot.alternative.name.clone(), d, admin));
@@ -299,9 +310,7 @@ impl<'a> Search<'_, 'a> {
                 return Ok(true);
             }
             self.chosen.pop();
-            if !admin {
-                self.taken.give_back(&d.id, self.inv);
-            }
+            self.consumed.truncate(mark);
         }
         Ok(false)
     }
@@ -312,7 +321,9 @@ impl<'a> Search<'_, 'a> {
         if self.chosen.iter().any(|(_, _, c, _)| c.id == d.id) {
             return false;
         }
-        if !admin && (self.taken.contains(&d.id) || !self.taken.counters_fit(d, self.inv)) {
+        // Candidates are free of other claims already (or monitored with
+        // admin access); what remains is the pool's shared counters.
+        if !admin && !self.counters_fit(d) {
             return false;
         }
         let claim = self.claims[slot.claim];
@@ -339,6 +350,21 @@ impl<'a> Search<'_, 'a> {
             }
         }
         true
+    }
+
+    /// Whether `d`'s consumption fits its counters, with what other claims
+    /// and the choices so far consume.
+    fn counters_fit(&self, d: &PoolDevice) -> bool {
+        consumption(d).all(|(id, q)| {
+            let cap = self.inv.counter(&id).unwrap_or(Quantity::ZERO);
+            let ours = self
+                .consumed
+                .iter()
+                .filter(|(c, _)| *c == id)
+                .try_fold(self.in_use.used(&id), |sum, (_, q)| sum.checked_add(*q));
+            ours.and_then(|sum| sum.checked_add(q))
+                .is_some_and(|total| total <= cap)
+        })
     }
 
     fn allocations(&self, n: usize) -> Vec<Allocation> {

@@ -31,6 +31,8 @@ use crate::model::Quantity;
 /// A compiled selector.
 #[derive(Clone)]
 pub struct Selector {
+    /// Unique per compilation: the key of its verdicts in `Inventory`'s memo.
+    id: u64,
     source: Arc<str>,
     program: Arc<Program>,
 }
@@ -72,7 +74,9 @@ impl Selector {
                 limits::MAX_CEL_COST
             ));
         }
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Ok(Selector {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             source: Arc::from(source),
             program: Arc::new(program),
         })
@@ -80,6 +84,10 @@ impl Selector {
 
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
     }
 }
 

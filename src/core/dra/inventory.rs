@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use super::cel;
 use super::model::{Claim, Device, DeviceClass, DeviceId, Reach, Slice};
@@ -22,6 +23,8 @@ use crate::model::Quantity;
 /// see it.
 #[derive(Debug)]
 pub struct PoolDevice {
+    /// Its position among every device of the inventory.
+    pub index: u32,
     pub id: DeviceId,
     pub device: Device,
     pub reach: Reach,
@@ -49,18 +52,35 @@ pub struct Pool {
 /// A pool's driver and name.
 type PoolKey = (Arc<str>, Arc<str>);
 
+/// A device's pool (index into `pools`) and position there.
+type Loc = (u32, u32);
+
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// A selector's verdict per device (by `PoolDevice::index`): 0 not yet
+/// evaluated, 1 no, 2 yes. Errors are not kept: they end the allocation,
+/// and are evaluated again for the message.
+type Verdicts = Arc<[AtomicU8]>;
+
 /// Every pool and device class.
 #[derive(Debug, Default)]
 pub struct Inventory {
-    pools: BTreeMap<PoolKey, Pool>,
+    /// In driver and pool name order.
+    pools: Vec<Pool>,
     classes: HashMap<Arc<str>, DeviceClass>,
     counters: HashMap<CounterId, Quantity>,
-    /// Device → its pool and position there.
-    by_id: HashMap<DeviceId, (PoolKey, usize)>,
+    by_id: FastMap<DeviceId, Loc>,
     /// Node → the usable devices local to it, in inventory order.
-    local: HashMap<Arc<str>, Vec<(PoolKey, usize)>>,
+    local: FastMap<Arc<str>, Vec<Loc>>,
     /// The usable devices that reach by selector or everywhere.
-    shared: Vec<(PoolKey, usize)>,
+    shared: Vec<Loc>,
+    /// Every device of complete pools.
+    devices: u32,
+    /// Why pools cannot be used, one line each.
+    problems: Vec<String>,
+    /// Selector (by id) → its verdicts, kept as long as the inventory (a
+    /// device changes only with its slice, which makes a new inventory).
+    verdicts: dashmap::DashMap<u64, Verdicts, foldhash::fast::RandomState>,
 }
 
 impl Inventory {
@@ -81,18 +101,20 @@ impl Inventory {
         };
         for ((driver, name), slices) in by_pool {
             let pool = inv.pool(driver.clone(), name.clone(), slices);
+            let p = u32::try_from(inv.pools.len()).unwrap_or(u32::MAX);
             for (i, d) in pool.devices.iter().enumerate() {
-                let at = ((driver.clone(), name.clone()), i);
-                inv.by_id.insert(d.id.clone(), at.clone());
-                if pool.problem.is_some() {
-                    continue;
-                }
+                let at = (p, u32::try_from(i).unwrap_or(u32::MAX));
+                inv.by_id.insert(d.id.clone(), at);
                 match &d.reach {
                     Reach::Node(n) => inv.local.entry(n.clone()).or_default().push(at),
                     Reach::Selector(_) | Reach::All => inv.shared.push(at),
                 }
             }
-            inv.pools.insert((driver, name), pool);
+            inv.devices = inv
+                .devices
+                .saturating_add(u32::try_from(pool.devices.len()).unwrap_or(u32::MAX));
+            inv.problems.extend(pool.problem.clone());
+            inv.pools.push(pool);
         }
         inv
     }
@@ -171,6 +193,9 @@ impl Inventory {
                     continue;
                 };
                 pool.devices.push(PoolDevice {
+                    index: self
+                        .devices
+                        .saturating_add(u32::try_from(pool.devices.len()).unwrap_or(u32::MAX)),
                     id: DeviceId {
                         driver: driver.clone(),
                         pool: name.clone(),
@@ -191,7 +216,12 @@ impl Inventory {
     }
 
     pub fn pools(&self) -> impl Iterator<Item = &Pool> {
-        self.pools.values()
+        self.pools.iter()
+    }
+
+    /// Why pools cannot be used (incomplete, inconsistent), one line each.
+    pub fn problems(&self) -> &[String] {
+        &self.problems
     }
 
     /// The devices of complete pools that reach `node`: its own, then
@@ -210,8 +240,36 @@ impl Inventory {
         local.iter().filter_map(|at| self.at(at)).chain(shared)
     }
 
-    fn at(&self, (pool, i): &(PoolKey, usize)) -> Option<&PoolDevice> {
-        self.pools.get(pool)?.devices.get(*i)
+    fn at(&self, &(pool, i): &Loc) -> Option<&PoolDevice> {
+        self.pools.get(pool as usize)?.devices.get(i as usize)
+    }
+
+    /// The selector's verdict table (see `Verdicts`), made on first use.
+    pub fn verdicts(&self, selector: &cel::Selector) -> Verdicts {
+        self.verdicts
+            .entry(selector.id())
+            .or_insert_with(|| (0..self.devices).map(|_| AtomicU8::new(0)).collect())
+            .clone()
+    }
+
+    /// Whether `d` passes `selector`, evaluated once per inventory.
+    pub fn passes(
+        eval: &cel::Evaluator,
+        selector: &cel::Selector,
+        verdicts: &[AtomicU8],
+        d: &PoolDevice,
+    ) -> Result<bool, String> {
+        let slot = verdicts.get(d.index as usize);
+        match slot.map(|v| v.load(Ordering::Relaxed)) {
+            Some(1) => return Ok(false),
+            Some(2) => return Ok(true),
+            _ => {}
+        }
+        let v = eval.matches(selector, &d.value);
+        if let (Some(slot), Ok(yes)) = (slot, &v) {
+            slot.store(if *yes { 2 } else { 1 }, Ordering::Relaxed);
+        }
+        v
     }
 
     /// A counter's capacity.
@@ -245,8 +303,8 @@ pub fn consumption(d: &PoolDevice) -> impl Iterator<Item = (CounterId, Quantity)
 /// The devices and counters allocated claims hold.
 #[derive(Debug, Default, Clone)]
 pub struct InUse {
-    devices: HashSet<DeviceId>,
-    counters: HashMap<CounterId, Quantity>,
+    devices: HashSet<DeviceId, foldhash::fast::RandomState>,
+    counters: FastMap<CounterId, Quantity>,
 }
 
 impl InUse {
@@ -298,16 +356,6 @@ impl InUse {
     /// How much of a counter is consumed.
     pub fn used(&self, id: &CounterId) -> Quantity {
         self.counters.get(id).copied().unwrap_or(Quantity::ZERO)
-    }
-
-    /// Whether a device's consumption still fits its pool's counters.
-    pub fn counters_fit(&self, d: &PoolDevice, inv: &Inventory) -> bool {
-        consumption(d).all(|(id, q)| {
-            let cap = inv.counter(&id).unwrap_or(Quantity::ZERO);
-            self.used(&id)
-                .checked_add(q)
-                .is_some_and(|total| total <= cap)
-        })
     }
 
     pub fn len(&self) -> usize {
