@@ -27,6 +27,7 @@ mod preemption_e2e;
 mod preemption_properties;
 mod scenario_phases_e2e;
 mod sim_api;
+mod sim_dra;
 mod sim_eviction;
 mod sim_kubectl_versions;
 mod sim_lifecycle;

@@ -16,6 +16,8 @@
 //! - `termination`: graceful pod deletion; `eviction`: the `pods/eviction`
 //!   subresource; `disruption`: PodDisruptionBudget status (the disruption
 //!   controller's part).
+//! - `dra`: Dynamic Resource Allocation (`resource.k8s.io`): validation,
+//!   printing, the resourceclaim controller.
 //! - [`fault`]: injected errors, latency and watch closes.
 //! - [`recorder`]: which API calls clients made (opt-in, for RBAC tests).
 //! - `views`, `convert`: one storage per resource served in every version
@@ -31,6 +33,7 @@ pub mod cli;
 mod convert;
 mod create;
 mod disruption;
+mod dra;
 mod eviction;
 pub mod fault;
 mod fields;
@@ -277,6 +280,11 @@ impl SimCluster {
         });
         provisioner::spawn(state.store.clone(), shutdown.clone());
         disruption::spawn(state.store.clone(), shutdown.clone());
+        dra::controller::spawn(
+            state.store.clone(),
+            state.lifecycle.clone(),
+            shutdown.clone(),
+        );
         seed(&state, &config.node_templates)?;
         let app = http::router(state.clone());
         let stop = shutdown.clone();

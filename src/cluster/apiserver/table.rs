@@ -68,7 +68,7 @@ fn column(name: &str, description: &str, priority: u8) -> Value {
 
 fn kind_of(def: &ResourceDef) -> &str {
     match def.group.as_str() {
-        "" | "policy" => def.plural.as_str(),
+        "" | "policy" | super::dra::GROUP => def.plural.as_str(),
         _ => "",
     }
 }
@@ -111,7 +111,15 @@ fn columns(def: &ResourceDef) -> Value {
             column("Allowed Disruptions", "status.disruptionsAllowed", 0),
             age
         ]),
-        _ => json!([name, age]),
+        plural => match super::dra::table::middle_columns(plural) {
+            Some(middle) => {
+                let mut all = vec![name];
+                all.extend(middle);
+                all.push(age);
+                json!(all)
+            }
+            None => json!([name, age]),
+        },
     }
 }
 
@@ -211,7 +219,12 @@ fn row(def: &ResourceDef, obj: &Value, include: Include, now: DateTime<Utc>) -> 
                 .unwrap_or(0),
             age
         ]),
-        _ => json!([name, age]),
+        plural => {
+            let mut cells = vec![json!(name)];
+            cells.extend(super::dra::table::middle_cells(plural, obj));
+            cells.push(json!(age));
+            json!(cells)
+        }
     };
     let mut row = json!({ "cells": cells });
     match include {

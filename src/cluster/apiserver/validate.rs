@@ -41,6 +41,15 @@ pub fn object(state: &SimState, def: &ResourceDef, name: &str, obj: &Value) -> A
             vec![cause],
         ));
     }
+    if def.group == super::dra::GROUP {
+        let causes = super::dra::validate::object(&def.kind, obj);
+        if causes.is_empty() {
+            return Ok(());
+        }
+        return Err(ApiError::invalid_fields(
+            &def.group, &def.kind, name, causes,
+        ));
+    }
     if !(def.group.is_empty() && def.kind == "Pod") {
         return Ok(());
     }
@@ -51,6 +60,27 @@ pub fn object(state: &SimState, def: &ResourceDef, name: &str, obj: &Value) -> A
         )));
     }
     let causes = pod(obj);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid_fields(
+        &def.group, &def.kind, name, causes,
+    ))
+}
+
+/// Validates an update of `old` into `new` (both stored forms) beyond what
+/// [`object`] checks of `new` alone: fields that may not change.
+pub fn update(
+    state: &SimState,
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> ApiResult<()> {
+    if !state.validate || def.group != super::dra::GROUP || def.kind != "ResourceClaim" {
+        return Ok(());
+    }
+    let causes = super::dra::validate::claim_update(old, new);
     if causes.is_empty() {
         return Ok(());
     }

@@ -101,8 +101,10 @@ pub(super) fn update(state: &SimState, req: &ResourceRequest) -> ApiResult<Respo
             .store
             .get(&def.key(), ns_key(req), name)
             .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
-        let merged = merge_update(def, req.sub.as_deref(), &current.value(), body.clone());
+        let old = current.value();
+        let merged = merge_update(def, req.sub.as_deref(), &old, body.clone());
         validate::object(state, def, name, &merged)?;
+        validate::update(state, def, name, &old, &merged)?;
         match state
             .store
             .replace(&def.key(), Some(expected.unwrap_or(current.rv)), merged)
@@ -157,6 +159,7 @@ pub(super) fn patch(state: &SimState, req: &ResourceRequest) -> ApiResult<Respon
         }
         let merged = merge_update(def, req.sub.as_deref(), &old, new);
         validate::object(state, def, name, &merged)?;
+        validate::update(state, def, name, &old, &merged)?;
         match state.store.replace(&def.key(), Some(current.rv), merged) {
             Ok(stored) => {
                 let response = object_response(StatusCode::OK, def, &stored);
