@@ -31,6 +31,7 @@ mod sim_dra;
 mod sim_eviction;
 mod sim_kubectl_versions;
 mod sim_lifecycle;
+mod sim_quantities;
 mod sim_versions;
 mod sim_watch;
 mod simulate_e2e;

@@ -10,7 +10,8 @@
 //!   per-kind behaviour (pod defaults, node status, namespaces, CRDs).
 //! - `fields` (with `probe` for built-in kinds, `prune` for custom
 //!   resources): unknown fields dropped, warned of or refused (`fieldValidation`).
-//! - [`patch`], [`selectors`], [`status`], [`objects`], `protobuf`: request mechanics.
+//! - [`patch`], [`selectors`], [`status`], [`objects`], `protobuf`: request mechanics;
+//!   `quantity`: resource quantities decoded (capped) as the server decodes them.
 //! - [`kubelet`]: the fake kubelet (kwok-style node and pod lifecycle) (node templates are `crate::kwok`).
 //! - [`provisioner`]: the simulated PV controller and CSI external-provisioner (claims get volumes).
 //! - `termination`: graceful pod deletion; `eviction`: the `pods/eviction`
@@ -49,6 +50,7 @@ mod probe;
 mod protobuf;
 pub mod provisioner;
 mod prune;
+mod quantity;
 pub mod rbac;
 pub mod recorder;
 pub mod registry;

@@ -137,7 +137,52 @@ fn unparsable_quantity(obj: &Value) -> Option<String> {
         .filter_map(|(_, map)| map.as_object())
         .flat_map(|map| map.values())
         .filter_map(raw_quantity)
-        .find(|raw| Quantity::parse(raw).is_err())
+        .find(|raw| super::quantity::decode(raw).is_err())
+}
+
+/// Decodes a pod's resource quantities as the server does before it
+/// validates and stores them (`quantity`): values beyond 2^63-1 capped,
+/// values finer than a nano unit rounded up. Text that does not decode is
+/// left for [`object`] to refuse.
+pub fn decode_quantities(state: &SimState, def: &ResourceDef, obj: &mut Value) {
+    if state.validate && def.group.is_empty() && def.kind == "Pod" {
+        decode_pod_quantities(obj);
+    }
+}
+
+fn decode_pod_quantities(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec") else {
+        return;
+    };
+    let rewrite = |map: &mut Value| {
+        for q in map.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+            if let Some(Ok(Some(text))) = raw_quantity(q).map(|r| super::quantity::decode(&r)) {
+                *q = Value::String(text);
+            }
+        }
+    };
+    for list in ["containers", "initContainers"] {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            for part in ["requests", "limits"] {
+                if let Some(map) = c.pointer_mut(&format!("/resources/{part}")) {
+                    rewrite(map);
+                }
+            }
+        }
+    }
+    for part in ["requests", "limits"] {
+        if let Some(map) = spec.pointer_mut(&format!("/resources/{part}")) {
+            rewrite(map);
+        }
+    }
+    if let Some(map) = spec.get_mut("overhead") {
+        rewrite(map);
+    }
 }
 
 /// A quantity's text: a string, or a bare JSON number.
@@ -296,6 +341,23 @@ mod tests {
             topology_object(&topo, "t", &json!("not an object")).as_deref(),
             Some("metadata.name is required")
         );
+    }
+
+    #[test]
+    fn huge_quantities_decode_capped() {
+        let mut p = json!({"spec": {"containers": [{"resources": {"requests": {"cpu": "1e30", "memory": "1Gi"}}}],
+            "overhead": {"cpu": 1e300}}});
+        assert_eq!(unparsable_quantity(&p), None);
+        decode_pod_quantities(&mut p);
+        assert_eq!(
+            p["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "9223372036854775807"
+        );
+        assert_eq!(
+            p["spec"]["containers"][0]["resources"]["requests"]["memory"],
+            "1Gi"
+        );
+        assert_eq!(p["spec"]["overhead"]["cpu"], "9223372036854775807");
     }
 
     #[test]

@@ -102,7 +102,8 @@ pub(super) fn update(state: &SimState, req: &ResourceRequest) -> ApiResult<Respo
             .get(&def.key(), ns_key(req), name)
             .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
         let old = current.value();
-        let merged = merge_update(def, req.sub.as_deref(), &old, body.clone());
+        let mut merged = merge_update(def, req.sub.as_deref(), &old, body.clone());
+        validate::decode_quantities(state, def, &mut merged);
         validate::object(state, def, name, &merged)?;
         validate::update(state, def, name, &old, &merged)?;
         match state
@@ -157,7 +158,8 @@ pub(super) fn patch(state: &SimState, req: &ResourceRequest) -> ApiResult<Respon
             parse_rv(rv)?;
             return Err(commit_error(def, name, CommitError::Conflict));
         }
-        let merged = merge_update(def, req.sub.as_deref(), &old, new);
+        let mut merged = merge_update(def, req.sub.as_deref(), &old, new);
+        validate::decode_quantities(state, def, &mut merged);
         validate::object(state, def, name, &merged)?;
         validate::update(state, def, name, &old, &merged)?;
         match state.store.replace(&def.key(), Some(current.rv), merged) {
