@@ -5,7 +5,8 @@
 //! ResourceClaim table, spec immutability and the `/status` subresource,
 //! the resourceclaim controller (claims from templates, released
 //! reservations, deallocation, claims deleted with their pod) and the
-//! kubelet starting a pod only once its claims are allocated and reserved.
+//! kubelet starting a pod only once its claims are allocated and reserved,
+//! and the kwok-style DRA driver publishing the slices of template nodes.
 //!
 //! kubectl comes from $MUSTER_KUBECTL or `.tools/kubectl`, fetched with
 //! `tests/support/fetch-tools.sh` when missing.
@@ -397,4 +398,113 @@ async fn reservations_of_gone_pods_are_released_and_claims_deallocated() {
         .requests
         .unwrap()[0];
     assert_eq!(req.exactly.as_ref().unwrap().count, Some(2));
+}
+
+/// Nodes whose template declares devices get their ResourceSlices from
+/// the kwok-style driver; a node's slice goes with it, a clique's with its
+/// last node.
+#[tokio::test]
+async fn the_kwok_driver_publishes_slices_per_node_and_clique() {
+    use k8s_openapi::api::core::v1::Node;
+    use k8s_openapi::api::resource::v1::ResourceSlice;
+
+    let templates = muster::kwok::templates::parse(
+        "namePrefix: gpu
+count: 2
+topology: {hostsPerRack: 2}
+devices: {count: 4, model: h100, memory: 80Gi, pcieRoots: 2, multiNode: {count: 1, model: nvswitch}}
+",
+    )
+    .expect("template");
+    let (cluster, client) = common::start(common::fast().with_templates(templates)).await;
+    let slices: Api<ResourceSlice> = Api::all(client.clone());
+    let slice = wait_for(
+        &slices,
+        "gpu-0-gpu.kwok.muster.dev",
+        |s: Option<&ResourceSlice>| s.is_some(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(slice.spec.node_name.as_deref(), Some("gpu-0"));
+    assert_eq!(slice.spec.pool.name, "gpu-0");
+    let devices = slice.spec.devices.unwrap();
+    assert_eq!(devices.len(), 4);
+    let attrs = devices[3].attributes.as_ref().unwrap();
+    assert_eq!(attrs["model"].string.as_deref(), Some("h100"));
+    assert_eq!(attrs["index"].int, Some(3));
+    assert_eq!(attrs["pcieRoot"].string.as_deref(), Some("pci1"));
+    assert_eq!(attrs["clique"].string.as_deref(), Some("rack-0"));
+    assert_eq!(
+        devices[0].capacity.as_ref().unwrap()["memory"].value.0,
+        "80Gi"
+    );
+    let owner = &slice.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Node", "gpu-0")
+    );
+
+    let clique = wait_for(
+        &slices,
+        "clique-rack-0-gpu.kwok.muster.dev",
+        |s: Option<&ResourceSlice>| s.is_some(),
+    )
+    .await
+    .unwrap();
+    let selector = clique.spec.node_selector.unwrap();
+    let expr = &selector.node_selector_terms[0]
+        .match_expressions
+        .as_ref()
+        .unwrap()[0];
+    assert_eq!(expr.key, "topology.muster.dev/rack");
+    assert_eq!(expr.values.as_deref(), Some(&["rack-0".to_string()][..]));
+
+    let kubectl = Kubectl::for_cluster(&cluster);
+    let table = kubectl.ok(&["get", "resourceslices"]).await;
+    let row: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("gpu-1-"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row[..4],
+        [
+            "gpu-1-gpu.kwok.muster.dev",
+            "gpu-1",
+            "gpu.kwok.muster.dev",
+            "gpu-1"
+        ],
+        "{table}"
+    );
+
+    // A node's slice goes with it; the clique's stays while a node remains.
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .delete("gpu-0", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        &slices,
+        "gpu-0-gpu.kwok.muster.dev",
+        |s: Option<&ResourceSlice>| s.is_none(),
+    )
+    .await;
+    assert!(
+        slices
+            .get_opt("clique-rack-0-gpu.kwok.muster.dev")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    nodes
+        .delete("gpu-1", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        &slices,
+        "clique-rack-0-gpu.kwok.muster.dev",
+        |s: Option<&ResourceSlice>| s.is_none(),
+    )
+    .await;
 }

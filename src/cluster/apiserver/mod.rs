@@ -287,6 +287,7 @@ impl SimCluster {
             state.lifecycle.clone(),
             shutdown.clone(),
         );
+        dra::driver::spawn(state.store.clone(), shutdown.clone());
         seed(&state, &config.node_templates)?;
         let app = http::router(state.clone());
         let stop = shutdown.clone();

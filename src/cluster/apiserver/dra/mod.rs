@@ -6,11 +6,14 @@
 //! - [`table`]: `kubectl get` columns;
 //! - [`controller`]: the resourceclaim controller (claims from templates,
 //!   reservations released, deallocation, generated claims deleted);
-//! - [`consumer`]: what the fake kubelet needs of a pod's claims to start it.
+//! - [`consumer`]: what the fake kubelet needs of a pod's claims to start it;
+//! - [`driver`]: a kwok-style DRA driver publishing the ResourceSlices of
+//!   nodes whose template declares devices.
 
 pub mod cel;
 pub mod consumer;
 pub mod controller;
+pub mod driver;
 pub mod table;
 pub mod validate;
 
