@@ -119,7 +119,12 @@ async fn kinds_are_served_in_both_versions_and_printed() {
     let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(row[..2], ["gpus", "pending"]);
 
-    // The spec cannot change; the status can, through /status.
+    // The spec cannot change (a replace with the same spec, without the
+    // defaults the server filled in, is no change); the status can,
+    // through /status.
+    kubectl
+        .ok_with(&["replace", "-f", "-"], CLAIM_V1BETA2)
+        .await;
     let changed = kubectl
         .fails(&[
             "patch",
@@ -148,6 +153,21 @@ async fn kinds_are_served_in_both_versions_and_printed() {
         .ok(&["get", "resourceclaim", "gpus", "--no-headers"])
         .await;
     assert!(row.contains("allocated,reserved"), "{row}");
+    let unallocated = json!({"status": {"allocation": null}});
+    match claims
+        .patch_status("gpus", &PatchParams::default(), &Patch::Merge(unallocated))
+        .await
+    {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 422);
+            assert!(
+                s.message.contains("status.reservedFor: Forbidden"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("expected 422, got {other:?}"),
+    }
 
     let slices = "
 apiVersion: resource.k8s.io/v1beta2

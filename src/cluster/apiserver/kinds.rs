@@ -40,16 +40,7 @@ pub(super) fn on_create(
             child_mut(as_map(obj), "status").insert("phase".into(), json!("Available"));
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => accept_crd(obj)?,
-        (super::dra::GROUP, "resourceclaims") => {
-            if let Some(spec) = obj.get_mut("spec") {
-                super::dra::validate::default_claim_spec(spec);
-            }
-        }
-        (super::dra::GROUP, "resourceclaimtemplates") => {
-            if let Some(spec) = obj.pointer_mut("/spec/spec") {
-                super::dra::validate::default_claim_spec(spec);
-            }
-        }
+        (super::dra::GROUP, plural) => super::dra::validate::default_object(plural, obj),
         _ => {}
     }
     Ok(None)

@@ -68,6 +68,35 @@ pub fn object(state: &SimState, def: &ResourceDef, name: &str, obj: &Value) -> A
     ))
 }
 
+/// Validates the result of a write to `def`'s subresource `sub` (None: the
+/// main resource). For `resource.k8s.io` kinds a `/status` write checks the
+/// status only, as the real server's status strategy does.
+pub fn written(
+    state: &SimState,
+    def: &ResourceDef,
+    sub: Option<&str>,
+    name: &str,
+    obj: &mut Value,
+) -> ApiResult<()> {
+    if def.group != super::dra::GROUP {
+        return object(state, def, name, obj);
+    }
+    if !state.validate {
+        return Ok(());
+    }
+    if sub == Some("status") {
+        let causes = super::dra::validate::status(&def.kind, obj);
+        if causes.is_empty() {
+            return Ok(());
+        }
+        return Err(ApiError::invalid_fields(
+            &def.group, &def.kind, name, causes,
+        ));
+    }
+    super::dra::validate::default_object(&def.plural, obj);
+    object(state, def, name, obj)
+}
+
 /// Validates an update of `old` into `new` (both stored forms) beyond what
 /// [`object`] checks of `new` alone: fields that may not change.
 pub fn update(

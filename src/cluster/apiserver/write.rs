@@ -104,7 +104,7 @@ pub(super) fn update(state: &SimState, req: &ResourceRequest) -> ApiResult<Respo
         let old = current.value();
         let mut merged = merge_update(def, req.sub.as_deref(), &old, body.clone());
         validate::decode_quantities(state, def, &mut merged);
-        validate::object(state, def, name, &merged)?;
+        validate::written(state, def, req.sub.as_deref(), name, &mut merged)?;
         validate::update(state, def, name, &old, &merged)?;
         match state
             .store
@@ -160,7 +160,7 @@ pub(super) fn patch(state: &SimState, req: &ResourceRequest) -> ApiResult<Respon
         }
         let mut merged = merge_update(def, req.sub.as_deref(), &old, new);
         validate::decode_quantities(state, def, &mut merged);
-        validate::object(state, def, name, &merged)?;
+        validate::written(state, def, req.sub.as_deref(), name, &mut merged)?;
         validate::update(state, def, name, &old, &merged)?;
         match state.store.replace(&def.key(), Some(current.rv), merged) {
             Ok(stored) => {

@@ -65,6 +65,30 @@ pub fn claim_update(old: &Value, new: &Value) -> Vec<Cause> {
     }]
 }
 
+/// API defaulting of a `resource.k8s.io` object of `plural`, as the server
+/// decodes every write (create, update, patch).
+pub fn default_object(plural: &str, obj: &mut Value) {
+    let spec = match plural {
+        "resourceclaims" => obj.get_mut("spec"),
+        "resourceclaimtemplates" => obj.pointer_mut("/spec/spec"),
+        _ => None,
+    };
+    if let Some(spec) = spec {
+        default_claim_spec(spec);
+    }
+}
+
+/// The causes of invalidity of a write to the `/status` subresource of a
+/// `resource.k8s.io` object: only the status is checked (the rest is the
+/// stored object, checked when it was written).
+pub fn status(kind: &str, obj: &Value) -> Vec<Cause> {
+    let mut v = Causes::default();
+    if kind == "ResourceClaim" {
+        claim_status(&mut v, &obj["status"]);
+    }
+    v.0
+}
+
 /// API defaulting of a claim spec (`spec` of a claim, `spec.spec` of a
 /// template): a request's `allocationMode` is `ExactCount` unless set, and
 /// `count` is 1 in that mode unless set.
@@ -877,6 +901,20 @@ mod tests {
         changed["spec"] = json!({"devices": {}});
         assert_eq!(claim_update(&c, &changed).len(), 1);
         assert!(claim_update(&c, &c).is_empty());
+    }
+
+    #[test]
+    fn status_writes_check_the_status_only() {
+        let bad_spec_good_status = json!({"spec": {"devices": {"requests": [{"name": "Bad"}]}},
+            "status": {"allocation": {}, "reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]}});
+        assert!(status("ResourceClaim", &bad_spec_good_status).is_empty());
+        assert!(!object("ResourceClaim", &bad_spec_good_status).is_empty());
+        let mut t = json!({"spec": {"spec": {"devices": {"requests": [{"name": "a", "exactly": {"deviceClassName": "c"}}]}}}});
+        default_object("resourceclaimtemplates", &mut t);
+        assert_eq!(
+            t["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"],
+            1
+        );
     }
 
     #[test]
