@@ -215,6 +215,24 @@ async fn invalid_objects_are_422_with_the_field() {
         }
         other => panic!("expected 422, got {other:?}"),
     }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "t"}],
+                 "containers": [{"name": "c", "image": "x",
+                                 "resources": {"claims": [{"name": "nics"}]}}]}}))
+    .unwrap();
+    match pods.create(&PostParams::default(), &pod).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 422);
+            assert!(
+                s.message
+                    .contains("spec.containers[0].resources.claims[0].name: Not found: \"nics\""),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("expected 422, got {other:?}"),
+    }
     let slice = "
 apiVersion: resource.k8s.io/v1
 kind: ResourceSlice
@@ -314,6 +332,9 @@ async fn a_pod_starts_once_its_template_claim_is_allocated_and_reserved() {
     .await
     .unwrap();
     assert_eq!(waiting.status.unwrap().phase.as_deref(), Some("Pending"));
+    let row = kubectl.ok(&["get", "pod", "train", "--no-headers"]).await;
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[..3], ["train", "0/1", "ContainerCreating"], "{row}");
 
     // Allocated and reserved: Running, with its devices.
     claims

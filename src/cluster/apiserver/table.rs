@@ -145,9 +145,21 @@ fn row(def: &ResourceDef, obj: &Value, include: Include, now: DateTime<Utc>) -> 
             let status = if obj.pointer("/metadata/deletionTimestamp").is_some() {
                 "Terminating".to_string()
             } else {
-                match s("/status/phase").as_str() {
-                    "Succeeded" => "Completed".to_string(),
-                    phase => phase.to_string(),
+                // A container's waiting reason (ContainerCreating while a
+                // pod waits for its resource claims) stands for the phase,
+                // as kubectl's printer shows it.
+                let waiting = obj
+                    .pointer("/status/containerStatuses")
+                    .and_then(Value::as_array)
+                    .and_then(|cs| {
+                        cs.iter()
+                            .find_map(|c| c.pointer("/state/waiting/reason")?.as_str())
+                    })
+                    .filter(|r| !r.is_empty());
+                match (s("/status/phase").as_str(), waiting) {
+                    ("Succeeded", _) => "Completed".to_string(),
+                    ("Pending" | "Running", Some(reason)) => reason.to_string(),
+                    (phase, _) => phase.to_string(),
                 }
             };
             let or_none = |v: String| {
@@ -286,6 +298,10 @@ mod tests {
         assert_eq!(t["rows"][0]["cells"][6], "n");
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
         assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 7);
+        let creating = json!({"metadata": {"name": "q"}, "status": {"phase": "Pending",
+            "containerStatuses": [{"state": {"waiting": {"reason": "ContainerCreating"}}}]}});
+        let t = table(&def, json!({}), &[creating], Include::None, false);
+        assert_eq!(t["rows"][0]["cells"][2], "ContainerCreating");
     }
 
     #[test]

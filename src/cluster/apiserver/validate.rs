@@ -8,6 +8,11 @@
 //! rely on this (it refuses such pods itself, `model::requests`), but clients
 //! and tests see the same answer they would from a real cluster.
 //!
+//! A pod's resource claims (`spec.resourceClaims`, containers'
+//! `resources.claims`) are checked as pod validation checks them
+//! (`dra::validate::pod_claims`), and the `resource.k8s.io` kinds by
+//! `dra::validate`.
+//!
 //! The topology kinds served in place of their CRDs are checked as those
 //! CRDs' schemas and admission webhooks would check them: a Kueue `Topology`
 //! (its levels) and a Volcano `HyperNode` (tier, members, selectors), by the
@@ -106,10 +111,10 @@ pub fn update(
     old: &Value,
     new: &Value,
 ) -> ApiResult<()> {
-    if !state.validate || def.group != super::dra::GROUP || def.kind != "ResourceClaim" {
+    if !state.validate || def.group != super::dra::GROUP {
         return Ok(());
     }
-    let causes = super::dra::validate::claim_update(old, new);
+    let causes = super::dra::validate::update(&def.kind, old, new);
     if causes.is_empty() {
         return Ok(());
     }
@@ -237,6 +242,7 @@ fn pod(obj: &Value) -> Vec<Cause> {
         }
     }
     within_limits(&spec["resources"], "spec.resources.requests", &mut causes);
+    causes.extend(super::dra::validate::pod_claims(spec));
     causes
 }
 

@@ -53,16 +53,84 @@ pub fn object(kind: &str, obj: &Value) -> Vec<Cause> {
     v.0
 }
 
-/// An update of a claim may not change its spec.
-pub fn claim_update(old: &Value, new: &Value) -> Vec<Cause> {
-    if old.get("spec") == new.get("spec") {
-        return Vec::new();
+/// Fields an update of a `kind` object may not change: a claim's spec, a
+/// slice's driver and node name.
+pub fn update(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
+    let mut v = Causes::default();
+    let mut immutable = |pointer: &str, field: &str, shown: &Value| {
+        if old.pointer(pointer) != new.pointer(pointer) {
+            v.invalid(field, shown, "field is immutable");
+        }
+    };
+    match kind {
+        "ResourceClaim" => immutable("/spec", "spec", &Value::from("object")),
+        "ResourceSlice" => {
+            for (pointer, field) in [
+                ("/spec/driver", "spec.driver"),
+                ("/spec/nodeName", "spec.nodeName"),
+            ] {
+                let shown = new.pointer(pointer).cloned().unwrap_or(Value::Null);
+                immutable(pointer, field, &shown);
+            }
+        }
+        _ => {}
     }
-    vec![Cause {
-        reason: "FieldValueInvalid",
-        field: "spec".into(),
-        message: "Invalid value: \"object\": field is immutable".into(),
-    }]
+    v.0
+}
+
+/// A pod's `spec.resourceClaims` and its containers' `resources.claims`,
+/// as pod validation checks them: claim names unique DNS labels, each with
+/// exactly one of `resourceClaimName` / `resourceClaimTemplateName` (a DNS
+/// subdomain), containers naming only the pod's claims, once each.
+pub fn pod_claims(spec: &Value) -> Vec<Cause> {
+    let mut v = Causes::default();
+    let mut names: Vec<&str> = Vec::new();
+    for (i, c) in items(&spec["resourceClaims"]).iter().enumerate() {
+        let at = format!("spec.resourceClaims[{i}]");
+        let name = text(&c["name"]);
+        dns_label(&mut v, &c["name"], &format!("{at}.name"));
+        if !name.is_empty() && names.contains(&name) {
+            v.duplicate(&format!("{at}.name"), name);
+        }
+        names.push(name);
+        let sources = [
+            ("resourceClaimName", &c["resourceClaimName"]),
+            ("resourceClaimTemplateName", &c["resourceClaimTemplateName"]),
+        ];
+        let set: Vec<_> = sources.iter().filter(|(_, s)| !s.is_null()).collect();
+        match set.as_slice() {
+            [(field, value)] => dns_subdomain(&mut v, value, &format!("{at}.{field}"), 253),
+            _ => v.invalid(
+                &at,
+                &Value::from(name),
+                "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`",
+            ),
+        }
+    }
+    for list in ["initContainers", "containers"] {
+        for (i, c) in items(&spec[list]).iter().enumerate() {
+            let mut used: Vec<(&str, &str)> = Vec::new();
+            for (j, claim) in items(&c["resources"]["claims"]).iter().enumerate() {
+                let at = format!("spec.{list}[{i}].resources.claims[{j}]");
+                let name = text(&claim["name"]);
+                let request = text(&claim["request"]);
+                if name.is_empty() {
+                    v.required(&format!("{at}.name"), "");
+                } else if !names.contains(&name) {
+                    v.push(
+                        "FieldValueNotFound",
+                        &format!("{at}.name"),
+                        format!("Not found: {name:?}"),
+                    );
+                }
+                if used.contains(&(name, request)) {
+                    v.duplicate(&at, name);
+                }
+                used.push((name, request));
+            }
+        }
+    }
+    v.0
 }
 
 /// API defaulting of a `resource.k8s.io` object of `plural`, as the server
@@ -899,8 +967,18 @@ mod tests {
         );
         let mut changed = c.clone();
         changed["spec"] = json!({"devices": {}});
-        assert_eq!(claim_update(&c, &changed).len(), 1);
-        assert!(claim_update(&c, &c).is_empty());
+        let why = update("ResourceClaim", &c, &changed);
+        assert_eq!(
+            why[0].message,
+            "Invalid value: \"object\": field is immutable"
+        );
+        assert!(update("ResourceClaim", &c, &c).is_empty());
+        let s = json!({"spec": {"driver": "a.io", "nodeName": "n0"}});
+        let moved = json!({"spec": {"driver": "a.io", "nodeName": "n1"}});
+        let why = update("ResourceSlice", &s, &moved);
+        assert_eq!(why.len(), 1);
+        assert_eq!(why[0].field, "spec.nodeName");
+        assert_eq!(why[0].message, "Invalid value: \"n1\": field is immutable");
     }
 
     #[test]
@@ -914,6 +992,27 @@ mod tests {
         assert_eq!(
             t["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"],
             1
+        );
+    }
+
+    #[test]
+    fn pod_claim_references() {
+        let spec = json!({"resourceClaims": [
+                {"name": "gpus", "resourceClaimTemplateName": "t"},
+                {"name": "gpus", "resourceClaimName": "c"},
+                {"name": "both", "resourceClaimName": "c", "resourceClaimTemplateName": "t"}],
+            "containers": [{"name": "a", "resources": {"claims": [{"name": "gpus"}, {"name": "nic"}]}}]});
+        let f: Vec<String> = pod_claims(&spec)
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        assert_eq!(
+            f,
+            [
+                "spec.resourceClaims[1].name: Duplicate value: \"gpus\"",
+                "spec.resourceClaims[2]: Invalid value: \"both\": must specify one of: `resourceClaimName`, `resourceClaimTemplateName`",
+                "spec.containers[0].resources.claims[1].name: Not found: \"nic\"",
+            ]
         );
     }
 
