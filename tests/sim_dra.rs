@@ -549,3 +549,49 @@ devices: {count: 4, model: h100, memory: 80Gi, pcieRoots: 2, multiNode: {count: 
     )
     .await;
 }
+
+/// Two pods share one claim: each starts once the claim is reserved for
+/// it, not before, whatever the other does.
+#[tokio::test]
+async fn a_shared_claim_starts_each_pod_once_reserved_for_it() {
+    let (cluster, client) = common::start(common::fast().with_nodes(1)).await;
+    let kubectl = Kubectl::for_cluster(&cluster);
+    kubectl.apply(CLAIM_V1BETA2).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut made = Vec::new();
+    for name in ["a", "b"] {
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name},
+            "spec": {"nodeName": "sim-node-0",
+                     "resourceClaims": [{"name": "shared", "resourceClaimName": "gpus"}],
+                     "containers": [{"name": "c", "image": "x"}]}}))
+        .unwrap();
+        made.push(pods.create(&PostParams::default(), &pod).await.unwrap());
+    }
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), "default");
+    claims
+        .patch_status(
+            "gpus",
+            &PatchParams::default(),
+            &Patch::Merge(allocated_for(&made[0])),
+        )
+        .await
+        .unwrap();
+    let running = |p: Option<&Pod>| {
+        p.and_then(|p| p.status.as_ref())
+            .and_then(|s| s.phase.as_deref())
+            == Some("Running")
+    };
+    wait_for(&pods, "a", running).await;
+    let b = pods.get("b").await.unwrap();
+    assert_eq!(b.status.unwrap().phase.as_deref(), Some("Pending"));
+    let mut both = allocated_for(&made[0]);
+    both["status"]["reservedFor"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"resource": "pods", "name": "b", "uid": made[1].metadata.uid}));
+    claims
+        .patch_status("gpus", &PatchParams::default(), &Patch::Merge(both))
+        .await
+        .unwrap();
+    wait_for(&pods, "b", running).await;
+}

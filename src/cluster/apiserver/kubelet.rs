@@ -9,7 +9,7 @@
 //! A pod with resource claims (`spec.resourceClaims`) starts only once each
 //! of them is allocated and reserved for it (`dra::consumer`); until then it
 //! stays `Pending` with its containers `ContainerCreating`, and is looked at
-//! again whenever a claim changes. A started pod's containers report the
+//! again when the claim it waits for changes. A started pod's containers report the
 //! devices of the claims they use in `allocatedResourcesStatus`.
 //!
 //! One task owns a timer heap; handlers notify it when a pod gets a node.
@@ -138,8 +138,10 @@ pub struct Terminating {
 enum Notice {
     Bound(Bound),
     Terminating(Terminating),
-    /// A ResourceClaim changed: pods waiting for theirs are looked at again.
-    ClaimsChanged,
+    /// A ResourceClaim changed: pods waiting for it are looked at again.
+    ClaimChanged(consumer::ClaimChange),
+    /// Claim changes were missed: every waiting pod is looked at again.
+    ClaimsResynced,
 }
 
 /// Handle to notify the lifecycle task.
@@ -171,8 +173,12 @@ impl Lifecycle {
         let _ = self.tx.send(Notice::Terminating(pod));
     }
 
-    pub fn claims_changed(&self) {
-        let _ = self.tx.send(Notice::ClaimsChanged);
+    pub fn claim_changed(&self, change: consumer::ClaimChange) {
+        let _ = self.tx.send(Notice::ClaimChanged(change));
+    }
+
+    pub fn claims_resynced(&self) {
+        let _ = self.tx.send(Notice::ClaimsResynced);
     }
 }
 
@@ -188,7 +194,7 @@ enum Next {
     Done,
     At(Instant, Action),
     /// The pod waits for its resource claims.
-    Wait(Bound),
+    Wait(Bound, consumer::Blocker),
 }
 
 /// Why a pod did not start.
@@ -196,7 +202,7 @@ enum NotStarted {
     /// Gone, already started, or raced: nothing to do.
     Skipped,
     /// Its claims are not all allocated and reserved for it yet.
-    WaitingForClaims,
+    WaitingForClaims(consumer::Blocker),
 }
 
 struct Kubelet {
@@ -209,8 +215,7 @@ impl Kubelet {
     async fn run(self, mut rx: mpsc::UnboundedReceiver<Notice>, shutdown: CancellationToken) {
         let mut timers: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
         let mut actions: HashMap<u64, Action> = HashMap::new();
-        // Pods waiting for their claims, by (namespace, name).
-        let mut waiting: HashMap<(String, String), Bound> = HashMap::new();
+        let mut waiting: consumer::Waiting<Bound> = consumer::Waiting::default();
         let mut seq = 0u64;
         let mut schedule = |timers: &mut BinaryHeap<_>, actions: &mut HashMap<_, _>, at, action| {
             seq += 1;
@@ -232,13 +237,17 @@ impl Kubelet {
                         let pod = Bound { namespace: t.namespace, name: t.name, uid: t.uid };
                         schedule(&mut timers, &mut actions, at, Action::Remove(pod));
                     }
-                    Some(Notice::ClaimsChanged) => {
-                        for (_, pod) in std::mem::take(&mut waiting) {
+                    Some(notice @ (Notice::ClaimChanged(_) | Notice::ClaimsResynced)) => {
+                        let pods = match &notice {
+                            Notice::ClaimChanged(change) => waiting.take(change),
+                            _ => waiting.take_all(),
+                        };
+                        for pod in pods {
                             match self.act(Action::Start(pod)) {
                                 Next::Done => {}
                                 Next::At(at, follow_up) => schedule(&mut timers, &mut actions, at, follow_up),
-                                Next::Wait(pod) => {
-                                    waiting.insert((pod.namespace.clone(), pod.name.clone()), pod);
+                                Next::Wait(pod, blocker) => {
+                                    waiting.add((pod.namespace.clone(), pod.name.clone()), blocker, pod);
                                 }
                             }
                         }
@@ -255,8 +264,8 @@ impl Kubelet {
                         match self.act(action) {
                             Next::Done => {}
                             Next::At(at, follow_up) => schedule(&mut timers, &mut actions, at, follow_up),
-                            Next::Wait(pod) => {
-                                waiting.insert((pod.namespace.clone(), pod.name.clone()), pod);
+                            Next::Wait(pod, blocker) => {
+                                waiting.add((pod.namespace.clone(), pod.name.clone()), blocker, pod);
                             }
                         }
                     }
@@ -272,7 +281,7 @@ impl Kubelet {
             Action::Start(pod) => match self.start(&pod) {
                 Ok(Some(run_for)) => Next::At(Instant::now() + run_for, Action::Complete(pod)),
                 Ok(None) | Err(NotStarted::Skipped) => Next::Done,
-                Err(NotStarted::WaitingForClaims) => Next::Wait(pod),
+                Err(NotStarted::WaitingForClaims(blocker)) => Next::Wait(pod, blocker),
             },
             Action::Complete(pod) => {
                 self.complete(&pod);
@@ -335,18 +344,19 @@ impl Kubelet {
         let pod_ip = self.addresses.next_pod_ip();
         let mut started_on = None;
         let mut run_for = None;
-        let mut waits = false;
+        let mut waits = None;
         let started = self.update_pod(pod, |obj| {
-            waits = false;
+            waits = None;
             let node = str_at(obj, "/spec/nodeName")?.to_string();
             if str_at(obj, "/status/phase").is_some_and(|p| p != "Pending") {
                 return None;
             }
             let claims = match consumer::ready(&self.store, obj) {
                 Ok(claims) => claims,
-                Err(why) => {
-                    waits = true;
-                    return mark_waiting(obj, &why);
+                Err(not_ready) => {
+                    let written = mark_waiting(obj, &not_ready.why);
+                    waits = Some(not_ready.blocker);
+                    return written;
                 }
             };
             run_for = str_at(
@@ -388,8 +398,8 @@ impl Kubelet {
             started_on = Some(node);
             Some(())
         });
-        if waits {
-            return Err(NotStarted::WaitingForClaims);
+        if let Some(blocker) = waits {
+            return Err(NotStarted::WaitingForClaims(blocker));
         }
         started.ok_or(NotStarted::Skipped)?;
         if let Some(node) = started_on

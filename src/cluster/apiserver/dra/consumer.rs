@@ -6,6 +6,8 @@
 //! in `containerStatuses[].allocatedResourcesStatus` as the kubelet does
 //! (`claim:<claim>/<request>`, devices as `<driver>/<pool>/<device>`).
 
+use std::collections::HashMap;
+
 use serde_json::{Value, json};
 
 use super::controller::{CLAIMS, owner_pod_uid};
@@ -14,9 +16,35 @@ use crate::apiserver::store::Store;
 /// A pod's claims, resolved: (name in the pod, the ResourceClaim).
 pub type Resolved = Vec<(String, Value)>;
 
+/// What a pod that cannot start waits for: a change of this claim, or (its
+/// template claim not made yet) of a claim owned by the pod.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Blocker {
+    /// (namespace, claim name)
+    Claim(String, String),
+    /// The pod's uid.
+    Owner(String),
+}
+
+/// Why a pod cannot start yet, and what to wait for.
+#[derive(Debug)]
+pub struct NotReady {
+    pub blocker: Blocker,
+    pub why: String,
+}
+
+/// A change of a ResourceClaim, as the kubelet hears of it.
+#[derive(Debug, Clone)]
+pub struct ClaimChange {
+    pub namespace: String,
+    pub name: String,
+    /// The uid of the pod controlling the claim, if any.
+    pub owner: Option<String>,
+}
+
 /// The pod's claims when every one is allocated and reserved for it;
-/// Err with what it waits for otherwise. A pod without claims is ready.
-pub fn ready(store: &Store, pod: &Value) -> Result<Resolved, String> {
+/// what it waits for otherwise. A pod without claims is ready.
+pub fn ready(store: &Store, pod: &Value) -> Result<Resolved, NotReady> {
     let ns = pod
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
@@ -36,36 +64,114 @@ pub fn ready(store: &Store, pod: &Value) -> Result<Resolved, String> {
         let from_template = entry.get("resourceClaimTemplateName").is_some();
         let claim_name = match entry["resourceClaimName"].as_str() {
             Some(n) => n.to_string(),
-            None => generated_name(pod, name)
-                .ok_or_else(|| format!("claim {name:?} not created from its template yet"))?,
+            None => generated_name(pod, name).ok_or_else(|| NotReady {
+                blocker: Blocker::Owner(uid.to_string()),
+                why: format!("claim {name:?} not created from its template yet"),
+            })?,
+        };
+        let blocked = |why: String| NotReady {
+            blocker: Blocker::Claim(ns.to_string(), claim_name.clone()),
+            why,
         };
         let claim = store
             .get(CLAIMS, ns, &claim_name)
-            .ok_or_else(|| format!("resource claim {claim_name:?} not found"))?
+            .ok_or_else(|| blocked(format!("resource claim {claim_name:?} not found")))?
             .value();
         if from_template && owner_pod_uid(&claim) != Some(uid) {
-            return Err(format!(
+            return Err(blocked(format!(
                 "resource claim {claim_name:?} was not created for this pod"
-            ));
+            )));
         }
         if claim
             .pointer("/status/allocation")
             .is_none_or(Value::is_null)
         {
-            return Err(format!("resource claim {claim_name:?} is not allocated"));
+            return Err(blocked(format!(
+                "resource claim {claim_name:?} is not allocated"
+            )));
         }
         let reserved = claim
             .pointer("/status/reservedFor")
             .and_then(Value::as_array)
             .is_some_and(|r| r.iter().any(|c| c["uid"] == uid));
         if !reserved {
-            return Err(format!(
+            return Err(blocked(format!(
                 "resource claim {claim_name:?} is not reserved for the pod"
-            ));
+            )));
         }
         out.push((name.to_string(), claim));
     }
     Ok(out)
+}
+
+/// Pods waiting for their claims, indexed by what each waits for, so a
+/// claim's change looks again at the pods it concerns only.
+#[derive(Debug)]
+pub struct Waiting<T> {
+    by_blocker: HashMap<Blocker, HashMap<(String, String), T>>,
+    /// (namespace, pod name) → what it waits for.
+    blocker_of: HashMap<(String, String), Blocker>,
+}
+
+impl<T> Default for Waiting<T> {
+    fn default() -> Self {
+        Waiting {
+            by_blocker: HashMap::new(),
+            blocker_of: HashMap::new(),
+        }
+    }
+}
+
+impl<T> Waiting<T> {
+    /// The pod `(namespace, name)` waits for `blocker` (replacing what it
+    /// waited for before).
+    pub fn add(&mut self, pod: (String, String), blocker: Blocker, item: T) {
+        self.remove(&pod);
+        self.by_blocker
+            .entry(blocker.clone())
+            .or_default()
+            .insert(pod.clone(), item);
+        self.blocker_of.insert(pod, blocker);
+    }
+
+    /// The pod no longer waits (deleted).
+    pub fn remove(&mut self, pod: &(String, String)) {
+        let Some(blocker) = self.blocker_of.remove(pod) else {
+            return;
+        };
+        if let Some(pods) = self.by_blocker.get_mut(&blocker) {
+            pods.remove(pod);
+            if pods.is_empty() {
+                self.by_blocker.remove(&blocker);
+            }
+        }
+    }
+
+    /// The pods a change of this claim concerns, no longer waiting.
+    pub fn take(&mut self, change: &ClaimChange) -> Vec<T> {
+        let mut keys = vec![Blocker::Claim(
+            change.namespace.clone(),
+            change.name.clone(),
+        )];
+        keys.extend(change.owner.clone().map(Blocker::Owner));
+        let mut out = Vec::new();
+        for key in keys {
+            for (pod, item) in self.by_blocker.remove(&key).unwrap_or_default() {
+                self.blocker_of.remove(&pod);
+                out.push(item);
+            }
+        }
+        out
+    }
+
+    /// Every waiting pod (after missed changes).
+    pub fn take_all(&mut self) -> Vec<T> {
+        self.blocker_of.clear();
+        self.by_blocker
+            .drain()
+            .flat_map(|(_, pods)| pods.into_values())
+            .collect()
+    }
 }
 
 fn generated_name(pod: &Value, claim: &str) -> Option<String> {
@@ -122,6 +228,27 @@ pub fn container_devices(container: &Value, claims: &Resolved) -> Option<Value> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waiting_pods_are_found_by_claim_or_owner() {
+        let mut w: Waiting<&str> = Waiting::default();
+        let key = |n: &str| ("ns".to_string(), n.to_string());
+        w.add(key("a"), Blocker::Claim("ns".into(), "c1".into()), "a");
+        w.add(key("b"), Blocker::Claim("ns".into(), "c1".into()), "b");
+        w.add(key("c"), Blocker::Owner("uid-c".into()), "c");
+        w.add(key("d"), Blocker::Claim("ns".into(), "c2".into()), "d");
+        w.remove(&key("d"));
+        let change = |name: &str, owner: Option<&str>| ClaimChange {
+            namespace: "ns".into(),
+            name: name.into(),
+            owner: owner.map(str::to_string),
+        };
+        assert!(w.take(&change("c2", None)).is_empty());
+        let mut got = w.take(&change("c1", Some("uid-c")));
+        got.sort();
+        assert_eq!(got, ["a", "b", "c"]);
+        assert!(w.take_all().is_empty());
+    }
 
     #[test]
     fn devices_per_request() {

@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
+use super::consumer::ClaimChange;
 use super::validate::default_claim_spec;
 use crate::apiserver::kubelet::Lifecycle;
 use crate::apiserver::objects::{as_map, child_mut, meta_mut, name_suffix, new_uid, now, str_at};
@@ -63,7 +64,12 @@ async fn run(store: Arc<Store>, lifecycle: Lifecycle, shutdown: CancellationToke
                         if ev.kind != EventType::Deleted {
                             sync_claim(&store, &ev.obj);
                         }
-                        lifecycle.claims_changed();
+                        let value = ev.obj.value();
+                        lifecycle.claim_changed(ClaimChange {
+                            namespace: ev.obj.namespace.clone(),
+                            name: ev.obj.name.clone(),
+                            owner: owner_pod_uid(&value).map(str::to_string),
+                        });
                     }
                     TEMPLATES if ev.kind != EventType::Deleted => {
                         pods_of_namespace(&store, &ev.obj.namespace);
@@ -72,7 +78,7 @@ async fn run(store: Arc<Store>, lifecycle: Lifecycle, shutdown: CancellationToke
                 },
                 Err(RecvError::Lagged(_)) => {
                     resync(&store);
-                    lifecycle.claims_changed();
+                    lifecycle.claims_resynced();
                 }
                 Err(RecvError::Closed) => return,
             },
