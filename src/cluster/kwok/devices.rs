@@ -75,6 +75,19 @@ fn one() -> usize {
 }
 
 impl DeviceTemplate {
+    /// `count` devices per node, everything else the defaults.
+    pub fn with_count(count: usize) -> Self {
+        DeviceTemplate {
+            driver: default_driver(),
+            count,
+            model: default_model(),
+            memory: None,
+            pcie_roots: 1,
+            clique_label: default_clique_label(),
+            multi_node: None,
+        }
+    }
+
     /// Why the template cannot describe a valid ResourceSlice, if it cannot.
     pub fn check(&self) -> Result<(), String> {
         if !(1..=MAX_DEVICES).contains(&self.count) {
