@@ -595,3 +595,60 @@ async fn a_shared_claim_starts_each_pod_once_reserved_for_it() {
         .unwrap();
     wait_for(&pods, "b", running).await;
 }
+
+/// A watch in v1beta2 sees claims written in v1, in the v1beta2 form, and
+/// their status changes; `kubectl describe` reads them.
+#[tokio::test]
+async fn a_v1beta2_watch_sees_v1_writes() {
+    use kube::api::{WatchEvent, WatchParams};
+
+    let (cluster, client) = common::start(common::fast()).await;
+    let beta = dynamic(
+        &client,
+        &resource(
+            "resource.k8s.io",
+            "v1beta2",
+            "ResourceClaim",
+            "resourceclaims",
+        ),
+        Some("default"),
+    );
+    let mut events = common::watch_from_now(&beta, &WatchParams::default()).await;
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), "default");
+    let claim: ResourceClaim = serde_json::from_value(json!({"metadata": {"name": "c"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}))
+    .unwrap();
+    claims.create(&PostParams::default(), &claim).await.unwrap();
+    let added = common::next(&mut events).await.expect("event");
+    let WatchEvent::Added(obj) = added else {
+        panic!("expected ADDED, got {added:?}");
+    };
+    assert_eq!(obj.types.unwrap().api_version, "resource.k8s.io/v1beta2");
+    assert_eq!(
+        obj.data["spec"]["devices"]["requests"][0]["exactly"]["count"],
+        1
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]}}))
+    .unwrap();
+    let pod = pods.create(&PostParams::default(), &pod).await.unwrap();
+    claims
+        .patch_status(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(allocated_for(&pod)),
+        )
+        .await
+        .unwrap();
+    let modified = common::until(&mut events, |e| matches!(e, Ok(WatchEvent::Modified(_))))
+        .await
+        .expect("event");
+    let WatchEvent::Modified(obj) = modified else {
+        unreachable!("matched above");
+    };
+    assert_eq!(obj.data["status"]["reservedFor"][0]["name"], "p");
+    let kubectl = Kubectl::for_cluster(&cluster);
+    let described = kubectl.ok(&["describe", "resourceclaim", "c"]).await;
+    assert!(described.contains("gpu.kwok.muster.dev"), "{described}");
+}
