@@ -219,10 +219,7 @@ fn create_claim(store: &Store, pod: &Stored, claim_name: &str, template: &str) -
         return None;
     };
     let t = t.value();
-    let mut base = format!("{}-{claim_name}", pod.name);
-    // Room for the `-xxxxx` suffix within a 63-character name.
-    base.truncate(57);
-    let base = base.trim_end_matches(['-', '.']).to_string();
+    let base = claim_name_base(&pod.name, claim_name);
     let mut labels = t
         .pointer("/spec/metadata/labels")
         .cloned()
@@ -271,6 +268,22 @@ fn create_claim(store: &Store, pod: &Stored, claim_name: &str, template: &str) -
         }
     }
     None
+}
+
+/// `<pod>-<claim>`, leaving room for `-xxxxx` within 63 characters: when
+/// too long, each part is cut to 28 characters so neither is lost.
+fn claim_name_base(pod: &str, claim: &str) -> String {
+    // A cut part ends alphanumeric, so the name stays a DNS subdomain.
+    let cut = |s: &str, n: usize| {
+        let part: String = s.chars().take(n).collect();
+        part.trim_end_matches(['-', '.']).to_string()
+    };
+    let whole = format!("{pod}-{claim}");
+    if whole.len() < 57 {
+        whole
+    } else {
+        format!("{}-{}", cut(pod, 28), cut(claim, 28))
+    }
 }
 
 fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
@@ -463,6 +476,16 @@ mod tests {
         assert_eq!(c["metadata"]["finalizers"], json!(["x"]));
         let mut reserved = json!({"status": {"allocation": {}, "reservedFor": [{"uid": "u"}]}});
         assert!(!deallocate(&mut reserved));
+    }
+
+    #[test]
+    fn generated_names_keep_both_parts() {
+        assert_eq!(claim_name_base("train", "gpus"), "train-gpus");
+        let long = claim_name_base(&"p".repeat(60), &"c".repeat(40));
+        assert_eq!(long, format!("{}-{}", "p".repeat(28), "c".repeat(28)));
+        assert!(long.len() + 6 <= 63);
+        let dotted = claim_name_base(&format!("{}.{}", "a".repeat(27), "b".repeat(40)), "gpus");
+        assert_eq!(dotted, format!("{}-gpus", "a".repeat(27)));
     }
 
     #[test]
