@@ -271,19 +271,21 @@ fn create_claim(store: &Store, pod: &Stored, claim_name: &str, template: &str) -
 }
 
 /// `<pod>-<claim>`, leaving room for `-xxxxx` within 63 characters: when
-/// too long, each part is cut to 28 characters so neither is lost.
+/// `<pod>-<claim>-` is longer than 57, both names are cut in proportion to
+/// their lengths so neither is lost (each cut part ends alphanumeric, so
+/// the name stays a DNS subdomain).
 fn claim_name_base(pod: &str, claim: &str) -> String {
-    // A cut part ends alphanumeric, so the name stays a DNS subdomain.
-    let cut = |s: &str, n: usize| {
-        let part: String = s.chars().take(n).collect();
+    const MAX_BASE: usize = 57;
+    let generate_len = pod.len() + claim.len() + 2;
+    if generate_len <= MAX_BASE {
+        return format!("{pod}-{claim}");
+    }
+    let cut = |s: &str| {
+        let keep = s.len() * MAX_BASE / generate_len;
+        let part: String = s.chars().take(keep).collect();
         part.trim_end_matches(['-', '.']).to_string()
     };
-    let whole = format!("{pod}-{claim}");
-    if whole.len() < 57 {
-        whole
-    } else {
-        format!("{}-{}", cut(pod, 28), cut(claim, 28))
-    }
+    format!("{}-{}", cut(pod), cut(claim))
 }
 
 fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
@@ -481,11 +483,16 @@ mod tests {
     #[test]
     fn generated_names_keep_both_parts() {
         assert_eq!(claim_name_base("train", "gpus"), "train-gpus");
+        // 60 + 40 + 2 = 102: each keeps 57/102 of its length.
         let long = claim_name_base(&"p".repeat(60), &"c".repeat(40));
-        assert_eq!(long, format!("{}-{}", "p".repeat(28), "c".repeat(28)));
+        assert_eq!(long, format!("{}-{}", "p".repeat(33), "c".repeat(22)));
         assert!(long.len() + 6 <= 63);
-        let dotted = claim_name_base(&format!("{}.{}", "a".repeat(27), "b".repeat(40)), "gpus");
-        assert_eq!(dotted, format!("{}-gpus", "a".repeat(27)));
+        // The pod's part is cut right after its dot: the dot goes too.
+        let dotted = claim_name_base(
+            &format!("{}.{}", "a".repeat(33), "b".repeat(30)),
+            &"c".repeat(41),
+        );
+        assert_eq!(dotted, format!("{}-{}", "a".repeat(33), "c".repeat(21)));
     }
 
     #[test]
