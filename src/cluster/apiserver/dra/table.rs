@@ -1,6 +1,7 @@
 //! Server-side printing of the `resource.k8s.io` kinds, with the columns
 //! kube-apiserver prints: a ResourceClaim's STATE (`pending`, `allocated`,
-//! `allocated,reserved`, with `deleted` first while it is being deleted), a
+//! `allocated,reserved`; `deleted` first, and no `pending`, while it is
+//! being deleted), a
 //! ResourceSlice's NODE, DRIVER and POOL.
 
 use serde_json::{Value, json};
@@ -25,17 +26,12 @@ pub fn middle_cells(plural: &str, obj: &Value) -> Vec<Value> {
     let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default();
     match plural {
         "resourceclaims" => vec![json!(claim_state(obj))],
-        "resourceslices" => {
-            let node = match s("/spec/nodeName") {
-                "" => "<none>",
-                n => n,
-            };
-            vec![
-                json!(node),
-                json!(s("/spec/driver")),
-                json!(s("/spec/pool/name")),
-            ]
-        }
+        // Empty for a slice not local to one node, as the server prints it.
+        "resourceslices" => vec![
+            json!(s("/spec/nodeName")),
+            json!(s("/spec/driver")),
+            json!(s("/spec/pool/name")),
+        ],
         _ => Vec::new(),
     }
 }
@@ -62,8 +58,6 @@ pub fn claim_state(obj: &Value) -> String {
         states.push("allocated");
         if reserved {
             states.push("reserved");
-        } else if deleting {
-            states.push("deallocating");
         }
     }
     states.join(",")
@@ -81,7 +75,9 @@ mod tests {
         let reserved = json!({"status": {"allocation": {}, "reservedFor": [{"uid": "u"}]}});
         assert_eq!(claim_state(&reserved), "allocated,reserved");
         let gone = json!({"metadata": {"deletionTimestamp": "t"}, "status": {"allocation": {}}});
-        assert_eq!(claim_state(&gone), "deleted,allocated,deallocating");
+        assert_eq!(claim_state(&gone), "deleted,allocated");
+        let deleted = json!({"metadata": {"deletionTimestamp": "t"}});
+        assert_eq!(claim_state(&deleted), "deleted");
     }
 
     #[test]
@@ -89,7 +85,7 @@ mod tests {
         let s = json!({"spec": {"driver": "d", "pool": {"name": "p"}, "allNodes": true}});
         assert_eq!(
             middle_cells("resourceslices", &s),
-            [json!("<none>"), json!("d"), json!("p")]
+            [json!(""), json!("d"), json!("p")]
         );
     }
 }
