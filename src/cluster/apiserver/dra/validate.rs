@@ -27,6 +27,7 @@ pub const MAX_CONFIGS: usize = 32;
 pub const MAX_ALLOCATED_DEVICES: i64 = 32;
 pub const MAX_RESERVED_FOR: usize = 256;
 pub const MAX_DEVICES_PER_SLICE: usize = 128;
+pub const MAX_DEVICES_PER_SLICE_WITH_TAINTS_OR_COUNTERS: usize = 64;
 pub const MAX_ATTRIBUTES_AND_CAPACITIES: usize = 32;
 const MAX_ATTRIBUTE_STRING: usize = 64;
 const MAX_ID_LENGTH: usize = 32;
@@ -617,7 +618,7 @@ fn slice_spec(v: &mut Causes, spec: &Value) {
         _ => v.invalid(
             "spec.pool.generation",
             &pool["generation"],
-            "must be greater than or equal to 0",
+            "must be greater than or equal to zero",
         ),
     }
     match pool["resourceSliceCount"].as_i64() {
@@ -628,41 +629,40 @@ fn slice_spec(v: &mut Causes, spec: &Value) {
             "must be greater than zero",
         ),
     }
-    let scopes = [
-        ("nodeName", !text(&spec["nodeName"]).is_empty()),
-        ("nodeSelector", !spec["nodeSelector"].is_null()),
-        ("allNodes", spec["allNodes"].as_bool() == Some(true)),
-        (
-            "perDeviceNodeSelection",
-            spec["perDeviceNodeSelection"].as_bool() == Some(true),
-        ),
-    ];
-    let set = scopes.iter().filter(|(_, on)| *on).count();
     const SCOPE_WORDS: &str = "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required";
-    match set {
+    let set = node_scope(v, spec, "spec");
+    match set.len() {
         0 => v.required("spec", SCOPE_WORDS),
         1 => {}
         _ => v.invalid(
             "spec",
-            &Value::from("{...}"),
+            &Value::from(format!("{{{}}}", set.join(", "))),
             &format!("{SCOPE_WORDS}, but multiple fields are set"),
         ),
     }
-    if !text(&spec["nodeName"]).is_empty() {
-        dns_subdomain(v, &spec["nodeName"], "spec.nodeName", 253);
-    }
     if let Some(sel) = spec.get("nodeSelector").filter(|s| !s.is_null()) {
-        node_selector(v, sel, "spec.nodeSelector");
+        let terms = items(&sel["nodeSelectorTerms"]);
+        if terms.len() != 1 {
+            v.invalid(
+                "spec.nodeSelector.nodeSelectorTerms",
+                &sel["nodeSelectorTerms"],
+                "must have exactly one node selector term",
+            );
+        }
     }
     let per_device = spec["perDeviceNodeSelection"].as_bool() == Some(true);
     let devices = items(&spec["devices"]);
-    if devices.len() > MAX_DEVICES_PER_SLICE {
-        v.too_many(
-            "spec.devices",
-            devices.len(),
-            MAX_DEVICES_PER_SLICE,
-            "items",
-        );
+    // Fewer devices per slice when they carry taints or consume counters.
+    let heavy = devices
+        .iter()
+        .any(|d| !items(&d["taints"]).is_empty() || !items(&d["consumesCounters"]).is_empty());
+    let max = if heavy {
+        MAX_DEVICES_PER_SLICE_WITH_TAINTS_OR_COUNTERS
+    } else {
+        MAX_DEVICES_PER_SLICE
+    };
+    if devices.len() > max {
+        v.too_many("spec.devices", devices.len(), max, "items");
     }
     let mut names: Vec<&str> = Vec::new();
     for (i, d) in devices.iter().enumerate() {
@@ -677,14 +677,51 @@ fn slice_spec(v: &mut Causes, spec: &Value) {
     }
 }
 
-fn node_selector(v: &mut Causes, sel: &Value, path: &str) {
-    let terms = items(&sel["nodeSelectorTerms"]);
-    if terms.is_empty() {
-        v.required(
-            &format!("{path}.nodeSelectorTerms"),
-            "must have at least one node selector term",
-        );
+/// The node scope fields set on a slice spec or a device (`nodeName`,
+/// `nodeSelector`, `allNodes`, and for a spec `perDeviceNodeSelection`),
+/// as upstream names them; a boolean set to false or an empty node name is
+/// invalid rather than unset.
+fn node_scope(v: &mut Causes, obj: &Value, path: &str) -> Vec<&'static str> {
+    let mut set = Vec::new();
+    match &obj["nodeName"] {
+        Value::Null => {}
+        Value::String(s) if s.is_empty() => v.invalid(
+            &format!("{path}.nodeName"),
+            &obj["nodeName"],
+            if path == "spec" {
+                "must be either unset or set to a non-empty string"
+            } else {
+                "must not be empty"
+            },
+        ),
+        name => {
+            set.push("`nodeName`");
+            dns_subdomain(v, name, &format!("{path}.nodeName"), 253);
+        }
     }
+    if !obj["nodeSelector"].is_null() {
+        set.push("`nodeSelector`");
+    }
+    let flags: &[(&str, &'static str)] = if path == "spec" {
+        &[
+            ("allNodes", "`allNodes`"),
+            ("perDeviceNodeSelection", "`perDeviceNodeSelection`"),
+        ]
+    } else {
+        &[("allNodes", "`allNodes`")]
+    };
+    for (key, word) in flags {
+        match obj[*key].as_bool() {
+            None => {}
+            Some(true) => set.push(*word),
+            Some(false) => v.invalid(
+                &format!("{path}.{key}"),
+                &obj[*key],
+                "must be either unset or set to true",
+            ),
+        }
+    }
+    set
 }
 
 fn device(v: &mut Causes, d: &Value, at: &str, per_device: bool) {
@@ -692,11 +729,12 @@ fn device(v: &mut Causes, d: &Value, at: &str, per_device: bool) {
     let caps = d["capacity"].as_object();
     let total = attrs.map_or(0, Map::len) + caps.map_or(0, Map::len);
     if total > MAX_ATTRIBUTES_AND_CAPACITIES {
-        v.too_many(
+        v.invalid(
             at,
-            total,
-            MAX_ATTRIBUTES_AND_CAPACITIES,
-            "attributes and capacities",
+            &Value::from(total),
+            &format!(
+                "the total number of attributes and capacities must not exceed {MAX_ATTRIBUTES_AND_CAPACITIES}"
+            ),
         );
     }
     for (key, value) in attrs.into_iter().flatten() {
@@ -729,25 +767,27 @@ fn device(v: &mut Causes, d: &Value, at: &str, per_device: bool) {
             ),
         }
     }
-    let own_scope = [
-        !text(&d["nodeName"]).is_empty(),
-        !d["nodeSelector"].is_null(),
-        d["allNodes"].as_bool() == Some(true),
-    ]
-    .iter()
-    .filter(|b| **b)
-    .count();
-    match (per_device, own_scope) {
-        (true, 1) | (false, 0) => {}
-        (true, _) => v.required(
+    const DEVICE_SCOPE_WORDS: &str = "exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required when `perDeviceNodeSelection` is set to true in the ResourceSlice spec";
+    if per_device {
+        let set = node_scope(v, d, at);
+        match set.len() {
+            0 => v.required(at, DEVICE_SCOPE_WORDS),
+            1 => {}
+            _ => v.invalid(
+                at,
+                &Value::from(format!("{{{}}}", set.join(", "))),
+                DEVICE_SCOPE_WORDS,
+            ),
+        }
+    } else if ["nodeName", "nodeSelector", "allNodes"]
+        .iter()
+        .any(|k| !d[*k].is_null())
+    {
+        v.invalid(
             at,
-            "exactly one of `nodeName`, `nodeSelector`, `allNodes` is required when `perDeviceNodeSelection` is set to true in the ResourceSlice spec",
-        ),
-        (false, _) => v.invalid(
-            at,
-            &Value::from(text(&d["name"])),
+            &Value::Null,
             "`nodeName`, `nodeSelector` and `allNodes` can only be set if `perDeviceNodeSelection` is set to true in the ResourceSlice spec",
-        ),
+        );
     }
     for (i, t) in items(&d["taints"]).iter().enumerate() {
         taint(v, t, &format!("{at}.taints[{i}]"));
@@ -782,11 +822,13 @@ fn attribute(v: &mut Causes, value: &Value, field: &str) {
         .filter(|k| value.get(*k).is_some_and(|x| !x.is_null()))
         .collect();
     if set.len() != 1 {
-        v.invalid(
-            field,
-            &Value::from(set.join(",")),
-            "exactly one value must be specified",
-        );
+        // None set is shown as "", several as the attribute (upstream).
+        let shown = if set.is_empty() {
+            Value::from("")
+        } else {
+            value.clone()
+        };
+        v.invalid(field, &shown, "exactly one value must be specified");
         return;
     }
     let check_string = |v: &mut Causes, s: &Value| {
@@ -965,8 +1007,8 @@ mod tests {
             f,
             [
                 "spec.pool.resourceSliceCount: Invalid value: 0: must be greater than zero",
-                "spec: Invalid value: \"{...}\": exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required, but multiple fields are set",
-                "spec.devices[0].attributes[index]: Invalid value: \"int,bool\": exactly one value must be specified",
+                "spec: Invalid value: \"{`nodeName`, `allNodes`}\": exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required, but multiple fields are set",
+                "spec.devices[0].attributes[index]: Invalid value: {\"bool\":true,\"int\":0}: exactly one value must be specified",
                 "spec.devices[1].name: Duplicate value: \"gpu-0\"",
             ]
         );
@@ -987,7 +1029,9 @@ mod tests {
         let f = fields("ResourceSlice", s);
         assert_eq!(
             f,
-            ["spec.devices[0]: Too many: 33: must have at most 32 attributes and capacities"]
+            [
+                "spec.devices[0]: Invalid value: 33: the total number of attributes and capacities must not exceed 32"
+            ]
         );
     }
 
