@@ -215,6 +215,27 @@ async fn invalid_objects_are_422_with_the_field() {
         }
         other => panic!("expected 422, got {other:?}"),
     }
+    // Admin access needs the namespace's consent.
+    let admin: ResourceClaim = serde_json::from_value(json!({
+        "metadata": {"name": "admin"},
+        "spec": {"devices": {"requests": [
+            {"name": "all", "exactly": {"deviceClassName": "c", "allocationMode": "All", "adminAccess": true}}]}}}))
+    .unwrap();
+    let (status, _) = common::code(claims.create(&PostParams::default(), &admin).await);
+    assert_eq!(status, 422);
+    kubectl
+        .ok(&[
+            "label",
+            "namespace",
+            "default",
+            "resource.kubernetes.io/admin-access=true",
+        ])
+        .await;
+    claims
+        .create(&PostParams::default(), &admin)
+        .await
+        .expect("admin access in a consenting namespace");
+
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
         "spec": {"resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "t"}],

@@ -47,7 +47,11 @@ pub fn object(state: &SimState, def: &ResourceDef, name: &str, obj: &Value) -> A
         ));
     }
     if def.group == super::dra::GROUP {
-        let causes = super::dra::validate::object(&def.kind, obj);
+        let mut causes = super::dra::validate::object(&def.kind, obj);
+        let admin = super::dra::validate::admin_access(&def.kind, obj);
+        if !admin.is_empty() && !admin_namespace(state, obj) {
+            causes.extend(admin);
+        }
         if causes.is_empty() {
             return Ok(());
         }
@@ -71,6 +75,18 @@ pub fn object(state: &SimState, def: &ResourceDef, name: &str, obj: &Value) -> A
     Err(ApiError::invalid_fields(
         &def.group, &def.kind, name, causes,
     ))
+}
+
+/// Does the object's namespace allow admin access to devices (the label
+/// `resource.kubernetes.io/admin-access: "true"`)?
+fn admin_namespace(state: &SimState, obj: &Value) -> bool {
+    let Some(ns) = obj.pointer("/metadata/namespace").and_then(Value::as_str) else {
+        return false;
+    };
+    state
+        .store
+        .get("/v1/namespaces", "", ns)
+        .is_some_and(|n| n.label(super::dra::validate::ADMIN_ACCESS_LABEL) == Some("true"))
 }
 
 /// Validates the result of a write to `def`'s subresource `sub` (None: the

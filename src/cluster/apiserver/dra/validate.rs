@@ -55,6 +55,29 @@ pub fn object(kind: &str, obj: &Value) -> Vec<Cause> {
     v.0
 }
 
+/// The namespace label that allows claims in it to ask for admin access.
+pub const ADMIN_ACCESS_LABEL: &str = "resource.kubernetes.io/admin-access";
+
+/// The `adminAccess: true` fields of a claim or template: each needs the
+/// namespace to carry [`ADMIN_ACCESS_LABEL`]` = "true"`.
+pub fn admin_access(kind: &str, obj: &Value) -> Vec<Cause> {
+    let (spec, path) = match kind {
+        "ResourceClaim" => (&obj["spec"], "spec"),
+        "ResourceClaimTemplate" => (&obj["spec"]["spec"], "spec.spec"),
+        _ => return Vec::new(),
+    };
+    let mut v = Causes::default();
+    for (i, r) in items(&spec["devices"]["requests"]).iter().enumerate() {
+        if r["exactly"]["adminAccess"].as_bool() == Some(true) {
+            v.forbidden(
+                &format!("{path}.devices.requests[{i}].exactly.adminAccess"),
+                "admin access to devices requires the `resource.kubernetes.io/admin-access: true` label on the containing namespace",
+            );
+        }
+    }
+    v.0
+}
+
 /// Fields an update of a `kind` object may not change: a claim's spec, a
 /// slice's driver and node name.
 pub fn update(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
@@ -1117,6 +1140,16 @@ mod tests {
                 "spec.containers[0].resources.claims[1].name: Not found: \"nic\"",
             ]
         );
+    }
+
+    #[test]
+    fn admin_access_is_found() {
+        let c = claim(json!([
+            {"name": "a", "exactly": {"deviceClassName": "c", "adminAccess": true}},
+            {"name": "b", "exactly": {"deviceClassName": "c", "adminAccess": false}}]));
+        let f = admin_access("ResourceClaim", &c);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].field, "spec.devices.requests[0].exactly.adminAccess");
     }
 
     #[test]
