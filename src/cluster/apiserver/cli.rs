@@ -11,6 +11,7 @@ use anyhow::Context;
 
 use super::fault::{FaultRule, parse_duration};
 use super::{SimCluster, SimConfig, TokenUser};
+use crate::kwok::devices::DeviceTemplate;
 use crate::kwok::templates;
 
 /// Serve a simulated Kubernetes API with kwok-style fake nodes.
@@ -29,6 +30,11 @@ pub struct ClusterArgs {
     /// YAML file of node templates (see docs/simulated-cluster.md).
     #[arg(long)]
     pub node_template: Option<PathBuf>,
+    /// DRA devices per node (driver gpu.kwok.muster.dev, published as one
+    /// ResourceSlice per node) for every template that declares none; a
+    /// template's `devices:` says more (model, memory, PCIe roots, cliques).
+    #[arg(long)]
+    pub devices_per_node: Option<usize>,
     /// Fault rule, e.g. 'verb=create,resource=pods/binding,rate=0.05,code=500'
     /// (repeatable).
     #[arg(long = "fault", value_parser = parse_fault)]
@@ -79,6 +85,13 @@ impl ClusterArgs {
             }
             (None, _) if self.node_template.is_none() => node_templates.clear(),
             (None, _) => {}
+        }
+        if let Some(count) = self.devices_per_node {
+            let devices = DeviceTemplate::with_count(count);
+            devices.check().map_err(anyhow::Error::msg)?;
+            for t in node_templates.iter_mut().filter(|t| t.devices.is_none()) {
+                t.devices = Some(devices.clone());
+            }
         }
         Ok(SimConfig {
             listen: self.listen,
@@ -162,6 +175,16 @@ mod tests {
             config.token_users,
             [TokenUser::new("alice", "t0k", &["dev"])]
         );
+    }
+
+    #[test]
+    fn devices_per_node_reach_the_templates() {
+        let cli = Cli::try_parse_from(["x", "--nodes", "2", "--devices-per-node", "8"]).unwrap();
+        let config = cli.args.to_config().unwrap();
+        let d = config.node_templates[0].devices.as_ref().unwrap();
+        assert_eq!((d.count, d.driver.as_str()), (8, "gpu.kwok.muster.dev"));
+        let cli = Cli::try_parse_from(["x", "--nodes", "2", "--devices-per-node", "0"]).unwrap();
+        assert!(cli.args.to_config().is_err());
     }
 
     #[test]

@@ -91,6 +91,7 @@ pub fn create_checked(
     {
         return Err(ApiError::not_found("", "namespaces", ns));
     }
+    validate::decode_quantities(state, def, &mut obj);
     validate::object(state, def, &name, &obj)?;
     let bound = on_create(state, def, &mut obj)?;
     let mut attempts = 0;

@@ -15,7 +15,7 @@
 //! Workloads) are stored as sent.
 
 use k8s_openapi::api::{
-    apps, batch, coordination, core, events, policy, rbac, scheduling, storage,
+    apps, batch, coordination, core, events, policy, rbac, resource, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use serde_json::Value;
@@ -187,6 +187,16 @@ fn typed(
         ("storage.k8s.io", "v1", "StorageClass") => storage::v1::StorageClass,
         ("storage.k8s.io", "v1", "CSINode") => storage::v1::CSINode,
         ("storage.k8s.io", "v1", "CSIDriver") => storage::v1::CSIDriver,
+        ("resource.k8s.io", "v1", "DeviceClass") => resource::v1::DeviceClass,
+        ("resource.k8s.io", "v1", "ResourceClaim") => resource::v1::ResourceClaim,
+        ("resource.k8s.io", "v1", "ResourceClaimTemplate") => resource::v1::ResourceClaimTemplate,
+        ("resource.k8s.io", "v1", "ResourceSlice") => resource::v1::ResourceSlice,
+        ("resource.k8s.io", "v1", "DeviceTaintRule") => resource::v1::DeviceTaintRule,
+        ("resource.k8s.io", "v1beta2", "DeviceClass") => resource::v1beta2::DeviceClass,
+        ("resource.k8s.io", "v1beta2", "ResourceClaim") => resource::v1beta2::ResourceClaim,
+        ("resource.k8s.io", "v1beta2", "ResourceClaimTemplate") => resource::v1beta2::ResourceClaimTemplate,
+        ("resource.k8s.io", "v1beta2", "ResourceSlice") => resource::v1beta2::ResourceSlice,
+        ("resource.k8s.io", "v1beta2", "DeviceTaintRule") => resource::v1beta2::DeviceTaintRule,
     }
 }
 

@@ -40,6 +40,7 @@ pub(super) fn on_create(
             child_mut(as_map(obj), "status").insert("phase".into(), json!("Available"));
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => accept_crd(obj)?,
+        (super::dra::GROUP, plural) => super::dra::validate::default_object(plural, obj),
         _ => {}
     }
     Ok(None)

@@ -6,6 +6,12 @@
 //! (`termination`) is removed once its grace period has passed, as a kubelet
 //! does once its containers have stopped.
 //!
+//! A pod with resource claims (`spec.resourceClaims`) starts only once each
+//! of them is allocated and reserved for it (`dra::consumer`); until then it
+//! stays `Pending` with its containers `ContainerCreating`, and is looked at
+//! again when the claim it waits for changes. A started pod's containers report the
+//! devices of the claims they use in `allocatedResourcesStatus`.
+//!
 //! One task owns a timer heap; handlers notify it when a pod gets a node.
 
 use std::cmp::Reverse;
@@ -19,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::dra::consumer;
 use super::objects::{as_map, child_mut, condition, meta_mut, new_uid, now, set_condition, str_at};
 use super::store::{CommitError, Store};
 
@@ -131,6 +138,10 @@ pub struct Terminating {
 enum Notice {
     Bound(Bound),
     Terminating(Terminating),
+    /// A ResourceClaim changed: pods waiting for it are looked at again.
+    ClaimChanged(consumer::ClaimChange),
+    /// Claim changes were missed: every waiting pod is looked at again.
+    ClaimsResynced,
 }
 
 /// Handle to notify the lifecycle task.
@@ -161,6 +172,14 @@ impl Lifecycle {
     pub fn pod_terminating(&self, pod: Terminating) {
         let _ = self.tx.send(Notice::Terminating(pod));
     }
+
+    pub fn claim_changed(&self, change: consumer::ClaimChange) {
+        let _ = self.tx.send(Notice::ClaimChanged(change));
+    }
+
+    pub fn claims_resynced(&self) {
+        let _ = self.tx.send(Notice::ClaimsResynced);
+    }
 }
 
 #[derive(Debug)]
@@ -168,6 +187,22 @@ enum Action {
     Start(Bound),
     Complete(Bound),
     Remove(Bound),
+}
+
+/// What follows an action.
+enum Next {
+    Done,
+    At(Instant, Action),
+    /// The pod waits for its resource claims.
+    Wait(Bound, consumer::Blocker),
+}
+
+/// Why a pod did not start.
+enum NotStarted {
+    /// Gone, already started, or raced: nothing to do.
+    Skipped,
+    /// Its claims are not all allocated and reserved for it yet.
+    WaitingForClaims(consumer::Blocker),
 }
 
 struct Kubelet {
@@ -180,6 +215,7 @@ impl Kubelet {
     async fn run(self, mut rx: mpsc::UnboundedReceiver<Notice>, shutdown: CancellationToken) {
         let mut timers: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
         let mut actions: HashMap<u64, Action> = HashMap::new();
+        let mut waiting: consumer::Waiting<Bound> = consumer::Waiting::default();
         let mut seq = 0u64;
         let mut schedule = |timers: &mut BinaryHeap<_>, actions: &mut HashMap<_, _>, at, action| {
             seq += 1;
@@ -196,9 +232,25 @@ impl Kubelet {
                         schedule(&mut timers, &mut actions, at, Action::Start(pod));
                     }
                     Some(Notice::Terminating(t)) => {
+                        waiting.remove(&(t.namespace.clone(), t.name.clone()));
                         let at = Instant::now() + t.grace;
                         let pod = Bound { namespace: t.namespace, name: t.name, uid: t.uid };
                         schedule(&mut timers, &mut actions, at, Action::Remove(pod));
+                    }
+                    Some(notice @ (Notice::ClaimChanged(_) | Notice::ClaimsResynced)) => {
+                        let pods = match &notice {
+                            Notice::ClaimChanged(change) => waiting.take(change),
+                            _ => waiting.take_all(),
+                        };
+                        for pod in pods {
+                            match self.act(Action::Start(pod)) {
+                                Next::Done => {}
+                                Next::At(at, follow_up) => schedule(&mut timers, &mut actions, at, follow_up),
+                                Next::Wait(pod, blocker) => {
+                                    waiting.add((pod.namespace.clone(), pod.name.clone()), blocker, pod);
+                                }
+                            }
+                        }
                     }
                     None => return,
                 },
@@ -209,8 +261,12 @@ impl Kubelet {
                         }
                         timers.pop();
                         let Some(action) = actions.remove(&id) else { continue };
-                        if let Some((at, follow_up)) = self.act(action) {
-                            schedule(&mut timers, &mut actions, at, follow_up);
+                        match self.act(action) {
+                            Next::Done => {}
+                            Next::At(at, follow_up) => schedule(&mut timers, &mut actions, at, follow_up),
+                            Next::Wait(pod, blocker) => {
+                                waiting.add((pod.namespace.clone(), pod.name.clone()), blocker, pod);
+                            }
                         }
                     }
                 }
@@ -218,24 +274,25 @@ impl Kubelet {
         }
     }
 
-    /// Performs one transition; returns the pod's completion if it has a run time.
-    fn act(&self, action: Action) -> Option<(Instant, Action)> {
+    /// Performs one transition; returns what follows: the pod's completion
+    /// if it has a run time, a wait for its claims.
+    fn act(&self, action: Action) -> Next {
         match action {
-            Action::Start(pod) => {
-                let run_for = self.start(&pod)?;
-                Some((Instant::now() + run_for, Action::Complete(pod)))
-            }
+            Action::Start(pod) => match self.start(&pod) {
+                Ok(Some(run_for)) => Next::At(Instant::now() + run_for, Action::Complete(pod)),
+                Ok(None) | Err(NotStarted::Skipped) => Next::Done,
+                Err(NotStarted::WaitingForClaims(blocker)) => Next::Wait(pod, blocker),
+            },
             Action::Complete(pod) => {
                 self.complete(&pod);
-                None
+                Next::Done
             }
             // Raced by writers ten times in a row: try again shortly.
-            Action::Remove(pod) => (!self.remove(&pod)).then(|| {
-                (
-                    Instant::now() + Duration::from_millis(50),
-                    Action::Remove(pod),
-                )
-            }),
+            Action::Remove(pod) if !self.remove(&pod) => Next::At(
+                Instant::now() + Duration::from_millis(50),
+                Action::Remove(pod),
+            ),
+            Action::Remove(_) => Next::Done,
         }
     }
 
@@ -281,16 +338,27 @@ impl Kubelet {
         false
     }
 
-    /// Pending → Running; returns the run time if the pod has one.
-    fn start(&self, pod: &Bound) -> Option<Duration> {
+    /// Pending → Running once its claims are ready; returns the run time
+    /// if the pod has one.
+    fn start(&self, pod: &Bound) -> Result<Option<Duration>, NotStarted> {
         let pod_ip = self.addresses.next_pod_ip();
         let mut started_on = None;
         let mut run_for = None;
-        self.update_pod(pod, |obj| {
+        let mut waits = None;
+        let started = self.update_pod(pod, |obj| {
+            waits = None;
             let node = str_at(obj, "/spec/nodeName")?.to_string();
             if str_at(obj, "/status/phase").is_some_and(|p| p != "Pending") {
                 return None;
             }
+            let claims = match consumer::ready(&self.store, obj) {
+                Ok(claims) => claims,
+                Err(not_ready) => {
+                    let written = mark_waiting(obj, &not_ready.why);
+                    waits = Some(not_ready.blocker);
+                    return written;
+                }
+            };
             run_for = str_at(
                 obj,
                 &format!(
@@ -324,15 +392,22 @@ impl Kubelet {
                 json!({"running": {"startedAt": now()}}),
                 true,
             );
+            if !claims.is_empty() {
+                report_devices(obj, &claims);
+            }
             started_on = Some(node);
             Some(())
-        })?;
+        });
+        if let Some(blocker) = waits {
+            return Err(NotStarted::WaitingForClaims(blocker));
+        }
+        started.ok_or(NotStarted::Skipped)?;
         if let Some(node) = started_on
             && self.config.events
         {
             self.record_event(pod, &node);
         }
-        run_for
+        Ok(run_for)
     }
 
     /// Running → Succeeded.
@@ -443,6 +518,44 @@ fn container_names(pod: &Value) -> Vec<(String, String)> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A pod waiting for its claims: its containers are `ContainerCreating`
+/// (written once; None when already so, to leave the pod unchanged).
+fn mark_waiting(obj: &mut Value, why: &str) -> Option<()> {
+    let containers = container_names(obj);
+    let status = child_mut(as_map(obj), "status");
+    let waiting = json!({"waiting": {"reason": "ContainerCreating"}});
+    let already = status
+        .get("containerStatuses")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().all(|c| c["state"] == waiting));
+    if already {
+        return None;
+    }
+    tracing::debug!(reason = why, "pod waits for its resource claims");
+    set_container_statuses(status, &containers, waiting, false);
+    Some(())
+}
+
+/// Each container's devices from the claims it uses.
+fn report_devices(obj: &mut Value, claims: &consumer::Resolved) {
+    let specs: Vec<Value> = obj
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let Some(statuses) = obj
+        .pointer_mut("/status/containerStatuses")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for (spec, status) in specs.iter().zip(statuses.iter_mut()) {
+        if let Some(devices) = consumer::container_devices(spec, claims) {
+            as_map(status).insert("allocatedResourcesStatus".into(), devices);
+        }
+    }
 }
 
 fn set_container_statuses(

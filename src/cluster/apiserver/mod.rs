@@ -10,12 +10,15 @@
 //!   per-kind behaviour (pod defaults, node status, namespaces, CRDs).
 //! - `fields` (with `probe` for built-in kinds, `prune` for custom
 //!   resources): unknown fields dropped, warned of or refused (`fieldValidation`).
-//! - [`patch`], [`selectors`], [`status`], [`objects`], `protobuf`: request mechanics.
+//! - [`patch`], [`selectors`], [`status`], [`objects`], `protobuf`: request mechanics;
+//!   `quantity`: resource quantities decoded (capped) as the server decodes them.
 //! - [`kubelet`]: the fake kubelet (kwok-style node and pod lifecycle) (node templates are `crate::kwok`).
 //! - [`provisioner`]: the simulated PV controller and CSI external-provisioner (claims get volumes).
 //! - `termination`: graceful pod deletion; `eviction`: the `pods/eviction`
 //!   subresource; `disruption`: PodDisruptionBudget status (the disruption
 //!   controller's part).
+//! - `dra`: Dynamic Resource Allocation (`resource.k8s.io`): validation,
+//!   printing, the resourceclaim controller.
 //! - [`fault`]: injected errors, latency and watch closes.
 //! - [`recorder`]: which API calls clients made (opt-in, for RBAC tests).
 //! - `views`, `convert`: one storage per resource served in every version
@@ -31,6 +34,7 @@ pub mod cli;
 mod convert;
 mod create;
 mod disruption;
+mod dra;
 mod eviction;
 pub mod fault;
 mod fields;
@@ -46,6 +50,7 @@ mod probe;
 mod protobuf;
 pub mod provisioner;
 mod prune;
+mod quantity;
 pub mod rbac;
 pub mod recorder;
 pub mod registry;
@@ -277,6 +282,12 @@ impl SimCluster {
         });
         provisioner::spawn(state.store.clone(), shutdown.clone());
         disruption::spawn(state.store.clone(), shutdown.clone());
+        dra::controller::spawn(
+            state.store.clone(),
+            state.lifecycle.clone(),
+            shutdown.clone(),
+        );
+        dra::driver::spawn(state.store.clone(), shutdown.clone());
         seed(&state, &config.node_templates)?;
         let app = http::router(state.clone());
         let stop = shutdown.clone();

@@ -181,6 +181,18 @@ fn builtin_table() -> Vec<ResourceDef> {
         e("kueue.x-k8s.io/v1beta1", "topologies", "Topology", CLUSTER, &["topo"], false),
         e("kueue.x-k8s.io/v1beta2", "topologies", "Topology", CLUSTER, &["topo"], false),
         e("topology.volcano.sh/v1alpha1", "hypernodes", "HyperNode", CLUSTER, &["hn"], true),
+        // Dynamic Resource Allocation: v1 is the storage version; v1beta2
+        // has the same shape (`convert` rewrites the apiVersion only).
+        e("resource.k8s.io/v1beta2", "deviceclasses", "DeviceClass", CLUSTER, &[], false),
+        e("resource.k8s.io/v1beta2", "resourceclaims", "ResourceClaim", NS, &[], true),
+        e("resource.k8s.io/v1beta2", "resourceclaimtemplates", "ResourceClaimTemplate", NS, &[], false),
+        e("resource.k8s.io/v1beta2", "resourceslices", "ResourceSlice", CLUSTER, &[], false),
+        e("resource.k8s.io/v1beta2", "devicetaintrules", "DeviceTaintRule", CLUSTER, &[], true),
+        e("resource.k8s.io/v1", "deviceclasses", "DeviceClass", CLUSTER, &[], false),
+        e("resource.k8s.io/v1", "resourceclaims", "ResourceClaim", NS, &[], true),
+        e("resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate", NS, &[], false),
+        e("resource.k8s.io/v1", "resourceslices", "ResourceSlice", CLUSTER, &[], false),
+        e("resource.k8s.io/v1", "devicetaintrules", "DeviceTaintRule", CLUSTER, &[], true),
     ]
 }
 

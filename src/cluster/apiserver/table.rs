@@ -68,7 +68,7 @@ fn column(name: &str, description: &str, priority: u8) -> Value {
 
 fn kind_of(def: &ResourceDef) -> &str {
     match def.group.as_str() {
-        "" | "policy" => def.plural.as_str(),
+        "" | "policy" | super::dra::GROUP => def.plural.as_str(),
         _ => "",
     }
 }
@@ -111,7 +111,15 @@ fn columns(def: &ResourceDef) -> Value {
             column("Allowed Disruptions", "status.disruptionsAllowed", 0),
             age
         ]),
-        _ => json!([name, age]),
+        plural => match super::dra::table::middle_columns(plural) {
+            Some(middle) => {
+                let mut all = vec![name];
+                all.extend(middle);
+                all.push(age);
+                json!(all)
+            }
+            None => json!([name, age]),
+        },
     }
 }
 
@@ -137,9 +145,21 @@ fn row(def: &ResourceDef, obj: &Value, include: Include, now: DateTime<Utc>) -> 
             let status = if obj.pointer("/metadata/deletionTimestamp").is_some() {
                 "Terminating".to_string()
             } else {
-                match s("/status/phase").as_str() {
-                    "Succeeded" => "Completed".to_string(),
-                    phase => phase.to_string(),
+                // A container's waiting reason (ContainerCreating while a
+                // pod waits for its resource claims) stands for the phase,
+                // as kubectl's printer shows it.
+                let waiting = obj
+                    .pointer("/status/containerStatuses")
+                    .and_then(Value::as_array)
+                    .and_then(|cs| {
+                        cs.iter()
+                            .find_map(|c| c.pointer("/state/waiting/reason")?.as_str())
+                    })
+                    .filter(|r| !r.is_empty());
+                match (s("/status/phase").as_str(), waiting) {
+                    ("Succeeded", _) => "Completed".to_string(),
+                    ("Pending" | "Running", Some(reason)) => reason.to_string(),
+                    (phase, _) => phase.to_string(),
                 }
             };
             let or_none = |v: String| {
@@ -211,7 +231,12 @@ fn row(def: &ResourceDef, obj: &Value, include: Include, now: DateTime<Utc>) -> 
                 .unwrap_or(0),
             age
         ]),
-        _ => json!([name, age]),
+        plural => {
+            let mut cells = vec![json!(name)];
+            cells.extend(super::dra::table::middle_cells(plural, obj));
+            cells.push(json!(age));
+            json!(cells)
+        }
     };
     let mut row = json!({ "cells": cells });
     match include {
@@ -273,6 +298,10 @@ mod tests {
         assert_eq!(t["rows"][0]["cells"][6], "n");
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
         assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 7);
+        let creating = json!({"metadata": {"name": "q"}, "status": {"phase": "Pending",
+            "containerStatuses": [{"state": {"waiting": {"reason": "ContainerCreating"}}}]}});
+        let t = table(&def, json!({}), &[creating], Include::None, false);
+        assert_eq!(t["rows"][0]["cells"][2], "ContainerCreating");
     }
 
     #[test]

@@ -8,6 +8,11 @@
 //! rely on this (it refuses such pods itself, `model::requests`), but clients
 //! and tests see the same answer they would from a real cluster.
 //!
+//! A pod's resource claims (`spec.resourceClaims`, containers'
+//! `resources.claims`) are checked as pod validation checks them
+//! (`dra::validate::pod_claims`), and the `resource.k8s.io` kinds by
+//! `dra::validate`.
+//!
 //! The topology kinds served in place of their CRDs are checked as those
 //! CRDs' schemas and admission webhooks would check them: a Kueue `Topology`
 //! (its levels) and a Volcano `HyperNode` (tier, members, selectors), by the
@@ -41,6 +46,19 @@ pub fn object(state: &SimState, def: &ResourceDef, name: &str, obj: &Value) -> A
             vec![cause],
         ));
     }
+    if def.group == super::dra::GROUP {
+        let mut causes = super::dra::validate::object(&def.kind, obj);
+        let admin = super::dra::validate::admin_access(&def.kind, obj);
+        if !admin.is_empty() && !admin_namespace(state, obj) {
+            causes.extend(admin);
+        }
+        if causes.is_empty() {
+            return Ok(());
+        }
+        return Err(ApiError::invalid_fields(
+            &def.group, &def.kind, name, causes,
+        ));
+    }
     if !(def.group.is_empty() && def.kind == "Pod") {
         return Ok(());
     }
@@ -51,6 +69,68 @@ pub fn object(state: &SimState, def: &ResourceDef, name: &str, obj: &Value) -> A
         )));
     }
     let causes = pod(obj);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid_fields(
+        &def.group, &def.kind, name, causes,
+    ))
+}
+
+/// Does the object's namespace allow admin access to devices (the label
+/// `resource.kubernetes.io/admin-access: "true"`)?
+fn admin_namespace(state: &SimState, obj: &Value) -> bool {
+    let Some(ns) = obj.pointer("/metadata/namespace").and_then(Value::as_str) else {
+        return false;
+    };
+    state
+        .store
+        .get("/v1/namespaces", "", ns)
+        .is_some_and(|n| n.label(super::dra::validate::ADMIN_ACCESS_LABEL) == Some("true"))
+}
+
+/// Validates the result of a write to `def`'s subresource `sub` (None: the
+/// main resource). For `resource.k8s.io` kinds a `/status` write checks the
+/// status only, as the real server's status strategy does.
+pub fn written(
+    state: &SimState,
+    def: &ResourceDef,
+    sub: Option<&str>,
+    name: &str,
+    obj: &mut Value,
+) -> ApiResult<()> {
+    if def.group != super::dra::GROUP {
+        return object(state, def, name, obj);
+    }
+    if !state.validate {
+        return Ok(());
+    }
+    if sub == Some("status") {
+        let causes = super::dra::validate::status(&def.kind, obj);
+        if causes.is_empty() {
+            return Ok(());
+        }
+        return Err(ApiError::invalid_fields(
+            &def.group, &def.kind, name, causes,
+        ));
+    }
+    super::dra::validate::default_object(&def.plural, obj);
+    object(state, def, name, obj)
+}
+
+/// Validates an update of `old` into `new` (both stored forms) beyond what
+/// [`object`] checks of `new` alone: fields that may not change.
+pub fn update(
+    state: &SimState,
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> ApiResult<()> {
+    if !state.validate || def.group != super::dra::GROUP {
+        return Ok(());
+    }
+    let causes = super::dra::validate::update(&def.kind, old, new);
     if causes.is_empty() {
         return Ok(());
     }
@@ -107,7 +187,52 @@ fn unparsable_quantity(obj: &Value) -> Option<String> {
         .filter_map(|(_, map)| map.as_object())
         .flat_map(|map| map.values())
         .filter_map(raw_quantity)
-        .find(|raw| Quantity::parse(raw).is_err())
+        .find(|raw| super::quantity::decode(raw).is_err())
+}
+
+/// Decodes a pod's resource quantities as the server does before it
+/// validates and stores them (`quantity`): values beyond 2^63-1 capped,
+/// values finer than a nano unit rounded up. Text that does not decode is
+/// left for [`object`] to refuse.
+pub fn decode_quantities(state: &SimState, def: &ResourceDef, obj: &mut Value) {
+    if state.validate && def.group.is_empty() && def.kind == "Pod" {
+        decode_pod_quantities(obj);
+    }
+}
+
+fn decode_pod_quantities(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec") else {
+        return;
+    };
+    let rewrite = |map: &mut Value| {
+        for q in map.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+            if let Some(Ok(Some(text))) = raw_quantity(q).map(|r| super::quantity::decode(&r)) {
+                *q = Value::String(text);
+            }
+        }
+    };
+    for list in ["containers", "initContainers"] {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            for part in ["requests", "limits"] {
+                if let Some(map) = c.pointer_mut(&format!("/resources/{part}")) {
+                    rewrite(map);
+                }
+            }
+        }
+    }
+    for part in ["requests", "limits"] {
+        if let Some(map) = spec.pointer_mut(&format!("/resources/{part}")) {
+            rewrite(map);
+        }
+    }
+    if let Some(map) = spec.get_mut("overhead") {
+        rewrite(map);
+    }
 }
 
 /// A quantity's text: a string, or a bare JSON number.
@@ -133,6 +258,7 @@ fn pod(obj: &Value) -> Vec<Cause> {
         }
     }
     within_limits(&spec["resources"], "spec.resources.requests", &mut causes);
+    causes.extend(super::dra::validate::pod_claims(spec));
     causes
 }
 
@@ -266,6 +392,23 @@ mod tests {
             topology_object(&topo, "t", &json!("not an object")).as_deref(),
             Some("metadata.name is required")
         );
+    }
+
+    #[test]
+    fn huge_quantities_decode_capped() {
+        let mut p = json!({"spec": {"containers": [{"resources": {"requests": {"cpu": "1e30", "memory": "1Gi"}}}],
+            "overhead": {"cpu": 1e300}}});
+        assert_eq!(unparsable_quantity(&p), None);
+        decode_pod_quantities(&mut p);
+        assert_eq!(
+            p["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "9223372036854775807"
+        );
+        assert_eq!(
+            p["spec"]["containers"][0]["resources"]["requests"]["memory"],
+            "1Gi"
+        );
+        assert_eq!(p["spec"]["overhead"]["cpu"], "9223372036854775807");
     }
 
     #[test]

@@ -101,8 +101,11 @@ pub(super) fn update(state: &SimState, req: &ResourceRequest) -> ApiResult<Respo
             .store
             .get(&def.key(), ns_key(req), name)
             .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
-        let merged = merge_update(def, req.sub.as_deref(), &current.value(), body.clone());
-        validate::object(state, def, name, &merged)?;
+        let old = current.value();
+        let mut merged = merge_update(def, req.sub.as_deref(), &old, body.clone());
+        validate::decode_quantities(state, def, &mut merged);
+        validate::written(state, def, req.sub.as_deref(), name, &mut merged)?;
+        validate::update(state, def, name, &old, &merged)?;
         match state
             .store
             .replace(&def.key(), Some(expected.unwrap_or(current.rv)), merged)
@@ -155,8 +158,10 @@ pub(super) fn patch(state: &SimState, req: &ResourceRequest) -> ApiResult<Respon
             parse_rv(rv)?;
             return Err(commit_error(def, name, CommitError::Conflict));
         }
-        let merged = merge_update(def, req.sub.as_deref(), &old, new);
-        validate::object(state, def, name, &merged)?;
+        let mut merged = merge_update(def, req.sub.as_deref(), &old, new);
+        validate::decode_quantities(state, def, &mut merged);
+        validate::written(state, def, req.sub.as_deref(), name, &mut merged)?;
+        validate::update(state, def, name, &old, &merged)?;
         match state.store.replace(&def.key(), Some(current.rv), merged) {
             Ok(stored) => {
                 let response = object_response(StatusCode::OK, def, &stored);

@@ -10,6 +10,7 @@
 //!   labels: {pool: gpu}
 //!   taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
 //!   topology: {hostsPerRack: 8, racksPerBlock: 4}
+//!   devices: {count: 8, model: h100, memory: 80Gi}  # optional DRA devices
 //! ```
 //!
 //! A single mapping instead of a list is one template.
@@ -44,6 +45,10 @@ pub struct NodeTemplate {
     pub taints: Vec<Value>,
     #[serde(default)]
     pub topology: Topology,
+    /// DRA devices of each node (published as ResourceSlices, see
+    /// [`super::devices`]).
+    #[serde(default)]
+    pub devices: Option<super::devices::DeviceTemplate>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
@@ -99,6 +104,7 @@ impl Default for NodeTemplate {
             annotations: BTreeMap::new(),
             taints: Vec::new(),
             topology: Topology::default(),
+            devices: None,
         }
     }
 }
@@ -151,6 +157,9 @@ pub fn parse(text: &str) -> Result<Vec<NodeTemplate>, String> {
                 "{}: topology sizes must be positive",
                 t.name_prefix
             ));
+        }
+        if let Some(d) = &t.devices {
+            d.check().map_err(|e| format!("{}: {e}", t.name_prefix))?;
         }
     }
     Ok(templates)
@@ -208,6 +217,11 @@ fn node(t: &NodeTemplate, index: usize, place: Place) -> Value {
     labels.extend(t.labels.clone());
     let mut annotations = t.annotations.clone();
     annotations.insert("kwok.x-k8s.io/node".into(), "fake".into());
+    if let Some(devices) = &t.devices
+        && let Ok(text) = serde_json::to_string(devices)
+    {
+        annotations.insert(super::devices::DEVICES_ANNOTATION.into(), text);
+    }
     let mut allocatable = t.capacity.clone();
     allocatable.extend(t.allocatable.clone());
     let mut spec = json!({});
@@ -253,5 +267,16 @@ mod tests {
         assert_eq!(numeric[0].capacity["memory"], "1.5");
         let err = parse("count: 3\ncolour: red").unwrap_err();
         assert!(err.contains("colour"), "{err}");
+        let err = parse("devices: {count: 0}").unwrap_err();
+        assert!(err.contains("devices.count"), "{err}");
+    }
+
+    #[test]
+    fn devices_travel_on_the_node() {
+        let t = parse("count: 1\ndevices: {count: 2, model: h100}").unwrap();
+        let node = &expand(&t)[0];
+        let d = super::super::devices::of_node(node).unwrap();
+        assert_eq!((d.count, d.model.as_str()), (2, "h100"));
+        assert_eq!(d.driver, "gpu.kwok.muster.dev");
     }
 }

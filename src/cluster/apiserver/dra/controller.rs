@@ -1,0 +1,505 @@
+//! The resourceclaim controller of kube-controller-manager, simulated:
+//! - a pod whose `spec.resourceClaims[]` entry names a
+//!   `resourceClaimTemplateName` gets a ResourceClaim made from that template
+//!   (named `<pod>-<claim>-<random>`, owned by the pod with `controller:
+//!   true`, annotated `resource.kubernetes.io/pod-claim-name`), recorded in
+//!   the pod's `status.resourceClaimStatuses`; a missing template is retried
+//!   when templates change;
+//! - a claim's `status.reservedFor` loses the pods that no longer exist (by
+//!   uid) or are done (terminal, or being deleted before they were
+//!   scheduled);
+//! - a claim reserved by nobody loses its `status.allocation` and the
+//!   scheduler's `resource.kubernetes.io/delete-protection` finalizer
+//!   (deallocation: the scheduler allocates and reserves in one write);
+//! - a claim generated for a pod is deleted once that pod is gone or done
+//!   and the claim is reserved by nobody (what the garbage collector and
+//!   this controller do together on a real cluster; the simulator has no
+//!   general garbage collector).
+//!
+//! It works from the store's event stream: each pod event with resource
+//! claims and each claim event is handled on its own; a lagged stream
+//! resyncs everything.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use super::consumer::ClaimChange;
+use super::validate::default_claim_spec;
+use crate::apiserver::kubelet::Lifecycle;
+use crate::apiserver::objects::{as_map, child_mut, meta_mut, name_suffix, new_uid, now, str_at};
+use crate::apiserver::store::{CommitError, EventType, Store, Stored};
+
+pub const PODS: &str = "/v1/pods";
+pub const CLAIMS: &str = "resource.k8s.io/v1/resourceclaims";
+pub const TEMPLATES: &str = "resource.k8s.io/v1/resourceclaimtemplates";
+/// Names the pod's claim a generated ResourceClaim was made for.
+pub const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
+/// Set by a scheduler on allocation; removed here on deallocation.
+pub const DELETE_PROTECTION_FINALIZER: &str = "resource.kubernetes.io/delete-protection";
+
+/// Conflicting writes retried before an item is left to the next event.
+const RETRIES: usize = 10;
+
+/// Starts the controller; it runs until `shutdown`. `lifecycle` hears of
+/// claim changes (pods waiting for their claims start on them).
+pub fn spawn(store: Arc<Store>, lifecycle: Lifecycle, shutdown: CancellationToken) {
+    tokio::spawn(run(store, lifecycle, shutdown));
+}
+
+async fn run(store: Arc<Store>, lifecycle: Lifecycle, shutdown: CancellationToken) {
+    let mut events = store.subscribe_all();
+    resync(&store);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            ev = events.recv() => match ev {
+                Ok(ev) => match &*ev.resource {
+                    PODS if mentions_claims(&ev.obj) => {
+                        on_pod(&store, &ev.obj, ev.kind == EventType::Deleted);
+                    }
+                    CLAIMS => {
+                        if ev.kind != EventType::Deleted {
+                            sync_claim(&store, &ev.obj);
+                        }
+                        let value = ev.obj.value();
+                        lifecycle.claim_changed(ClaimChange {
+                            namespace: ev.obj.namespace.clone(),
+                            name: ev.obj.name.clone(),
+                            owner: owner_pod_uid(&value).map(str::to_string),
+                        });
+                    }
+                    TEMPLATES if ev.kind != EventType::Deleted => {
+                        pods_of_namespace(&store, &ev.obj.namespace);
+                    }
+                    _ => {}
+                },
+                Err(RecvError::Lagged(_)) => {
+                    resync(&store);
+                    lifecycle.claims_resynced();
+                }
+                Err(RecvError::Closed) => return,
+            },
+        }
+    }
+}
+
+/// A cheap look at the stored bytes before decoding: only pods with
+/// `spec.resourceClaims` concern this controller.
+fn mentions_claims(pod: &Stored) -> bool {
+    const NEEDLE: &[u8] = b"\"resourceClaims\"";
+    pod.bytes.windows(NEEDLE.len()).any(|w| w == NEEDLE)
+}
+
+fn all(store: &Store, res: &str, ns: Option<&str>) -> Vec<Arc<Stored>> {
+    store.list(res, ns, None, None, |_| true).0
+}
+
+/// Every pod with claims and every claim, looked at again.
+fn resync(store: &Store) {
+    for pod in all(store, PODS, None)
+        .into_iter()
+        .filter(|p| mentions_claims(p))
+    {
+        on_pod(store, &pod, false);
+    }
+    for claim in all(store, CLAIMS, None) {
+        sync_claim(store, &claim);
+    }
+}
+
+fn pods_of_namespace(store: &Store, ns: &str) {
+    for pod in all(store, PODS, Some(ns))
+        .into_iter()
+        .filter(|p| mentions_claims(p))
+    {
+        on_pod(store, &pod, false);
+    }
+}
+
+/// Is the pod done with its claims: terminal, or deleted before it was
+/// scheduled?
+pub fn pod_done(pod: &Value) -> bool {
+    let phase = str_at(pod, "/status/phase");
+    let terminal = matches!(phase, Some("Succeeded" | "Failed"));
+    let deleted_unscheduled = pod.pointer("/metadata/deletionTimestamp").is_some()
+        && str_at(pod, "/spec/nodeName").is_none_or(str::is_empty);
+    terminal || deleted_unscheduled
+}
+
+fn on_pod(store: &Store, pod: &Stored, deleted: bool) {
+    let value = pod.value();
+    if deleted || pod_done(&value) {
+        // Its claims may be released, and those made for it deleted.
+        for claim in all(store, CLAIMS, Some(&pod.namespace)) {
+            let c = claim.value();
+            if reserved_uids(&c).any(|u| u == pod.uid) || owner_pod_uid(&c) == Some(&pod.uid) {
+                sync_claim(store, &claim);
+            }
+        }
+        return;
+    }
+    if value.pointer("/metadata/deletionTimestamp").is_none() {
+        create_template_claims(store, pod, &value);
+    }
+}
+
+/// The pod's claims made from templates that it does not have yet.
+fn create_template_claims(store: &Store, pod: &Stored, value: &Value) {
+    let wanted: Vec<(String, String)> = value
+        .pointer("/spec/resourceClaims")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let name = c.get("name")?.as_str()?;
+            let template = c.get("resourceClaimTemplateName")?.as_str()?;
+            Some((name.to_string(), template.to_string()))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return;
+    }
+    let recorded = |v: &Value, name: &str| {
+        v.pointer("/status/resourceClaimStatuses")
+            .and_then(Value::as_array)
+            .is_some_and(|s| s.iter().any(|e| e["name"] == name))
+    };
+    let mut made: Vec<(String, String)> = Vec::new();
+    for (claim_name, template) in &wanted {
+        if recorded(value, claim_name) {
+            continue;
+        }
+        // One made before whose recording was lost: adopt it.
+        let existing = all(store, CLAIMS, Some(&pod.namespace))
+            .into_iter()
+            .find(|c| {
+                let v = c.value();
+                owner_pod_uid(&v) == Some(&pod.uid)
+                    && annotation(&v, POD_CLAIM_NAME_ANNOTATION) == Some(claim_name.as_str())
+            });
+        let name = match existing {
+            Some(c) => c.name.clone(),
+            None => match create_claim(store, pod, claim_name, template) {
+                Some(name) => name,
+                None => continue,
+            },
+        };
+        made.push((claim_name.clone(), name));
+    }
+    if made.is_empty() {
+        return;
+    }
+    update(store, PODS, &pod.namespace, &pod.name, &pod.uid, |p| {
+        let status = child_mut(as_map(p), "status");
+        let list = status
+            .entry("resourceClaimStatuses")
+            .or_insert_with(|| json!([]));
+        let Some(list) = list.as_array_mut() else {
+            return false;
+        };
+        let mut changed = false;
+        for (claim_name, name) in &made {
+            if !list.iter().any(|e| e["name"] == claim_name.as_str()) {
+                list.push(json!({"name": claim_name, "resourceClaimName": name}));
+                changed = true;
+            }
+        }
+        changed
+    });
+}
+
+/// Creates the claim for `claim_name` of `pod` from `template`; its name,
+/// or None when the template does not exist (yet).
+fn create_claim(store: &Store, pod: &Stored, claim_name: &str, template: &str) -> Option<String> {
+    let Some(t) = store.get(TEMPLATES, &pod.namespace, template) else {
+        tracing::debug!(pod = %pod.name, template, "resource claim template not found yet");
+        return None;
+    };
+    let t = t.value();
+    let base = claim_name_base(&pod.name, claim_name);
+    let mut labels = t
+        .pointer("/spec/metadata/labels")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let mut annotations = t
+        .pointer("/spec/metadata/annotations")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    as_map(&mut annotations).insert(POD_CLAIM_NAME_ANNOTATION.into(), json!(claim_name));
+    as_map(&mut labels);
+    let mut spec = t
+        .pointer("/spec/spec")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    default_claim_spec(&mut spec);
+    let res: Arc<str> = Arc::from(CLAIMS);
+    for _ in 0..RETRIES {
+        let name = format!("{base}-{}", name_suffix());
+        let claim = json!({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "name": name,
+                "generateName": format!("{base}-"),
+                "namespace": pod.namespace,
+                "uid": new_uid(),
+                "creationTimestamp": now(),
+                "generation": 1,
+                "labels": labels,
+                "annotations": annotations,
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod.name,
+                    "uid": pod.uid, "controller": true, "blockOwnerDeletion": true}],
+            },
+            "spec": spec,
+        });
+        match store.create(&res, claim) {
+            Ok(_) => {
+                tracing::info!(pod = %pod.name, claim = %name, "resource claim created from template");
+                return Some(name);
+            }
+            Err(CommitError::AlreadyExists) => continue,
+            Err(e) => {
+                tracing::warn!(pod = %pod.name, error = ?e, "creating a resource claim failed");
+                return None;
+            }
+        }
+    }
+    None
+}
+
+/// `<pod>-<claim>`, leaving room for `-xxxxx` within 63 characters: when
+/// `<pod>-<claim>-` is longer than 57, both names are cut in proportion to
+/// their lengths so neither is lost (each cut part ends alphanumeric, so
+/// the name stays a DNS subdomain).
+fn claim_name_base(pod: &str, claim: &str) -> String {
+    const MAX_BASE: usize = 57;
+    let generate_len = pod.len() + claim.len() + 2;
+    if generate_len <= MAX_BASE {
+        return format!("{pod}-{claim}");
+    }
+    let cut = |s: &str| {
+        let keep = s.len() * MAX_BASE / generate_len;
+        let part: String = s.chars().take(keep).collect();
+        part.trim_end_matches(['-', '.']).to_string()
+    };
+    format!("{}-{}", cut(pod), cut(claim))
+}
+
+fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/annotations")?.get(key)?.as_str()
+}
+
+/// The uid of the pod that controls this claim, if a pod does.
+pub fn owner_pod_uid(claim: &Value) -> Option<&str> {
+    claim
+        .pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r["kind"] == "Pod" && r["apiVersion"] == "v1" && r["controller"] == true)?
+        .get("uid")?
+        .as_str()
+}
+
+fn reserved_uids(claim: &Value) -> impl Iterator<Item = &str> {
+    claim
+        .pointer("/status/reservedFor")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["uid"].as_str())
+}
+
+/// Is the pod `(ns, name, uid)` still a consumer: present with that uid,
+/// and not done?
+fn pod_alive(store: &Store, ns: &str, name: &str, uid: &str) -> bool {
+    store
+        .get(PODS, ns, name)
+        .is_some_and(|p| p.uid == uid && !pod_done(&p.value()))
+}
+
+/// Releases dead reservations, deallocates an unreserved claim, deletes a
+/// generated claim whose pod is gone or done.
+fn sync_claim(store: &Store, claim: &Stored) {
+    let ns = claim.namespace.clone();
+    let released = update(store, CLAIMS, &ns, &claim.name, &claim.uid, |c| {
+        let Some(reserved) = c
+            .pointer("/status/reservedFor")
+            .and_then(Value::as_array)
+            .cloned()
+        else {
+            return deallocate(c);
+        };
+        let kept: Vec<Value> = reserved
+            .iter()
+            .filter(|r| {
+                r["resource"] != "pods"
+                    || pod_alive(
+                        store,
+                        &ns,
+                        r["name"].as_str().unwrap_or_default(),
+                        r["uid"].as_str().unwrap_or_default(),
+                    )
+            })
+            .cloned()
+            .collect();
+        let changed = kept.len() != reserved.len();
+        let status = child_mut(as_map(c), "status");
+        if kept.is_empty() {
+            status.remove("reservedFor");
+        } else {
+            status.insert("reservedFor".into(), Value::Array(kept));
+        }
+        deallocate(c) || changed
+    });
+    let Some(current) = released.or_else(|| store.get(CLAIMS, &ns, &claim.name)) else {
+        return;
+    };
+    let value = current.value();
+    if reserved_uids(&value).next().is_some() {
+        return;
+    }
+    if let Some(owner) = owner_pod_uid(&value) {
+        let owner_live = value
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .and_then(|refs| refs.iter().find(|r| r["uid"] == owner))
+            .and_then(|r| r["name"].as_str())
+            .is_some_and(|pod| pod_alive(store, &ns, pod, owner));
+        if !owner_live {
+            delete_claim(store, &current);
+        }
+    }
+}
+
+/// Clears the allocation of a claim nobody reserves; true if it changed.
+fn deallocate(c: &mut Value) -> bool {
+    let reserved = c
+        .pointer("/status/reservedFor")
+        .and_then(Value::as_array)
+        .is_some_and(|r| !r.is_empty());
+    if reserved || c.pointer("/status/allocation").is_none() {
+        return false;
+    }
+    child_mut(as_map(c), "status").remove("allocation");
+    if let Some(f) = meta_mut(c)
+        .get_mut("finalizers")
+        .and_then(Value::as_array_mut)
+    {
+        f.retain(|x| x != DELETE_PROTECTION_FINALIZER);
+    }
+    true
+}
+
+/// Deletes a claim: marked while finalizers remain, else removed.
+fn delete_claim(store: &Store, claim: &Stored) {
+    let res: Arc<str> = Arc::from(CLAIMS);
+    let mut value = claim.value();
+    let has_finalizers = value
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty());
+    let result = if has_finalizers {
+        if value.pointer("/metadata/deletionTimestamp").is_some() {
+            return;
+        }
+        meta_mut(&mut value).insert("deletionTimestamp".into(), json!(now()));
+        meta_mut(&mut value).insert("deletionGracePeriodSeconds".into(), json!(0));
+        store.replace(&res, Some(claim.rv), value).map(drop)
+    } else {
+        store
+            .remove(&res, &claim.namespace, &claim.name, Some(claim.rv))
+            .map(drop)
+    };
+    match result {
+        Ok(()) => {
+            tracing::info!(claim = %claim.name, "generated resource claim deleted with its pod")
+        }
+        // Changed meanwhile: its event brings it back here.
+        Err(e) => tracing::debug!(claim = %claim.name, error = ?e, "resource claim not deleted"),
+    }
+}
+
+/// Applies `change` to the live object (same uid), retrying conflicts;
+/// `change` returns whether it changed anything. The stored result, if
+/// written.
+fn update(
+    store: &Store,
+    res: &str,
+    ns: &str,
+    name: &str,
+    uid: &str,
+    mut change: impl FnMut(&mut Value) -> bool,
+) -> Option<Arc<Stored>> {
+    let key: Arc<str> = Arc::from(res);
+    for _ in 0..RETRIES {
+        let current = store.get(res, ns, name)?;
+        if current.uid != uid {
+            return None;
+        }
+        let mut value = current.value();
+        if !change(&mut value) {
+            return None;
+        }
+        match store.replace(&key, Some(current.rv), value) {
+            Ok(stored) => return Some(stored),
+            Err(CommitError::Conflict) => continue,
+            Err(e) => {
+                tracing::warn!(%name, error = ?e, "resource claim controller write failed");
+                return None;
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn done_pods() {
+        assert!(pod_done(&json!({"status": {"phase": "Succeeded"}})));
+        assert!(pod_done(&json!({"metadata": {"deletionTimestamp": "t"}})));
+        assert!(!pod_done(
+            &json!({"metadata": {"deletionTimestamp": "t"}, "spec": {"nodeName": "n"}})
+        ));
+        assert!(!pod_done(&json!({"status": {"phase": "Running"}})));
+    }
+
+    #[test]
+    fn deallocation_drops_allocation_and_protection() {
+        let mut c = json!({"metadata": {"finalizers": [DELETE_PROTECTION_FINALIZER, "x"]},
+            "status": {"allocation": {"devices": {}}}});
+        assert!(deallocate(&mut c));
+        assert!(c["status"].get("allocation").is_none());
+        assert_eq!(c["metadata"]["finalizers"], json!(["x"]));
+        let mut reserved = json!({"status": {"allocation": {}, "reservedFor": [{"uid": "u"}]}});
+        assert!(!deallocate(&mut reserved));
+    }
+
+    #[test]
+    fn generated_names_keep_both_parts() {
+        assert_eq!(claim_name_base("train", "gpus"), "train-gpus");
+        // 60 + 40 + 2 = 102: each keeps 57/102 of its length.
+        let long = claim_name_base(&"p".repeat(60), &"c".repeat(40));
+        assert_eq!(long, format!("{}-{}", "p".repeat(33), "c".repeat(22)));
+        assert!(long.len() + 6 <= 63);
+        // The pod's part is cut right after its dot: the dot goes too.
+        let dotted = claim_name_base(
+            &format!("{}.{}", "a".repeat(33), "b".repeat(30)),
+            &"c".repeat(41),
+        );
+        assert_eq!(dotted, format!("{}-{}", "a".repeat(33), "c".repeat(21)));
+    }
+
+    #[test]
+    fn owners() {
+        let c = json!({"metadata": {"ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u", "controller": true}]}});
+        assert_eq!(owner_pod_uid(&c), Some("u"));
+        assert_eq!(owner_pod_uid(&json!({})), None);
+    }
+}
