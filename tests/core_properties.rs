@@ -397,8 +397,10 @@ fn timeout_resolution_definition_then_profile_default() {
 fn unschedulable_condition_is_written_once_per_message() {
     let mut h = cluster(1, 1000);
     h.put_pod(pod("huge", 8000, 1));
-    for _ in 0..5 {
-        h.add_node(node("n0", 1000, 64)); // a relevant event: retried each time
+    for i in 0..5 {
+        // Allocatable grows (still too small): an event that can make room,
+        // so the pod is retried each time.
+        h.add_node(node("n0", 1001 + i, 64));
         h.advance(Duration::from_secs(11));
     }
     assert!(h.engine.stats(h.now()).attempts_unschedulable >= 5);

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Service, ServiceAcc
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use muster::apiserver::recorder::ApiCall;
 use muster::apiserver::{SimCluster, SimConfig};
 use muster::config::SchedulerConfig;
@@ -746,28 +746,28 @@ async fn record_daemon_calls(config: SchedulerConfig) -> BTreeSet<ApiCall> {
             && e.involved_object.name.as_deref() == Some("huge")
     };
     let first = e2e::wait_event(&env, "team-a", is_failed).await.message;
-    // A node is added, cordoned and uncordoned: the refusal's message changes
-    // each time, and its return to an earlier message is recorded by bumping
-    // that event's count (get + patch of the event).
+    // Nodes are added (events that can make room, so the pod is retried):
+    // the refusal's message changes with the node count. Two nodes are then
+    // deleted (no retry: that makes no room) and one added, so the message
+    // returns to an earlier one, which is recorded by bumping that event's
+    // count (get + patch of the event).
     e2e::add_node(&env, "extra", "4").await;
     let with_extra = e2e::wait_event(&env, "team-a", |e| is_failed(e) && e.message != first)
         .await
         .message;
-    let nodes: Api<Node> = Api::all(env.client.clone());
-    let cordon = |on: bool| Patch::Merge(json!({"spec": {"unschedulable": on}}));
-    let pp = PatchParams::default();
-    nodes
-        .patch("extra", &pp, &cordon(true))
-        .await
-        .expect("cordon");
+    e2e::add_node(&env, "extra-2", "4").await;
     e2e::wait_event(&env, "team-a", |e| {
         is_failed(e) && e.message != first && e.message != with_extra
     })
     .await;
-    nodes
-        .patch("extra", &pp, &cordon(false))
-        .await
-        .expect("uncordon");
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    for gone in ["extra", "extra-2"] {
+        nodes
+            .delete(gone, &Default::default())
+            .await
+            .expect("node deleted");
+    }
+    e2e::add_node(&env, "extra-3", "4").await;
     e2e::wait_event(&env, "team-a", |e| {
         is_failed(e) && e.message == with_extra && e.count.unwrap_or(1) >= 2
     })

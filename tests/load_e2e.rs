@@ -158,12 +158,19 @@ async fn the_report_matches_the_cluster_and_compares_with_the_ceiling() {
         (huge["bound"].as_u64(), huge["outcome"].as_str()),
         (Some(0), Some("timedOut"))
     );
-    for key in ["average", "p50", "p90", "p99"] {
-        assert!(
-            report["throughput_pods_per_sec"][key].as_f64() > Some(0.0),
-            "{key}"
-        );
+    // Per-second windows: on a busy machine the last binds can trail into a
+    // later window, leaving the windows between empty, so the median window
+    // may be 0; the average and the best window cannot be.
+    let t = &report["throughput_pods_per_sec"];
+    for key in ["average", "p99"] {
+        assert!(t[key].as_f64() > Some(0.0), "{key}: {t}");
     }
+    assert!(
+        t["p50"].as_f64() >= Some(0.0)
+            && t["p50"].as_f64() <= t["p90"].as_f64()
+            && t["p90"].as_f64() <= t["p99"].as_f64(),
+        "{t}"
+    );
     for key in ["p50", "p90", "p99"] {
         assert!(
             report["latency_seconds"][key].as_f64() >= Some(0.0),

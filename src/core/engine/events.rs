@@ -7,15 +7,18 @@ use std::time::Instant;
 
 use super::{Engine, EventType};
 use crate::cache::PodState;
-use crate::framework::QueueingEvent;
+use crate::framework::{EventSet, QueueingEvent};
 use crate::gang::{DefChange, group_gate};
 use crate::model::{DefinitionKey, GroupDef, GroupKey, NodeInfo, PodInfo, PodKey};
 use crate::queue::Requeue;
 
 impl Engine {
     pub(super) fn on_node_upserted(&mut self, node: Arc<NodeInfo>, now: Instant) {
+        let events = EventSet::of_node_update(self.cache.node(&node.name).map(|n| &*n.info), &node);
         self.cache.upsert_node(node);
-        self.flush_unschedulable(QueueingEvent::Node, now);
+        for event in events.iter() {
+            self.flush_unschedulable(event, now);
+        }
     }
 
     pub(super) fn on_node_deleted(&mut self, name: &str, now: Instant) {

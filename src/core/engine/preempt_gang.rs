@@ -404,10 +404,9 @@ impl Engine {
             self.queue.requeue(
                 pod.clone(),
                 order,
-                Requeue::Unschedulable(EventSet::of(&[
-                    QueueingEvent::PodRemoved,
-                    QueueingEvent::Node,
-                ])),
+                Requeue::Unschedulable(
+                    EventSet::ANY_NODE.union(EventSet::of(&[QueueingEvent::PodRemoved])),
+                ),
                 now,
             );
         }

@@ -9,25 +9,34 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum QueueingEvent {
-    /// A node added, or its labels, taints, capacity or images changed.
-    Node = 0,
+    /// A node added.
+    NodeAdded = 0,
+    /// A node's labels changed (affinity, topology domains, volume zones).
+    NodeLabels = 1,
+    /// A node's taints or `spec.unschedulable` changed.
+    NodeTaints = 2,
+    /// A node's allocatable resources changed.
+    NodeAllocatable = 3,
     /// A pod newly placed on a node (assumed or bound), or a placed pod's
     /// labels changed: what inter-pod affinity and topology spread count.
-    PodPlaced = 1,
+    PodPlaced = 4,
     /// A placed pod gone (deleted, finished, its reservation or binding
     /// given back): its node's resources, ports and volumes are free.
-    PodRemoved = 2,
+    PodRemoved = 5,
     /// A namespace added, relabelled or deleted (`namespaceSelector`).
-    Namespace = 3,
+    Namespace = 6,
     /// A storage object changed: claim, volume, class, CSINode, CSIDriver.
-    Storage = 4,
+    Storage = 7,
     /// A gang's definition or a topology hierarchy changed.
-    Gang = 5,
+    Gang = 8,
 }
 
 impl QueueingEvent {
-    pub const ALL: [QueueingEvent; 6] = [
-        QueueingEvent::Node,
+    pub const ALL: [QueueingEvent; 9] = [
+        QueueingEvent::NodeAdded,
+        QueueingEvent::NodeLabels,
+        QueueingEvent::NodeTaints,
+        QueueingEvent::NodeAllocatable,
         QueueingEvent::PodPlaced,
         QueueingEvent::PodRemoved,
         QueueingEvent::Namespace,
@@ -38,15 +47,23 @@ impl QueueingEvent {
 
 /// A set of [`QueueingEvent`]s (one bit each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct EventSet(u8);
+pub struct EventSet(u16);
 
 impl EventSet {
     pub const EMPTY: EventSet = EventSet(0);
     /// Every event: what a pod waits for when what rejected it is not known.
     pub const ALL: EventSet = EventSet::of(&QueueingEvent::ALL);
+    /// Every change to a node that can add room: what a pod waits for when
+    /// any of them may help (capacity, domains, taints).
+    pub const ANY_NODE: EventSet = EventSet::of(&[
+        QueueingEvent::NodeAdded,
+        QueueingEvent::NodeLabels,
+        QueueingEvent::NodeTaints,
+        QueueingEvent::NodeAllocatable,
+    ]);
 
     pub const fn of(events: &[QueueingEvent]) -> EventSet {
-        let mut bits = 0u8;
+        let mut bits = 0u16;
         let mut i = 0;
         while i < events.len() {
             bits |= 1 << events[i] as u8;
@@ -66,6 +83,37 @@ impl EventSet {
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
+
+    /// The events a node update is: what changed between `old` (`None`: the
+    /// node is new) and `new`. A change to none of labels, taints,
+    /// schedulability and allocatable (a heartbeat, new images) is no event:
+    /// nothing a plugin rejects on moved.
+    pub fn of_node_update(
+        old: Option<&crate::model::NodeInfo>,
+        new: &crate::model::NodeInfo,
+    ) -> EventSet {
+        let Some(old) = old else {
+            return EventSet::of(&[QueueingEvent::NodeAdded]);
+        };
+        let mut events = EventSet::EMPTY;
+        if old.labels != new.labels {
+            events = events.union(EventSet::of(&[QueueingEvent::NodeLabels]));
+        }
+        if old.taints != new.taints || old.unschedulable != new.unschedulable {
+            events = events.union(EventSet::of(&[QueueingEvent::NodeTaints]));
+        }
+        if old.allocatable != new.allocatable {
+            events = events.union(EventSet::of(&[QueueingEvent::NodeAllocatable]));
+        }
+        events
+    }
+
+    /// The events of the set, in `QueueingEvent::ALL` order.
+    pub fn iter(self) -> impl Iterator<Item = QueueingEvent> {
+        QueueingEvent::ALL
+            .into_iter()
+            .filter(move |e| self.contains(*e))
+    }
 }
 
 #[cfg(test)]
@@ -74,17 +122,41 @@ mod tests {
 
     #[test]
     fn sets_hold_exactly_their_events() {
-        let s = EventSet::of(&[QueueingEvent::Node, QueueingEvent::Storage]);
+        let s = EventSet::of(&[QueueingEvent::NodeLabels, QueueingEvent::Storage]);
         for e in QueueingEvent::ALL {
             assert_eq!(
                 s.contains(e),
-                matches!(e, QueueingEvent::Node | QueueingEvent::Storage)
+                matches!(e, QueueingEvent::NodeLabels | QueueingEvent::Storage)
             );
             assert!(EventSet::ALL.contains(e));
             assert!(!EventSet::EMPTY.contains(e));
         }
         let u = s.union(EventSet::of(&[QueueingEvent::Gang]));
-        assert!(u.contains(QueueingEvent::Gang) && u.contains(QueueingEvent::Node));
+        assert!(u.contains(QueueingEvent::Gang) && u.contains(QueueingEvent::NodeLabels));
         assert!(EventSet::EMPTY.is_empty() && !u.is_empty());
+    }
+
+    #[test]
+    fn a_node_update_is_the_events_of_what_changed() {
+        use crate::model::{NodeInfo, Resources};
+        let node = NodeInfo::new("n", Resources::default());
+        assert_eq!(
+            EventSet::of_node_update(None, &node),
+            EventSet::of(&[QueueingEvent::NodeAdded])
+        );
+        assert!(
+            EventSet::of_node_update(Some(&node), &node).is_empty(),
+            "a heartbeat"
+        );
+        let mut relabelled = node.clone();
+        relabelled.labels.insert("zone".into(), "a".into());
+        relabelled.unschedulable = true;
+        assert_eq!(
+            EventSet::of_node_update(Some(&node), &relabelled),
+            EventSet::of(&[QueueingEvent::NodeLabels, QueueingEvent::NodeTaints])
+        );
+        let mut images = node.clone();
+        images.images.push(("busybox".into(), 1));
+        assert!(EventSet::of_node_update(Some(&node), &images).is_empty());
     }
 }

@@ -235,7 +235,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[],
         can_disable: true,
         node_local: true,
-        requeue_on: EventSet::of(&[Node]),
+        requeue_on: EventSet::of(&[NodeAdded, NodeTaints]),
         args: None,
         build: |_| filter_only(Arc::new(node_unschedulable::NodeUnschedulable)),
     },
@@ -249,7 +249,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[],
         can_disable: true,
         node_local: true,
-        requeue_on: EventSet::of(&[Node]),
+        requeue_on: EventSet::of(&[NodeAdded]),
         args: None,
         build: |_| filter_only(Arc::new(node_name::NodeName)),
     },
@@ -263,7 +263,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreScore, Score]],
         can_disable: true,
         node_local: true,
-        requeue_on: EventSet::of(&[Node]),
+        requeue_on: EventSet::of(&[NodeAdded, NodeTaints]),
         args: None,
         build: |_| {
             let p = Arc::new(taint_toleration::TaintToleration);
@@ -284,7 +284,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter], &[PreScore, Score]],
         can_disable: true,
         node_local: true,
-        requeue_on: EventSet::of(&[Node]),
+        requeue_on: EventSet::of(&[NodeAdded, NodeLabels]),
         args: None,
         build: |_| {
             let p = Arc::new(node_affinity::NodeAffinity);
@@ -306,7 +306,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter]],
         can_disable: true,
         node_local: true,
-        requeue_on: EventSet::of(&[Node, PodRemoved]),
+        requeue_on: EventSet::of(&[NodeAdded, PodRemoved]),
         args: None,
         build: |_| filter_only(Arc::new(node_ports::NodePorts)),
     },
@@ -320,7 +320,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter]],
         can_disable: true,
         node_local: true,
-        requeue_on: EventSet::of(&[Node, PodRemoved]),
+        requeue_on: EventSet::of(&[NodeAdded, NodeAllocatable, PodRemoved]),
         args: Some(ArgsSpec {
             default: || Arc::new(node_resources_fit::NodeResourcesFitArgs::default()),
             decode: |path, v| Ok(Arc::new(node_resources_fit::decode_args(path, v)?)),
@@ -360,7 +360,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter]],
         can_disable: true,
         node_local: true,
-        requeue_on: EventSet::of(&[Node, PodRemoved, Storage]),
+        requeue_on: EventSet::of(&[NodeAdded, NodeAllocatable, PodRemoved, Storage]),
         args: None,
         build: |_| pre_filter_and_filter(Arc::new(node_volume_limits::NodeVolumeLimits)),
     },
@@ -374,7 +374,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter], &[Reserve, PreBind]],
         can_disable: true,
         node_local: true,
-        requeue_on: EventSet::of(&[Node, Storage]),
+        requeue_on: EventSet::of(&[NodeAdded, NodeLabels, Storage]),
         args: Some(ArgsSpec {
             default: || Arc::new(volume_binding::VolumeBindingArgs::default()),
             decode: |path, v| Ok(Arc::new(volume_binding::decode_args(path, v)?)),
@@ -397,7 +397,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter]],
         can_disable: true,
         node_local: true,
-        requeue_on: EventSet::of(&[Node, Storage]),
+        requeue_on: EventSet::of(&[NodeAdded, NodeLabels, Storage]),
         args: None,
         build: |_| pre_filter_and_filter(Arc::new(volume_zone::VolumeZone)),
     },
@@ -411,7 +411,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter], &[PreScore, Score]],
         can_disable: true,
         node_local: true,
-        requeue_on: EventSet::of(&[Node, PodPlaced, PodRemoved]),
+        requeue_on: EventSet::of(&[NodeAdded, NodeLabels, NodeTaints, PodPlaced, PodRemoved]),
         args: Some(ArgsSpec {
             default: || Arc::new(pod_topology_spread::PodTopologySpreadArgs::default()),
             decode: |path, v| Ok(Arc::new(pod_topology_spread::decode_args(path, v)?)),
@@ -442,7 +442,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreEnqueue, PreFilter, PostFilter, Reserve, Permit]],
         can_disable: true,
         node_local: false,
-        requeue_on: EventSet::of(&[Node, PodRemoved, Gang]),
+        requeue_on: EventSet::ANY_NODE.union(EventSet::of(&[PodRemoved, Gang])),
         args: Some(ArgsSpec {
             default: || Arc::new(gang::GangArgs::default()),
             decode: |path, v| Ok(Arc::new(gang::args::decode_args(path, v)?)),
@@ -462,7 +462,7 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter], &[PreScore, Score]],
         can_disable: true,
         node_local: true,
-        requeue_on: EventSet::of(&[Node, PodPlaced, PodRemoved, Namespace]),
+        requeue_on: EventSet::of(&[NodeAdded, NodeLabels, PodPlaced, PodRemoved, Namespace]),
         args: Some(ArgsSpec {
             default: || Arc::new(inter_pod_affinity::InterPodAffinityArgs::default()),
             decode: |path, v| Ok(Arc::new(inter_pod_affinity::decode_args(path, v)?)),
@@ -746,7 +746,7 @@ mod tests {
         assert_eq!(requeue_on(&["NoSuchPlugin"]), EventSet::ALL);
         assert_eq!(
             requeue_on(&[node_resources_fit::NAME, node_affinity::NAME]),
-            EventSet::of(&[Node, PodRemoved])
+            EventSet::of(&[NodeAdded, NodeLabels, NodeAllocatable, PodRemoved])
         );
         assert!(requeue_on(&[inter_pod_affinity::NAME]).contains(PodPlaced));
         assert!(!requeue_on(&[node_resources_fit::NAME]).contains(PodPlaced));

@@ -87,7 +87,7 @@ fn unschedulable_pool_flushes_on_event_respecting_backoff_and_periodically() {
     assert_eq!(q.location(&b.key), Some(QueueLocation::Unschedulable));
     // An event retries b, but it entered the pool 0.5 s ago: backoff first.
     q.flush_unschedulable(
-        QueueingEvent::Node,
+        QueueingEvent::NodeAdded,
         t0 + Duration::from_millis(5500),
         |_| Ok(()),
     );
@@ -105,7 +105,7 @@ fn an_event_retries_only_the_pods_waiting_for_it() {
     q.upsert(spread, os.clone(), Ok(()));
     let fit = q.pop().unwrap();
     let spread = q.pop().unwrap();
-    let resources = EventSet::of(&[QueueingEvent::Node, QueueingEvent::PodRemoved]);
+    let resources = EventSet::of(&[QueueingEvent::NodeAllocatable, QueueingEvent::PodRemoved]);
     let pods = EventSet::of(&[QueueingEvent::PodPlaced]);
     q.requeue(fit.clone(), of, Requeue::Unschedulable(resources), t0);
     q.requeue(spread.clone(), os, Requeue::Unschedulable(pods), t0);
