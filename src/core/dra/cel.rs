@@ -55,8 +55,14 @@ fn env() -> Arc<Env> {
 }
 
 impl Selector {
-    /// Compiles `source`, refusing what is too long, too deep or too costly.
+    /// Compiles `source`, refusing what is empty, too long, nested too deep,
+    /// references a variable other than `device` (and those the expression
+    /// declares itself: comprehension variables, `cel.bind` names), or costs
+    /// too much. The simulated API server's admission uses the same check.
     pub fn compile(source: &str) -> Result<Self, String> {
+        if source.trim().is_empty() {
+            return Err("expression must not be empty".into());
+        }
         if source.len() > limits::MAX_CEL_LENGTH {
             return Err(format!(
                 "the expression is {} bytes long; at most {} are allowed",
@@ -64,9 +70,32 @@ impl Selector {
                 limits::MAX_CEL_LENGTH
             ));
         }
-        let program = env()
-            .compile(source)
-            .map_err(|e| format!("compilation failed: {e}"))?;
+        if nesting(source) > MAX_NESTING {
+            return Err(format!(
+                "compilation failed: expression nested more than {MAX_NESTING} levels deep"
+            ));
+        }
+        // The parser is third-party code fed tenant input: a panic in it is
+        // a refusal of the expression, not the end of the process.
+        let env = env();
+        let program =
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| env.compile(source))) {
+                Ok(Ok(p)) => p,
+                Ok(Err(e)) => return Err(format!("compilation failed: {e}")),
+                Err(_) => return Err("compilation failed: the expression cannot be parsed".into()),
+            };
+        let mut declared = vec![DEVICE.to_string(), "cel".to_string()];
+        declared_names(program.expression(), &mut declared);
+        let references = program.references();
+        let mut undeclared: Vec<&str> = references
+            .variables()
+            .into_iter()
+            .filter(|v| !declared.iter().any(|d| d == v))
+            .collect();
+        undeclared.sort_unstable();
+        if let Some(v) = undeclared.first() {
+            return Err(format!("compilation failed: undeclared reference to '{v}'"));
+        }
         let cost = estimated_cost(program.expression());
         if cost > limits::MAX_CEL_COST {
             return Err(format!(
@@ -88,6 +117,87 @@ impl Selector {
 
     pub fn id(&self) -> u64 {
         self.id
+    }
+}
+
+/// Brackets nested deeper than this are refused before parsing: the parser
+/// recurses per level, and the stack is not the place to find its limit.
+const MAX_NESTING: usize = 64;
+
+/// The one variable a device selector sees.
+const DEVICE: &str = "device";
+
+/// How deep round, square and curly brackets nest outside string literals.
+fn nesting(expr: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in expr.chars() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '"' | '\'' => quote = Some(c),
+            '(' | '[' | '{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// Names the expression itself declares: comprehension variables (the
+/// `all`, `exists`, `map`, `filter` macros) and `cel.bind` names.
+fn declared_names(e: &IdedExpr, out: &mut Vec<String>) {
+    match &e.expr {
+        Expr::Call(call) => {
+            if call.func_name == "bind"
+                && let Some(Expr::Ident(name)) = call.args.first().map(|a| &a.expr)
+            {
+                out.push(name.clone());
+            }
+            if let Some(t) = &call.target {
+                declared_names(t, out);
+            }
+            call.args.iter().for_each(|a| declared_names(a, out));
+        }
+        Expr::Comprehension(c) => {
+            out.push(c.iter_var.clone());
+            out.extend(c.iter_var2.clone());
+            out.push(c.accu_var.clone());
+            for part in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                declared_names(part, out);
+            }
+        }
+        Expr::List(l) => l.elements.iter().for_each(|x| declared_names(x, out)),
+        Expr::Map(m) => m
+            .entries
+            .iter()
+            .flat_map(entry)
+            .for_each(|x| declared_names(x, out)),
+        Expr::Struct(s) => s
+            .entries
+            .iter()
+            .flat_map(entry)
+            .for_each(|x| declared_names(x, out)),
+        Expr::Select(s) => declared_names(&s.operand, out),
+        Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => {}
     }
 }
 

@@ -164,6 +164,14 @@ fn expressions_that_do_not_compile_or_cost_too_much_are_refused() {
     assert!(err.contains("estimated cost"), "{err}");
     // One comprehension is fine.
     Selector::compile("device.attributes.exists(d, d == 'gpu.example.com')").unwrap();
+    assert_eq!(
+        Selector::compile("foo.bar == 1").unwrap_err(),
+        "compilation failed: undeclared reference to 'foo'"
+    );
+    let deep = format!("{}1{}", "(".repeat(5000), ")".repeat(5000));
+    assert!(Selector::compile(&deep).unwrap_err().contains("nested"));
+    assert!(Selector::compile("  ").is_err());
+    Selector::compile("cel.bind(d, device.attributes['gpu.example.com'], d.model == 'x')").unwrap();
 }
 
 // ---- decoding ----------------------------------------------------------------
