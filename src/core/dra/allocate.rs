@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use super::cel::Evaluator;
 use super::inventory::{CounterId, InUse, Inventory, PoolDevice, consumption};
-use super::model::{Allocated, Allocation, Alternative, Attr, Claim, ConstraintKind, Mode, Reach};
+use super::model::{Allocated, Allocation, Alternative, Claim, ConstraintKind, Mode, Reach};
 use crate::model::Quantity;
 
 /// The node the pod would run on.
@@ -344,7 +344,7 @@ impl<'a> Search<'_, 'a> {
                 .filter(|(c, name, _, _)| *c == slot.claim && k.covers(name))
                 .filter_map(|(_, _, o, _)| o.device.attributes.get(attr));
             for other in others {
-                if same(value, other) == distinct {
+                if (value == other) == distinct {
                     return false;
                 }
             }
@@ -394,8 +394,4 @@ impl<'a> Search<'_, 'a> {
         }
         out
     }
-}
-
-fn same(a: &Attr, b: &Attr) -> bool {
-    a == b
 }

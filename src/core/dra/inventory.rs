@@ -335,20 +335,6 @@ impl InUse {
         true
     }
 
-    /// Gives a device (and what it consumes) back.
-    pub fn give_back(&mut self, id: &DeviceId, inv: &Inventory) {
-        if !self.devices.remove(id) {
-            return;
-        }
-        if let Some(d) = inv.device(id) {
-            for (counter, q) in consumption(d) {
-                if let Some(used) = self.counters.get_mut(&counter) {
-                    *used = used.checked_sub(q).unwrap_or(Quantity::ZERO);
-                }
-            }
-        }
-    }
-
     pub fn contains(&self, id: &DeviceId) -> bool {
         self.devices.contains(id)
     }

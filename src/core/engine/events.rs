@@ -16,8 +16,8 @@ impl Engine {
     pub(super) fn on_node_upserted(&mut self, node: Arc<NodeInfo>, now: Instant) {
         let events = EventSet::of_node_update(self.cache.node(&node.name).map(|n| &*n.info), &node);
         self.cache.upsert_node(node);
-        for event in events.iter() {
-            self.flush_unschedulable(event, now);
+        if !events.is_empty() {
+            self.flush_unschedulable(events, now);
         }
     }
 
@@ -305,10 +305,10 @@ impl Engine {
 
     /// A cluster event: retry the pods parked as unschedulable that wait
     /// for it (the queueing events of the plugins that rejected them).
-    pub(super) fn flush_unschedulable(&mut self, event: QueueingEvent, now: Instant) {
+    pub(super) fn flush_unschedulable(&mut self, events: impl Into<EventSet>, now: Instant) {
         let (gang, cache) = (&self.gang, &self.cache);
         self.queue
-            .flush_unschedulable(event, now, |p| gang.pre_enqueue(p, cache));
+            .flush_unschedulable(events, now, |p| gang.pre_enqueue(p, cache));
     }
 
     /// Puts a pod the cache holds as pending back into the queue, behind the

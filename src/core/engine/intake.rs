@@ -36,13 +36,6 @@ pub(super) struct Intake {
 
 impl Intake {
     pub fn new(cfg: &EngineConfig) -> Self {
-        let gang = |f: fn(&crate::gang::GangArgs) -> bool| -> HashSet<Arc<str>> {
-            cfg.profiles
-                .iter()
-                .filter(|p| p.gang.as_ref().is_some_and(f))
-                .map(|p| p.scheduler_name.clone())
-                .collect()
-        };
         Intake {
             classes: PriorityClasses::default(),
             kueue: KueueGroups::default(),
@@ -56,7 +49,12 @@ impl Intake {
                 })
                 .collect(),
             gang_disabled: cfg.gang_disabled(),
-            per_pod_gangs: gang(|g| !g.plan_whole_gangs),
+            per_pod_gangs: cfg
+                .profiles
+                .iter()
+                .filter(|p| p.gang.as_ref().is_some_and(|g| !g.plan_whole_gangs))
+                .map(|p| p.scheduler_name.clone())
+                .collect(),
             invalid_reported: HashMap::new(),
         }
     }

@@ -108,11 +108,15 @@ impl EventSet {
         events
     }
 
-    /// The events of the set, in `QueueingEvent::ALL` order.
-    pub fn iter(self) -> impl Iterator<Item = QueueingEvent> {
-        QueueingEvent::ALL
-            .into_iter()
-            .filter(move |e| self.contains(*e))
+    /// Whether the sets share an event.
+    pub fn intersects(self, other: EventSet) -> bool {
+        self.0 & other.0 != 0
+    }
+}
+
+impl From<QueueingEvent> for EventSet {
+    fn from(e: QueueingEvent) -> Self {
+        EventSet::of(&[e])
     }
 }
 

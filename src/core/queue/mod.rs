@@ -351,20 +351,26 @@ impl SchedulingQueue {
     /// A cluster event: every unschedulable pod waiting for it is retried,
     /// after its backoff if that has not elapsed yet (kube-scheduler's
     /// `MoveAllToActiveOrBackoffQueue` with queueing hints).
+    /// `events` are the kinds one change is (a node relabelled and tainted
+    /// at once): the pool is walked once for all of them.
     pub fn flush_unschedulable(
         &mut self,
-        event: QueueingEvent,
+        events: impl Into<EventSet>,
         now: Instant,
         gate: impl Fn(&PodInfo) -> Gate,
     ) {
-        if self.waiting_for[event as usize] == 0 {
+        let events = events.into();
+        if !QueueingEvent::ALL
+            .iter()
+            .any(|e| events.contains(*e) && self.waiting_for[*e as usize] > 0)
+        {
             return;
         }
         let keys: Vec<(Instant, PodKey)> = self
             .unschedulable
             .iter()
             .filter(|(_, k)| {
-                matches!(self.entries.get(k), Some(Entry { slot: Slot::Unschedulable(_, wake), .. }) if wake.contains(event))
+                matches!(self.entries.get(k), Some(Entry { slot: Slot::Unschedulable(_, wake), .. }) if wake.intersects(events))
             })
             .cloned()
             .collect();

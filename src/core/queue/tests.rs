@@ -125,6 +125,27 @@ fn an_event_retries_only_the_pods_waiting_for_it() {
     assert_eq!(q.location(&fit.key), Some(QueueLocation::Active));
 }
 
+/// One change that is several events (a node relabelled and tainted)
+/// retries every pod waiting for any of them, in one pass.
+#[test]
+fn a_set_of_events_retries_the_pods_waiting_for_any() {
+    let mut q = q();
+    let t0 = Instant::now();
+    let (a, oa) = plain("a", 1);
+    let (b, ob) = plain("b", 2);
+    q.upsert(a, oa.clone(), Ok(()));
+    q.upsert(b, ob.clone(), Ok(()));
+    let (a, b) = (q.pop().unwrap(), q.pop().unwrap());
+    let taints = EventSet::of(&[QueueingEvent::NodeTaints]);
+    let storage = EventSet::of(&[QueueingEvent::Storage]);
+    q.requeue(a.clone(), oa, Requeue::Unschedulable(taints), t0);
+    q.requeue(b.clone(), ob, Requeue::Unschedulable(storage), t0);
+    let node = EventSet::of(&[QueueingEvent::NodeLabels, QueueingEvent::NodeTaints]);
+    q.flush_unschedulable(node, t0 + Duration::from_secs(60), |_| Ok(()));
+    assert_eq!(q.location(&a.key), Some(QueueLocation::Active));
+    assert_eq!(q.location(&b.key), Some(QueueLocation::Unschedulable));
+}
+
 #[test]
 fn gate_holds_and_releases_by_group() {
     let mut q = q();
