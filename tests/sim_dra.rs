@@ -62,6 +62,18 @@ fn allocated_for(pod: &Pod) -> Value {
         "reservedFor": [{"resource": "pods", "name": name, "uid": uid}]}})
 }
 
+/// Writes `allocated_for(pod)` to the claim's status, as a scheduler would.
+async fn allocate_to(claims: &Api<ResourceClaim>, claim: &str, pod: &Pod) {
+    claims
+        .patch_status(
+            claim,
+            &PatchParams::default(),
+            &Patch::Merge(allocated_for(pod)),
+        )
+        .await
+        .expect("claim status written");
+}
+
 #[tokio::test]
 async fn kinds_are_served_in_both_versions_and_printed() {
     let (cluster, client) = common::start(common::fast()).await;
@@ -141,14 +153,7 @@ async fn kinds_are_served_in_both_versions_and_printed() {
         "spec": {"containers": [{"name": "c", "image": "x"}]}}))
     .unwrap();
     let pod = pods.create(&PostParams::default(), &pod).await.unwrap();
-    claims
-        .patch_status(
-            "gpus",
-            &PatchParams::default(),
-            &Patch::Merge(allocated_for(&pod)),
-        )
-        .await
-        .expect("status written");
+    allocate_to(&claims, "gpus", &pod).await;
     let row = kubectl
         .ok(&["get", "resourceclaim", "gpus", "--no-headers"])
         .await;
@@ -412,24 +417,13 @@ async fn reservations_of_gone_pods_are_released_and_claims_deallocated() {
     .unwrap();
     let pod = pods.create(&PostParams::default(), &pod).await.unwrap();
     let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), "default");
-    let mut status = allocated_for(&pod);
-    status["metadata"] = json!({"finalizers": ["resource.kubernetes.io/delete-protection"]});
+    let protected =
+        json!({"metadata": {"finalizers": ["resource.kubernetes.io/delete-protection"]}});
     claims
-        .patch(
-            "gpus",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": status["metadata"]})),
-        )
+        .patch("gpus", &PatchParams::default(), &Patch::Merge(protected))
         .await
         .unwrap();
-    claims
-        .patch_status(
-            "gpus",
-            &PatchParams::default(),
-            &Patch::Merge(allocated_for(&pod)),
-        )
-        .await
-        .unwrap();
+    allocate_to(&claims, "gpus", &pod).await;
     pods.delete("user", &DeleteParams::default().grace_period(0))
         .await
         .unwrap();
@@ -589,14 +583,7 @@ async fn a_shared_claim_starts_each_pod_once_reserved_for_it() {
         made.push(pods.create(&PostParams::default(), &pod).await.unwrap());
     }
     let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), "default");
-    claims
-        .patch_status(
-            "gpus",
-            &PatchParams::default(),
-            &Patch::Merge(allocated_for(&made[0])),
-        )
-        .await
-        .unwrap();
+    allocate_to(&claims, "gpus", &made[0]).await;
     let running = |p: Option<&Pod>| {
         p.and_then(|p| p.status.as_ref())
             .and_then(|s| s.phase.as_deref())
@@ -654,14 +641,7 @@ async fn a_v1beta2_watch_sees_v1_writes() {
         "spec": {"containers": [{"name": "c", "image": "x"}]}}))
     .unwrap();
     let pod = pods.create(&PostParams::default(), &pod).await.unwrap();
-    claims
-        .patch_status(
-            "c",
-            &PatchParams::default(),
-            &Patch::Merge(allocated_for(&pod)),
-        )
-        .await
-        .unwrap();
+    allocate_to(&claims, "c", &pod).await;
     let modified = common::until(&mut events, |e| matches!(e, Ok(WatchEvent::Modified(_))))
         .await
         .expect("event");
