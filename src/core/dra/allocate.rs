@@ -101,13 +101,14 @@ pub fn allocate(
     // requests in order and alternatives in order.
     let mut requests: Vec<Vec<Slot<'_>>> = Vec::new();
     for (ci, claim) in claims.iter().enumerate() {
-        let claim_name = format!("{}/{}", claim.namespace, claim.name);
+        // For messages only: formatted when a request fails.
+        let claim_name = || format!("{}/{}", claim.namespace, claim.name);
         for request in &claim.requests {
             let mut slots = Vec::new();
             let mut shortest: Option<Unfit> = None;
             for alt in &request.alternatives {
                 let class = inv.class(&alt.class).ok_or_else(|| Unfit::NoClass {
-                    claim: claim_name.clone(),
+                    claim: claim_name(),
                     request: alt.name.to_string(),
                     class: alt.class.to_string(),
                 })?;
@@ -125,7 +126,7 @@ pub fn allocate(
                             Ok(ok && Inventory::passes(eval, s, v, d)?)
                         })
                         .map_err(|message| Unfit::Selector {
-                            claim: claim_name.clone(),
+                            claim: claim_name(),
                             message,
                         })?;
                     if passes {
@@ -167,7 +168,7 @@ pub fn allocate(
                         why.push((*p).to_string());
                     }
                     let unfit = Unfit::Short {
-                        at: format!("claim {claim_name}: request {}", alt.name),
+                        at: format!("claim {}: request {}", claim_name(), alt.name),
                         need: match alt.mode {
                             Mode::Exact(n) => n.to_string(),
                             Mode::All => "all matching (at least 1, all free)".to_string(),
@@ -191,7 +192,7 @@ pub fn allocate(
             }
             if slots.is_empty() {
                 return Err(shortest.unwrap_or_else(|| Unfit::Constraints {
-                    claim: claim_name,
+                    claim: claim_name(),
                     node: node.name.to_string(),
                     detail: format!("request {} has no alternative", request.name),
                 }));
