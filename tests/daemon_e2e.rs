@@ -475,6 +475,7 @@ async fn a_closed_leader_fence_drops_writes_before_they_leave() {
             pod: PodKey::new("default", "fenced"),
             uid: uid.clone(),
             node: node.clone(),
+            claims: Vec::new(),
         })
     };
 

@@ -639,6 +639,24 @@ const UNEXERCISED_ALLOWED: &[(&str, &str, &str, &str)] = &[
         "pods",
         "preemption deletes its victims (this run preempts nothing)",
     ),
+    (
+        "get",
+        "resource.k8s.io",
+        "resourceclaims",
+        "DynamicResources' PreBind reads each claim it reserves (tests/dra_e2e.rs)",
+    ),
+    (
+        "update",
+        "resource.k8s.io",
+        "resourceclaims/status",
+        "DynamicResources' PreBind records allocation and reservation (tests/dra_e2e.rs)",
+    ),
+    (
+        "get",
+        "resource.k8s.io",
+        "deviceclasses",
+        "an allocation carries its classes' configuration (tests/dra_e2e.rs)",
+    ),
 ];
 
 /// Expands rules into single grants.

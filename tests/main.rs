@@ -14,6 +14,7 @@ mod core_scenarios;
 mod daemon_e2e;
 mod deploy;
 mod dialects_e2e;
+mod dra_e2e;
 mod fuzz_regressions;
 mod inter_pod_affinity_e2e;
 mod kubectl_compat;

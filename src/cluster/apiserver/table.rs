@@ -104,6 +104,15 @@ fn columns(def: &ResourceDef) -> Value {
             column("Internal-IP", "Internal address", 1)
         ]),
         "namespaces" => json!([name, column("Status", "Namespace phase", 0), age]),
+        // kube-apiserver's event columns (`kubectl get events`).
+        "events" => json!([
+            column("Last Seen", "Time since the event was last seen", 0),
+            column("Type", "Normal or Warning", 0),
+            column("Reason", "Why the event was recorded", 0),
+            column("Object", "The object the event is about", 0),
+            column("Message", "What happened", 0),
+            name
+        ]),
         "poddisruptionbudgets" => json!([
             name,
             column("Min Available", "spec.minAvailable", 0),
@@ -222,6 +231,31 @@ fn row(def: &ResourceDef, obj: &Value, include: Include, now: DateTime<Utc>) -> 
             ])
         }
         "namespaces" => json!([name, s("/status/phase"), age]),
+        "events" => {
+            let seen = [
+                "/lastTimestamp",
+                "/eventTime",
+                "/series/lastObservedTime",
+                "/metadata/creationTimestamp",
+            ]
+            .iter()
+            .map(|p| s(p))
+            .find(|t| !t.is_empty())
+            .unwrap_or_default();
+            let object = format!(
+                "{}/{}",
+                s("/involvedObject/kind").to_lowercase(),
+                s("/involvedObject/name")
+            );
+            json!([
+                self::age(&seen, now),
+                s("/type"),
+                s("/reason"),
+                object,
+                s("/message"),
+                name
+            ])
+        }
         "poddisruptionbudgets" => json!([
             name,
             int_or_percent(obj, "/spec/minAvailable"),
@@ -283,6 +317,27 @@ mod tests {
         ));
         assert!(!wanted("application/json"));
         assert!(!wanted("application/json;as=Table;v=v1beta1;g=meta.k8s.io"));
+    }
+
+    #[test]
+    fn event_rows_say_what_happened_to_what() {
+        let reg = Registry::new(&Default::default());
+        let def = reg.lookup("", "v1", "events").unwrap();
+        let ev = json!({"metadata": {"name": "big.1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "type": "Warning", "reason": "FailedScheduling", "message": "0/3 nodes",
+            "involvedObject": {"kind": "Pod", "name": "big"}});
+        let t = table(&def, json!({}), &[ev], Include::Metadata, true);
+        let cells = t["rows"][0]["cells"].as_array().unwrap();
+        assert_eq!(
+            cells[1..5],
+            [
+                json!("Warning"),
+                json!("FailedScheduling"),
+                json!("pod/big"),
+                json!("0/3 nodes")
+            ]
+        );
+        assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 6);
     }
 
     #[test]

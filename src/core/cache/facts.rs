@@ -37,6 +37,9 @@ pub struct ClusterFacts {
     pub label_ids: super::label_ids::LabelIds,
     /// PodDisruptionBudgets (what preemption spares when it can).
     pub budgets: crate::model::disruption::Budgets,
+    /// ResourceSlices, DeviceClasses, ResourceClaims and the devices held
+    /// (DynamicResources').
+    pub dra: super::dra::DraFacts,
 }
 
 impl ClusterFacts {

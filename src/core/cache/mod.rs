@@ -5,6 +5,7 @@
 //! scheduling loop is single-threaded, so the slice is consistent for the whole
 //! cycle and is updated incrementally by events, never rebuilt.
 
+pub mod dra;
 mod facts;
 mod groups;
 mod images;
@@ -16,6 +17,7 @@ mod selectors;
 mod store;
 pub mod volumes;
 
+pub use dra::{DraChange, DraFacts, ResourceClaimKey};
 pub use facts::{ClusterFacts, Labels};
 pub use groups::{GroupMembers, MemberState};
 pub use images::ImageSpread;

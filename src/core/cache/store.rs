@@ -419,6 +419,10 @@ impl Cache {
             Some(other) => return Err(format!("pod {key} cannot be assumed: it is {other:?}")),
             None => return Err(format!("pod {key} is not in the cache")),
         }
+        // DynamicResources' Reserve: the devices of the pod's claims.
+        if let (Some(pod), Some(n)) = (self.pods.get(key), self.nodes.get(node_index)) {
+            self.facts.dra.reserve(&pod.info, &n.info)?;
+        }
         self.set_state(key, PodState::Assumed { node });
         Ok(())
     }
@@ -429,6 +433,7 @@ impl Cache {
         if !self.is_assumed(key) {
             return false;
         }
+        self.facts.dra.unreserve(key);
         self.set_state(key, PodState::Pending);
         true
     }
@@ -550,6 +555,7 @@ impl Cache {
     /// Removes a pod and undoes everything `attach` did.
     fn detach(&mut self, key: &PodKey) -> Option<CachedPod> {
         let pod = self.pods.remove(key)?;
+        self.facts.dra.unreserve(key);
         if let Some(node) = pod.state.node() {
             self.unaccount(&pod.info, node);
         }

@@ -25,7 +25,8 @@ fn empty_document_gives_defaults() {
             "VolumeBinding",
             "VolumeZone",
             "PodTopologySpread",
-            "InterPodAffinity"
+            "InterPodAffinity",
+            "DynamicResources"
         ]
     );
     assert_eq!(p.scores().count(), 7);
@@ -129,7 +130,7 @@ fn disabling_gang_and_wildcards() {
     .unwrap();
     assert_eq!(c.profiles[0].gang, None);
     assert_eq!(c.profiles[0].scores().count(), 0);
-    assert_eq!(c.profiles[0].filters().count(), 12);
+    assert_eq!(c.profiles[0].filters().count(), 13);
 }
 
 #[test]

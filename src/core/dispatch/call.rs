@@ -41,11 +41,13 @@ pub struct EventTarget {
 /// One API write.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ApiCall {
-    /// POST pods/binding.
+    /// Reserve the pod's claims (recording their planned allocations),
+    /// then POST pods/binding.
     Bind {
         pod: PodKey,
         uid: Arc<str>,
         node: Arc<str>,
+        claims: Vec<crate::dra::ClaimReservation>,
     },
     /// VolumeBinding's PreBind writes for a pod placed on `node`: annotate
     /// claims with the selected node, bind static volumes to claims.
@@ -54,6 +56,12 @@ pub enum ApiCall {
         uid: Arc<str>,
         node: Arc<str>,
         writes: Vec<ClaimWrite>,
+    },
+    /// Take the pod (`uid`) out of each claim's `status.reservedFor`.
+    UnreserveClaims {
+        pod: PodKey,
+        uid: Arc<str>,
+        claims: Vec<PodKey>,
     },
     /// Set the pod's `PodScheduled` condition (`False` with a reason while pending).
     PodCondition {
@@ -152,6 +160,7 @@ impl ApiCall {
         match self {
             ApiCall::Bind { pod, .. }
             | ApiCall::PreBindVolumes { pod, .. }
+            | ApiCall::UnreserveClaims { pod, .. }
             | ApiCall::PodCondition { pod, .. }
             | ApiCall::Nominate { pod, .. }
             | ApiCall::Preempt { victim: pod, .. } => ObjectId::Pod(pod.clone()),
@@ -188,6 +197,7 @@ impl ApiCall {
         match self {
             ApiCall::Bind { .. }
             | ApiCall::PreBindVolumes { .. }
+            | ApiCall::UnreserveClaims { .. }
             | ApiCall::Preempt { .. }
             | ApiCall::Nominate { .. } => Lane::Bindings,
             _ => Lane::Reports,
@@ -199,6 +209,7 @@ impl ApiCall {
         match self {
             ApiCall::Bind { .. } => "bind",
             ApiCall::PreBindVolumes { .. } => "prebind_volumes",
+            ApiCall::UnreserveClaims { .. } => "unreserve_claims",
             ApiCall::PodCondition { .. } => "pod_status",
             ApiCall::Event { .. } => "event",
             ApiCall::GroupCondition { .. } | ApiCall::GroupStatus { .. } => "group_status",
@@ -255,6 +266,7 @@ impl Intent {
             | Action::PodInvalid { .. }
             | Action::Event { .. }
             | Action::PreBindVolumes { .. }
+            | Action::UnreserveClaims { .. }
             | Action::Preempt { .. }
             | Action::Nominate { .. } => Intent::Immediate,
         }
@@ -290,6 +302,7 @@ mod tests {
             pod: key.clone(),
             uid: "u".into(),
             node: "n".into(),
+            claims: Vec::new(),
         };
         assert_eq!(Intent::of(&bind), Intent::Settles(pod.clone()));
         let event = Action::Event {
@@ -329,6 +342,7 @@ mod tests {
             pod: key,
             uid: "u".into(),
             node: "n".into(),
+            claims: Vec::new(),
         };
         assert_eq!(event.object(), bind.object());
         assert_eq!((event.lane(), bind.lane()), (Lane::Reports, Lane::Bindings));

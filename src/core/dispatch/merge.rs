@@ -162,6 +162,7 @@ pub(super) mod tests {
                 pod: PodKey::new("ns", name),
                 uid: "u".into(),
                 node: "n".into(),
+                claims: Vec::new(),
             },
             intent: Intent::Settles(pod(name)),
         }

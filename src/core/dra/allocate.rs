@@ -50,11 +50,13 @@ pub enum Unfit {
         request: String,
         class: String,
     },
-    #[error("{at}: {need} device(s) needed, {have} available on node {node}{why}")]
+    #[error("{at}: {wanted} needed, {have} available on node {node}{why}")]
     Short {
         /// `claim <namespace>/<name>: request <name>`.
         at: String,
-        need: String,
+        /// `<n> device(s) of class <class>`, and ` where <selector> && ...`
+        /// for the request's own selectors.
+        wanted: String,
         have: usize,
         node: String,
         /// What kept other devices out, when one reason did.
@@ -72,6 +74,29 @@ pub enum Unfit {
     Selector { claim: String, message: String },
     #[error("allocating devices on node {node} took more than {steps} steps; not decided")]
     TooComplex { node: String, steps: u64 },
+}
+
+impl Unfit {
+    /// The reason without the node's name, so that nodes failing alike are
+    /// counted together in a fit error ("4990 node(s) cannot allocate ...").
+    pub fn node_reason(&self) -> String {
+        match self {
+            Unfit::Short {
+                at,
+                wanted,
+                have,
+                why,
+                ..
+            } => format!("cannot allocate {at}: {wanted} wanted, {have} free{why}"),
+            Unfit::Constraints { claim, detail, .. } => format!(
+                "cannot allocate claim {claim}: the free devices cannot meet its constraints together ({detail})"
+            ),
+            Unfit::TooComplex { steps, .. } => {
+                format!("cannot decide the device allocation within {steps} steps")
+            }
+            other => other.to_string(),
+        }
+    }
 }
 
 /// One slot of the search: a request's alternative and its candidates.
@@ -167,12 +192,20 @@ pub fn allocate(
                     if let Some(p) = incomplete.first() {
                         why.push((*p).to_string());
                     }
+                    let mut wanted = match alt.mode {
+                        Mode::Exact(n) => format!("{n} device(s) of class {}", alt.class),
+                        Mode::All => format!(
+                            "all matching devices (at least 1, all free) of class {}",
+                            alt.class
+                        ),
+                    };
+                    for (i, s) in alt.selectors.iter().enumerate() {
+                        wanted.push_str(if i == 0 { " where " } else { " && " });
+                        wanted.push_str(s.source());
+                    }
                     let unfit = Unfit::Short {
                         at: format!("claim {}: request {}", claim_name(), alt.name),
-                        need: match alt.mode {
-                            Mode::Exact(n) => n.to_string(),
-                            Mode::All => "all matching (at least 1, all free)".to_string(),
-                        },
+                        wanted,
                         have: candidates.len(),
                         node: node.name.to_string(),
                         why: match why.is_empty() {

@@ -219,6 +219,13 @@ impl Inventory {
         self.pools.iter()
     }
 
+    /// Records why some devices cannot be used (an unreadable slice): a
+    /// claim that could only be met there is told so, and `All` requests
+    /// refuse to allocate while it stands.
+    pub fn note_problem(&mut self, problem: String) {
+        self.problems.push(problem);
+    }
+
     /// Why pools cannot be used (incomplete, inconsistent), one line each.
     pub fn problems(&self) -> &[String] {
         &self.problems
@@ -300,10 +307,13 @@ pub fn consumption(d: &PoolDevice) -> impl Iterator<Item = (CounterId, Quantity)
     })
 }
 
-/// The devices and counters allocated claims hold.
+/// The devices and counters allocated claims hold. A device may be held
+/// more than once at a time (a claim's planned allocation and then its
+/// recorded one): each holder takes it and releases it, and the device is
+/// free when the last one has.
 #[derive(Debug, Default, Clone)]
 pub struct InUse {
-    devices: HashSet<DeviceId, foldhash::fast::RandomState>,
+    devices: FastMap<DeviceId, u32>,
     counters: FastMap<CounterId, Quantity>,
 }
 
@@ -312,18 +322,34 @@ impl InUse {
     pub fn of<'a>(claims: impl IntoIterator<Item = &'a Claim>, inv: &Inventory) -> Self {
         let mut in_use = InUse::default();
         for c in claims {
-            for r in c.allocation.iter().flat_map(|a| &a.results) {
-                if !r.admin_access {
-                    in_use.take(&r.device, inv);
-                }
+            if let Some(a) = &c.allocation {
+                in_use.hold(a, inv);
             }
         }
         in_use
     }
 
-    /// Marks a device (and what it consumes) taken; `false` when it was.
+    /// Takes what an allocation holds (its results with admin access
+    /// excepted: they monitor a device without taking it).
+    pub fn hold(&mut self, a: &super::model::Allocation, inv: &Inventory) {
+        for r in a.results.iter().filter(|r| !r.admin_access) {
+            self.take(&r.device, inv);
+        }
+    }
+
+    /// Gives back what `hold` took for the same allocation.
+    pub fn unhold(&mut self, a: &super::model::Allocation, inv: &Inventory) {
+        for r in a.results.iter().filter(|r| !r.admin_access) {
+            self.release(&r.device, inv);
+        }
+    }
+
+    /// Marks a device (and what it consumes) taken once more; `false` when
+    /// it was taken already.
     pub fn take(&mut self, id: &DeviceId, inv: &Inventory) -> bool {
-        if !self.devices.insert(id.clone()) {
+        let holders = self.devices.entry(id.clone()).or_insert(0);
+        *holders = holders.saturating_add(1);
+        if *holders > 1 {
             return false;
         }
         if let Some(d) = inv.device(id) {
@@ -335,8 +361,28 @@ impl InUse {
         true
     }
 
+    /// One holder gives the device back; `true` when it is free now.
+    pub fn release(&mut self, id: &DeviceId, inv: &Inventory) -> bool {
+        let Some(holders) = self.devices.get_mut(id) else {
+            return false;
+        };
+        *holders = holders.saturating_sub(1);
+        if *holders > 0 {
+            return false;
+        }
+        self.devices.remove(id);
+        if let Some(d) = inv.device(id) {
+            for (counter, q) in consumption(d) {
+                if let Some(used) = self.counters.get_mut(&counter) {
+                    *used = used.checked_sub(q).unwrap_or(Quantity::ZERO);
+                }
+            }
+        }
+        true
+    }
+
     pub fn contains(&self, id: &DeviceId) -> bool {
-        self.devices.contains(id)
+        self.devices.contains_key(id)
     }
 
     /// How much of a counter is consumed.

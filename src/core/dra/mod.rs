@@ -1,7 +1,8 @@
 //! Dynamic Resource Allocation, the allocator's half: the `resource.k8s.io`
 //! objects as it reads them (`model`), CEL device selectors (`cel`), the
 //! devices of complete pools and those already taken (`inventory`), and the
-//! search that gives a pod's claims their devices on a node (`allocate`).
+//! search that gives a pod's claims their devices on a node (`allocate`),
+//! and what a binding writes to the claims (`write`).
 //!
 //! Pure: no I/O, no clock. Which claims a pod needs, and writing an
 //! allocation back, belong to the plugin and the engine.
@@ -10,6 +11,7 @@ pub mod allocate;
 pub mod cel;
 pub mod inventory;
 pub mod model;
+pub mod write;
 
 #[cfg(test)]
 mod tests;
@@ -20,6 +22,7 @@ pub use model::{
     Allocation, Attr, Claim, Consumer, Device, DeviceClass, DeviceId, DraError, QualifiedName,
     Reach, Slice,
 };
+pub use write::ClaimReservation;
 
 /// Bounds on tenant input, as the API server validates `resource.k8s.io/v1`
 /// (the allocator does not trust that it did).

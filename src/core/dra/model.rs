@@ -188,7 +188,7 @@ impl DeviceToleration {
 }
 
 /// Where a device can be used from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reach {
     /// Local to one node.
     Node(Arc<str>),
@@ -453,7 +453,7 @@ fn device(what: &str, driver: &str, d: &api::Device, per_device: bool) -> Result
 }
 
 /// A DeviceClass: the selectors every device of the class must pass.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DeviceClass {
     pub name: Arc<str>,
     pub selectors: Vec<Selector>,
@@ -567,7 +567,7 @@ pub struct Allocated {
 }
 
 /// A claim's allocation, recorded or planned.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Allocation {
     pub results: Vec<Allocated>,
     /// Where the devices can be used from: every one of these holds.
@@ -593,6 +593,11 @@ pub struct Claim {
     pub constraints: Vec<Constraint>,
     pub allocation: Option<Allocation>,
     pub reserved_for: Vec<Consumer>,
+    /// The UID of the pod that controls it (a claim generated from a
+    /// template for that pod).
+    pub owner_pod: Option<Arc<str>>,
+    /// Marked for deletion: no pod may start using it.
+    pub deleting: bool,
 }
 
 impl Claim {
@@ -682,7 +687,21 @@ impl Claim {
             constraints,
             allocation,
             reserved_for,
+            owner_pod: c
+                .metadata
+                .owner_references
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .find(|o| o.controller == Some(true) && o.kind == "Pod" && o.api_version == "v1")
+                .map(|o| Arc::from(o.uid.as_str())),
+            deleting: c.metadata.deletion_timestamp.is_some(),
         })
+    }
+
+    /// Whether it is reserved for the consumer with this UID.
+    pub fn reserved_for_uid(&self, uid: &str) -> bool {
+        self.reserved_for.iter().any(|c| *c.uid == *uid)
     }
 }
 

@@ -271,7 +271,7 @@ fn devices_on_the_node_that_are_free_are_allocated() {
     let err = run(&[&two], "n1", &inv, &in_use).unwrap_err();
     assert!(
         err.to_string().contains(
-            "2 device(s) needed, 1 available on node n1: 1 matching device(s) allocated or tainted"
+            "2 device(s) of class gpu needed, 1 available on node n1: 1 matching device(s) allocated or tainted"
         ),
         "{err}"
     );

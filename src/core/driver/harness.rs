@@ -371,7 +371,7 @@ impl Harness {
         let at = self.elapsed();
         for action in &actions {
             match action {
-                Action::Bind { pod, uid, node } => self.in_flight.push(InFlight {
+                Action::Bind { pod, uid, node, .. } => self.in_flight.push(InFlight {
                     due: self.now + self.bind_latency,
                     pod: pod.clone(),
                     uid: uid.clone(),

@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::dra::ClaimReservation;
 use crate::model::volumes::ClaimWrite;
 use crate::model::{GroupKey, GroupPhase, PodKey};
 
@@ -34,6 +35,10 @@ pub enum Action {
         pod: PodKey,
         uid: Arc<str>,
         node: Arc<str>,
+        /// DynamicResources' PreBind, written before the binding: each
+        /// claim's planned allocation and the pod's reservation. A failed
+        /// write fails the binding.
+        claims: Vec<ClaimReservation>,
     },
     /// VolumeBinding's PreBind: make the claim writes (select the node, bind
     /// a static volume); report the outcome with
@@ -44,6 +49,15 @@ pub enum Action {
         uid: Arc<str>,
         node: Arc<str>,
         writes: Vec<ClaimWrite>,
+    },
+    /// DynamicResources' Unreserve after a binding failed: take the pod
+    /// (`uid`) out of each claim's `status.reservedFor` (a claim no longer
+    /// reserved for anyone is deallocated by the resourceclaim
+    /// controller). Claims gone or not reserved for it need nothing.
+    UnreserveClaims {
+        pod: PodKey,
+        uid: Arc<str>,
+        claims: Vec<PodKey>,
     },
     /// Set the pod's `PodScheduled=False` condition. Emitted once per change of
     /// message, never per retry.
@@ -136,9 +150,20 @@ impl Outbox {
         std::mem::take(&mut self.actions)
     }
 
-    pub fn bind(&mut self, pod: PodKey, uid: Arc<str>, node: Arc<str>) {
+    pub fn bind(
+        &mut self,
+        pod: PodKey,
+        uid: Arc<str>,
+        node: Arc<str>,
+        claims: Vec<ClaimReservation>,
+    ) {
         self.pod_conditions.remove(&pod);
-        self.actions.push(Action::Bind { pod, uid, node });
+        self.actions.push(Action::Bind {
+            pod,
+            uid,
+            node,
+            claims,
+        });
     }
 
     pub fn pre_bind_volumes(
@@ -154,6 +179,11 @@ impl Outbox {
             node,
             writes,
         });
+    }
+
+    pub fn unreserve_claims(&mut self, pod: PodKey, uid: Arc<str>, claims: Vec<PodKey>) {
+        self.actions
+            .push(Action::UnreserveClaims { pod, uid, claims });
     }
 
     pub fn preempt(&mut self, victim: PodKey, uid: Arc<str>, preemptor: String, message: String) {

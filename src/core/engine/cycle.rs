@@ -44,6 +44,7 @@ impl Engine {
     /// is ready (the active queue is empty).
     pub fn schedule_one(&mut self, now: Instant) -> Option<AttemptCounts> {
         let pod = self.queue.pop()?;
+        self.refresh_devices();
         let before = self.attempt_counts();
         self.in_cycle = Some(pod.key.clone());
         let whole = match self.intake.places_members_alone(&pod.scheduler_name) {

@@ -227,6 +227,7 @@ impl Engine {
                 self.cache.forget(key);
                 if let Some(pod) = self.cache.pod(key).map(|p| p.info.clone()) {
                     self.gang.unreserve(&pod);
+                    self.unreserve_claims(&pod);
                 }
                 self.gang.forget_released(key);
                 self.outbox.event(

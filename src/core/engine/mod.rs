@@ -16,6 +16,7 @@
 
 mod actions;
 mod cycle;
+mod devices;
 mod events;
 mod gang_cycle;
 mod inputs;
@@ -190,6 +191,9 @@ pub enum ClusterEvent {
     /// A workload owner (Job, JobSet, ...) observed or deleted: it defines
     /// its gang, and its pods may be grouped by it (top-owner grouping).
     Owner(OwnerChange),
+    /// A ResourceSlice, DeviceClass or ResourceClaim observed or deleted
+    /// (DynamicResources').
+    Dra(crate::cache::DraChange),
     /// A Kueue `Topology` or Volcano `HyperNode` observed or deleted: the
     /// hierarchies gangs are placed over.
     Topology(crate::model::topology::TopologyChange),
@@ -360,6 +364,7 @@ impl Engine {
             }
             ClusterEvent::Owner(change) => self.on_owner_changed(change, now),
             ClusterEvent::Budget(change) => self.cache.facts_mut().budgets.apply(change),
+            ClusterEvent::Dra(change) => self.on_dra_change(change, now),
             ClusterEvent::Topology(change) => {
                 // New domains may hold a gang that fitted none: retry them.
                 if self.gang.topology_changed(change) {

@@ -81,7 +81,7 @@ impl Engine {
             .get(&pod.scheduler_name)
             .and_then(|p| p.framework.volume_bind_timeout);
         let Some(timeout) = timeout.filter(|_| !pod.constraints.volumes.is_empty()) else {
-            return self.outbox.bind(pod.key.clone(), pod.uid.clone(), node);
+            return self.bind_now(pod, node, now);
         };
         let Some(state) = self.cache.node(&node) else {
             // The node went away; `on_node_deleted` requeues its pods.
@@ -89,10 +89,10 @@ impl Engine {
         };
         let taken = self.pre_binding.taken_volumes();
         match plan_pre_bind(pod, state, &self.cache.facts().volumes, &taken) {
-            Ok(None) => self.outbox.bind(pod.key.clone(), pod.uid.clone(), node),
+            Ok(None) => self.bind_now(pod, node, now),
             Ok(Some(PreBindPlan { writes, wait_for })) => {
                 if writes.is_empty() && wait_for.is_empty() {
-                    return self.outbox.bind(pod.key.clone(), pod.uid.clone(), node);
+                    return self.bind_now(pod, node, now);
                 }
                 let volumes = writes
                     .iter()
@@ -200,7 +200,19 @@ impl Engine {
         }
         for (key, uid, node) in done {
             self.pre_binding.remove(&key);
-            self.outbox.bind(key, uid, node);
+            match self.cache.pod(&key).map(|p| p.info.clone()) {
+                Some(pod) if pod.uid == uid => self.bind_now(&pod, node, now),
+                _ => {}
+            }
+        }
+    }
+
+    /// Binds the pod, DynamicResources' claim writes first; a claim that
+    /// can no longer be written fails the PreBind.
+    fn bind_now(&mut self, pod: &PodInfo, node: Arc<str>, now: Instant) {
+        if let Err(msg) = self.bind_with_claims(pod, node) {
+            let message = format!("running PreBind plugin \"DynamicResources\": {msg}");
+            self.fail_pre_bind(&pod.key, &message, now);
         }
     }
 

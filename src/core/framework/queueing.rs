@@ -29,10 +29,16 @@ pub enum QueueingEvent {
     Storage = 7,
     /// A gang's definition or a topology hierarchy changed.
     Gang = 8,
+    /// A ResourceClaim created, changed (allocated, deallocated, reserved)
+    /// or deleted.
+    ResourceClaim = 9,
+    /// A ResourceSlice or DeviceClass changed: devices published,
+    /// withdrawn or reclassified.
+    Devices = 10,
 }
 
 impl QueueingEvent {
-    pub const ALL: [QueueingEvent; 9] = [
+    pub const ALL: [QueueingEvent; 11] = [
         QueueingEvent::NodeAdded,
         QueueingEvent::NodeLabels,
         QueueingEvent::NodeTaints,
@@ -42,6 +48,8 @@ impl QueueingEvent {
         QueueingEvent::Namespace,
         QueueingEvent::Storage,
         QueueingEvent::Gang,
+        QueueingEvent::ResourceClaim,
+        QueueingEvent::Devices,
     ];
 }
 

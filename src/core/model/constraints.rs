@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 
 use super::pod::HostPort;
 use super::spread::PodSpread;
@@ -25,9 +24,9 @@ pub struct Constraints {
     pub pod_affinity: PodAffinity,
     pub tolerations: Vec<Toleration>,
     pub host_ports: Vec<HostPort>,
-    /// `spec.resourceClaims` names: dynamic resource allocation, which
-    /// Muster refuses (`plugins::dynamic_resources`).
-    pub resource_claims: Vec<Arc<str>>,
+    /// `spec.resourceClaims`, each resolved to its ResourceClaim as far as
+    /// the pod's status says (`plugins::dynamic_resources`).
+    pub resource_claims: Vec<super::pod_claims::PodClaim>,
     /// The volumes the volume plugins read (claims, inline CSI, in-tree
     /// disks); empty for most pods.
     pub volumes: Vec<PodVolume>,
@@ -81,6 +80,7 @@ impl Hash for Constraints {
 mod tests {
     use super::*;
     use crate::model::shared::Pool;
+    use std::sync::Arc;
 
     fn claim(name: &str) -> PodVolume {
         PodVolume::Claim {

@@ -10,6 +10,7 @@ mod group;
 mod node;
 mod pod;
 mod pod_affinity;
+pub mod pod_claims;
 mod quantity;
 mod requests;
 mod resources;

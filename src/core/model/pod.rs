@@ -363,12 +363,11 @@ impl PodInfo {
                 pod_affinity,
                 tolerations,
                 host_ports: host_ports(w),
-                resource_claims: w
-                    .spec
-                    .resource_claims
-                    .iter()
-                    .map(|c| Arc::from(c.name.as_str()))
-                    .collect(),
+                resource_claims: super::pod_claims::pod_claims(
+                    &w.spec.resource_claims,
+                    &w.status.resource_claim_statuses,
+                )
+                .map_err(ctx)?,
                 volumes: pod_volumes(name, &w.spec.volumes).map_err(ctx)?,
                 spread,
             }),

@@ -183,9 +183,9 @@ pub struct PodSpecWire {
     pub scheduling_group: Option<SchedulingGroupWire>,
     /// Kubernetes 1.35: `spec.workloadRef`.
     pub workload_ref: Option<WorkloadRefWire>,
-    /// Dynamic resource allocation claims (refused: `DynamicResources`).
+    /// Dynamic resource allocation claims (`DynamicResources`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub resource_claims: Vec<NameWire>,
+    pub resource_claims: Vec<PodResourceClaimWire>,
     /// The volume sources the volume plugins read (`super::volumes`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<super::volumes::VolumeWire>,
@@ -227,6 +227,27 @@ pub struct PodStatusWire {
     /// When the kubelet accepted the pod (preemption prefers victims that
     /// started last); a missing or unreadable time reads as creation.
     pub start_time: Option<String>,
+    /// The claims the resourceclaim controller generated from templates.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resource_claim_statuses: Vec<PodResourceClaimStatusWire>,
+}
+
+/// `spec.resourceClaims[]`: a claim by name, or one generated per pod from
+/// a template.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodResourceClaimWire {
+    pub name: String,
+    pub resource_claim_name: Option<String>,
+    pub resource_claim_template_name: Option<String>,
+}
+
+/// `status.resourceClaimStatuses[]`: the claim generated for an entry.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodResourceClaimStatusWire {
+    pub name: String,
+    pub resource_claim_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]

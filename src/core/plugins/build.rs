@@ -136,7 +136,7 @@ mod tests {
     fn default_framework_is_the_default_profile() {
         let f = Framework::default();
         let (filters, scores) = names(&f);
-        assert_eq!(filters.len(), 12);
+        assert_eq!(filters.len(), 13);
         assert_eq!(scores.len(), 7);
         assert!(scores.contains(&("InterPodAffinity", 2)), "{scores:?}");
         assert!(scores.contains(&("PodTopologySpread", 2)), "{scores:?}");

@@ -1,16 +1,58 @@
-//! `DynamicResources` (PreFilter), refusing: Muster does not implement
-//! dynamic resource allocation (DRA) yet, and a pod whose `resourceClaims`
-//! were ignored would start on a node without its devices. So a pod with
-//! claims is unschedulable, with a reason that says so, rather than placed as
-//! if it had none. The plugin cannot be disabled for the same reason.
+//! `DynamicResources`: a pod's ResourceClaims get their devices, as
+//! kube-scheduler's plugin of that name allocates them with structured
+//! parameters.
+//!
+//! PreFilter resolves the pod's claims against the cluster's
+//! (`cache::DraFacts`): a claim that does not exist yet (a template's, not
+//! generated), is unreadable or being deleted, or was generated for another
+//! pod refuses the pod with its name; an allocated claim (recorded, or
+//! planned at another pod's Reserve) restricts the pod to the nodes its
+//! devices reach; the others are allocated per node by Filter, with the
+//! structured allocator (`crate::dra`). Reserve (the cache's `assume`)
+//! allocates on the chosen node and holds the devices; the pod's binding
+//! first writes each claim's `status.allocation` and `status.reservedFor`
+//! (`engine::prebind`'s `claim_writes`), so two pods never get one device.
+//!
+//! A node that cannot allocate is refused as unresolvable: preemption in
+//! Muster does not free devices (a victim's claims stay allocated until
+//! the resourceclaim controller sees it gone), so it is not tried for them.
 
-use crate::framework::{CycleState, Plugin, PreFilterPlugin, PreFilterResult, Rejection, Snapshot};
+use std::sync::Arc;
+
+use crate::dra::allocate::{Budget, NodeView, allocate};
+use crate::dra::cel::Evaluator;
+use crate::dra::{Claim, InUse, Inventory, Reach};
+use crate::framework::{
+    CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Rejection, Snapshot,
+};
 use crate::model::PodInfo;
+
+use crate::cache::NodeState;
 
 pub const NAME: &str = "DynamicResources";
 
+/// The most consumers a claim may be reserved for (the API's bound on
+/// `status.reservedFor`).
+pub const MAX_RESERVED_FOR: usize = 256;
+
+/// kube-scheduler's reason for a node an allocated claim does not reach.
+pub const REASON_NOT_REACHABLE: &str = "resourceclaim not available on the node";
+
+const STATE_KEY: &str = "DynamicResources";
+
 #[derive(Debug, Default, Clone, Copy)]
 pub struct DynamicResources;
+
+/// What PreFilter resolved for Filter.
+struct DraState {
+    /// The allocated claims' names and where their devices reach.
+    allocated: Vec<(Arc<str>, Vec<Reach>)>,
+    /// Claims to allocate on each node.
+    unallocated: Vec<Arc<Claim>>,
+    inventory: Arc<Inventory>,
+    in_use: Arc<InUse>,
+    eval: Arc<Evaluator>,
+}
 
 impl Plugin for DynamicResources {
     fn name(&self) -> &'static str {
@@ -19,49 +61,96 @@ impl Plugin for DynamicResources {
 }
 
 impl PreFilterPlugin for DynamicResources {
-    fn pre_filter(&self, _: &mut CycleState, pod: &PodInfo, _: &Snapshot<'_>) -> PreFilterResult {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot<'_>,
+    ) -> PreFilterResult {
         if pod.constraints.resource_claims.is_empty() {
             return PreFilterResult::AllNodes;
         }
-        let names: Vec<&str> = pod
-            .constraints
-            .resource_claims
-            .iter()
-            .map(|c| &**c)
-            .collect();
-        PreFilterResult::Reject(Rejection::unresolvable(format!(
-            "pod uses resourceClaims [{}]: dynamic resource allocation (DRA) is not supported by this scheduler",
-            names.join(", ")
-        )))
+        let dra = &snapshot.facts.dra;
+        let claims = match dra.pod_claims(pod) {
+            Ok(c) => c,
+            Err(why) => return PreFilterResult::Reject(Rejection::unresolvable(why)),
+        };
+        let (mut allocated, mut unallocated) = (Vec::new(), Vec::new());
+        for claim in claims {
+            let Some(a) = dra.effective_allocation(claim) else {
+                unallocated.push(claim.clone());
+                continue;
+            };
+            if !claim.reserved_for_uid(&pod.uid) && claim.reserved_for.len() >= MAX_RESERVED_FOR {
+                return PreFilterResult::Reject(Rejection::unresolvable(format!(
+                    "resourceclaim {:?} is reserved for the maximum {MAX_RESERVED_FOR} consumers",
+                    &*claim.name
+                )));
+            }
+            if a.reach.iter().any(|r| !matches!(r, Reach::All)) {
+                allocated.push((claim.name.clone(), a.reach.clone()));
+            }
+        }
+        for claim in &unallocated {
+            for alt in claim.requests.iter().flat_map(|r| &r.alternatives) {
+                if let Some(problem) = dra.class_problem(&alt.class) {
+                    return PreFilterResult::Reject(Rejection::unresolvable(format!(
+                        "resourceclaim {:?}: request {}: DeviceClass {}: {problem}",
+                        &*claim.name, alt.name, alt.class
+                    )));
+                }
+            }
+        }
+        if allocated.is_empty() && unallocated.is_empty() {
+            return PreFilterResult::AllNodes;
+        }
+        state.write(
+            STATE_KEY,
+            DraState {
+                allocated,
+                unallocated,
+                inventory: dra.inventory().clone(),
+                in_use: dra.in_use().clone(),
+                eval: dra.evaluator().clone(),
+            },
+        );
+        PreFilterResult::AllNodes
+    }
+}
+
+impl DraState {
+    fn check(&self, node: &NodeState) -> Result<(), Rejection> {
+        let (name, labels) = (&*node.info.name, &node.info.labels);
+        for (_claim, reach) in &self.allocated {
+            if !reach.iter().all(|r| r.reaches(name, labels)) {
+                return Err(Rejection::unresolvable(REASON_NOT_REACHABLE));
+            }
+        }
+        if self.unallocated.is_empty() {
+            return Ok(());
+        }
+        let claims: Vec<&Claim> = self.unallocated.iter().map(|c| &**c).collect();
+        allocate(
+            &claims,
+            NodeView { name, labels },
+            &self.inventory,
+            &self.in_use,
+            &self.eval,
+            Budget::default(),
+        )
+        .map(|_| ())
+        .map_err(|unfit| Rejection::unresolvable(unfit.node_reason()))
+    }
+}
+
+impl FilterPlugin for DynamicResources {
+    fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeState) -> Result<(), Rejection> {
+        match state.read::<DraState>(STATE_KEY) {
+            Some(s) => s.check(node),
+            None => Ok(()),
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::plugins::test_util::pod;
-    use serde_json::json;
-
-    #[test]
-    fn a_pod_with_claims_is_refused_naming_them() {
-        let mut s = CycleState::new();
-        let none = Snapshot::of_nodes(&[]);
-        let plain = pod(json!({"containers": [{"name": "a"}]}));
-        assert_eq!(
-            DynamicResources.pre_filter(&mut s, &plain, &none),
-            PreFilterResult::AllNodes
-        );
-        let claims = pod(json!({
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}],
-            "containers": [{"name": "a", "resources": {"claims": [{"name": "gpu"}]}}]
-        }));
-        match DynamicResources.pre_filter(&mut s, &claims, &none) {
-            PreFilterResult::Reject(r) => {
-                assert!(r.unresolvable);
-                assert!(r.reason.contains("[gpu]"), "{}", r.reason);
-                assert!(r.reason.contains("(DRA) is not supported"), "{}", r.reason);
-            }
-            other => panic!("expected a rejection, got {other:?}"),
-        }
-    }
-}
+mod tests;

@@ -376,7 +376,8 @@ mod tests {
                 "VolumeBinding",
                 "VolumeZone",
                 "PodTopologySpread",
-                "InterPodAffinity"
+                "InterPodAffinity",
+                "DynamicResources"
             ]
         );
         assert_eq!(
@@ -405,7 +406,7 @@ mod tests {
         )
         .unwrap();
         assert!(!e.is_enabled(Point::Filter, "NodePorts"));
-        assert_eq!(e.at(Point::Filter).len(), 11);
+        assert_eq!(e.at(Point::Filter).len(), 12);
         assert_eq!(
             names(&e, Point::Score),
             [("NodeResourcesFit", 5), ("NodeAffinity", 2)]

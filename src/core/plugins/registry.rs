@@ -482,21 +482,34 @@ pub static REGISTRY: &[Registration] = &[
     Registration {
         name: dynamic_resources::NAME,
         alias: None,
-        points: &[PreFilter],
-        multi_point: &[PreFilter],
+        points: &[PreFilter, Filter],
+        multi_point: &[PreFilter, Filter],
         enabled_by_default: true,
         default_weight: 0,
-        together: &[],
+        together: &[&[PreFilter, Filter]],
         // Disabling it would bind pods as if their claims did not exist.
         can_disable: false,
+        // Pods with claims are never memoised across nodes (`batch`), so
+        // the shared devices some claims reach do not break per-node memos.
         node_local: true,
-        // It refuses a pod for what its own spec asks (claims); only the
-        // pod's update, which always requeues it, can lift that.
-        requeue_on: EventSet::EMPTY,
+        // A claim created, allocated or freed; devices published; a node
+        // added or relabelled (devices reach nodes by name and label); a
+        // reservation given back (its planned devices are free again).
+        requeue_on: EventSet::of(&[
+            QueueingEvent::ResourceClaim,
+            QueueingEvent::Devices,
+            QueueingEvent::NodeAdded,
+            QueueingEvent::NodeLabels,
+            QueueingEvent::PodRemoved,
+        ]),
         args: None,
-        build: |_| Instance {
-            pre_filter: Some(Arc::new(dynamic_resources::DynamicResources)),
-            ..Instance::default()
+        build: |_| {
+            let p = Arc::new(dynamic_resources::DynamicResources);
+            Instance {
+                pre_filter: Some(p.clone()),
+                filter: Some(p),
+                ..Instance::default()
+            }
         },
     },
     Registration {

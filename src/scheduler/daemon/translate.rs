@@ -69,7 +69,17 @@ impl Directory {
 
     fn call_for(&mut self, action: Action) -> Option<ApiCall> {
         match action {
-            Action::Bind { pod, uid, node } => Some(ApiCall::Bind { pod, uid, node }),
+            Action::Bind {
+                pod,
+                uid,
+                node,
+                claims,
+            } => Some(ApiCall::Bind {
+                pod,
+                uid,
+                node,
+                claims,
+            }),
             Action::PreBindVolumes {
                 pod,
                 uid,
@@ -81,6 +91,9 @@ impl Directory {
                 node,
                 writes,
             }),
+            Action::UnreserveClaims { pod, uid, claims } => {
+                Some(ApiCall::UnreserveClaims { pod, uid, claims })
+            }
             // Two calls: see `translate`.
             Action::PodInvalid { .. } => None,
             // The `Preempted` event naming the preemptor is the engine's own

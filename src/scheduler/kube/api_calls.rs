@@ -20,7 +20,17 @@ pub const COMPONENT: &str = "muster";
 /// One try at the call.
 pub(super) async fn attempt(client: &kube::Client, call: &ApiCall) -> Result<(), kube::Error> {
     match call {
-        ApiCall::Bind { pod, uid, node } => {
+        ApiCall::Bind {
+            pod,
+            uid,
+            node,
+            claims,
+        } => {
+            // DynamicResources' PreBind: the claims first, so a pod never
+            // runs without its devices reserved.
+            if !claims.is_empty() {
+                super::claim_writes::reserve(client, pod, uid, node, claims).await?;
+            }
             // Sent as bytes and the answer not decoded: the writer's most
             // frequent call (`bodies.rs`).
             let body = BindingBody::new(&pod.namespace, &pod.name, uid, node);
@@ -36,6 +46,9 @@ pub(super) async fn attempt(client: &kube::Client, call: &ApiCall) -> Result<(),
                 pre_bind_write(client, node, w).await?;
             }
             Ok(())
+        }
+        ApiCall::UnreserveClaims { uid, claims, .. } => {
+            super::claim_writes::unreserve(client, uid, claims).await
         }
         ApiCall::PodCondition {
             pod,

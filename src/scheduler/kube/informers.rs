@@ -15,6 +15,8 @@
 //! one is logged and reported deleted, so its domains are never used
 //! half-read.
 
+mod dra;
+
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::Arc;
@@ -178,6 +180,15 @@ const KINDS: &[(&str, RunKind)] = &[
     }),
     ("poddisruptionbudgets", |n, c, tx| {
         run_budgets(n, Api::all(c), tx).boxed()
+    }),
+    ("resourceslices", |n, c, tx| {
+        dra::run_slices(n, Api::all(c), tx).boxed()
+    }),
+    ("deviceclasses", |n, c, tx| {
+        dra::run_classes(n, Api::all(c), tx).boxed()
+    }),
+    ("resourceclaims", |n, c, tx| {
+        dra::run_resource_claims(n, Api::all(c), tx).boxed()
     }),
 ];
 

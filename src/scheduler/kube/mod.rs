@@ -4,6 +4,7 @@
 
 mod api_calls;
 mod bodies;
+mod claim_writes;
 pub mod client;
 pub mod fence;
 pub mod informers;

@@ -291,7 +291,7 @@ impl Ctx {
                 node,
                 result: result.map_err(|f| f.message),
             });
-        } else if let ApiCall::Bind { pod, uid, node } = call {
+        } else if let ApiCall::Bind { pod, uid, node, .. } = call {
             self.metrics
                 .binding_duration
                 .observe(started.elapsed().as_secs_f64());

@@ -1,0 +1,445 @@
+//! `DraFacts`: the `resource.k8s.io` objects the DynamicResources plugin
+//! reads (ResourceSlices, DeviceClasses, ResourceClaims), the inventory
+//! built from them, and the devices held — by claims' recorded allocations
+//! and by the allocations planned at Reserve for pods not yet bound
+//! (`assumed`), so two pods never get one device.
+//!
+//! The inventory is rebuilt only when a slice or class changed and a cycle
+//! needs it (`refresh`), so a driver publishing thousands of slices at
+//! start-up costs one build, not one per slice.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::dra::allocate::{Budget, NodeView, allocate};
+use crate::dra::cel::Evaluator;
+use crate::dra::{Allocation, Claim, DeviceClass, InUse, Inventory, Slice};
+use crate::model::PodKey;
+use crate::model::pod_claims::Resolved;
+use crate::model::{NodeInfo, PodInfo};
+
+/// A ResourceClaim's namespace and name.
+pub type ResourceClaimKey = PodKey;
+
+/// An object as its informer read it: usable, or why not.
+pub type Read<T> = Result<Arc<T>, Arc<str>>;
+
+/// One `resource.k8s.io` object observed, changed or deleted.
+#[derive(Debug, Clone)]
+pub enum DraChange {
+    SliceUpserted {
+        name: Arc<str>,
+        slice: Read<Slice>,
+    },
+    SliceDeleted(Arc<str>),
+    ClassUpserted {
+        name: Arc<str>,
+        class: Read<DeviceClass>,
+    },
+    ClassDeleted(Arc<str>),
+    ClaimUpserted {
+        key: ResourceClaimKey,
+        claim: Read<Claim>,
+    },
+    ClaimDeleted(ResourceClaimKey),
+}
+
+impl DraChange {
+    /// Whether it is a claim's (`QueueingEvent::ResourceClaim`) rather than
+    /// a device's or class's (`QueueingEvent::Devices`).
+    pub fn is_claim(&self) -> bool {
+        matches!(
+            self,
+            DraChange::ClaimUpserted { .. } | DraChange::ClaimDeleted(_)
+        )
+    }
+}
+
+/// An allocation planned at Reserve, held until the claim is observed
+/// allocated (or the pod gives its node back).
+#[derive(Debug, Clone)]
+pub struct Assumed {
+    pub pod: PodKey,
+    pub allocation: Allocation,
+}
+
+pub struct DraFacts {
+    slices: HashMap<Arc<str>, Read<Slice>>,
+    classes: HashMap<Arc<str>, Read<DeviceClass>>,
+    claims: HashMap<ResourceClaimKey, Read<Claim>>,
+    inventory: Arc<Inventory>,
+    /// A slice or class changed since `inventory` was built.
+    stale: bool,
+    /// What recorded and assumed allocations hold (shared with a cycle's
+    /// state; copied on write only while a cycle holds it).
+    in_use: Arc<InUse>,
+    assumed: HashMap<ResourceClaimKey, Assumed>,
+    eval: Arc<Evaluator>,
+    /// Allocations planned at Reserve, and how many failed there.
+    pub reserved: u64,
+    pub reserve_failures: u64,
+}
+
+impl Default for DraFacts {
+    fn default() -> Self {
+        DraFacts {
+            slices: HashMap::new(),
+            classes: HashMap::new(),
+            claims: HashMap::new(),
+            inventory: Arc::new(Inventory::default()),
+            stale: false,
+            in_use: Arc::new(InUse::default()),
+            assumed: HashMap::new(),
+            eval: Arc::new(Evaluator::new()),
+            reserved: 0,
+            reserve_failures: 0,
+        }
+    }
+}
+
+impl Clone for DraFacts {
+    fn clone(&self) -> Self {
+        DraFacts {
+            slices: self.slices.clone(),
+            classes: self.classes.clone(),
+            claims: self.claims.clone(),
+            inventory: self.inventory.clone(),
+            stale: self.stale,
+            in_use: self.in_use.clone(),
+            assumed: self.assumed.clone(),
+            eval: self.eval.clone(),
+            reserved: self.reserved,
+            reserve_failures: self.reserve_failures,
+        }
+    }
+}
+
+impl std::fmt::Debug for DraFacts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DraFacts")
+            .field("slices", &self.slices.len())
+            .field("classes", &self.classes.len())
+            .field("claims", &self.claims.len())
+            .field("assumed", &self.assumed.len())
+            .field("stale", &self.stale)
+            .finish()
+    }
+}
+
+/// Inserts unless equal; returns whether the map changed.
+fn upsert<T: PartialEq>(map: &mut HashMap<Arc<str>, Read<T>>, key: Arc<str>, v: Read<T>) -> bool {
+    let same = match (map.get(&key), &v) {
+        (Some(Ok(a)), Ok(b)) => Arc::ptr_eq(a, b) || **a == **b,
+        (Some(Err(a)), Err(b)) => a == b,
+        _ => false,
+    };
+    if !same {
+        map.insert(key, v);
+    }
+    !same
+}
+
+impl DraFacts {
+    /// Applies one change; returns whether anything placement reads changed.
+    pub fn apply(&mut self, change: DraChange) -> bool {
+        match change {
+            DraChange::SliceUpserted { name, slice } => {
+                let changed = upsert(&mut self.slices, name, slice);
+                self.stale |= changed;
+                changed
+            }
+            DraChange::SliceDeleted(name) => {
+                let changed = self.slices.remove(&name).is_some();
+                self.stale |= changed;
+                changed
+            }
+            DraChange::ClassUpserted { name, class } => {
+                let changed = upsert(&mut self.classes, name, class);
+                self.stale |= changed;
+                changed
+            }
+            DraChange::ClassDeleted(name) => {
+                let changed = self.classes.remove(&name).is_some();
+                self.stale |= changed;
+                changed
+            }
+            DraChange::ClaimUpserted { key, claim } => self.set_claim(key, Some(claim)),
+            DraChange::ClaimDeleted(key) => self.set_claim(key, None),
+        }
+    }
+
+    /// Replaces a claim: what its old allocation held is given back, what
+    /// its new one holds is taken, and a planned allocation ends once the
+    /// claim shows one (or is gone).
+    fn set_claim(&mut self, key: ResourceClaimKey, claim: Option<Read<Claim>>) -> bool {
+        let old = match &claim {
+            Some(c) => self.claims.insert(key.clone(), c.clone()),
+            None => self.claims.remove(&key),
+        };
+        let unchanged = match (&old, &claim) {
+            (Some(Ok(a)), Some(Ok(b))) => {
+                a.allocation == b.allocation
+                    && a.reserved_for == b.reserved_for
+                    && a.deleting == b.deleting
+                    && a.uid == b.uid
+                    && a.owner_pod == b.owner_pod
+            }
+            (None, None) => true,
+            _ => false,
+        };
+        let allocated = |c: &Option<Read<Claim>>| {
+            c.as_ref()
+                .and_then(|c| c.as_ref().ok())
+                .and_then(|c| c.allocation.clone())
+        };
+        let (was, now) = (allocated(&old), allocated(&claim));
+        if !self.stale && was != now {
+            let inv = self.inventory.clone();
+            let in_use = Arc::make_mut(&mut self.in_use);
+            if let Some(a) = &was {
+                in_use.unhold(a, &inv);
+            }
+            if let Some(a) = &now {
+                in_use.hold(a, &inv);
+            }
+        }
+        if (now.is_some() || claim.is_none())
+            && let Some(a) = self.assumed.remove(&key)
+            && !self.stale
+        {
+            let inv = self.inventory.clone();
+            Arc::make_mut(&mut self.in_use).unhold(&a.allocation, &inv);
+        }
+        !unchanged
+    }
+
+    /// Rebuilds the inventory (and what is held in it) if a slice or class
+    /// changed since it was built.
+    pub fn refresh(&mut self) {
+        if !self.stale {
+            return;
+        }
+        self.stale = false;
+        let slices: Vec<&Slice> = self
+            .slices
+            .values()
+            .filter_map(|s| s.as_deref().ok())
+            .collect();
+        let classes = self
+            .classes
+            .values()
+            .filter_map(|c| c.as_deref().ok())
+            .cloned();
+        let mut inv = Inventory::new(slices, classes);
+        let mut unreadable: Vec<String> = self
+            .slices
+            .iter()
+            .filter_map(|(name, s)| {
+                s.as_ref()
+                    .err()
+                    .map(|e| format!("ResourceSlice {name}: {e}"))
+            })
+            .collect();
+        unreadable.sort();
+        for p in unreadable {
+            inv.note_problem(p);
+        }
+        let mut in_use = InUse::of(self.claims.values().filter_map(|c| c.as_deref().ok()), &inv);
+        for a in self.assumed.values() {
+            in_use.hold(&a.allocation, &inv);
+        }
+        self.inventory = Arc::new(inv);
+        self.in_use = Arc::new(in_use);
+    }
+
+    /// Whether the inventory is current (`refresh` has nothing to do).
+    pub fn is_fresh(&self) -> bool {
+        !self.stale
+    }
+
+    pub fn inventory(&self) -> &Arc<Inventory> {
+        &self.inventory
+    }
+
+    pub fn in_use(&self) -> &Arc<InUse> {
+        &self.in_use
+    }
+
+    pub fn evaluator(&self) -> &Arc<Evaluator> {
+        &self.eval
+    }
+
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<&Read<Claim>> {
+        self.claims.get(&ResourceClaimKey::new(namespace, name))
+    }
+
+    /// Why a class cannot be used, when it was observed unreadable.
+    pub fn class_problem(&self, name: &str) -> Option<&str> {
+        self.classes
+            .get(name)
+            .and_then(|c| c.as_ref().err())
+            .map(|e| &**e)
+    }
+
+    /// The allocation planned for the claim at Reserve, not yet observed.
+    pub fn assumed(&self, key: &ResourceClaimKey) -> Option<&Assumed> {
+        self.assumed.get(key)
+    }
+
+    /// Every planned allocation (for `/debug`).
+    pub fn assumed_all(&self) -> impl Iterator<Item = (&ResourceClaimKey, &Assumed)> {
+        self.assumed.iter()
+    }
+
+    /// The claim's allocation: recorded, or planned at Reserve.
+    pub fn effective_allocation<'a>(&'a self, claim: &'a Claim) -> Option<&'a Allocation> {
+        claim.allocation.as_ref().or_else(|| {
+            self.assumed
+                .get(&ResourceClaimKey::new(&claim.namespace, &claim.name))
+                .map(|a| &a.allocation)
+        })
+    }
+
+    /// Counts of what is observed (for `/debug` and metrics).
+    pub fn counts(&self) -> (usize, usize, usize) {
+        (self.slices.len(), self.classes.len(), self.claims.len())
+    }
+
+    /// The ResourceClaims the pod uses (entries a template needs none for
+    /// left out), or why it cannot use them: a claim not generated yet,
+    /// missing, unreadable, being deleted, or generated for another pod.
+    pub fn pod_claims<'a>(&'a self, pod: &PodInfo) -> Result<Vec<&'a Arc<Claim>>, String> {
+        let mut out = Vec::with_capacity(pod.constraints.resource_claims.len());
+        for pc in &pod.constraints.resource_claims {
+            let name = match pc.resolve() {
+                Resolved::NotNeeded => continue,
+                Resolved::Pending => {
+                    return Err(format!(
+                        "waiting for the ResourceClaim of pod claim {:?} to be created from its template",
+                        &*pc.name
+                    ));
+                }
+                Resolved::Claim(n) => n,
+            };
+            let claim = match self.claim(&pod.key.namespace, name) {
+                None => return Err(format!("resourceclaim {name:?} not found")),
+                Some(Err(e)) => return Err(format!("resourceclaim {name:?}: {e}")),
+                Some(Ok(c)) => c,
+            };
+            if claim.deleting {
+                return Err(format!("resourceclaim {name:?} is being deleted"));
+            }
+            if pc.owned_by_pod() && claim.owner_pod.as_deref() != Some(&*pod.uid) {
+                return Err(format!(
+                    "resourceclaim {name:?} was not created for pod {}",
+                    pod.key
+                ));
+            }
+            out.push(claim);
+        }
+        Ok(out)
+    }
+
+    /// The claims of `pod` that have no allocation yet (recorded or
+    /// planned), or why the pod cannot use its claims (`pod_claims`).
+    pub fn unallocated_claims(&self, pod: &PodInfo) -> Result<Vec<Arc<Claim>>, String> {
+        Ok(self
+            .pod_claims(pod)?
+            .into_iter()
+            .filter(|c| self.effective_allocation(c).is_none())
+            .cloned()
+            .collect())
+    }
+
+    /// Reserve: allocates the pod's unallocated claims on `node` and holds
+    /// the devices until the claims are observed allocated or the pod's
+    /// reservation ends (`unreserve`). A refusal names the claim.
+    pub fn reserve(&mut self, pod: &PodInfo, node: &NodeInfo) -> Result<(), String> {
+        if pod.constraints.resource_claims.is_empty() {
+            return Ok(());
+        }
+        self.refresh();
+        let claims = self.unallocated_claims(pod)?;
+        if claims.is_empty() {
+            return Ok(());
+        }
+        let refs: Vec<&Claim> = claims.iter().map(|c| &**c).collect();
+        let view = NodeView {
+            name: &node.name,
+            labels: &node.labels,
+        };
+        let allocations = allocate(
+            &refs,
+            view,
+            &self.inventory,
+            &self.in_use,
+            &self.eval,
+            Budget::default(),
+        )
+        .inspect_err(|_| self.reserve_failures += 1)
+        .map_err(|e| format!("DynamicResources: {e}"))?;
+        let inv = self.inventory.clone();
+        let in_use = Arc::make_mut(&mut self.in_use);
+        for (claim, allocation) in claims.iter().zip(allocations) {
+            in_use.hold(&allocation, &inv);
+            self.reserved += 1;
+            self.assumed.insert(
+                ResourceClaimKey::new(&claim.namespace, &claim.name),
+                Assumed {
+                    pod: pod.key.clone(),
+                    allocation,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Unreserve: gives back the allocations `pod` planned and nobody has
+    /// recorded yet; returns whether any were.
+    pub fn unreserve(&mut self, pod: &PodKey) -> bool {
+        if self.assumed.is_empty() {
+            return false;
+        }
+        let mine: Vec<ResourceClaimKey> = self
+            .assumed
+            .iter()
+            .filter(|(_, a)| a.pod == *pod)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let inv = self.inventory.clone();
+        for k in &mine {
+            if let Some(a) = self.assumed.remove(k)
+                && !self.stale
+            {
+                Arc::make_mut(&mut self.in_use).unhold(&a.allocation, &inv);
+            }
+        }
+        !mine.is_empty()
+    }
+
+    /// Whether every device allocated (recorded or planned) is held by one
+    /// claim at most, admin access excepted (invariant I9's first half).
+    pub fn double_allocations(&self) -> Vec<String> {
+        let mut holders: HashMap<&crate::dra::DeviceId, Vec<String>> = HashMap::new();
+        let recorded = self
+            .claims
+            .iter()
+            .filter_map(|(k, c)| Some((k, c.as_ref().ok()?.allocation.as_ref()?)));
+        let planned = self.assumed.iter().map(|(k, a)| (k, &a.allocation));
+        for (key, a) in recorded.chain(planned) {
+            for r in a.results.iter().filter(|r| !r.admin_access) {
+                let who = holders.entry(&r.device).or_default();
+                if !who.contains(&key.to_string()) {
+                    who.push(key.to_string());
+                }
+            }
+        }
+        let mut out: Vec<String> = holders
+            .into_iter()
+            .filter(|(_, who)| who.len() > 1)
+            .map(|(d, who)| format!("device {d} allocated to {}", who.join(" and ")))
+            .collect();
+        out.sort();
+        out
+    }
+}

@@ -1,0 +1,132 @@
+//! Builders for `resource.k8s.io` objects as the informers report them
+//! (`DraChange`s): a driver's per-node slice of GPUs, a device class, and
+//! claims — named, or generated for a pod from a template — with the pod
+//! fields that refer to them. Devices belong to driver `gpu.example.com`
+//! and carry `index`, `model` and `clique` attributes.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::resource::v1 as api;
+use serde_json::{Value, json};
+
+use crate::cache::{DraChange, ResourceClaimKey};
+use crate::dra::{Claim, DeviceClass, Slice};
+use crate::model::PodInfo;
+use crate::model::pod_claims::{ClaimSource, Generated, PodClaim};
+
+pub const DRIVER: &str = "gpu.example.com";
+/// The class every fixture device belongs to.
+pub const GPU_CLASS: &str = "gpu.example.com";
+
+/// Node `node`'s slice: `count` GPUs `gpu-0..`, in clique `clique`.
+pub fn node_slice(node: &str, count: usize, clique: &str) -> DraChange {
+    let devices: Vec<Value> = (0..count)
+        .map(|i| {
+            json!({
+                "name": format!("gpu-{i}"),
+                "attributes": {
+                    "index": {"int": i},
+                    "model": {"string": "h100"},
+                    "clique": {"string": clique},
+                },
+                "capacity": {"memory": {"value": "80Gi"}},
+            })
+        })
+        .collect();
+    let s: api::ResourceSlice = serde_json::from_value(json!({
+        "metadata": {"name": format!("{node}-{DRIVER}")},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        }
+    }))
+    .expect("slice");
+    DraChange::SliceUpserted {
+        name: Arc::from(format!("{node}-{DRIVER}")),
+        slice: Ok(Arc::new(Slice::from_api(&s).expect("slice"))),
+    }
+}
+
+/// A node's slice withdrawn.
+pub fn slice_deleted(node: &str) -> DraChange {
+    DraChange::SliceDeleted(Arc::from(format!("{node}-{DRIVER}")))
+}
+
+/// The GPU class.
+pub fn gpu_class() -> DraChange {
+    let c: api::DeviceClass = serde_json::from_value(json!({
+        "metadata": {"name": GPU_CLASS},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == '{DRIVER}'")}}]},
+    }))
+    .expect("class");
+    DraChange::ClassUpserted {
+        name: Arc::from(GPU_CLASS),
+        class: Ok(Arc::new(DeviceClass::from_api(&c).expect("class"))),
+    }
+}
+
+/// A claim for `count` GPUs of one clique (`matchAttribute`), unallocated.
+pub fn gpu_claim(namespace: &str, name: &str, count: u32) -> Claim {
+    claim_from(json!({
+        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-claim-{name}")},
+        "spec": {"devices": {
+            "requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU_CLASS, "count": count}}],
+            "constraints": [{"matchAttribute": format!("{DRIVER}/clique")}],
+        }},
+    }))
+}
+
+/// The claim generated from a template for `owner` (controlled by it).
+pub fn generated_claim(owner: &PodInfo, name: &str, count: u32) -> Claim {
+    let mut c = gpu_claim(&owner.key.namespace, name, count);
+    c.owner_pod = Some(owner.uid.clone());
+    c
+}
+
+pub fn claim_from(v: Value) -> Claim {
+    let c: api::ResourceClaim = serde_json::from_value(v).expect("claim");
+    Claim::from_api(&c).expect("claim")
+}
+
+/// The claim observed (created or changed).
+pub fn claim_upserted(c: Claim) -> DraChange {
+    DraChange::ClaimUpserted {
+        key: ResourceClaimKey::new(&c.namespace, &c.name),
+        claim: Ok(Arc::new(c)),
+    }
+}
+
+pub fn claim_deleted(namespace: &str, name: &str) -> DraChange {
+    DraChange::ClaimDeleted(ResourceClaimKey::new(namespace, name))
+}
+
+/// `pod` with `spec.resourceClaims` entries: `(entry, claim)` by name.
+pub fn with_claims(mut pod: PodInfo, claims: &[(&str, &str)]) -> PodInfo {
+    let c = Arc::make_mut(&mut pod.constraints);
+    for (entry, claim) in claims {
+        c.resource_claims.push(PodClaim {
+            name: Arc::from(*entry),
+            source: ClaimSource::Named(Arc::from(*claim)),
+        });
+    }
+    pod
+}
+
+/// `pod` with one entry from a template, generated as `generated` (or not
+/// yet, with `None`).
+pub fn with_template_claim(mut pod: PodInfo, entry: &str, generated: Option<&str>) -> PodInfo {
+    let c = Arc::make_mut(&mut pod.constraints);
+    c.resource_claims.push(PodClaim {
+        name: Arc::from(entry),
+        source: ClaimSource::Template {
+            template: Arc::from(format!("{entry}-template")),
+            generated: match generated {
+                Some(g) => Generated::Claim(Arc::from(g)),
+                None => Generated::Pending,
+            },
+        },
+    });
+    pod
+}

@@ -1,0 +1,109 @@
+//! DynamicResources around the cycle: claim, slice and class events
+//! (`ClusterEvent::Dra`), the claim writes a pod's binding makes first
+//! (PreBind: the allocation planned at Reserve and the pod's reservation),
+//! and Unreserve's writes when a binding fails after them.
+//!
+//! Reserve itself is the cache's (`Cache::assume` allocates and holds the
+//! devices), so every path that assumes a pod — a cycle, a gang's plan, a
+//! plan tried again — reserves its devices with it, and every path that
+//! forgets one gives them back.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::Engine;
+use crate::cache::DraChange;
+use crate::dra::ClaimReservation;
+use crate::framework::QueueingEvent;
+use crate::model::pod_claims::Resolved;
+use crate::model::{PodInfo, PodKey};
+
+impl Engine {
+    /// A claim, slice or class changed: update the facts; pods parked for
+    /// devices may fit now.
+    pub(super) fn on_dra_change(&mut self, change: DraChange, now: Instant) {
+        let event = match change.is_claim() {
+            true => QueueingEvent::ResourceClaim,
+            false => QueueingEvent::Devices,
+        };
+        if self.cache.facts_mut().dra.apply(change) {
+            self.flush_unschedulable(event, now);
+        }
+    }
+
+    /// Brings the device inventory up to date before a cycle (a gang's
+    /// members other than the one popped may read it).
+    pub(super) fn refresh_devices(&mut self) {
+        if !self.cache.facts().dra.is_fresh() {
+            self.cache.facts_mut().dra.refresh();
+        }
+    }
+
+    /// What the pod's binding writes to its claims first: for each claim
+    /// not yet reserved for it, the allocation planned at Reserve (when
+    /// none is recorded) and the reservation. An error when a claim is no
+    /// longer usable (deleted, replaced, deallocated since Reserve).
+    pub(super) fn claim_reservations(
+        &self,
+        pod: &PodInfo,
+    ) -> Result<Vec<ClaimReservation>, String> {
+        let dra = &self.cache.facts().dra;
+        let mut out = Vec::new();
+        for claim in dra.pod_claims(pod)? {
+            let key = PodKey::new(&claim.namespace, &claim.name);
+            let allocation = match (&claim.allocation, dra.assumed(&key)) {
+                (Some(_), _) => None,
+                (None, Some(a)) => Some(a.allocation.clone()),
+                (None, None) => {
+                    return Err(format!(
+                        "resourceclaim {:?} was deallocated after its devices were reserved",
+                        &*claim.name
+                    ));
+                }
+            };
+            if allocation.is_none() && claim.reserved_for_uid(&pod.uid) {
+                continue;
+            }
+            out.push(ClaimReservation {
+                claim: key,
+                claim_uid: claim.uid.clone(),
+                allocation,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Emits the pod's binding with its claim writes, or fails its PreBind
+    /// when a claim can no longer be written.
+    pub(super) fn bind_with_claims(&mut self, pod: &PodInfo, node: Arc<str>) -> Result<(), String> {
+        let claims = match pod.constraints.resource_claims.is_empty() {
+            true => Vec::new(),
+            false => self.claim_reservations(pod)?,
+        };
+        self.outbox
+            .bind(pod.key.clone(), pod.uid.clone(), node, claims);
+        Ok(())
+    }
+
+    /// A binding failed: the claims it may have reserved for the pod are
+    /// given back (Unreserve), so a claim pinned to a node the pod will
+    /// not run on is freed.
+    pub(super) fn unreserve_claims(&mut self, pod: &PodInfo) {
+        let claims: Vec<PodKey> = pod
+            .constraints
+            .resource_claims
+            .iter()
+            .filter_map(|pc| match pc.resolve() {
+                Resolved::Claim(n) => Some(PodKey::new(&pod.key.namespace, n)),
+                _ => None,
+            })
+            .collect();
+        if !claims.is_empty() {
+            self.outbox
+                .unreserve_claims(pod.key.clone(), pod.uid.clone(), claims);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,192 @@
+//! A pod's `spec.resourceClaims`: for each entry, which ResourceClaim it
+//! is — one named outright, or the one the resourceclaim controller
+//! generates from a template and records in `status.resourceClaimStatuses`.
+
+use std::sync::Arc;
+
+use super::ModelError;
+use super::wire::{PodResourceClaimStatusWire, PodResourceClaimWire};
+
+/// The most entries a pod's `spec.resourceClaims` may have (the API
+/// server's bound is lower; this one is the scheduler's own).
+pub const MAX_POD_CLAIMS: usize = 128;
+
+/// One `spec.resourceClaims` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodClaim {
+    /// The entry's name (what containers' `resources.claims` name).
+    pub name: Arc<str>,
+    pub source: ClaimSource,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ClaimSource {
+    /// `resourceClaimName`: a claim that exists on its own, possibly shared.
+    Named(Arc<str>),
+    /// `resourceClaimTemplateName`: a claim generated for this pod.
+    Template {
+        template: Arc<str>,
+        generated: Generated,
+    },
+}
+
+/// What `status.resourceClaimStatuses` says of a template's claim.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Generated {
+    /// Not generated yet: the pod waits for the controller.
+    Pending,
+    /// Generated under this name.
+    Claim(Arc<str>),
+    /// The controller decided no claim is needed (an entry without a name).
+    NotNeeded,
+}
+
+/// The claim an entry resolves to, as far as it is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolved<'a> {
+    Claim(&'a str),
+    /// A template's claim not generated yet.
+    Pending,
+    NotNeeded,
+}
+
+impl PodClaim {
+    pub fn resolve(&self) -> Resolved<'_> {
+        match &self.source {
+            ClaimSource::Named(n) => Resolved::Claim(n),
+            ClaimSource::Template { generated, .. } => match generated {
+                Generated::Pending => Resolved::Pending,
+                Generated::Claim(n) => Resolved::Claim(n),
+                Generated::NotNeeded => Resolved::NotNeeded,
+            },
+        }
+    }
+
+    /// Whether the claim must be owned by the pod (a template's).
+    pub fn owned_by_pod(&self) -> bool {
+        matches!(self.source, ClaimSource::Template { .. })
+    }
+}
+
+/// The entries of `spec.resourceClaims`, each resolved against the status.
+pub fn pod_claims(
+    spec: &[PodResourceClaimWire],
+    status: &[PodResourceClaimStatusWire],
+) -> Result<Vec<PodClaim>, ModelError> {
+    if spec.len() > MAX_POD_CLAIMS {
+        return Err(ModelError::invalid(format!(
+            "spec.resourceClaims: {} entries, at most {MAX_POD_CLAIMS} are supported",
+            spec.len()
+        )));
+    }
+    let mut out: Vec<PodClaim> = Vec::with_capacity(spec.len());
+    for (i, c) in spec.iter().enumerate() {
+        let field = format!("spec.resourceClaims[{i}]");
+        if c.name.is_empty() {
+            return Err(ModelError::invalid(format!("{field}.name: required")));
+        }
+        if out.iter().any(|o| *o.name == *c.name) {
+            return Err(ModelError::invalid(format!(
+                "{field}.name: duplicate name {:?}",
+                c.name
+            )));
+        }
+        let named = c.resource_claim_name.as_deref().filter(|n| !n.is_empty());
+        let template = c
+            .resource_claim_template_name
+            .as_deref()
+            .filter(|n| !n.is_empty());
+        let source = match (named, template) {
+            (Some(n), None) => ClaimSource::Named(Arc::from(n)),
+            (None, Some(t)) => {
+                let generated = match status.iter().find(|s| s.name == c.name) {
+                    None => Generated::Pending,
+                    Some(s) => match s.resource_claim_name.as_deref() {
+                        Some(n) if !n.is_empty() => Generated::Claim(Arc::from(n)),
+                        _ => Generated::NotNeeded,
+                    },
+                };
+                ClaimSource::Template {
+                    template: Arc::from(t),
+                    generated,
+                }
+            }
+            _ => {
+                return Err(ModelError::invalid(format!(
+                    "{field}: exactly one of resourceClaimName and resourceClaimTemplateName must be set"
+                )));
+            }
+        };
+        out.push(PodClaim {
+            name: Arc::from(c.name.as_str()),
+            source,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, claim: Option<&str>, template: Option<&str>) -> PodResourceClaimWire {
+        PodResourceClaimWire {
+            name: name.into(),
+            resource_claim_name: claim.map(Into::into),
+            resource_claim_template_name: template.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn entries_resolve_against_the_status() {
+        let spec = [
+            entry("shared", Some("nvlink"), None),
+            entry("gpu", None, Some("gpu-template")),
+            entry("nic", None, Some("nic-template")),
+            entry("x", None, Some("x-template")),
+        ];
+        let status = [
+            PodResourceClaimStatusWire {
+                name: "gpu".into(),
+                resource_claim_name: Some("pod-gpu-abc12".into()),
+            },
+            PodResourceClaimStatusWire {
+                name: "x".into(),
+                resource_claim_name: None,
+            },
+        ];
+        let claims = pod_claims(&spec, &status).unwrap();
+        let resolved: Vec<_> = claims.iter().map(PodClaim::resolve).collect();
+        assert_eq!(
+            resolved,
+            vec![
+                Resolved::Claim("nvlink"),
+                Resolved::Claim("pod-gpu-abc12"),
+                Resolved::Pending,
+                Resolved::NotNeeded
+            ]
+        );
+        assert!(!claims[0].owned_by_pod() && claims[1].owned_by_pod());
+    }
+
+    #[test]
+    fn malformed_entries_are_refused_naming_the_field() {
+        let both = pod_claims(&[entry("a", Some("c"), Some("t"))], &[]).unwrap_err();
+        assert!(
+            both.0.contains("spec.resourceClaims[0]: exactly one"),
+            "{both}"
+        );
+        let neither = pod_claims(&[entry("a", None, None)], &[]).unwrap_err();
+        assert!(neither.0.contains("exactly one"), "{neither}");
+        let dup = pod_claims(
+            &[entry("a", Some("c"), None), entry("a", Some("d"), None)],
+            &[],
+        )
+        .unwrap_err();
+        assert!(dup.0.contains("duplicate name"), "{dup}");
+        let many: Vec<_> = (0..=MAX_POD_CLAIMS)
+            .map(|i| entry(&format!("c{i}"), Some("c"), None))
+            .collect();
+        assert!(pod_claims(&many, &[]).is_err());
+    }
+}

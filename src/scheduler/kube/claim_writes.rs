@@ -1,0 +1,191 @@
+//! DynamicResources' writes to ResourceClaims: before a binding, each
+//! claim's planned allocation (with the configuration of its classes and
+//! of the claim copied in, as kube-scheduler records it) and the pod in
+//! `status.reservedFor`; after a failed binding, the pod out of it again.
+//!
+//! Each write reads the claim and replaces its status under the
+//! resourceVersion it read, so a claim changed meanwhile (allocated by
+//! someone else, deallocated, replaced under its name) fails the write
+//! with 409 instead of being overwritten.
+
+use k8s_openapi::api::resource::v1::{
+    AllocationResult, DeviceAllocationConfiguration, DeviceClass, ResourceClaim,
+    ResourceClaimConsumerReference, ResourceClaimStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, PostParams};
+use muster_core::dra::ClaimReservation;
+use muster_core::dra::write::{allocation_json, same_results};
+use muster_core::model::PodKey;
+
+fn conflict(message: String) -> kube::Error {
+    let status = kube::core::Status::failure(&message, "Conflict").with_code(409);
+    kube::Error::Api(status.boxed())
+}
+
+fn decode<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, kube::Error> {
+    serde_json::from_value(v).map_err(kube::Error::SerdeError)
+}
+
+/// Reserves each claim for the pod, recording the planned allocation
+/// where the claim has none.
+pub(super) async fn reserve(
+    client: &kube::Client,
+    pod: &PodKey,
+    uid: &str,
+    node: &str,
+    claims: &[ClaimReservation],
+) -> Result<(), kube::Error> {
+    for r in claims {
+        let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &r.claim.namespace);
+        let mut claim = api.get(&r.claim.name).await?;
+        if claim.metadata.uid.as_deref() != Some(&*r.claim_uid) {
+            return Err(conflict(format!(
+                "resourceclaim {:?} was replaced since it was allocated",
+                &*r.claim.name
+            )));
+        }
+        if claim.metadata.deletion_timestamp.is_some() {
+            return Err(conflict(format!(
+                "resourceclaim {:?} is being deleted",
+                &*r.claim.name
+            )));
+        }
+        let status = claim
+            .status
+            .get_or_insert_with(ResourceClaimStatus::default);
+        match (&r.allocation, &status.allocation) {
+            (Some(planned), None) => {
+                let mut allocation: AllocationResult = decode(allocation_json(planned, node))?;
+                allocation.allocation_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+                let config = configuration(client, &claim, planned).await?;
+                if let Some(devices) = allocation.devices.as_mut()
+                    && !config.is_empty()
+                {
+                    devices.config = Some(config);
+                }
+                let status = claim
+                    .status
+                    .get_or_insert_with(ResourceClaimStatus::default);
+                status.allocation = Some(allocation);
+            }
+            (Some(planned), Some(recorded)) => {
+                let recorded = serde_json::to_value(recorded).map_err(kube::Error::SerdeError)?;
+                if !same_results(&recorded, planned) {
+                    return Err(conflict(format!(
+                        "resourceclaim {:?} was allocated other devices meanwhile",
+                        &*r.claim.name
+                    )));
+                }
+            }
+            (None, None) => {
+                return Err(conflict(format!(
+                    "resourceclaim {:?} was deallocated meanwhile",
+                    &*r.claim.name
+                )));
+            }
+            (None, Some(_)) => {}
+        }
+        let status = claim
+            .status
+            .get_or_insert_with(ResourceClaimStatus::default);
+        let reserved = status.reserved_for.get_or_insert_with(Vec::new);
+        if !reserved.iter().any(|c| c.uid == uid) {
+            reserved.push(ResourceClaimConsumerReference {
+                api_group: None,
+                resource: "pods".into(),
+                name: pod.name.to_string(),
+                uid: uid.to_string(),
+            });
+        }
+        api.replace_status(&r.claim.name, &PostParams::default(), &claim)
+            .await?;
+    }
+    Ok(())
+}
+
+/// The configuration an allocation carries: each class's (`FromClass`)
+/// and the claim's own (`FromClaim`), for the requests that use them.
+async fn configuration(
+    client: &kube::Client,
+    claim: &ResourceClaim,
+    planned: &muster_core::dra::Allocation,
+) -> Result<Vec<DeviceAllocationConfiguration>, kube::Error> {
+    let devices = claim.spec.as_ref().and_then(|s| s.devices.as_ref());
+    let requests = devices
+        .and_then(|d| d.requests.as_deref())
+        .unwrap_or_default();
+    // Request (or subrequest) name → the class it was allocated from.
+    let mut by_class: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for result in &planned.results {
+        let (request, sub) = match result.request.split_once('/') {
+            Some((r, s)) => (r, Some(s)),
+            None => (&*result.request, None),
+        };
+        let Some(req) = requests.iter().find(|q| q.name == request) else {
+            continue;
+        };
+        let class = match (sub, &req.exactly, &req.first_available) {
+            (None, Some(e), _) => Some(e.device_class_name.clone()),
+            (Some(s), _, Some(subs)) => subs
+                .iter()
+                .find(|x| x.name == s)
+                .map(|x| x.device_class_name.clone()),
+            _ => None,
+        };
+        if let Some(class) = class {
+            let names = by_class.entry(class).or_default();
+            if !names.contains(&result.request.to_string()) {
+                names.push(result.request.to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let classes: Api<DeviceClass> = Api::all(client.clone());
+    for (class, requests) in by_class {
+        let Some(c) = classes.get_opt(&class).await? else {
+            continue;
+        };
+        for cfg in c.spec.and_then(|s| s.config).unwrap_or_default() {
+            out.push(DeviceAllocationConfiguration {
+                source: "FromClass".into(),
+                requests: Some(requests.clone()),
+                opaque: cfg.opaque,
+            });
+        }
+    }
+    for cfg in devices.and_then(|d| d.config.clone()).unwrap_or_default() {
+        out.push(DeviceAllocationConfiguration {
+            source: "FromClaim".into(),
+            requests: cfg.requests,
+            opaque: cfg.opaque,
+        });
+    }
+    Ok(out)
+}
+
+/// Takes the pod out of each claim's `status.reservedFor`; a claim gone,
+/// replaced, or not reserved for it needs nothing.
+pub(super) async fn unreserve(
+    client: &kube::Client,
+    uid: &str,
+    claims: &[PodKey],
+) -> Result<(), kube::Error> {
+    for key in claims {
+        let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &key.namespace);
+        let Some(mut claim) = api.get_opt(&key.name).await? else {
+            continue;
+        };
+        let Some(reserved) = claim.status.as_mut().and_then(|s| s.reserved_for.as_mut()) else {
+            continue;
+        };
+        let before = reserved.len();
+        reserved.retain(|c| c.uid != uid);
+        if reserved.len() == before {
+            continue;
+        }
+        api.replace_status(&key.name, &PostParams::default(), &claim)
+            .await?;
+    }
+    Ok(())
+}

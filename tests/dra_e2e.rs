@@ -1,0 +1,273 @@
+//! Dynamic Resource Allocation end to end, driven with the real kubectl
+//! against `muster cluster` (its resourceclaim controller, claim-aware
+//! kubelet and kwok-style DRA driver) and the Muster daemon: pods claiming
+//! GPUs from a template with a CEL selector and a `matchAttribute`
+//! constraint bind where their devices are, each device is allocated to one
+//! claim, claims are reserved for their pods, a pod whose devices do not
+//! exist stays pending naming the claim and what is free, and deleting a
+//! pod frees its devices for the next.
+//!
+//! kubectl comes from $MUSTER_KUBECTL or `.tools/kubectl`, fetched with
+//! `tests/support/fetch-tools.sh` when missing.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::api::{Api, DeleteParams, ListParams};
+use muster::kwok::devices::DeviceTemplate;
+
+use crate::common::kubectl::Kubectl;
+use crate::e2e;
+
+const DRIVER: &str = "gpu.kwok.muster.dev";
+
+const CLASS_AND_TEMPLATE: &str = r#"
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.kwok.muster.dev}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.kwok.muster.dev"'}
+  config:
+  - opaque:
+      driver: gpu.kwok.muster.dev
+      parameters: {sharing: exclusive}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: two-gpus, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpu.kwok.muster.dev
+          count: 2
+          selectors:
+          - cel: {expression: 'device.attributes["gpu.kwok.muster.dev"].model == "h100" && device.capacity["gpu.kwok.muster.dev"].memory.compareTo(quantity("40Gi")) >= 0'}
+      constraints:
+      - matchAttribute: gpu.kwok.muster.dev/pcieRoot
+"#;
+
+fn worker(name: &str) -> String {
+    format!(
+        "
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: default}}
+spec:
+  schedulerName: muster
+  containers:
+  - name: main
+    image: busybox
+    resources:
+      requests: {{cpu: 100m}}
+      claims: [{{name: gpus}}]
+  resourceClaims:
+  - {{name: gpus, resourceClaimTemplateName: two-gpus}}
+"
+    )
+}
+
+const BIG_CLAIM: &str = r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: eight, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpu.kwok.muster.dev
+        count: 8
+        selectors:
+        - cel: {expression: 'device.capacity["gpu.kwok.muster.dev"].memory.compareTo(quantity("80Gi")) >= 0'}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: big, namespace: default}
+spec:
+  schedulerName: muster
+  containers:
+  - {name: main, image: busybox, resources: {requests: {cpu: 100m}}}
+  resourceClaims:
+  - {name: gpus, resourceClaimName: eight}
+"#;
+
+/// Each claim's allocated devices, and whom it is reserved for, by claim.
+async fn claims(env: &e2e::Env) -> BTreeMap<String, ResourceClaim> {
+    let api: Api<ResourceClaim> = Api::namespaced(env.client.clone(), "default");
+    api.list(&ListParams::default())
+        .await
+        .expect("claims")
+        .items
+        .into_iter()
+        .map(|c| (c.metadata.name.clone().unwrap_or_default(), c))
+        .collect()
+}
+
+fn devices_of(c: &ResourceClaim) -> Vec<(String, String)> {
+    c.status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.pool, r.device))
+        .collect()
+}
+
+fn pcie_root(device: &str) -> usize {
+    // Four devices over two roots: gpu-0, gpu-1 on pci0; gpu-2, gpu-3 on pci1.
+    device
+        .trim_start_matches("gpu-")
+        .parse::<usize>()
+        .expect("device index")
+        / 2
+}
+
+/// Every bound pod's claim: allocated on its node, reserved for it, with
+/// devices on one PCIe root; no device in two claims (I9).
+async fn check_allocations(env: &e2e::Env, pods: &BTreeMap<String, Pod>) -> usize {
+    let claims = claims(env).await;
+    let mut seen = BTreeSet::new();
+    let mut checked = 0;
+    for (name, pod) in pods {
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+            continue;
+        };
+        let statuses = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.resource_claim_statuses.clone())
+            .unwrap_or_default();
+        let Some(claim_name) = statuses.first().and_then(|s| s.resource_claim_name.clone()) else {
+            continue;
+        };
+        let claim = &claims[&claim_name];
+        let status = claim.status.as_ref().expect("claim status");
+        let reserved: Vec<_> = status
+            .reserved_for
+            .iter()
+            .flatten()
+            .map(|r| r.name.clone())
+            .collect();
+        assert!(
+            reserved.len() == 1 && reserved[0] == *name,
+            "{claim_name} reserved for its pod: {reserved:?}"
+        );
+        let devices = devices_of(claim);
+        assert_eq!(devices.len(), 2, "{claim_name}: {devices:?}");
+        for (pool, device) in &devices {
+            assert_eq!(*pool, node, "{name}'s devices are on its node");
+            assert!(
+                seen.insert((pool.clone(), device.clone())),
+                "{pool}/{device} allocated twice"
+            );
+        }
+        assert_eq!(
+            pcie_root(&devices[0].1),
+            pcie_root(&devices[1].1),
+            "matchAttribute pcieRoot: {devices:?}"
+        );
+        let allocation = status.allocation.as_ref().expect("allocation");
+        let config = allocation
+            .devices
+            .as_ref()
+            .and_then(|d| d.config.clone())
+            .unwrap_or_default();
+        assert_eq!(config.len(), 1, "the class's configuration is carried");
+        assert_eq!(config[0].source, "FromClass");
+        checked += 1;
+    }
+    checked
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_get_their_devices_and_give_them_back() {
+    let mut template = e2e::nodes(3, "8");
+    let mut devices = DeviceTemplate::with_count(4);
+    devices.model = "h100".into();
+    devices.memory = Some("80Gi".into());
+    devices.pcie_roots = 2;
+    template.devices = Some(devices);
+    let env = e2e::cluster(vec![template]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let k = Kubectl::new(kubeconfig);
+    let daemon = e2e::daemon(&env, e2e::test_config("")).await;
+
+    k.apply(CLASS_AND_TEMPLATE).await;
+    let slices = k.ok(&["get", "resourceslices"]).await;
+    assert!(slices.contains(DRIVER), "{slices}");
+
+    // Twelve GPUs, six pods of two: every one fits, each on one PCIe root.
+    for i in 0..6 {
+        k.apply(&worker(&format!("w{i}"))).await;
+    }
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        (0..6).all(|i| p.get(&format!("w{i}")).is_some_and(e2e::bound))
+    })
+    .await;
+    assert_eq!(check_allocations(&env, &pods).await, 6);
+    let listed = k.ok(&["get", "resourceclaims"]).await;
+    assert!(listed.contains("allocated,reserved"), "{listed}");
+
+    // No GPU left: the seventh waits, saying which claim and what is free.
+    k.apply(&worker("w6")).await;
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        p.get("w6")
+            .and_then(e2e::pod_condition_message)
+            .is_some_and(|m| m.contains("request gpu: 2 device(s) of class gpu.kwok.muster.dev"))
+    })
+    .await;
+    let message = e2e::pod_condition_message(&pods["w6"]).unwrap();
+    assert!(
+        message.contains("0/3 nodes are available: 3 cannot allocate claim default/w6-gpus")
+            && message.contains("wanted, 0 free"),
+        "{message}"
+    );
+
+    // Deleting a pod frees its devices (its claim goes with it): w6 binds.
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), "default");
+    api.delete("w0", &DeleteParams::default())
+        .await
+        .expect("delete w0");
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        !p.contains_key("w0") && p.get("w6").is_some_and(e2e::bound)
+    })
+    .await;
+    assert_eq!(check_allocations(&env, &pods).await, 6);
+
+    // Eight GPUs on one node exist nowhere: pending, with the shortfall.
+    k.apply(BIG_CLAIM).await;
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        p.get("big")
+            .and_then(e2e::pod_condition_message)
+            .is_some_and(|m| m.contains("cannot allocate claim default/eight"))
+    })
+    .await;
+    let message = e2e::pod_condition_message(&pods["big"]).unwrap();
+    assert!(
+        message.contains("8 device(s) of class gpu.kwok.muster.dev where device.capacity"),
+        "{message}"
+    );
+    assert!(!e2e::bound(&pods["big"]));
+    let events = k
+        .ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=big",
+        ])
+        .await;
+    assert!(
+        events.contains("FailedScheduling") && events.contains("pod/big"),
+        "{events}"
+    );
+    daemon.shutdown().await.expect("clean shutdown");
+}
