@@ -56,11 +56,23 @@ impl DraChange {
 }
 
 /// An allocation planned at Reserve, held until the claim is observed
-/// allocated (or the pod gives its node back).
+/// allocated, or until no pod relies on it any more.
 #[derive(Debug, Clone)]
 pub struct Assumed {
-    pub pod: PodKey,
     pub allocation: Allocation,
+    /// The pods relying on it — the one it was planned for, and those
+    /// sharing the claim since — each with whether its binding, which
+    /// writes the allocation, is in flight. A pod whose binding is in
+    /// flight keeps relying on it even after giving its node back (deleted
+    /// while binding), since its write may still land.
+    pub users: std::collections::BTreeMap<PodKey, bool>,
+}
+
+impl Assumed {
+    /// Whether `pod` relies on it.
+    pub fn used_by(&self, pod: &PodKey) -> bool {
+        self.users.contains_key(pod)
+    }
 }
 
 pub struct DraFacts {
@@ -172,6 +184,14 @@ impl DraFacts {
     /// its new one holds is taken, and a planned allocation ends once the
     /// claim shows one (or is gone).
     fn set_claim(&mut self, key: ResourceClaimKey, claim: Option<Read<Claim>>) -> bool {
+        // The informer's news older than what a write answered: the write's
+        // state stands (a watch delivers the write's own event later).
+        if let (Some(Ok(new)), Some(Ok(have))) = (&claim, self.claims.get(&key))
+            && new.uid == have.uid
+            && matches!((new.resource_version, have.resource_version), (Some(n), Some(h)) if n < h)
+        {
+            return false;
+        }
         let old = match &claim {
             Some(c) => self.claims.insert(key.clone(), c.clone()),
             None => self.claims.remove(&key),
@@ -203,14 +223,33 @@ impl DraFacts {
                 in_use.hold(a, &inv);
             }
         }
-        if (now.is_some() || claim.is_none())
-            && let Some(a) = self.assumed.remove(&key)
+        self.settle_plan(&key);
+        !unchanged
+    }
+
+    /// Ends the plan for `key` once it is no longer needed: no pod relies
+    /// on it, or the claim is recorded allocated (or gone) and no binding
+    /// that writes the plan is in flight — a write in flight may record it
+    /// again after a deallocation, so its devices stay held until then.
+    fn settle_plan(&mut self, key: &ResourceClaimKey) {
+        let Some(a) = self.assumed.get(key) else {
+            return;
+        };
+        let writing = a.users.values().any(|w| *w);
+        let recorded = match self.claims.get(key) {
+            Some(Ok(c)) => c.allocation.is_some(),
+            Some(Err(_)) => false,
+            None => true,
+        };
+        if !(a.users.is_empty() || (recorded && !writing)) {
+            return;
+        }
+        if let Some(a) = self.assumed.remove(key)
             && !self.stale
         {
             let inv = self.inventory.clone();
             Arc::make_mut(&mut self.in_use).unhold(&a.allocation, &inv);
         }
-        !unchanged
     }
 
     /// Rebuilds the inventory (and what is held in it) if a slice or class
@@ -352,69 +391,116 @@ impl DraFacts {
     }
 
     /// Reserve: allocates the pod's unallocated claims on `node` and holds
-    /// the devices until the claims are observed allocated or the pod's
-    /// reservation ends (`unreserve`). A refusal names the claim.
+    /// the devices until the claims are observed allocated or no pod relies
+    /// on them (`unreserve`); a claim whose allocation another pod planned
+    /// is relied on by this one too. A refusal names the claim.
     pub fn reserve(&mut self, pod: &PodInfo, node: &NodeInfo) -> Result<(), String> {
         if pod.constraints.resource_claims.is_empty() {
             return Ok(());
         }
         self.refresh();
+        let keys: Vec<ResourceClaimKey> = self
+            .pod_claims(pod)?
+            .iter()
+            .map(|c| ResourceClaimKey::new(&c.namespace, &c.name))
+            .collect();
         let claims = self.unallocated_claims(pod)?;
-        if claims.is_empty() {
-            return Ok(());
+        if !claims.is_empty() {
+            let refs: Vec<&Claim> = claims.iter().map(|c| &**c).collect();
+            let view = NodeView {
+                name: &node.name,
+                labels: &node.labels,
+            };
+            let allocations = allocate(
+                &refs,
+                view,
+                &self.inventory,
+                &self.in_use,
+                &self.eval,
+                Budget::default(),
+            )
+            .inspect_err(|_| self.reserve_failures += 1)
+            .map_err(|e| format!("DynamicResources: {e}"))?;
+            let inv = self.inventory.clone();
+            let in_use = Arc::make_mut(&mut self.in_use);
+            for (claim, allocation) in claims.iter().zip(allocations) {
+                in_use.hold(&allocation, &inv);
+                self.reserved += 1;
+                self.assumed.insert(
+                    ResourceClaimKey::new(&claim.namespace, &claim.name),
+                    Assumed {
+                        allocation,
+                        users: Default::default(),
+                    },
+                );
+            }
         }
-        let refs: Vec<&Claim> = claims.iter().map(|c| &**c).collect();
-        let view = NodeView {
-            name: &node.name,
-            labels: &node.labels,
-        };
-        let allocations = allocate(
-            &refs,
-            view,
-            &self.inventory,
-            &self.in_use,
-            &self.eval,
-            Budget::default(),
-        )
-        .inspect_err(|_| self.reserve_failures += 1)
-        .map_err(|e| format!("DynamicResources: {e}"))?;
-        let inv = self.inventory.clone();
-        let in_use = Arc::make_mut(&mut self.in_use);
-        for (claim, allocation) in claims.iter().zip(allocations) {
-            in_use.hold(&allocation, &inv);
-            self.reserved += 1;
-            self.assumed.insert(
-                ResourceClaimKey::new(&claim.namespace, &claim.name),
-                Assumed {
-                    pod: pod.key.clone(),
-                    allocation,
-                },
-            );
+        for k in keys {
+            if let Some(a) = self.assumed.get_mut(&k) {
+                a.users.entry(pod.key.clone()).or_insert(false);
+            }
         }
         Ok(())
     }
 
-    /// Unreserve: gives back the allocations `pod` planned and nobody has
-    /// recorded yet; returns whether any were.
+    /// Unreserve: the pod no longer relies on the allocations planned for
+    /// its claims, but those its binding in flight may still write; a plan
+    /// no pod relies on is given back. Returns whether any was.
     pub fn unreserve(&mut self, pod: &PodKey) -> bool {
-        if self.assumed.is_empty() {
-            return false;
+        self.drop_user(pod)
+    }
+
+    /// The pod's binding, which writes the planned allocations, was sent.
+    pub fn writing(&mut self, pod: &PodKey) {
+        for a in self.assumed.values_mut() {
+            if let Some(w) = a.users.get_mut(pod) {
+                *w = true;
+            }
         }
+    }
+
+    /// The pod's binding finished. The claims it wrote were observed with
+    /// their answers already; if it failed, the pod relies on no plan
+    /// still here (it gives its node back). Plans no longer needed end.
+    pub fn writes_done(&mut self, pod: &PodKey, succeeded: bool) {
         let mine: Vec<ResourceClaimKey> = self
             .assumed
             .iter()
-            .filter(|(_, a)| a.pod == *pod)
+            .filter(|(_, a)| a.used_by(pod))
             .map(|(k, _)| k.clone())
             .collect();
-        let inv = self.inventory.clone();
         for k in &mine {
-            if let Some(a) = self.assumed.remove(k)
-                && !self.stale
-            {
-                Arc::make_mut(&mut self.in_use).unhold(&a.allocation, &inv);
+            if let Some(a) = self.assumed.get_mut(k) {
+                match succeeded {
+                    true => {
+                        a.users.insert(pod.clone(), false);
+                    }
+                    false => {
+                        a.users.remove(pod);
+                    }
+                }
             }
+            self.settle_plan(k);
         }
-        !mine.is_empty()
+    }
+
+    /// Takes `pod` off the plans it relies on but does not write; ends the
+    /// plans no longer needed.
+    fn drop_user(&mut self, pod: &PodKey) -> bool {
+        let mine: Vec<ResourceClaimKey> = self
+            .assumed
+            .iter()
+            .filter(|(_, a)| a.users.get(pod) == Some(&false))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let before = self.assumed.len();
+        for k in &mine {
+            if let Some(a) = self.assumed.get_mut(k) {
+                a.users.remove(pod);
+            }
+            self.settle_plan(k);
+        }
+        self.assumed.len() < before
     }
 
     /// Whether every device allocated (recorded or planned) is held by one

@@ -178,6 +178,13 @@ impl Cache {
         &mut self.facts
     }
 
+    /// The device facts to change. Not a cross-node change: only pods with
+    /// resource claims read them, and those are never memoised across
+    /// cycles (`framework::placement::batch`).
+    pub fn dra_mut(&mut self) -> &mut super::dra::DraFacts {
+        &mut self.facts.dra
+    }
+
     /// Changes whenever something a pod's Filter verdict or raw Score on one
     /// node may read from outside that node changes: a node added, removed,
     /// relabelled (topology domains) or with other images (image spread);

@@ -598,6 +598,10 @@ pub struct Claim {
     pub owner_pod: Option<Arc<str>>,
     /// Marked for deletion: no pod may start using it.
     pub deleting: bool,
+    /// `metadata.resourceVersion`, when it reads as a number (what the API
+    /// server hands out in practice): a write's answer and the informer's
+    /// older news of the same claim are told apart by it.
+    pub resource_version: Option<u64>,
 }
 
 impl Claim {
@@ -696,6 +700,11 @@ impl Claim {
                 .find(|o| o.controller == Some(true) && o.kind == "Pod" && o.api_version == "v1")
                 .map(|o| Arc::from(o.uid.as_str())),
             deleting: c.metadata.deletion_timestamp.is_some(),
+            resource_version: c
+                .metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse().ok()),
         })
     }
 

@@ -30,6 +30,8 @@ pub(super) struct InFlight {
     pub(super) pod: PodKey,
     pub(super) uid: Arc<str>,
     pub(super) node: Arc<str>,
+    /// The binding's claim writes, made first.
+    pub(super) claims: Vec<crate::dra::ClaimReservation>,
 }
 
 pub struct Harness {
@@ -68,6 +70,9 @@ pub struct Harness {
     nominations: Vec<(PodKey, Arc<str>, Option<Arc<str>>)>,
     /// Every victim the engine asked to delete, in order.
     pub preempted: Vec<PodKey>,
+    /// ResourceClaims as the API server and the resourceclaim controller
+    /// keep them.
+    pub(super) dra: super::dra_cluster::DraCluster,
 }
 
 #[derive(Debug, Clone)]
@@ -113,6 +118,7 @@ impl Harness {
             termination_grace: Duration::ZERO,
             nominations: Vec::new(),
             preempted: Vec::new(),
+            dra: Default::default(),
         }
     }
 
@@ -154,8 +160,9 @@ impl Harness {
     }
 
     pub fn delete_pod(&mut self, key: &PodKey) {
-        if self.pods.remove(key).is_some() {
+        if let Some(p) = self.pods.remove(key) {
             self.send(ClusterEvent::PodDeleted(key.clone()));
+            self.release_claims(&p.uid, None);
         }
     }
 
@@ -164,7 +171,11 @@ impl Harness {
         if let Some(p) = self.pods.get(key) {
             let mut p = (**p).clone();
             p.phase = phase;
+            let uid = p.uid.clone();
             self.put_pod(p);
+            if phase.is_terminal() {
+                self.release_claims(&uid, None);
+            }
         }
     }
 
@@ -361,7 +372,7 @@ impl Harness {
 
     // ---- internals -----------------------------------------------------------
 
-    fn send(&mut self, event: ClusterEvent) {
+    pub(super) fn send(&mut self, event: ClusterEvent) {
         self.engine.on_event(event, self.now);
         self.drain();
     }
@@ -369,14 +380,24 @@ impl Harness {
     fn drain(&mut self) {
         let actions = self.engine.drain_actions();
         let at = self.elapsed();
+        let mut unreserve = Vec::new();
         for action in &actions {
             match action {
-                Action::Bind { pod, uid, node, .. } => self.in_flight.push(InFlight {
+                Action::Bind {
+                    pod,
+                    uid,
+                    node,
+                    claims,
+                } => self.in_flight.push(InFlight {
                     due: self.now + self.bind_latency,
                     pod: pod.clone(),
                     uid: uid.clone(),
                     node: node.clone(),
+                    claims: claims.clone(),
                 }),
+                Action::UnreserveClaims { uid, claims, .. } => {
+                    unreserve.push((uid.clone(), claims.clone()))
+                }
                 Action::Preempt { victim, uid, .. } => {
                     self.preempted.push(victim.clone());
                     self.evictions.push(Eviction {
@@ -398,6 +419,9 @@ impl Harness {
         self.check_binds_respect_anti_affinity(&actions);
         self.check_binds_respect_spread(&actions);
         self.actions.extend(actions.into_iter().map(|a| (at, a)));
+        for (uid, claims) in unreserve {
+            self.release_claims(&uid, Some(&claims));
+        }
     }
 
     /// Performs the binds that are due; returns whether any was.
@@ -407,8 +431,20 @@ impl Harness {
             self.in_flight.drain(..).partition(|b| b.due <= now);
         self.in_flight = later;
         for b in &due {
-            let result = self.bind_call(b);
+            // DynamicResources' PreBind: the claims first; a failed write
+            // fails the binding.
+            let result = self
+                .write_claims(&b.pod, &b.uid, &b.claims)
+                .and_then(|()| self.bind_call(b));
             let ok = result.is_ok();
+            if ok {
+                self.check_claims_at_bind(&b.pod, &b.node);
+            }
+            if self.pods.get(&b.pod).is_none_or(|p| p.uid != b.uid) {
+                // The resourceclaim controller: reservations of pods that
+                // are gone are removed.
+                self.release_claims(&b.uid, None);
+            }
             self.send(ClusterEvent::BindFinished {
                 pod: b.pod.clone(),
                 uid: b.uid.clone(),

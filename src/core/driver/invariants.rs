@@ -11,14 +11,15 @@ use crate::engine::{Action, PodLocation};
 use crate::model::{GroupKey, GroupPolicy, GroupSource, PodAffinityTerm, PodKey, Resources};
 
 impl Harness {
-    /// I1–I5; the first violation found, described.
+    /// I1–I5 and I9; the first violation found, described.
     pub fn check_invariants(&self) -> Result<(), String> {
         self.check_no_partial_gang()?;
         self.check_no_overcommit()?;
         self.check_no_orphan_reservation()?;
         self.check_no_lost_pod()?;
         self.check_no_anti_affinity_violation()?;
-        self.check_spread_respected()
+        self.check_spread_respected()?;
+        self.check_devices()
     }
 
     /// I5 — no binding violates required pod anti-affinity: when a `Bind` is

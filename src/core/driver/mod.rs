@@ -3,6 +3,7 @@
 //! way an informer would, and the invariant checks I1–I4 of gang-semantics.md, and I5: no binding
 //! violates a `DoNotSchedule` topology spread constraint.
 
+mod dra_cluster;
 pub mod dra_fixtures;
 pub mod fixtures;
 mod harness;

@@ -26,7 +26,7 @@ impl Engine {
             true => QueueingEvent::ResourceClaim,
             false => QueueingEvent::Devices,
         };
-        if self.cache.facts_mut().dra.apply(change) {
+        if self.cache.dra_mut().apply(change) {
             self.flush_unschedulable(event, now);
         }
     }
@@ -35,7 +35,7 @@ impl Engine {
     /// members other than the one popped may read it).
     pub(super) fn refresh_devices(&mut self) {
         if !self.cache.facts().dra.is_fresh() {
-            self.cache.facts_mut().dra.refresh();
+            self.cache.dra_mut().refresh();
         }
     }
 
@@ -80,6 +80,9 @@ impl Engine {
             true => Vec::new(),
             false => self.claim_reservations(pod)?,
         };
+        if !claims.is_empty() {
+            self.cache.dra_mut().writing(&pod.key);
+        }
         self.outbox
             .bind(pod.key.clone(), pod.uid.clone(), node, claims);
         Ok(())

@@ -173,7 +173,12 @@ impl SchedulerLoop {
             uid,
             node,
             result,
+            written,
         } = outcome;
+        for change in written {
+            self.engine
+                .on_event(ClusterEvent::Dra(change), Instant::now());
+        }
         if stage == BindStage::PreBindVolumes {
             if let Err(e) = &result {
                 warn!(pod = %pod, node = %node, error = %e, "volume PreBind failed; the pod will be retried");

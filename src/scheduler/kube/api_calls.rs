@@ -3,6 +3,7 @@
 //! events (repeats of an identical event bump its count).
 
 use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
@@ -18,7 +19,18 @@ use muster_core::model::volumes::{ClaimWrite, SELECTED_NODE_ANNOTATION};
 pub const COMPONENT: &str = "muster";
 
 /// One try at the call.
+#[cfg(test)]
 pub(super) async fn attempt(client: &kube::Client, call: &ApiCall) -> Result<(), kube::Error> {
+    attempt_with(client, call, &mut Vec::new()).await
+}
+
+/// One try at the call; the ResourceClaims it writes are added to
+/// `written`, as the API server answered.
+pub(super) async fn attempt_with(
+    client: &kube::Client,
+    call: &ApiCall,
+    written: &mut Vec<ResourceClaim>,
+) -> Result<(), kube::Error> {
     match call {
         ApiCall::Bind {
             pod,
@@ -29,7 +41,7 @@ pub(super) async fn attempt(client: &kube::Client, call: &ApiCall) -> Result<(),
             // DynamicResources' PreBind: the claims first, so a pod never
             // runs without its devices reserved.
             if !claims.is_empty() {
-                super::claim_writes::reserve(client, pod, uid, node, claims).await?;
+                super::claim_writes::reserve(client, pod, uid, node, claims, written).await?;
             }
             // Sent as bytes and the answer not decoded: the writer's most
             // frequent call (`bodies.rs`).

@@ -14,6 +14,7 @@ use k8s_openapi::api::resource::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, PostParams};
+use muster_core::cache::DraChange;
 use muster_core::dra::ClaimReservation;
 use muster_core::dra::write::{allocation_json, same_results};
 use muster_core::model::PodKey;
@@ -35,6 +36,7 @@ pub(super) async fn reserve(
     uid: &str,
     node: &str,
     claims: &[ClaimReservation],
+    written: &mut Vec<ResourceClaim>,
 ) -> Result<(), kube::Error> {
     for r in claims {
         let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &r.claim.namespace);
@@ -98,10 +100,22 @@ pub(super) async fn reserve(
                 uid: uid.to_string(),
             });
         }
-        api.replace_status(&r.claim.name, &PostParams::default(), &claim)
+        let answer = api
+            .replace_status(&r.claim.name, &PostParams::default(), &claim)
             .await?;
+        written.retain(|c| c.metadata.name != answer.metadata.name);
+        written.push(answer);
     }
     Ok(())
+}
+
+/// A written claim as the scheduler observes it.
+pub(super) fn observed(c: ResourceClaim) -> DraChange {
+    let key = PodKey::of_meta(c.metadata.namespace.as_deref(), c.metadata.name.as_deref());
+    let claim = muster_core::dra::Claim::from_api(&c)
+        .map(std::sync::Arc::new)
+        .map_err(|e| std::sync::Arc::from(e.0.as_str()));
+    DraChange::ClaimUpserted { key, claim }
 }
 
 /// The configuration an allocation carries: each class's (`FromClass`)

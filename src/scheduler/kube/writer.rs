@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::api_calls::{Failure, attempt, classify};
+use super::api_calls::{Failure, attempt_with, classify};
 use super::fence::Fence;
 use crate::metrics::Metrics;
 use muster_core::dispatch::{Added, ApiCall, Backoff, CallQueue, Dispatch, Holds, Lane};
@@ -42,6 +42,10 @@ pub struct BindOutcome {
     pub uid: Arc<str>,
     pub node: Arc<str>,
     pub result: Result<(), String>,
+    /// The ResourceClaims the binding wrote, as the API server answered
+    /// (DynamicResources' PreBind): applied before the outcome, so the
+    /// scheduler holds their devices whatever the binding's fate.
+    pub written: Vec<muster_core::cache::DraChange>,
 }
 
 #[derive(Debug, Clone)]
@@ -247,6 +251,9 @@ impl Ctx {
         let op = call.operation();
         let started = Instant::now();
         let mut tries = 1;
+        // Claims the call wrote (a retry writes them again: the last answer
+        // for each stands).
+        let mut written = Vec::new();
         let result = loop {
             if let Some(limiter) = &self.limiter {
                 limiter.until_ready().await;
@@ -256,7 +263,7 @@ impl Ctx {
             if !self.fence.allows(std::time::Instant::now()) {
                 break Err(Failure::fenced());
             }
-            match attempt(&self.client, &call).await {
+            match attempt_with(&self.client, &call, &mut written).await {
                 Ok(()) => break Ok(()),
                 Err(e) => {
                     let f = classify(&e);
@@ -290,6 +297,7 @@ impl Ctx {
                 uid,
                 node,
                 result: result.map_err(|f| f.message),
+                written: Vec::new(),
             });
         } else if let ApiCall::Bind { pod, uid, node, .. } = call {
             self.metrics
@@ -301,6 +309,10 @@ impl Ctx {
                 uid,
                 node,
                 result: result.map_err(|f| f.message),
+                written: written
+                    .into_iter()
+                    .map(super::claim_writes::observed)
+                    .collect(),
             });
         }
     }

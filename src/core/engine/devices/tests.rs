@@ -257,7 +257,7 @@ fn an_allocated_claim_restricts_the_pod_to_where_its_devices_are() {
 }
 
 #[test]
-fn a_claim_deleted_before_binding_fails_the_prebind() {
+fn a_claim_deleted_under_a_binding_is_held_until_the_outcome() {
     let (mut e, t0) = cluster(&[2]);
     e.on_event(
         ClusterEvent::Dra(claim_upserted(gpu_claim("default", "c", 1))),
@@ -265,9 +265,21 @@ fn a_claim_deleted_before_binding_fails_the_prebind() {
     );
     let p = claiming("a", "c");
     e.on_event(ClusterEvent::PodUpserted(arc(p.clone())), t0);
-    // Deleted between the cycle's Reserve and the binding: PreFilter ran
-    // with the claim, the binding finds it gone.
+    // Deleted while the binding that writes it is in flight: its devices
+    // stay held until the binding's outcome (the write may yet land), then
+    // are given back with the failure.
     e.schedule_one(t0);
+    assert_eq!(bound(&e.drain_actions()).len(), 1);
     e.on_event(ClusterEvent::Dra(claim_deleted("default", "c")), t0);
+    assert_eq!(e.cache().facts().dra.assumed_all().count(), 1);
+    e.on_event(
+        ClusterEvent::BindFinished {
+            pod: p.key.clone(),
+            uid: p.uid.clone(),
+            node: Arc::from("n0"),
+            result: Err("resourceclaims \"c\" not found".into()),
+        },
+        t0,
+    );
     assert!(e.cache().facts().dra.assumed_all().next().is_none());
 }

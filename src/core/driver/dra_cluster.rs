@@ -1,0 +1,204 @@
+//! The harness's ResourceClaims, as the API server and the resourceclaim
+//! controller keep them: a binding's claim writes (allocation, reservation)
+//! applied the way the API server accepts or refuses them, reservations of
+//! pods that are gone or finished removed, and a claim no longer reserved
+//! for anyone deallocated. Invariant I9 is checked against them: a device is
+//! allocated to one claim at most (admin access excepted), and a pod is
+//! bound only where each of its claims is allocated, reserved for it, and
+//! reachable from its node.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::Harness;
+use crate::cache::DraChange;
+use crate::dra::{Claim, ClaimReservation, Consumer};
+use crate::engine::ClusterEvent;
+use crate::model::PodKey;
+use crate::model::pod_claims::Resolved;
+
+#[derive(Debug, Default)]
+pub(super) struct DraCluster {
+    claims: BTreeMap<PodKey, Claim>,
+    /// The next this many claim writes fail (before anything is written).
+    pub(super) fail_writes: usize,
+    pub(super) i9_violations: Vec<String>,
+}
+
+impl Harness {
+    /// A slice, class or claim observed (a claim is also kept as the
+    /// cluster's, for the binding's writes).
+    pub fn put_dra(&mut self, change: DraChange) {
+        match &change {
+            DraChange::ClaimUpserted { key, claim: Ok(c) } => {
+                self.dra.claims.insert(key.clone(), (**c).clone());
+            }
+            DraChange::ClaimUpserted { key, .. } | DraChange::ClaimDeleted(key) => {
+                self.dra.claims.remove(key);
+            }
+            _ => {}
+        }
+        self.send(ClusterEvent::Dra(change));
+    }
+
+    /// The next `n` claim writes of bindings fail.
+    pub fn fail_next_claim_writes(&mut self, n: usize) {
+        self.dra.fail_writes += n;
+    }
+
+    pub fn claim(&self, key: &PodKey) -> Option<&Claim> {
+        self.dra.claims.get(key)
+    }
+
+    /// I9, as seen at each binding and each claim write, and in the
+    /// engine's own record of the devices it holds.
+    pub fn check_devices(&self) -> Result<(), String> {
+        if let Some(v) = self.dra.i9_violations.first() {
+            return Err(format!("I9: {v}"));
+        }
+        match self.engine.cache().facts().dra.double_allocations().first() {
+            Some(v) => Err(format!("I9 (the scheduler's view): {v}")),
+            None => Ok(()),
+        }
+    }
+
+    fn observe_claim(&mut self, key: &PodKey) {
+        if let Some(c) = self.dra.claims.get(key) {
+            let change = DraChange::ClaimUpserted {
+                key: key.clone(),
+                claim: Ok(Arc::new(c.clone())),
+            };
+            self.send(ClusterEvent::Dra(change));
+        }
+    }
+
+    /// A binding's claim writes, in order, as the API server takes them:
+    /// a claim gone or replaced, or allocated other devices meanwhile,
+    /// fails the write (and the binding).
+    pub(super) fn write_claims(
+        &mut self,
+        pod: &PodKey,
+        uid: &Arc<str>,
+        writes: &[ClaimReservation],
+    ) -> Result<(), String> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        if self.dra.fail_writes > 0 {
+            self.dra.fail_writes -= 1;
+            return Err("injected claim write failure".into());
+        }
+        for w in writes {
+            let Some(c) = self.dra.claims.get_mut(&w.claim) else {
+                return Err(format!("resourceclaims {:?} not found", &*w.claim.name));
+            };
+            if c.uid != w.claim_uid {
+                return Err(format!("resourceclaim {:?} was replaced", &*w.claim.name));
+            }
+            match (&w.allocation, &c.allocation) {
+                (Some(planned), None) => c.allocation = Some(planned.clone()),
+                (Some(planned), Some(recorded)) if planned.results != recorded.results => {
+                    return Err(format!(
+                        "resourceclaim {:?} was allocated other devices",
+                        &*w.claim.name
+                    ));
+                }
+                (None, None) => {
+                    return Err(format!(
+                        "resourceclaim {:?} is not allocated",
+                        &*w.claim.name
+                    ));
+                }
+                _ => {}
+            }
+            if !c.reserved_for_uid(uid) {
+                c.reserved_for.push(Consumer {
+                    api_group: Arc::from(""),
+                    resource: Arc::from("pods"),
+                    name: pod.name.clone(),
+                    uid: uid.clone(),
+                });
+            }
+            self.check_single_holders();
+            self.observe_claim(&w.claim);
+        }
+        Ok(())
+    }
+
+    /// Takes `uid` out of each claim's reservations; a claim reserved for
+    /// no one is deallocated (the resourceclaim controller's part).
+    pub(super) fn release_claims(&mut self, uid: &str, only: Option<&[PodKey]>) {
+        let keys: Vec<PodKey> = self
+            .dra
+            .claims
+            .iter()
+            .filter(|(k, c)| c.reserved_for_uid(uid) && only.is_none_or(|o| o.contains(k)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            if let Some(c) = self.dra.claims.get_mut(&k) {
+                c.reserved_for.retain(|r| *r.uid != *uid);
+                if c.reserved_for.is_empty() {
+                    c.allocation = None;
+                }
+            }
+            self.observe_claim(&k);
+        }
+    }
+
+    /// I9's second half, at a binding that succeeded: each of the pod's
+    /// claims is allocated, reserved for it, and reaches its node.
+    pub(super) fn check_claims_at_bind(&mut self, pod: &PodKey, node: &str) {
+        let (Some(p), Some(n)) = (self.pods.get(pod), self.nodes.get(node)) else {
+            return;
+        };
+        let mut found = Vec::new();
+        for pc in &p.constraints.resource_claims {
+            let Resolved::Claim(name) = pc.resolve() else {
+                continue;
+            };
+            let key = PodKey::new(&pod.namespace, name);
+            let Some(c) = self.dra.claims.get(&key) else {
+                found.push(format!("{pod} bound to {node} without its claim {key}"));
+                continue;
+            };
+            let Some(a) = &c.allocation else {
+                found.push(format!(
+                    "{pod} bound to {node} with claim {key} unallocated"
+                ));
+                continue;
+            };
+            if !c.reserved_for_uid(&p.uid) {
+                found.push(format!(
+                    "{pod} bound to {node} with claim {key} not reserved for it"
+                ));
+            }
+            if !a.reach.iter().all(|r| r.reaches(node, &n.labels)) {
+                found.push(format!(
+                    "{pod} bound to {node}, which claim {key}'s devices do not reach"
+                ));
+            }
+        }
+        self.dra.i9_violations.extend(found);
+    }
+
+    /// I9's first half: no device allocated to two claims.
+    fn check_single_holders(&mut self) {
+        let mut holders: BTreeMap<String, &PodKey> = BTreeMap::new();
+        let mut found = Vec::new();
+        for (key, c) in &self.dra.claims {
+            for r in c.allocation.iter().flat_map(|a| &a.results) {
+                if r.admin_access {
+                    continue;
+                }
+                if let Some(other) = holders.insert(r.device.to_string(), key) {
+                    found.push(format!(
+                        "device {} allocated to {other} and {key}",
+                        r.device
+                    ));
+                }
+            }
+        }
+        self.dra.i9_violations.extend(found);
+    }
+}

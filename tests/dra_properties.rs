@@ -1,0 +1,255 @@
+//! Invariant I9 under random events: pods (alone and in gangs) claiming
+//! devices by named and template-generated claims, some claims shared,
+//! nodes and their slices published, withdrawn and deleted, claims deleted
+//! under their reservations, bindings and claim writes failing. After every
+//! step: no device allocated to two claims (in the cluster, and in what the
+//! scheduler holds), no pod bound where a claim of its is unallocated, not
+//! reserved for it or out of reach, and I1–I5 as everywhere.
+
+use std::time::Duration;
+
+use muster::driver::Harness;
+use muster::driver::dra_fixtures::{
+    claim_deleted, claim_upserted, generated_claim, gpu_claim, gpu_class, node_slice,
+    slice_deleted, with_claims, with_template_claim,
+};
+use muster::driver::fixtures::{gang_def, group_key, member, node, pod};
+use muster::model::{PodKey, PodPhase};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    AddNode {
+        gpus: usize,
+    },
+    WithdrawSlice(usize),
+    Republish(usize),
+    DeleteNode(usize),
+    /// A pod with a claim of its own (named, or generated from a template).
+    Pod {
+        gpus: u32,
+        template: bool,
+    },
+    /// A pod sharing the claim of an earlier pod.
+    SharingPod(usize),
+    /// A gang of `size` members, each with a claim of `gpus`.
+    Gang {
+        size: u32,
+        gpus: u32,
+    },
+    DeleteClaim(usize),
+    DeletePod(usize),
+    FinishPod(usize),
+    FailBinds(usize),
+    FailClaimWrites(usize),
+    Advance(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0..=4usize).prop_map(|gpus| Op::AddNode { gpus }),
+        1 => (0..8usize).prop_map(Op::WithdrawSlice),
+        1 => (0..8usize).prop_map(Op::Republish),
+        1 => (0..8usize).prop_map(Op::DeleteNode),
+        5 => (1..=3u32, any::<bool>()).prop_map(|(gpus, template)| Op::Pod { gpus, template }),
+        2 => (0..16usize).prop_map(Op::SharingPod),
+        2 => (2..=3u32, 1..=2u32).prop_map(|(size, gpus)| Op::Gang { size, gpus }),
+        1 => (0..16usize).prop_map(Op::DeleteClaim),
+        2 => (0..16usize).prop_map(Op::DeletePod),
+        1 => (0..16usize).prop_map(Op::FinishPod),
+        1 => (1..=2usize).prop_map(Op::FailBinds),
+        1 => (1..=2usize).prop_map(Op::FailClaimWrites),
+        3 => (1..=20u64).prop_map(Op::Advance),
+    ]
+}
+
+#[derive(Default)]
+struct World {
+    nodes: Vec<(String, usize)>,
+    /// Pods created, with the claim each uses.
+    pods: Vec<(PodKey, String)>,
+    next: usize,
+}
+
+impl World {
+    fn name(&mut self, prefix: &str) -> String {
+        self.next += 1;
+        format!("{prefix}{}", self.next)
+    }
+}
+
+fn apply(h: &mut Harness, w: &mut World, op: &Op) {
+    match op {
+        Op::AddNode { gpus } => {
+            let name = w.name("n");
+            h.add_node(node(&name, 64000, 256));
+            if *gpus > 0 {
+                h.put_dra(node_slice(&name, *gpus, "c0"));
+            }
+            w.nodes.push((name, *gpus));
+        }
+        Op::WithdrawSlice(i) => {
+            if let Some((n, _)) = w.nodes.get(i % w.nodes.len().max(1)) {
+                h.put_dra(slice_deleted(n));
+            }
+        }
+        Op::Republish(i) => {
+            if let Some((n, gpus)) = w.nodes.get(i % w.nodes.len().max(1))
+                && *gpus > 0
+            {
+                h.put_dra(node_slice(n, *gpus, "c0"));
+            }
+        }
+        Op::DeleteNode(i) => {
+            if !w.nodes.is_empty() {
+                let (n, _) = w.nodes.remove(i % w.nodes.len());
+                h.delete_node(&n);
+                h.put_dra(slice_deleted(&n));
+            }
+        }
+        Op::Pod { gpus, template } => {
+            let name = w.name("p");
+            let claim = format!("{name}-gpus");
+            let p = pod(&name, 100, 1);
+            let p = match template {
+                true => {
+                    let p = with_template_claim(p, "gpus", Some(&claim));
+                    h.put_dra(claim_upserted(generated_claim(&p, &claim, *gpus)));
+                    p
+                }
+                false => {
+                    h.put_dra(claim_upserted(gpu_claim("default", &claim, *gpus)));
+                    with_claims(p, &[("gpus", &claim)])
+                }
+            };
+            w.pods.push((p.key.clone(), claim));
+            h.put_pod(p);
+        }
+        Op::SharingPod(i) => {
+            let Some((_, claim)) = w.pods.get(i % w.pods.len().max(1)).cloned() else {
+                return;
+            };
+            let name = w.name("s");
+            let p = with_claims(pod(&name, 100, 1), &[("gpus", &claim)]);
+            w.pods.push((p.key.clone(), claim));
+            h.put_pod(p);
+        }
+        Op::Gang { size, gpus } => {
+            let g = w.name("g");
+            h.put_def(gang_def(&g, *size, 0));
+            for m in 0..*size {
+                let name = format!("{g}-{m}");
+                let claim = format!("{name}-gpus");
+                h.put_dra(claim_upserted(gpu_claim("default", &claim, *gpus)));
+                let p = with_claims(member(&name, &group_key(&g), 100, 1), &[("gpus", &claim)]);
+                w.pods.push((p.key.clone(), claim));
+                h.put_pod(p);
+            }
+        }
+        Op::DeleteClaim(i) => {
+            if let Some((_, claim)) = w.pods.get(i % w.pods.len().max(1)) {
+                h.put_dra(claim_deleted("default", claim));
+            }
+        }
+        Op::DeletePod(i) => {
+            if let Some((key, _)) = w.pods.get(i % w.pods.len().max(1)).cloned() {
+                h.delete_pod(&key);
+            }
+        }
+        Op::FinishPod(i) => {
+            if let Some((key, _)) = w.pods.get(i % w.pods.len().max(1)).cloned()
+                && h.node_of(&key).is_some()
+            {
+                h.finish_pod(&key, PodPhase::Succeeded);
+            }
+        }
+        Op::FailBinds(n) => h.fail_next_binds(*n),
+        Op::FailClaimWrites(n) => h.fail_next_claim_writes(*n),
+        Op::Advance(s) => h.advance(Duration::from_secs(*s)),
+    }
+}
+
+/// Allocations the scheduler planned belong to pods it holds a node for.
+fn no_leaked_reservations(h: &Harness) -> Result<(), String> {
+    let cache = h.engine.cache();
+    for (claim, a) in cache.facts().dra.assumed_all() {
+        if !a
+            .users
+            .iter()
+            .any(|(pod, writing)| *writing || cache.is_assumed(pod))
+        {
+            return Err(format!(
+                "devices planned for claim {claim} held for {:?}, which hold no node",
+                a.users
+            ));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn devices_are_never_given_twice_nor_pods_bound_without_them(
+        ops in prop::collection::vec(op(), 1..50),
+        latency in 0..3u64,
+    ) {
+        let mut h = Harness::new();
+        h.bind_latency = Duration::from_millis(latency * 500);
+        h.put_dra(gpu_class());
+        let mut w = World::default();
+        for (step, op) in ops.iter().enumerate() {
+            apply(&mut h, &mut w, op);
+            h.settle();
+            if let Err(e) = h.check_invariants() {
+                return Err(TestCaseError::fail(format!("after step {step} {op:?}: {e}")));
+            }
+        }
+        h.advance(Duration::from_secs(400));
+        if let Err(e) = h.check_invariants().and_then(|()| no_leaked_reservations(&h)) {
+            return Err(TestCaseError::fail(format!("after draining: {e}")));
+        }
+    }
+}
+
+/// A pod whose devices exist binds once a slice publishes them, and a
+/// claim written by a binding that failed is given back for the next pod.
+#[test]
+fn a_failed_claim_write_or_binding_leaves_the_devices_to_the_next_pod() {
+    let mut h = Harness::new();
+    h.put_dra(gpu_class());
+    h.add_node(node("n0", 64000, 256));
+    h.put_dra(claim_upserted(gpu_claim("default", "a-gpus", 2)));
+    let a = with_claims(pod("a", 100, 1), &[("gpus", "a-gpus")]);
+    h.put_pod(a.clone());
+    h.settle();
+    assert!(h.node_of(&a.key).is_none(), "no devices yet");
+    h.fail_next_claim_writes(1);
+    h.put_dra(node_slice("n0", 2, "c0"));
+    h.settle();
+    assert!(h.node_of(&a.key).is_none(), "the claim write failed");
+    h.fail_next_binds(1);
+    // The retry after the first backoff (1 s) writes the claim, then its
+    // binding fails; the next retry is 2 s later.
+    h.advance(Duration::from_millis(1500));
+    assert!(h.node_of(&a.key).is_none(), "the binding failed");
+    let claim = PodKey::new("default", "a-gpus");
+    assert!(
+        h.claim(&claim).is_some_and(|c| c.allocation.is_none()),
+        "unreserved and deallocated after the failed binding"
+    );
+    h.advance(Duration::from_secs(11));
+    assert_eq!(h.node_of(&a.key).as_deref(), Some("n0"));
+    let c = h.claim(&claim).expect("claim");
+    assert!(c.allocation.is_some() && c.reserved_for_uid(&a.uid));
+    h.check_invariants().unwrap();
+    // Deleting the pod frees the devices: the next pod gets them.
+    h.delete_pod(&a.key);
+    h.put_dra(claim_upserted(gpu_claim("default", "b-gpus", 2)));
+    let b = with_claims(pod("b", 100, 1), &[("gpus", "b-gpus")]);
+    h.put_pod(b.clone());
+    h.advance(Duration::from_secs(11));
+    assert_eq!(h.node_of(&b.key).as_deref(), Some("n0"));
+    h.check_invariants().unwrap();
+}
