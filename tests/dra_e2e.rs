@@ -269,5 +269,28 @@ async fn pods_get_their_devices_and_give_them_back() {
         events.contains("FailedScheduling") && events.contains("pod/big"),
         "{events}"
     );
+    // What the daemon says of it: allocations counted, objects observed.
+    // (Metrics are published once a second; the wait is on their content.)
+    let scrape = async {
+        loop {
+            let (_, text) = e2e::http_get(daemon.http_addr, "/metrics").await;
+            if e2e::metric(&text, "muster_dra_allocations_total{result=\"reserved\"}")
+                .is_some_and(|n| n >= 7.0)
+            {
+                break text;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    let text = tokio::time::timeout(e2e::HANG_GUARD, scrape)
+        .await
+        .expect("allocations counted before the hang guard");
+    assert_eq!(
+        e2e::metric(&text, "muster_dra_objects{kind=\"resourceslices\"}"),
+        Some(3.0),
+        "{text}"
+    );
+    let (_, debug) = e2e::http_get(daemon.http_addr, "/debug/queue").await;
+    assert!(debug.contains("devices: 3 slices, 1 classes"), "{debug}");
     daemon.shutdown().await.expect("clean shutdown");
 }

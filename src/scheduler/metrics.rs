@@ -54,6 +54,20 @@ pub struct Metrics {
     pub informer_relists: IntCounterVec,
     /// Observed changes waiting for the scheduling loop.
     pub informer_backlog: IntGauge,
+    /// `result` = reserved | failed: claims allocated at Reserve, and
+    /// Reserves whose allocation failed on the chosen node.
+    pub dra_allocations: IntCounterVec,
+    /// Allocation searches: one per node a pod with unallocated claims is
+    /// filtered on, one per Reserve.
+    pub dra_allocator_searches: IntCounter,
+    /// `result`: scheduling attempts of pods with resource claims.
+    pub dra_attempt_duration: HistogramVec,
+    /// Allocations planned at Reserve, not yet recorded in their claims.
+    pub dra_allocations_in_flight: IntGauge,
+    /// Devices held by recorded and planned allocations.
+    pub dra_devices_in_use: IntGauge,
+    /// `kind` = resourceslices | deviceclasses | resourceclaims.
+    pub dra_objects: IntGaugeVec,
 }
 
 fn duration_buckets() -> Vec<f64> {
@@ -185,6 +199,40 @@ impl Metrics {
                 "muster_informer_backlog",
                 "Observed changes decoded by the informers and waiting for the scheduling loop (the channel holds at most 16,384).",
             )?,
+            dra_allocations: IntCounterVec::new(
+                Opts::new(
+                    "muster_dra_allocations_total",
+                    "Claims allocated at Reserve (result=reserved), and Reserves whose allocation failed on the chosen node (result=failed).",
+                ),
+                &["result"],
+            )?,
+            dra_allocator_searches: IntCounter::new(
+                "muster_dra_allocator_searches_total",
+                "Device allocation searches: one per node a pod with unallocated claims is filtered on, one per Reserve.",
+            )?,
+            dra_attempt_duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "muster_dra_scheduling_attempt_duration_seconds",
+                    "Scheduling attempt latency of pods with resource claims (device allocation included), by result.",
+                )
+                .buckets(duration_buckets()),
+                &["result"],
+            )?,
+            dra_allocations_in_flight: IntGauge::new(
+                "muster_dra_allocations_in_flight",
+                "Allocations planned at Reserve and not yet recorded in their ResourceClaims.",
+            )?,
+            dra_devices_in_use: IntGauge::new(
+                "muster_dra_devices_in_use",
+                "Devices held by recorded and planned allocations.",
+            )?,
+            dra_objects: IntGaugeVec::new(
+                Opts::new(
+                    "muster_dra_objects",
+                    "resource.k8s.io objects observed, by kind.",
+                ),
+                &["kind"],
+            )?,
             registry,
         };
         m.register()?;
@@ -218,6 +266,12 @@ impl Metrics {
         r.register(Box::new(self.informer_watch_errors.clone()))?;
         r.register(Box::new(self.informer_relists.clone()))?;
         r.register(Box::new(self.informer_backlog.clone()))?;
+        r.register(Box::new(self.dra_allocations.clone()))?;
+        r.register(Box::new(self.dra_allocator_searches.clone()))?;
+        r.register(Box::new(self.dra_attempt_duration.clone()))?;
+        r.register(Box::new(self.dra_allocations_in_flight.clone()))?;
+        r.register(Box::new(self.dra_devices_in_use.clone()))?;
+        r.register(Box::new(self.dra_objects.clone()))?;
         // Process metrics (RSS, CPU seconds) where the platform provides them.
         #[cfg(target_os = "linux")]
         r.register(Box::new(

@@ -90,6 +90,9 @@ pub struct DraFacts {
     /// Allocations planned at Reserve, and how many failed there.
     pub reserved: u64,
     pub reserve_failures: u64,
+    /// Allocation searches (one per node a pod with unallocated claims is
+    /// filtered on, and one per Reserve), counted from Filter's threads.
+    searches: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Default for DraFacts {
@@ -105,6 +108,7 @@ impl Default for DraFacts {
             eval: Arc::new(Evaluator::new()),
             reserved: 0,
             reserve_failures: 0,
+            searches: Arc::default(),
         }
     }
 }
@@ -122,6 +126,7 @@ impl Clone for DraFacts {
             eval: self.eval.clone(),
             reserved: self.reserved,
             reserve_failures: self.reserve_failures,
+            searches: self.searches.clone(),
         }
     }
 }
@@ -339,6 +344,16 @@ impl DraFacts {
         })
     }
 
+    /// The counter of allocation searches (Filter counts into it).
+    pub fn searches(&self) -> &Arc<std::sync::atomic::AtomicU64> {
+        &self.searches
+    }
+
+    /// Devices held by recorded and planned allocations.
+    pub fn devices_in_use(&self) -> usize {
+        self.in_use.len()
+    }
+
     /// Counts of what is observed (for `/debug` and metrics).
     pub fn counts(&self) -> (usize, usize, usize) {
         (self.slices.len(), self.classes.len(), self.claims.len())
@@ -411,6 +426,8 @@ impl DraFacts {
                 name: &node.name,
                 labels: &node.labels,
             };
+            self.searches
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let allocations = allocate(
                 &refs,
                 view,

@@ -45,6 +45,9 @@ impl Engine {
     pub fn schedule_one(&mut self, now: Instant) -> Option<AttemptCounts> {
         let pod = self.queue.pop()?;
         self.refresh_devices();
+        if !pod.constraints.resource_claims.is_empty() {
+            self.stats.devices.cycles += 1;
+        }
         let before = self.attempt_counts();
         self.in_cycle = Some(pod.key.clone());
         let whole = match self.intake.places_members_alone(&pod.scheduler_name) {

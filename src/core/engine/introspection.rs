@@ -94,6 +94,52 @@ impl Engine {
         }
     }
 
+    /// DynamicResources: what is observed, and the allocations planned at
+    /// Reserve and not yet recorded, with the pods relying on each.
+    fn devices_text(&self, out: &mut String) {
+        let dra = &self.cache.facts().dra;
+        let (slices, classes, claims) = dra.counts();
+        if slices + classes + claims == 0 {
+            return;
+        }
+        let planned: Vec<_> = dra.assumed_all().collect();
+        let _ = writeln!(
+            out,
+            "devices: {slices} slices, {classes} classes, {claims} claims; {} devices held; {} allocations in flight",
+            dra.devices_in_use(),
+            planned.len()
+        );
+        for problem in dra.inventory().problems().iter().take(SHOWN) {
+            let _ = writeln!(out, "  unusable: {problem}");
+        }
+        let total = planned.len();
+        for (claim, a) in smallest(planned, SHOWN, |a, b| a.0.cmp(b.0)) {
+            let devices: Vec<String> = a
+                .allocation
+                .results
+                .iter()
+                .map(|r| r.device.to_string())
+                .collect();
+            let users: Vec<String> = a
+                .users
+                .iter()
+                .map(|(p, writing)| match writing {
+                    true => format!("{p} (binding)"),
+                    false => p.to_string(),
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "  in flight: {claim} -> [{}] for {}",
+                devices.join(", "),
+                users.join(", ")
+            );
+        }
+        if total > SHOWN {
+            let _ = writeln!(out, "  ... and {} more", total - SHOWN);
+        }
+    }
+
     /// A short human-readable state dump for `/debug/queue`.
     pub fn debug_text(&self, now: Instant) -> String {
         let q = self.queue.counts();
@@ -149,6 +195,7 @@ impl Engine {
         if total > SHOWN {
             let _ = writeln!(out, "  ... and {} more", total - SHOWN);
         }
+        self.devices_text(&mut out);
         let a = self.attempt_counts();
         let _ = writeln!(
             out,

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 pub use actions::{Action, EventType, ObjectRef, SCHEDULED_REASON, scheduled_message};
 pub use introspection::{AttemptCounts, Sample};
 pub use prebind::PRE_BIND_FAILED;
-pub use stats::{DurationSummary, GroupCounts, PendingPods, Stats};
+pub use stats::{DeviceStats, DurationSummary, GroupCounts, PendingPods, Stats};
 
 use crate::cache::{Cache, SelectingKind};
 use crate::dialects::owners::OwnerChange;
@@ -470,6 +470,12 @@ impl Engine {
         self.pre_binding.contains(key)
     }
 
+    /// Scheduling cycles run for pods with resource claims (the daemon
+    /// tells their durations apart by it).
+    pub fn cycles_with_claims(&self) -> u64 {
+        self.stats.devices.cycles
+    }
+
     pub fn gang(&self) -> &GangScheduling {
         &self.gang
     }
@@ -494,6 +500,19 @@ impl Engine {
             unschedulable: q.unschedulable,
             waiting_at_permit: self.gang.waiting().len(),
             binding: assumed.saturating_sub(self.gang.waiting().len()),
+        };
+        let dra = &self.cache.facts().dra;
+        let (slices, classes, claims) = dra.counts();
+        s.devices = DeviceStats {
+            allocated: dra.reserved,
+            reserve_failures: dra.reserve_failures,
+            searches: dra.searches().load(std::sync::atomic::Ordering::Relaxed),
+            planned: dra.assumed_all().count(),
+            in_use: dra.devices_in_use(),
+            slices,
+            classes,
+            claims,
+            cycles: s.devices.cycles,
         };
         s.groups.waiting = self.gang.waiting().groups().count();
         s.groups.denied = self.gang.denied_groups(now);

@@ -75,4 +75,26 @@ pub struct Stats {
     pub preemptions_by_kind: BTreeMap<(&'static str, &'static str), u64>,
     /// Nominations given up because the preemptor could not use the room.
     pub nominations_released: u64,
+    pub devices: DeviceStats,
+}
+
+/// DynamicResources' counters and gauges.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceStats {
+    /// Claims allocated at Reserve.
+    pub allocated: u64,
+    /// Reserves whose allocation failed on the chosen node.
+    pub reserve_failures: u64,
+    /// Allocation searches (per node filtered, and per Reserve).
+    pub searches: u64,
+    /// Allocations planned and not yet observed recorded.
+    pub planned: usize,
+    /// Devices held by recorded and planned allocations.
+    pub in_use: usize,
+    /// ResourceSlices, DeviceClasses, ResourceClaims observed.
+    pub slices: usize,
+    pub classes: usize,
+    pub claims: usize,
+    /// Scheduling cycles of pods with claims.
+    pub cycles: u64,
 }

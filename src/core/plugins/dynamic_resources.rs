@@ -52,6 +52,7 @@ struct DraState {
     inventory: Arc<Inventory>,
     in_use: Arc<InUse>,
     eval: Arc<Evaluator>,
+    searches: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Plugin for DynamicResources {
@@ -112,6 +113,7 @@ impl PreFilterPlugin for DynamicResources {
                 inventory: dra.inventory().clone(),
                 in_use: dra.in_use().clone(),
                 eval: dra.evaluator().clone(),
+                searches: dra.searches().clone(),
             },
         );
         PreFilterResult::AllNodes
@@ -130,6 +132,8 @@ impl DraState {
             return Ok(());
         }
         let claims: Vec<&Claim> = self.unallocated.iter().map(|c| &**c).collect();
+        self.searches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         allocate(
             &claims,
             NodeView { name, labels },

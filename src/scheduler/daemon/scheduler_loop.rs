@@ -294,6 +294,7 @@ impl SchedulerLoop {
                 return false;
             }
             let started = Instant::now();
+            let claimed_before = self.engine.cycles_with_claims();
             let Some(cycle) = self.engine.schedule_one(now) else {
                 return false;
             };
@@ -320,6 +321,12 @@ impl SchedulerLoop {
                 .attempt_duration
                 .with_label_values(&[result, "all"])
                 .observe(elapsed);
+            if self.engine.cycles_with_claims() != claimed_before {
+                self.metrics
+                    .dra_attempt_duration
+                    .with_label_values(&[result])
+                    .observe(elapsed);
+            }
         }
         true
     }
@@ -448,6 +455,25 @@ impl SchedulerLoop {
             m.gang_preemptions
                 .with_label_values(&[preemptor, victim])
                 .inc_by(n.saturating_sub(before));
+        }
+        let (d, was) = (&s.devices, &st.last_stats.devices);
+        m.dra_allocations
+            .with_label_values(&["reserved"])
+            .inc_by(d.allocated.saturating_sub(was.allocated));
+        m.dra_allocations
+            .with_label_values(&["failed"])
+            .inc_by(d.reserve_failures.saturating_sub(was.reserve_failures));
+        m.dra_allocator_searches
+            .inc_by(d.searches.saturating_sub(was.searches));
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        m.dra_allocations_in_flight.set(gauge(d.planned));
+        m.dra_devices_in_use.set(gauge(d.in_use));
+        for (kind, n) in [
+            ("resourceslices", d.slices),
+            ("deviceclasses", d.classes),
+            ("resourceclaims", d.claims),
+        ] {
+            m.dra_objects.with_label_values(&[kind]).set(gauge(n));
         }
         *self.debug.write().unwrap_or_else(|p| p.into_inner()) =
             Arc::new(self.engine.debug_text(now));
