@@ -897,10 +897,11 @@ async fn volcano_label_gang_is_held_whole_and_status_written_without_a_status_su
     daemon.shutdown().await.expect("clean shutdown");
 }
 
-/// A PodGroup sharing DRA claims: its members are refused with the reason
-/// (as pods with `resourceClaims` are), never placed without the claims.
+/// A PodGroup sharing DRA claims among its members: the members are refused
+/// with the reason, never placed without the claims (a pod's own
+/// `resourceClaims` are allocated, docs/dra.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_podgroup_with_resource_claims_is_refused_as_dra_is_not_supported() {
+async fn a_podgroup_with_shared_resource_claims_is_refused_naming_them() {
     let env = cluster(vec![nodes(2, "4")]).await;
     let daemon = start_daemon(&env).await;
     let obj = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
@@ -916,7 +917,7 @@ async fn a_podgroup_with_resource_claims_is_refused_as_dra_is_not_supported() {
         &env,
         "default",
         "dra-0",
-        "PodGroup default/dra uses resourceClaims [gpu]: dynamic resource allocation (DRA) is not supported by this scheduler",
+        "PodGroup default/dra uses resourceClaims [gpu]: claims shared by a PodGroup's members (KEP-5729) are not supported by this scheduler; give each pod its own spec.resourceClaims",
     )
     .await;
     assert_eq!(bound_count(&list_pods(&env, "default").await, "dra-"), 0);

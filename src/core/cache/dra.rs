@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::dra::allocate::{Budget, NodeView, allocate};
 use crate::dra::cel::Evaluator;
-use crate::dra::{Allocation, Claim, DeviceClass, InUse, Inventory, Slice};
+use crate::dra::{Allocation, Claim, DeviceClass, InUse, Inventory, Slice, TaintRule};
 use crate::model::PodKey;
 use crate::model::pod_claims::Resolved;
 use crate::model::{NodeInfo, PodInfo};
@@ -42,6 +42,11 @@ pub enum DraChange {
         claim: Read<Claim>,
     },
     ClaimDeleted(ResourceClaimKey),
+    TaintRuleUpserted {
+        name: Arc<str>,
+        rule: Read<TaintRule>,
+    },
+    TaintRuleDeleted(Arc<str>),
 }
 
 impl DraChange {
@@ -79,6 +84,9 @@ pub struct DraFacts {
     slices: HashMap<Arc<str>, Read<Slice>>,
     classes: HashMap<Arc<str>, Read<DeviceClass>>,
     claims: HashMap<ResourceClaimKey, Read<Claim>>,
+    /// DeviceTaintRules: their taints are put on the devices they pick
+    /// when the inventory is built.
+    taint_rules: HashMap<Arc<str>, Read<TaintRule>>,
     inventory: Arc<Inventory>,
     /// A slice or class changed since `inventory` was built.
     stale: bool,
@@ -101,6 +109,7 @@ impl Default for DraFacts {
             slices: HashMap::new(),
             classes: HashMap::new(),
             claims: HashMap::new(),
+            taint_rules: HashMap::new(),
             inventory: Arc::new(Inventory::default()),
             stale: false,
             in_use: Arc::new(InUse::default()),
@@ -119,6 +128,7 @@ impl Clone for DraFacts {
             slices: self.slices.clone(),
             classes: self.classes.clone(),
             claims: self.claims.clone(),
+            taint_rules: self.taint_rules.clone(),
             inventory: self.inventory.clone(),
             stale: self.stale,
             in_use: self.in_use.clone(),
@@ -141,6 +151,26 @@ impl std::fmt::Debug for DraFacts {
             .field("stale", &self.stale)
             .finish()
     }
+}
+
+/// The slice with the taints of the rules that pick its devices.
+fn taint<'a>(s: &'a Slice, rules: &[&TaintRule]) -> std::borrow::Cow<'a, Slice> {
+    let picking: Vec<&&TaintRule> = rules
+        .iter()
+        .filter(|r| r.picks_pool(&s.driver, &s.pool) && r.taint.effect.as_ref() != "None")
+        .collect();
+    if picking.is_empty() {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut s = s.clone();
+    for d in &mut s.devices {
+        for r in &picking {
+            if r.picks_device(&d.name) && !d.taints.contains(&r.taint) {
+                d.taints.push(r.taint.clone());
+            }
+        }
+    }
+    std::borrow::Cow::Owned(s)
 }
 
 /// Inserts unless equal; returns whether the map changed.
@@ -182,6 +212,16 @@ impl DraFacts {
             }
             DraChange::ClaimUpserted { key, claim } => self.set_claim(key, Some(claim)),
             DraChange::ClaimDeleted(key) => self.set_claim(key, None),
+            DraChange::TaintRuleUpserted { name, rule } => {
+                let changed = upsert(&mut self.taint_rules, name, rule);
+                self.stale |= changed;
+                changed
+            }
+            DraChange::TaintRuleDeleted(name) => {
+                let changed = self.taint_rules.remove(&name).is_some();
+                self.stale |= changed;
+                changed
+            }
         }
     }
 
@@ -264,11 +304,20 @@ impl DraFacts {
             return;
         }
         self.stale = false;
-        let slices: Vec<&Slice> = self
+        let rules: Vec<&TaintRule> = self
+            .taint_rules
+            .values()
+            .filter_map(|r| r.as_deref().ok())
+            .collect();
+        // Slices with the rules' taints on the devices they pick (copied
+        // only when some rule picks their pool).
+        let tainted: Vec<std::borrow::Cow<'_, Slice>> = self
             .slices
             .values()
             .filter_map(|s| s.as_deref().ok())
+            .map(|s| taint(s, &rules))
             .collect();
+        let slices: Vec<&Slice> = tainted.iter().map(|s| &**s).collect();
         let classes = self
             .classes
             .values()
@@ -284,6 +333,11 @@ impl DraFacts {
                     .map(|e| format!("ResourceSlice {name}: {e}"))
             })
             .collect();
+        unreadable.extend(self.taint_rules.iter().filter_map(|(name, r)| {
+            r.as_ref().err().map(|e| {
+                format!("DeviceTaintRule {name} cannot be read, so the devices it taints are unknown: {e}")
+            })
+        }));
         unreadable.sort();
         for p in unreadable {
             inv.note_problem(p);

@@ -154,7 +154,7 @@ fn unsupported(label: &str, def: &GroupDef) -> Option<String> {
     let claims = &def.extras.resource_claims;
     (!claims.is_empty()).then(|| {
         format!(
-            "{label} uses resourceClaims [{}]: dynamic resource allocation (DRA) is not supported by this scheduler",
+            "{label} uses resourceClaims [{}]: claims shared by a PodGroup's members (KEP-5729) are not supported by this scheduler; give each pod its own spec.resourceClaims",
             claims.join(", ")
         )
     })
@@ -433,7 +433,7 @@ mod tests {
         assert_eq!(
             d.unsupported.as_deref(),
             Some(
-                "PodGroup ml/train uses resourceClaims [gpu]: dynamic resource allocation (DRA) is not supported by this scheduler"
+                "PodGroup ml/train uses resourceClaims [gpu]: claims shared by a PodGroup's members (KEP-5729) are not supported by this scheduler; give each pod its own spec.resourceClaims"
             )
         );
         let mut child = typed;

@@ -20,7 +20,7 @@ pub use allocate::{Budget, NodeView, Unfit, allocate};
 pub use inventory::{InUse, Inventory};
 pub use model::{
     Allocation, Attr, Claim, Consumer, Device, DeviceClass, DeviceId, DraError, QualifiedName,
-    Reach, Slice,
+    Reach, Slice, TaintRule,
 };
 pub use write::ClaimReservation;
 

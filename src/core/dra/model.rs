@@ -144,6 +144,52 @@ pub struct DeviceTaint {
     pub effect: Arc<str>,
 }
 
+/// A DeviceTaintRule: a taint put on the devices its selector picks (by
+/// driver, pool and device name; an unset field picks every one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaintRule {
+    pub driver: Option<Arc<str>>,
+    pub pool: Option<Arc<str>>,
+    pub device: Option<Arc<str>>,
+    pub taint: DeviceTaint,
+}
+
+impl TaintRule {
+    pub fn from_api(r: &api::DeviceTaintRule) -> Result<Self, DraError> {
+        let name = r.metadata.name.as_deref().unwrap_or_default();
+        let t = &r.spec.taint;
+        if !matches!(t.effect.as_str(), "NoSchedule" | "NoExecute" | "None") {
+            return Err(err(format!(
+                "DeviceTaintRule {name}: spec.taint.effect {:?} is not NoSchedule, NoExecute or None",
+                t.effect
+            )));
+        }
+        let sel = r.spec.device_selector.as_ref();
+        let pick = |f: Option<&String>| f.filter(|v| !v.is_empty()).map(|v| Arc::from(v.as_str()));
+        Ok(TaintRule {
+            driver: pick(sel.and_then(|s| s.driver.as_ref())),
+            pool: pick(sel.and_then(|s| s.pool.as_ref())),
+            device: pick(sel.and_then(|s| s.device.as_ref())),
+            taint: DeviceTaint {
+                key: Arc::from(t.key.as_str()),
+                value: t.value.as_deref().map(Arc::from),
+                effect: Arc::from(t.effect.as_str()),
+            },
+        })
+    }
+
+    /// Whether it picks devices of this driver's pool.
+    pub fn picks_pool(&self, driver: &str, pool: &str) -> bool {
+        self.driver.as_deref().is_none_or(|d| d == driver)
+            && self.pool.as_deref().is_none_or(|p| p == pool)
+    }
+
+    /// Whether it picks this device (of a pool it picks).
+    pub fn picks_device(&self, device: &str) -> bool {
+        self.device.as_deref().is_none_or(|d| d == device)
+    }
+}
+
 /// A request's toleration of device taints (as a pod's of node taints).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceToleration {

@@ -187,6 +187,9 @@ const KINDS: &[(&str, RunKind)] = &[
     ("deviceclasses", |n, c, tx| {
         dra::run_classes(n, Api::all(c), tx).boxed()
     }),
+    ("devicetaintrules", |n, c, tx| {
+        dra::run_taint_rules(n, Api::all(c), tx).boxed()
+    }),
     ("resourceclaims", |n, c, tx| {
         dra::run_resource_claims(n, Api::all(c), tx).boxed()
     }),

@@ -92,3 +92,42 @@ fn a_missing_or_unusable_claim_refuses_the_pod_at_prefilter() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_device_taint_rule_keeps_allocations_off_the_devices_it_picks() {
+    let mut f = facts(&[2]);
+    f.dra.apply(claim_upserted(gpu_claim("default", "c", 2)));
+    let rule: k8s_openapi::api::resource::v1::DeviceTaintRule =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "maintenance"},
+            "spec": {
+                "deviceSelector": {"driver": "gpu.example.com", "pool": "n0", "device": "gpu-1"},
+                "taint": {"key": "maintenance", "effect": "NoSchedule"},
+            }
+        }))
+        .unwrap();
+    f.dra.apply(crate::cache::DraChange::TaintRuleUpserted {
+        name: Arc::from("maintenance"),
+        rule: Ok(Arc::new(crate::dra::TaintRule::from_api(&rule).unwrap())),
+    });
+    f.dra.refresh();
+    let ns = nodes(1);
+    let p = with_claims(pod("a", 100, 1), &[("gpus", "c")]);
+    let mut s = CycleState::new();
+    DynamicResources.pre_filter(&mut s, &p, &Snapshot::new(&ns, &f));
+    let r = DynamicResources.filter(&s, &p, &ns[0]).unwrap_err();
+    assert!(
+        r.reason
+            .contains("1 free: 1 matching device(s) allocated or tainted"),
+        "{r:?}"
+    );
+    // The rule gone, the device is usable again.
+    f.dra
+        .apply(crate::cache::DraChange::TaintRuleDeleted(Arc::from(
+            "maintenance",
+        )));
+    f.dra.refresh();
+    let mut s = CycleState::new();
+    DynamicResources.pre_filter(&mut s, &p, &Snapshot::new(&ns, &f));
+    assert!(DynamicResources.filter(&s, &p, &ns[0]).is_ok());
+}

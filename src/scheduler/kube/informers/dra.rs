@@ -1,12 +1,13 @@
-//! The `resource.k8s.io/v1` informers: ResourceSlices, DeviceClasses and
-//! ResourceClaims, each decoded into the allocator's model. An object that
+//! The `resource.k8s.io/v1` informers: ResourceSlices, DeviceClasses,
+//! DeviceTaintRules and ResourceClaims, each decoded into the allocator's
+//! model. An object that
 //! cannot be read is still reported, with why, so a pod that needs it is
 //! told (a claim, a class) and an allocation that could only use it is
 //! refused (a slice's pool), rather than the object being skipped.
 
 use std::sync::Arc;
 
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use kube::api::Api;
 use tokio::sync::mpsc;
 use tracing::warn;
@@ -60,6 +61,21 @@ pub(super) async fn run_classes(
         Upsert::Live(event(DraChange::ClassUpserted { name, class }))
     };
     let deleted = |k: String| event(DraChange::ClassDeleted(Arc::from(k)));
+    run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
+}
+
+pub(super) async fn run_taint_rules(
+    name: &'static str,
+    api: Api<DeviceTaintRule>,
+    tx: mpsc::Sender<Observed>,
+) {
+    let key = |r: &DeviceTaintRule| cluster_key(&r.metadata);
+    let upsert = move |r: DeviceTaintRule| {
+        let name: Arc<str> = Arc::from(key(&r));
+        let rule = read("DeviceTaintRule", &name, dra::TaintRule::from_api(&r));
+        Upsert::Live(event(DraChange::TaintRuleUpserted { name, rule }))
+    };
+    let deleted = |k: String| event(DraChange::TaintRuleDeleted(Arc::from(k)));
     run_keyed(name, api, watch_config(), tx, key, upsert, deleted).await;
 }
 
