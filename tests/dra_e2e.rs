@@ -294,3 +294,147 @@ async fn pods_get_their_devices_and_give_them_back() {
     assert!(debug.contains("devices: 3 slices, 1 classes"), "{debug}");
     daemon.shutdown().await.expect("clean shutdown");
 }
+
+/// The shapes of the DRA example driver's demos, written for a cluster
+/// whose driver is `gpu.example.com` (the class its chart installs): pods
+/// each with a claim from a template, one claim shared by two pods (both
+/// land where its device is, and it is reserved for both), a request with
+/// CEL selectors on an attribute and a capacity, and a DeviceTaintRule
+/// keeping allocations off a tainted node's devices.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_driver_shapes_schedule() {
+    let mut template = e2e::nodes(2, "8");
+    let mut devices = DeviceTemplate::with_count(2);
+    devices.driver = "gpu.example.com".into();
+    devices.model = "LATEST-GPU-MODEL".into();
+    devices.memory = Some("80Gi".into());
+    template.devices = Some(devices);
+    let env = e2e::cluster(vec![template]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let k = Kubectl::new(kubeconfig);
+    let daemon = e2e::daemon(&env, e2e::test_config("")).await;
+    let pod = |name: &str, entry: &str, source: &str| {
+        format!(
+            "
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: default}}
+spec:
+  schedulerName: muster
+  containers:
+  - name: ctr0
+    image: ubuntu:22.04
+    resources: {{claims: [{{name: {entry}}}]}}
+  resourceClaims:
+  - {{name: {entry}, {source}}}
+"
+        )
+    };
+    k.apply(
+        r#"
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec:
+  selectors:
+  - cel: {expression: "device.driver == 'gpu.example.com'"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: single-gpu, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.example.com}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: single-gpu-cel, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpu.example.com
+          selectors:
+          - cel: {expression: "device.attributes['gpu.example.com'].model == 'LATEST-GPU-MODEL'"}
+          - cel: {expression: "device.capacity['gpu.example.com'].memory.compareTo(quantity('4Gi')) >= 0"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: shared-gpu, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata: {name: node-0-maintenance}
+spec:
+  deviceSelector: {driver: gpu.example.com, pool: sim-node-0}
+  taint: {key: maintenance, effect: NoSchedule}
+"#,
+    )
+    .await;
+    // sim-node-0's devices are tainted: everything lands on sim-node-1's two.
+    k.apply(&pod("tmpl", "gpu", "resourceClaimTemplateName: single-gpu"))
+        .await;
+    k.apply(&pod(
+        "cel",
+        "gpu",
+        "resourceClaimTemplateName: single-gpu-cel",
+    ))
+    .await;
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        ["tmpl", "cel"]
+            .iter()
+            .all(|n| p.get(*n).is_some_and(e2e::bound))
+    })
+    .await;
+    for name in ["tmpl", "cel"] {
+        let node = pods[name].spec.as_ref().and_then(|s| s.node_name.clone());
+        assert_eq!(node.as_deref(), Some("sim-node-1"), "{name}");
+    }
+    // No device is left: the shared claim's pods wait, naming it.
+    k.apply(&pod("share-0", "shared", "resourceClaimName: shared-gpu"))
+        .await;
+    e2e::wait_pods(&env, "default", |p| {
+        p.get("share-0")
+            .and_then(e2e::pod_condition_message)
+            .is_some_and(|m| m.contains("cannot allocate claim default/shared-gpu"))
+    })
+    .await;
+    // The maintenance is over: both sharers land where the claim's device is.
+    k.ok(&["delete", "devicetaintrule", "node-0-maintenance"])
+        .await;
+    k.apply(&pod("share-1", "shared", "resourceClaimName: shared-gpu"))
+        .await;
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        ["share-0", "share-1"]
+            .iter()
+            .all(|n| p.get(*n).is_some_and(e2e::bound))
+    })
+    .await;
+    let on = |n: &str| pods[n].spec.as_ref().and_then(|s| s.node_name.clone());
+    assert_eq!(on("share-0"), Some("sim-node-0".to_string()));
+    assert_eq!(on("share-1"), on("share-0"));
+    let shared = &claims(&env).await["shared-gpu"];
+    let reserved: BTreeSet<String> = shared
+        .status
+        .iter()
+        .flat_map(|s| s.reserved_for.iter().flatten())
+        .map(|r| r.name.clone())
+        .collect();
+    assert_eq!(
+        reserved,
+        BTreeSet::from(["share-0".to_string(), "share-1".to_string()])
+    );
+    daemon.shutdown().await.expect("clean shutdown");
+}
