@@ -68,6 +68,11 @@ impl Engine {
             .pod(&pod.key)
             .is_some_and(|old| old.state.node().is_some() && old.info.labels != pod.labels);
         let key = pod.key.clone();
+        // Its claims resolved differently (a template's claim generated):
+        // DynamicResources' rejection may no longer hold.
+        let claims_changed = self.cache.pod(&pod.key).is_some_and(|old| {
+            old.info.constraints.resource_claims != pod.constraints.resource_claims
+        });
         let change = self.cache.upsert_pod(pod.clone());
         let served = self.cache.is_served(&pod.scheduler_name);
         self.preemptions.observe(&pod, &change, served);
@@ -85,7 +90,10 @@ impl Engine {
                 if !busy {
                     let gate = self.gang.pre_enqueue(&pod, &self.cache);
                     let order = self.gang.order_key(&pod);
-                    self.queue.upsert(pod.clone(), order, gate);
+                    match claims_changed {
+                        true => self.queue.upsert_and_retry(pod.clone(), order, gate, now),
+                        false => self.queue.upsert(pod.clone(), order, gate),
+                    }
                 }
             }
             // Our own reservation; the informer has not seen the binding yet.

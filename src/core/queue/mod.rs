@@ -266,6 +266,28 @@ impl SchedulingQueue {
         self.insert(info, order, slot, previous.as_ref());
     }
 
+    /// `upsert` for an update that may make the pod schedulable on its own
+    /// (what its resource claims resolve to changed: kube-scheduler's
+    /// `PodGeneratedResourceClaim` hint): a pod parked as unschedulable is
+    /// retried once its backoff has passed.
+    pub fn upsert_and_retry(
+        &mut self,
+        info: Arc<PodInfo>,
+        order: OrderKey,
+        gate: Gate,
+        now: Instant,
+    ) {
+        let own = deadline::after(now, self.backoff_for(self.attempts(&info.key)));
+        let previous = self.take(&info.key).map(|e| e.slot);
+        let slot = match (&previous, gate) {
+            (_, Err(g)) => Slot::Gated(g),
+            (Some(Slot::Unschedulable(..)), Ok(())) => Self::backoff_or_active(own, now),
+            (None | Some(Slot::Gated(_)) | Some(Slot::Active), Ok(())) => Slot::Active,
+            (Some(other), Ok(())) => other.clone(),
+        };
+        self.insert(info, order, slot, previous.as_ref());
+    }
+
     /// Removes a pod for good (bound elsewhere, deleted, no longer ours).
     pub fn remove(&mut self, key: &PodKey) -> bool {
         self.attempts.remove(key);

@@ -283,3 +283,24 @@ fn a_claim_deleted_under_a_binding_is_held_until_the_outcome() {
     );
     assert!(e.cache().facts().dra.assumed_all().next().is_none());
 }
+
+#[test]
+fn a_pod_whose_template_claim_is_generated_is_retried() {
+    let (mut e, t0) = cluster(&[2]);
+    let waiting = with_template_claim(pod("a", 100, 1), "gpus", None);
+    e.on_event(ClusterEvent::PodUpserted(arc(waiting.clone())), t0);
+    // The controller creates the claim before the pod's status names it:
+    // the retry this wakes still finds nothing to use.
+    e.on_event(
+        ClusterEvent::Dra(claim_upserted(generated_claim(&waiting, "a-gpus", 1))),
+        t0,
+    );
+    e.run_until_idle(later(t0));
+    assert_eq!(e.location(&waiting.key), Some(PodLocation::Unschedulable));
+    // The status update is what makes it schedulable: it is retried.
+    let generated = with_template_claim(pod("a", 100, 1), "gpus", Some("a-gpus"));
+    e.on_event(ClusterEvent::PodUpserted(arc(generated)), later(t0));
+    assert_ne!(e.location(&waiting.key), Some(PodLocation::Unschedulable));
+    e.run_until_idle(later(later(t0)));
+    assert_eq!(bound(&e.drain_actions()).len(), 1);
+}
