@@ -20,6 +20,7 @@ mod fuzz_regressions;
 mod inter_pod_affinity_e2e;
 mod kubectl_compat;
 mod kwok_manifests;
+mod load_dra_e2e;
 mod load_e2e;
 mod metrics_auth_e2e;
 mod owners_e2e;

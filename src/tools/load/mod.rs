@@ -7,10 +7,12 @@
 //!
 //! - [`stats`]: throughput windows, percentiles, series (pure).
 //! - [`probe`]: peak RSS and CPU of a process, from /proc or /metrics.
-//! - [`binder`]: the null scheduler.
+//! - [`binder`]: the null scheduler; [`devices`]: its trivial device
+//!   allocation for pods with DRA claims.
 //! - [`report`], [`plots`], [`progress`]: what the run shows and writes.
 
 pub mod binder;
+pub mod devices;
 pub mod plots;
 pub mod probe;
 pub mod progress;
@@ -114,11 +116,17 @@ pub async fn run(args: LoadArgs) -> Result<()> {
     let baseline = probes.read().await?;
     let (stop_sampling, sampler) = probes.sample_until_stopped();
     let binder = if args.bind_directly {
-        let nodes = templates::expand(&scenario.nodes)
-            .iter()
-            .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
-            .collect();
-        Some(binder::start(&client, &scenario.name, nodes, args.concurrency).await?)
+        let nodes = templates::expand(&scenario.nodes);
+        Some(
+            binder::start(
+                &client,
+                &scenario.name,
+                &nodes,
+                &scenario.resource_claim_templates,
+                args.concurrency,
+            )
+            .await?,
+        )
     } else {
         None
     };

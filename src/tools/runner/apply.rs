@@ -5,7 +5,8 @@
 //! Up to `concurrency` units are in flight at once (1 = strictly in order):
 //! a unit is one plain pod, or one gang (its group object, then its member
 //! pods one after another, as a controller creates them). Setup finishes
-//! before any workload starts.
+//! before any workload starts; its cluster-scoped objects (namespaces,
+//! nodes, device classes) before its namespaced ones (claim templates).
 //!
 //! Workloads are created in phases (`Plan::stages`): a phase starts once the
 //! one before it has started, its gate is open (the run reports how far the
@@ -45,11 +46,19 @@ pub async fn apply(
     mut settled: watch::Receiver<usize>,
 ) -> Result<()> {
     let width = pace.concurrency.max(1);
-    stream::iter(&plan.setup)
+    // Cluster-scoped setup (namespaces among it) before the namespaced
+    // objects that live in those namespaces.
+    for namespaced in [false, true] {
+        stream::iter(
+            plan.setup
+                .iter()
+                .filter(|m| m.namespace.is_some() == namespaced),
+        )
         .map(|m| create(client, m, IfExists::Keep))
         .buffer_unordered(width)
         .try_collect::<()>()
         .await?;
+    }
     let pacer = pace.rate.map(|r| Mutex::new(pacer(r)));
     let pacer = pacer.as_ref();
     let mut running = FuturesUnordered::new();

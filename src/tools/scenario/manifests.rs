@@ -1,5 +1,6 @@
 //! The Kubernetes objects a scenario creates, as JSON manifests in creation
-//! order: first the setup (namespaces, priority classes, nodes), then each
+//! order: first the setup (namespaces, priority classes, nodes, DRA device
+//! classes, then the claim templates in their namespaces), then each
 //! workload (a gang's PodGroup before its pods). Every object carries the
 //! label `muster.dev/scenario: <name>` so watchers can select exactly it.
 
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use super::dra::DeviceClassEntry;
 use super::spec::{
     After, Dialect, GangWorkload, Outcome, PodShape, PodsWorkload, Scenario, Workload,
 };
@@ -37,6 +39,10 @@ pub enum Kind {
     Node,
     /// `kueue.x-k8s.io/v1beta2` Topology (the scenario's `kueueTopology`).
     KueueTopology,
+    /// `resource.k8s.io/v1`.
+    DeviceClass,
+    /// `resource.k8s.io/v1`, namespaced.
+    ResourceClaimTemplate,
     /// `scheduling.k8s.io/v1beta1`.
     PodGroup,
     /// `scheduling.k8s.io/v1alpha2`.
@@ -61,6 +67,13 @@ impl Kind {
             ),
             Kind::Node => ("", "v1", "Node", "nodes"),
             Kind::KueueTopology => ("kueue.x-k8s.io", "v1beta2", "Topology", "topologies"),
+            Kind::DeviceClass => ("resource.k8s.io", "v1", "DeviceClass", "deviceclasses"),
+            Kind::ResourceClaimTemplate => (
+                "resource.k8s.io",
+                "v1",
+                "ResourceClaimTemplate",
+                "resourceclaimtemplates",
+            ),
             Kind::PodGroup => ("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"),
             Kind::PodGroupV1alpha2 => ("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups"),
             Kind::Workload => ("scheduling.k8s.io", "v1alpha1", "Workload", "workloads"),
@@ -110,8 +123,9 @@ pub struct Manifest {
 /// Everything a scenario creates, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
-    /// Namespaces, priority classes, nodes and the Kueue Topology; may
-    /// already exist.
+    /// Namespaces, priority classes, nodes, the Kueue Topology, device
+    /// classes and claim templates; may already exist. The namespaced ones
+    /// come last (they need their namespace).
     pub setup: Vec<Manifest>,
     pub workloads: Vec<WorkloadPlan>,
     /// The phases `workloads` are created in, in order, covering them all.
@@ -196,6 +210,8 @@ impl Scenario {
                 .map(|n| self.node(n)),
         );
         setup.extend(self.kueue_topology());
+        setup.extend(self.device_classes.iter().map(|c| self.device_class(c)));
+        setup.extend(self.claim_templates());
         let mut workloads = Vec::new();
         let mut stages: Vec<Stage> = Vec::new();
         for w in &self.workloads {
@@ -289,6 +305,48 @@ impl Scenario {
                 "spec": {"levels": levels},
             }),
         })
+    }
+
+    fn device_class(&self, class: &DeviceClassEntry) -> Manifest {
+        let mut object = class.object();
+        object["metadata"]["labels"] = json!(self.labels());
+        Manifest {
+            kind: Kind::DeviceClass,
+            namespace: None,
+            name: class.name.clone(),
+            object,
+        }
+    }
+
+    /// Each declared template in each namespace whose workloads claim from
+    /// it, in the order workloads first name them.
+    fn claim_templates(&self) -> Vec<Manifest> {
+        let mut wanted: Vec<(&str, &str)> = Vec::new();
+        for w in &self.workloads {
+            for name in w.shape().claim_templates {
+                let key = (w.namespace(), name.as_str());
+                if !wanted.contains(&key) {
+                    wanted.push(key);
+                }
+            }
+        }
+        wanted
+            .into_iter()
+            .filter_map(|(namespace, name)| {
+                let template = self
+                    .resource_claim_templates
+                    .iter()
+                    .find(|t| t.name == name)?;
+                let mut object = template.object(namespace);
+                object["metadata"]["labels"] = json!(self.labels());
+                Some(Manifest {
+                    kind: Kind::ResourceClaimTemplate,
+                    namespace: Some(namespace.into()),
+                    name: name.into(),
+                    object,
+                })
+            })
+            .collect()
     }
 
     fn gang(&self, g: &GangWorkload, index: u32) -> GangPlan {
@@ -427,6 +485,20 @@ impl Scenario {
                 "resources": {"requests": shape.requests},
             }],
         });
+        if !shape.claim_templates.is_empty() {
+            let claims: Vec<Value> = shape
+                .claim_templates
+                .iter()
+                .map(|t| json!({"name": t, "resourceClaimTemplateName": t}))
+                .collect();
+            let uses: Vec<Value> = shape
+                .claim_templates
+                .iter()
+                .map(|t| json!({"name": t}))
+                .collect();
+            spec["resourceClaims"] = json!(claims);
+            spec["containers"][0]["resources"]["claims"] = json!(uses);
+        }
         if let Some(p) = shape.priority {
             spec["priorityClassName"] = json!(priority_class_name(p));
         }

@@ -7,9 +7,12 @@
 //! scheduler-perf). Format reference: `docs/simulate.md`.
 //!
 //! - [`spec`]: the serde types of the file.
+//! - [`dra`]: the DeviceClasses and ResourceClaimTemplates a scenario
+//!   declares, and their checks.
 //! - [`validate`]: checks serde cannot express, each naming the field path.
 //! - [`manifests`]: the Kubernetes objects a scenario creates, in order.
 
+pub mod dra;
 pub mod manifests;
 pub mod spec;
 mod validate;
@@ -104,3 +107,5 @@ impl Scenario {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_dra;

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::dra::{ClaimTemplateEntry, DeviceClassEntry};
 use muster_cluster::kwok::templates::{NodeTemplate, quantity_map};
 
 /// A whole scenario: the cluster to build and the workloads to submit.
@@ -41,6 +42,13 @@ pub struct Scenario {
     /// Namespaces to create besides `default`.
     #[serde(default)]
     pub namespaces: Vec<String>,
+    /// DRA DeviceClasses, created with the nodes.
+    #[serde(default)]
+    pub device_classes: Vec<DeviceClassEntry>,
+    /// DRA ResourceClaimTemplates, each created in the namespaces of the
+    /// workloads that name it (`claimTemplates`) before the workloads.
+    #[serde(default)]
+    pub resource_claim_templates: Vec<ClaimTemplateEntry>,
     /// Created in order.
     #[serde(default)]
     pub workloads: Vec<Workload>,
@@ -92,6 +100,10 @@ pub struct GangWorkload {
     /// Container requests, e.g. `{cpu: 2, memory: 4Gi, nvidia.com/gpu: 1}`.
     #[serde(default, deserialize_with = "quantity_map")]
     pub requests: BTreeMap<String, String>,
+    /// DRA: templates of `resourceClaimTemplates` each pod claims from,
+    /// one claim per template (named after it), used by the container.
+    #[serde(default)]
+    pub claim_templates: Vec<String>,
     /// Pod priority; the scenario creates a PriorityClass with this value.
     #[serde(default)]
     pub priority: Option<i32>,
@@ -212,6 +224,10 @@ pub struct PodsWorkload {
     /// Container requests, e.g. `{cpu: 2, memory: 4Gi, nvidia.com/gpu: 1}`.
     #[serde(default, deserialize_with = "quantity_map")]
     pub requests: BTreeMap<String, String>,
+    /// DRA: templates of `resourceClaimTemplates` each pod claims from,
+    /// one claim per template (named after it), used by the container.
+    #[serde(default)]
+    pub claim_templates: Vec<String>,
     /// Pod priority; the scenario creates a PriorityClass with this value.
     #[serde(default)]
     pub priority: Option<i32>,
@@ -250,6 +266,7 @@ pub struct PodsWorkload {
 #[derive(Debug, Clone, Copy)]
 pub struct PodShape<'a> {
     pub requests: &'a BTreeMap<String, String>,
+    pub claim_templates: &'a [String],
     pub priority: Option<i32>,
     pub sim_run_seconds: Option<u64>,
     pub node_selector: &'a BTreeMap<String, String>,
@@ -264,6 +281,7 @@ macro_rules! pod_shape {
             pub fn shape(&self) -> PodShape<'_> {
                 PodShape {
                     requests: &self.requests,
+                    claim_templates: &self.claim_templates,
                     priority: self.priority,
                     sim_run_seconds: self.sim_run_seconds,
                     node_selector: &self.node_selector,

@@ -3,7 +3,7 @@ use std::path::Path;
 use super::manifests::{SCENARIO_LABEL, priority_class_name};
 use super::*;
 
-const SMALL: &str = r#"
+pub(super) const SMALL: &str = r#"
 name: small
 nodes:
   - {namePrefix: cpu, count: 2, capacity: {cpu: 4, memory: 8Gi, pods: 10}}

@@ -1,8 +1,9 @@
 //! Checks a parsed scenario for what serde cannot express: positive counts
 //! (a `minCount` above `size` is allowed: such a gang waits), valid quantities and names, outcomes that make sense
 //! for the workload kind, unique names, topology levels as the API server
-//! would take them, phase gates and churn intervals in bounds. Each error
-//! names its field path.
+//! would take them, phase gates and churn intervals in bounds, DRA classes
+//! and templates as the API reads them (`super::dra`), and claim templates
+//! named by workloads declared. Each error names its field path.
 
 use std::collections::BTreeSet;
 
@@ -28,6 +29,7 @@ pub fn check(s: &Scenario) -> Result<(), Problem> {
     for (i, ns) in s.namespaces.iter().enumerate() {
         dns_label(&format!("namespaces[{i}]"), ns)?;
     }
+    super::dra::check(&s.device_classes, &s.resource_claim_templates)?;
     workloads(s)
 }
 
@@ -50,6 +52,9 @@ fn nodes(s: &Scenario) -> Result<(), Problem> {
         }
         for (key, value) in &t.allocatable {
             quantity(&at(&format!("allocatable.{key}")), value)?;
+        }
+        if let Some(devices) = &t.devices {
+            devices.check().map_err(|m| (at("devices"), m))?;
         }
         // `capacity` replaces the default map as a whole; a node without pod
         // slots silently accepts nothing.
@@ -111,6 +116,7 @@ fn workloads(s: &Scenario) -> Result<(), Problem> {
         for (key, value) in w.shape().requests {
             quantity(&at(&format!("requests.{key}")), value)?;
         }
+        claim_templates(s, w, &at)?;
         if let Some(seconds) = w.shape().termination_grace_period_seconds {
             at_most(
                 &at("terminationGracePeriodSeconds"),
@@ -142,6 +148,24 @@ fn workloads(s: &Scenario) -> Result<(), Problem> {
                     ));
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// Each template a workload claims from is declared, and named once.
+fn claim_templates(s: &Scenario, w: &Workload, at: &dyn Fn(&str) -> String) -> Result<(), Problem> {
+    let names = w.shape().claim_templates;
+    for (j, name) in names.iter().enumerate() {
+        let path = at(&format!("claimTemplates[{j}]"));
+        if !s.resource_claim_templates.iter().any(|t| t.name == *name) {
+            return Err((
+                path,
+                format!("{name:?} is not declared in resourceClaimTemplates"),
+            ));
+        }
+        if names[..j].contains(name) {
+            return Err((path, format!("{name:?} is named twice")));
         }
     }
     Ok(())

@@ -172,8 +172,15 @@ fn create_template_claims(store: &Store, pod: &Stored, value: &Value) {
         if recorded(value, claim_name) {
             continue;
         }
-        // One made before whose recording was lost: adopt it.
-        let existing = all(store, CLAIMS, Some(&pod.namespace))
+        // One made before whose recording was lost: adopt it. Claims made
+        // here are named `<base>-<suffix>`, so only those are decoded (not
+        // every claim of the namespace, for every new pod).
+        let prefix = format!("{}-", claim_name_base(&pod.name, claim_name));
+        let existing = store
+            .list(CLAIMS, Some(&pod.namespace), None, None, |c| {
+                c.name.starts_with(&prefix)
+            })
+            .0
             .into_iter()
             .find(|c| {
                 let v = c.value();
@@ -493,6 +500,40 @@ mod tests {
             &"c".repeat(41),
         );
         assert_eq!(dotted, format!("{}-{}", "a".repeat(33), "c".repeat(21)));
+    }
+
+    /// A claim made for the pod before, whose recording in the pod's status
+    /// was lost, is adopted rather than made again; a claim of another pod
+    /// whose name shares the prefix is not.
+    #[test]
+    fn a_claim_made_before_is_adopted() {
+        let store = Store::new(100, 100);
+        let create = |res: &str, v: Value| store.create(&Arc::from(res), v).unwrap();
+        create(
+            TEMPLATES,
+            json!({"metadata": {"name": "one", "namespace": "ns"},
+                   "spec": {"spec": {"devices": {"requests": []}}}}),
+        );
+        let claim = |name: &str, owner: &str| {
+            json!({"metadata": {"name": name, "namespace": "ns",
+                "annotations": {POD_CLAIM_NAME_ANNOTATION: "gpu"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p",
+                                     "uid": owner, "controller": true}]}})
+        };
+        create(CLAIMS, claim("p-gpu-aaaaa", "someone-else"));
+        create(CLAIMS, claim("p-gpu-bbbbb", "u1"));
+        let pod = create(
+            PODS,
+            json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+                   "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one"}]}}),
+        );
+        create_template_claims(&store, &pod, &pod.value());
+        let pod = store.get(PODS, "ns", "p").unwrap().value();
+        assert_eq!(
+            pod["status"]["resourceClaimStatuses"],
+            json!([{"name": "gpu", "resourceClaimName": "p-gpu-bbbbb"}])
+        );
+        assert_eq!(all(&store, CLAIMS, Some("ns")).len(), 2, "none made");
     }
 
     #[test]
