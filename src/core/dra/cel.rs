@@ -31,8 +31,8 @@ use crate::model::Quantity;
 /// A compiled selector.
 #[derive(Clone)]
 pub struct Selector {
-    /// Unique per compilation: the key of its verdicts in `Inventory`'s memo.
-    id: u64,
+    /// Also the key of its verdicts in `Inventory`'s memo: claims made from
+    /// one template compile the same source, and share them.
     source: Arc<str>,
     program: Arc<Program>,
 }
@@ -103,9 +103,7 @@ impl Selector {
                 limits::MAX_CEL_COST
             ));
         }
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Ok(Selector {
-            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             source: Arc::from(source),
             program: Arc::new(program),
         })
@@ -115,8 +113,9 @@ impl Selector {
         &self.source
     }
 
-    pub fn id(&self) -> u64 {
-        self.id
+    /// The source, shared (the key of the selector's verdicts).
+    pub fn key(&self) -> &Arc<str> {
+        &self.source
     }
 }
 

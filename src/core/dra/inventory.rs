@@ -78,9 +78,9 @@ pub struct Inventory {
     devices: u32,
     /// Why pools cannot be used, one line each.
     problems: Vec<String>,
-    /// Selector (by id) → its verdicts, kept as long as the inventory (a
+    /// Selector (by source) → its verdicts, kept as long as the inventory (a
     /// device changes only with its slice, which makes a new inventory).
-    verdicts: dashmap::DashMap<u64, Verdicts, foldhash::fast::RandomState>,
+    verdicts: dashmap::DashMap<Arc<str>, Verdicts, foldhash::fast::RandomState>,
 }
 
 impl Inventory {
@@ -253,8 +253,11 @@ impl Inventory {
 
     /// The selector's verdict table (see `Verdicts`), made on first use.
     pub fn verdicts(&self, selector: &cel::Selector) -> Verdicts {
+        if let Some(v) = self.verdicts.get(&**selector.key()) {
+            return v.clone();
+        }
         self.verdicts
-            .entry(selector.id())
+            .entry(selector.key().clone())
             .or_insert_with(|| (0..self.devices).map(|_| AtomicU8::new(0)).collect())
             .clone()
     }
