@@ -651,12 +651,6 @@ const UNEXERCISED_ALLOWED: &[(&str, &str, &str, &str)] = &[
         "resourceclaims/status",
         "DynamicResources' PreBind records allocation and reservation (tests/dra_e2e.rs)",
     ),
-    (
-        "get",
-        "resource.k8s.io",
-        "deviceclasses",
-        "an allocation carries its classes' configuration (tests/dra_e2e.rs)",
-    ),
 ];
 
 /// Expands rules into single grants.

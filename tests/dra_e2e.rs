@@ -51,7 +51,8 @@ spec:
       - matchAttribute: gpu.kwok.muster.dev/pcieRoot
 "#;
 
-fn worker(name: &str) -> String {
+/// A pod of ours with one claim entry, `source` naming its claim or template.
+fn claiming_pod(name: &str, entry: &str, source: &str) -> String {
     format!(
         "
 apiVersion: v1
@@ -64,11 +65,15 @@ spec:
     image: busybox
     resources:
       requests: {{cpu: 100m}}
-      claims: [{{name: gpus}}]
+      claims: [{{name: {entry}}}]
   resourceClaims:
-  - {{name: gpus, resourceClaimTemplateName: two-gpus}}
+  - {{name: {entry}, {source}}}
 "
     )
+}
+
+fn worker(name: &str) -> String {
+    claiming_pod(name, "gpus", "resourceClaimTemplateName: two-gpus")
 }
 
 const BIG_CLAIM: &str = r#"
@@ -315,23 +320,6 @@ async fn the_example_driver_shapes_schedule() {
     env.cluster.write_kubeconfig(&kubeconfig).unwrap();
     let k = Kubectl::new(kubeconfig);
     let daemon = e2e::daemon(&env, e2e::test_config("")).await;
-    let pod = |name: &str, entry: &str, source: &str| {
-        format!(
-            "
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, namespace: default}}
-spec:
-  schedulerName: muster
-  containers:
-  - name: ctr0
-    image: ubuntu:22.04
-    resources: {{claims: [{{name: {entry}}}]}}
-  resourceClaims:
-  - {{name: {entry}, {source}}}
-"
-        )
-    };
     k.apply(
         r#"
 apiVersion: resource.k8s.io/v1
@@ -384,9 +372,13 @@ spec:
     )
     .await;
     // sim-node-0's devices are tainted: everything lands on sim-node-1's two.
-    k.apply(&pod("tmpl", "gpu", "resourceClaimTemplateName: single-gpu"))
-        .await;
-    k.apply(&pod(
+    k.apply(&claiming_pod(
+        "tmpl",
+        "gpu",
+        "resourceClaimTemplateName: single-gpu",
+    ))
+    .await;
+    k.apply(&claiming_pod(
         "cel",
         "gpu",
         "resourceClaimTemplateName: single-gpu-cel",
@@ -403,8 +395,12 @@ spec:
         assert_eq!(node.as_deref(), Some("sim-node-1"), "{name}");
     }
     // No device is left: the shared claim's pods wait, naming it.
-    k.apply(&pod("share-0", "shared", "resourceClaimName: shared-gpu"))
-        .await;
+    k.apply(&claiming_pod(
+        "share-0",
+        "shared",
+        "resourceClaimName: shared-gpu",
+    ))
+    .await;
     e2e::wait_pods(&env, "default", |p| {
         p.get("share-0")
             .and_then(e2e::pod_condition_message)
@@ -414,8 +410,12 @@ spec:
     // The maintenance is over: both sharers land where the claim's device is.
     k.ok(&["delete", "devicetaintrule", "node-0-maintenance"])
         .await;
-    k.apply(&pod("share-1", "shared", "resourceClaimName: shared-gpu"))
-        .await;
+    k.apply(&claiming_pod(
+        "share-1",
+        "shared",
+        "resourceClaimName: shared-gpu",
+    ))
+    .await;
     let pods = e2e::wait_pods(&env, "default", |p| {
         ["share-0", "share-1"]
             .iter()

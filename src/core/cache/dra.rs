@@ -80,6 +80,7 @@ impl Assumed {
     }
 }
 
+#[derive(Clone)]
 pub struct DraFacts {
     slices: HashMap<Arc<str>, Read<Slice>>,
     classes: HashMap<Arc<str>, Read<DeviceClass>>,
@@ -118,25 +119,6 @@ impl Default for DraFacts {
             reserved: 0,
             reserve_failures: 0,
             searches: Arc::default(),
-        }
-    }
-}
-
-impl Clone for DraFacts {
-    fn clone(&self) -> Self {
-        DraFacts {
-            slices: self.slices.clone(),
-            classes: self.classes.clone(),
-            claims: self.claims.clone(),
-            taint_rules: self.taint_rules.clone(),
-            inventory: self.inventory.clone(),
-            stale: self.stale,
-            in_use: self.in_use.clone(),
-            assumed: self.assumed.clone(),
-            eval: self.eval.clone(),
-            reserved: self.reserved,
-            reserve_failures: self.reserve_failures,
-            searches: self.searches.clone(),
         }
     }
 }
@@ -371,6 +353,11 @@ impl DraFacts {
         self.claims.get(&ResourceClaimKey::new(namespace, name))
     }
 
+    /// A class, when it was observed and can be read.
+    pub fn class(&self, name: &str) -> Option<&DeviceClass> {
+        self.classes.get(name).and_then(|c| c.as_deref().ok())
+    }
+
     /// Why a class cannot be used, when it was observed unreadable.
     pub fn class_problem(&self, name: &str) -> Option<&str> {
         self.classes
@@ -448,17 +435,6 @@ impl DraFacts {
         Ok(out)
     }
 
-    /// The claims of `pod` that have no allocation yet (recorded or
-    /// planned), or why the pod cannot use its claims (`pod_claims`).
-    pub fn unallocated_claims(&self, pod: &PodInfo) -> Result<Vec<Arc<Claim>>, String> {
-        Ok(self
-            .pod_claims(pod)?
-            .into_iter()
-            .filter(|c| self.effective_allocation(c).is_none())
-            .cloned()
-            .collect())
-    }
-
     /// Reserve: allocates the pod's unallocated claims on `node` and holds
     /// the devices until the claims are observed allocated or no pod relies
     /// on them (`unreserve`); a claim whose allocation another pod planned
@@ -468,12 +444,16 @@ impl DraFacts {
             return Ok(());
         }
         self.refresh();
-        let keys: Vec<ResourceClaimKey> = self
-            .pod_claims(pod)?
-            .iter()
-            .map(|c| ResourceClaimKey::new(&c.namespace, &c.name))
-            .collect();
-        let claims = self.unallocated_claims(pod)?;
+        // One resolution: every claim's key (the pod relies on each plan),
+        // and those with no allocation yet.
+        let mut keys = Vec::new();
+        let mut claims = Vec::new();
+        for c in self.pod_claims(pod)? {
+            keys.push(ResourceClaimKey::new(&c.namespace, &c.name));
+            if self.effective_allocation(c).is_none() {
+                claims.push(c.clone());
+            }
+        }
         if !claims.is_empty() {
             let refs: Vec<&Claim> = claims.iter().map(|c| &**c).collect();
             let view = NodeView {
@@ -534,6 +514,9 @@ impl DraFacts {
     /// their answers already; if it failed, the pod relies on no plan
     /// still here (it gives its node back). Plans no longer needed end.
     pub fn writes_done(&mut self, pod: &PodKey, succeeded: bool) {
+        if self.assumed.is_empty() {
+            return;
+        }
         let mine: Vec<ResourceClaimKey> = self
             .assumed
             .iter()

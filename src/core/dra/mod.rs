@@ -22,7 +22,7 @@ pub use model::{
     Allocation, Attr, Claim, Consumer, Device, DeviceClass, DeviceId, DraError, QualifiedName,
     Reach, Slice, TaintRule,
 };
-pub use write::ClaimReservation;
+pub use write::{ClaimReservation, ClassConfig};
 
 /// Bounds on tenant input, as the API server validates `resource.k8s.io/v1`
 /// (the allocator does not trust that it did).
@@ -43,6 +43,8 @@ pub mod limits {
     pub const MAX_SUBREQUESTS: usize = 8;
     /// Constraints in one claim.
     pub const MAX_CONSTRAINTS: usize = 32;
+    /// Configuration entries of one class.
+    pub const MAX_CONFIGS: usize = 32;
     /// Selectors of one class or request.
     pub const MAX_SELECTORS: usize = 32;
     /// Tolerations of one request.

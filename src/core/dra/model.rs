@@ -503,6 +503,9 @@ fn device(what: &str, driver: &str, d: &api::Device, per_device: bool) -> Result
 pub struct DeviceClass {
     pub name: Arc<str>,
     pub selectors: Vec<Selector>,
+    /// `spec.config[].opaque`, as the API has it: carried into the
+    /// allocations of requests made from the class (`FromClass`).
+    pub config: Vec<serde_json::Value>,
 }
 
 impl DeviceClass {
@@ -510,9 +513,21 @@ impl DeviceClass {
         let name = c.metadata.name.clone().unwrap_or_default();
         let what = format!("DeviceClass {name}");
         let selectors = selectors(&what, c.spec.as_ref().and_then(|s| s.selectors.as_deref()))?;
+        let config = c
+            .spec
+            .as_ref()
+            .and_then(|s| s.config.as_deref())
+            .unwrap_or_default();
+        at_most(&what, config.len(), limits::MAX_CONFIGS, "config")?;
+        let config = config
+            .iter()
+            .filter_map(|c| c.opaque.as_ref())
+            .map(|o| serde_json::to_value(o).map_err(|e| err(format!("{what}: config: {e}"))))
+            .collect::<Result<_, _>>()?;
         Ok(DeviceClass {
             name: Arc::from(name),
             selectors,
+            config,
         })
     }
 }

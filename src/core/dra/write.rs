@@ -19,6 +19,17 @@ pub struct ClaimReservation {
     pub claim_uid: Arc<str>,
     /// The allocation to record, when the claim has none recorded yet.
     pub allocation: Option<Allocation>,
+    /// Its classes' configuration (`FromClass`), for the requests made
+    /// from each: recorded with the allocation.
+    pub class_config: Vec<ClassConfig>,
+}
+
+/// One `spec.config[].opaque` entry of a class, and the requests (or
+/// subrequests) of the allocation it applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassConfig {
+    pub requests: Vec<String>,
+    pub opaque: Value,
 }
 
 /// Nodes a claim's allocation may be used from, at most this many

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use super::Engine;
 use crate::cache::DraChange;
-use crate::dra::ClaimReservation;
+use crate::dra::{ClaimReservation, ClassConfig};
 use crate::framework::QueueingEvent;
 use crate::model::pod_claims::Resolved;
 use crate::model::{PodInfo, PodKey};
@@ -64,10 +64,15 @@ impl Engine {
             if allocation.is_none() && claim.reserved_for_uid(&pod.uid) {
                 continue;
             }
+            let class_config = allocation
+                .as_ref()
+                .map(|a| class_config(dra, claim, a))
+                .unwrap_or_default();
             out.push(ClaimReservation {
                 claim: key,
                 claim_uid: claim.uid.clone(),
                 allocation,
+                class_config,
             });
         }
         Ok(out)
@@ -106,6 +111,39 @@ impl Engine {
                 .unreserve_claims(pod.key.clone(), pod.uid.clone(), claims);
         }
     }
+}
+
+/// The configuration of the classes `a`'s results were allocated from,
+/// each entry with the requests it applies to, classes in name order.
+fn class_config(
+    dra: &crate::cache::DraFacts,
+    claim: &crate::dra::Claim,
+    a: &crate::dra::Allocation,
+) -> Vec<ClassConfig> {
+    let mut by_class: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for r in &a.results {
+        let alternative = claim
+            .requests
+            .iter()
+            .flat_map(|q| &q.alternatives)
+            .find(|alt| alt.name == r.request);
+        if let Some(alt) = alternative {
+            let requests = by_class.entry(&alt.class).or_default();
+            if !requests.iter().any(|q| **q == *r.request) {
+                requests.push(r.request.to_string());
+            }
+        }
+    }
+    by_class
+        .into_iter()
+        .filter_map(|(class, requests)| Some((dra.class(class)?, requests)))
+        .flat_map(|(class, requests)| {
+            class.config.iter().map(move |opaque| ClassConfig {
+                requests: requests.clone(),
+                opaque: opaque.clone(),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -9,14 +9,14 @@
 //! with 409 instead of being overwritten.
 
 use k8s_openapi::api::resource::v1::{
-    AllocationResult, DeviceAllocationConfiguration, DeviceClass, ResourceClaim,
-    ResourceClaimConsumerReference, ResourceClaimStatus,
+    AllocationResult, DeviceAllocationConfiguration, ResourceClaim, ResourceClaimConsumerReference,
+    ResourceClaimStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, PostParams};
 use muster_core::cache::DraChange;
-use muster_core::dra::ClaimReservation;
 use muster_core::dra::write::{allocation_json, same_results};
+use muster_core::dra::{ClaimReservation, ClassConfig};
 use muster_core::model::PodKey;
 
 fn conflict(message: String) -> kube::Error {
@@ -60,7 +60,7 @@ pub(super) async fn reserve(
             (Some(planned), None) => {
                 let mut allocation: AllocationResult = decode(allocation_json(planned, node))?;
                 allocation.allocation_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
-                let config = configuration(client, &claim, planned).await?;
+                let config = configuration(&claim, &r.class_config)?;
                 if let Some(devices) = allocation.devices.as_mut()
                     && !config.is_empty()
                 {
@@ -118,56 +118,21 @@ pub(super) fn observed(c: ResourceClaim) -> DraChange {
     DraChange::ClaimUpserted { key, claim }
 }
 
-/// The configuration an allocation carries: each class's (`FromClass`)
-/// and the claim's own (`FromClaim`), for the requests that use them.
-async fn configuration(
-    client: &kube::Client,
+/// The configuration an allocation carries: its classes' (`FromClass`,
+/// from the scheduler's view of them) and the claim's own (`FromClaim`).
+fn configuration(
     claim: &ResourceClaim,
-    planned: &muster_core::dra::Allocation,
+    classes: &[ClassConfig],
 ) -> Result<Vec<DeviceAllocationConfiguration>, kube::Error> {
-    let devices = claim.spec.as_ref().and_then(|s| s.devices.as_ref());
-    let requests = devices
-        .and_then(|d| d.requests.as_deref())
-        .unwrap_or_default();
-    // Request (or subrequest) name → the class it was allocated from.
-    let mut by_class: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    for result in &planned.results {
-        let (request, sub) = match result.request.split_once('/') {
-            Some((r, s)) => (r, Some(s)),
-            None => (&*result.request, None),
-        };
-        let Some(req) = requests.iter().find(|q| q.name == request) else {
-            continue;
-        };
-        let class = match (sub, &req.exactly, &req.first_available) {
-            (None, Some(e), _) => Some(e.device_class_name.clone()),
-            (Some(s), _, Some(subs)) => subs
-                .iter()
-                .find(|x| x.name == s)
-                .map(|x| x.device_class_name.clone()),
-            _ => None,
-        };
-        if let Some(class) = class {
-            let names = by_class.entry(class).or_default();
-            if !names.contains(&result.request.to_string()) {
-                names.push(result.request.to_string());
-            }
-        }
-    }
     let mut out = Vec::new();
-    let classes: Api<DeviceClass> = Api::all(client.clone());
-    for (class, requests) in by_class {
-        let Some(c) = classes.get_opt(&class).await? else {
-            continue;
-        };
-        for cfg in c.spec.and_then(|s| s.config).unwrap_or_default() {
-            out.push(DeviceAllocationConfiguration {
-                source: "FromClass".into(),
-                requests: Some(requests.clone()),
-                opaque: cfg.opaque,
-            });
-        }
+    for c in classes {
+        out.push(DeviceAllocationConfiguration {
+            source: "FromClass".into(),
+            requests: Some(c.requests.clone()),
+            opaque: Some(decode(c.opaque.clone())?),
+        });
     }
+    let devices = claim.spec.as_ref().and_then(|s| s.devices.as_ref());
     for cfg in devices.and_then(|d| d.config.clone()).unwrap_or_default() {
         out.push(DeviceAllocationConfiguration {
             source: "FromClaim".into(),
