@@ -2,7 +2,8 @@
 //! every node, as Filter runs it for a pod (one device with a selector, and
 //! four devices of one NVLink clique). Warm: the selectors' verdicts per
 //! device are known from an earlier pass (a like pod's); cold: the first
-//! pass over a new inventory evaluates every selector on every device.
+//! pass over a new inventory evaluates every selector on every device;
+//! full: every device taken, so each node is refused with its reason.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -10,7 +11,7 @@ use std::hint::black_box;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::resource::v1 as api;
 use muster::dra::cel::Evaluator;
-use muster::dra::{Budget, Claim, DeviceClass, InUse, Inventory, NodeView, Slice, allocate};
+use muster::dra::{Budget, Claim, DeviceClass, InUse, Inventory, NodeView, Plan, Slice};
 use serde_json::json;
 
 const NODES: usize = 5_000;
@@ -82,9 +83,11 @@ fn over_all_nodes(c: &mut Criterion) {
     let in_use = InUse::default();
     let mut group = c.benchmark_group("dra");
     group.sample_size(10);
-    // One claim tried on every node, as Filter would: how many fit.
+    // One claim tried on every node, as Filter does: prepared once for the
+    // pod (PreFilter), then decided per node. Returns how many fit.
     let pass = |inv: &Inventory, claim: &Claim| {
         let eval = Evaluator::new();
+        let plan = Plan::new(&[claim], inv).expect("the class exists");
         names
             .iter()
             .filter(|n| {
@@ -92,7 +95,8 @@ fn over_all_nodes(c: &mut Criterion) {
                     name: n,
                     labels: &labels,
                 };
-                allocate(&[claim], node, inv, &in_use, &eval, Budget::default()).is_ok()
+                plan.fits(node, inv, &in_use, &eval, Budget::default())
+                    .is_ok()
             })
             .count()
     };
@@ -108,6 +112,32 @@ fn over_all_nodes(c: &mut Criterion) {
             })
         });
     }
+    // Every device taken: each node refused, with its reason (what a pod
+    // meets on a full cluster).
+    let mut full = InUse::default();
+    for p in inv.pools() {
+        for d in &p.devices {
+            full.take(&d.id, &inv);
+        }
+    }
+    group.bench_function("one_device_5000_full_nodes", |b| {
+        let eval = Evaluator::new();
+        let plan = Plan::new(&[&one], &inv).expect("the class exists");
+        b.iter(|| {
+            let refused = names
+                .iter()
+                .filter_map(|n| {
+                    let node = NodeView {
+                        name: n,
+                        labels: &labels,
+                    };
+                    plan.fits(node, &inv, &full, &eval, Budget::default()).err()
+                })
+                .count();
+            assert_eq!(refused, NODES);
+            black_box(refused)
+        })
+    });
     group.bench_function("one_device_5000_nodes_cold", |b| {
         b.iter_batched(
             || Inventory::new(&slices, [class()]),

@@ -13,12 +13,21 @@
 //! early pick never blocks a fit that exists. The search is bounded by
 //! `Budget::steps`; past it the node is reported as too complex to decide,
 //! never as fitting.
+//!
+//! The work that does not depend on the node is done once per pod
+//! (`Plan::new`: classes resolved, selectors' verdict tables found, the
+//! messages' fixed parts written), so trying the claims on each of
+//! thousands of nodes (`Plan::fits`, Filter) costs a pass over the node's
+//! few devices; a lone request without constraints or shared counters is
+//! decided by counting, without the search.
 
 use std::sync::Arc;
 
-use super::cel::Evaluator;
-use super::inventory::{CounterId, InUse, Inventory, PoolDevice, consumption};
-use super::model::{Allocated, Allocation, Alternative, Claim, ConstraintKind, Mode, Reach};
+use super::cel::{Evaluator, Selector};
+use super::inventory::{Column, CounterId, InUse, Inventory, PoolDevice, Verdicts, consumption};
+use super::model::{
+    Allocated, Allocation, Alternative, Claim, Constraint, ConstraintKind, Mode, Reach,
+};
 use crate::model::Quantity;
 
 /// The node the pod would run on.
@@ -70,8 +79,10 @@ pub enum Unfit {
         node: String,
         detail: String,
     },
+    /// A selector that fails to evaluate, or a request that cannot be met
+    /// by any alternative as written.
     #[error("claim {claim}: {message}")]
-    Selector { claim: String, message: String },
+    Invalid { claim: String, message: String },
     #[error("allocating devices on node {node} took more than {steps} steps; not decided")]
     TooComplex { node: String, steps: u64 },
 }
@@ -99,16 +110,6 @@ impl Unfit {
     }
 }
 
-/// One slot of the search: a request's alternative and its candidates.
-struct Slot<'a> {
-    claim: usize,
-    alternative: &'a Alternative,
-    /// Candidate devices, in inventory order.
-    candidates: Vec<&'a PoolDevice>,
-    /// `Mode::All`: every candidate, taken together.
-    need: usize,
-}
-
 /// Allocates every claim (none of which is allocated yet) on `node`.
 /// `in_use` is what other claims hold. Returns one allocation per claim,
 /// in order.
@@ -120,78 +121,113 @@ pub fn allocate(
     eval: &Evaluator,
     budget: Budget,
 ) -> Result<Vec<Allocation>, Unfit> {
-    let reachable: Vec<&PoolDevice> = inv.reachable(node.name, node.labels).collect();
-    let incomplete = inv.problems();
-    // Per request, its alternatives' candidate lists; the search walks
-    // requests in order and alternatives in order.
-    let mut requests: Vec<Vec<Slot<'_>>> = Vec::new();
-    for (ci, claim) in claims.iter().enumerate() {
-        // For messages only: formatted when a request fails.
-        let claim_name = || format!("{}/{}", claim.namespace, claim.name);
-        for request in &claim.requests {
-            let mut slots = Vec::new();
-            let mut shortest: Option<Unfit> = None;
-            for alt in &request.alternatives {
-                let class = inv.class(&alt.class).ok_or_else(|| Unfit::NoClass {
-                    claim: claim_name(),
-                    request: alt.name.to_string(),
-                    class: alt.class.to_string(),
-                })?;
-                let selectors: Vec<_> = class
-                    .selectors
-                    .iter()
-                    .chain(&alt.selectors)
-                    .map(|s| (s, inv.verdicts(s)))
-                    .collect();
-                let mut matching = Vec::new();
-                for d in &reachable {
-                    let passes = selectors
-                        .iter()
-                        .try_fold(true, |ok, (s, v)| {
-                            Ok(ok && Inventory::passes(eval, s, v, d)?)
-                        })
-                        .map_err(|message| Unfit::Selector {
-                            claim: claim_name(),
-                            message,
-                        })?;
-                    if passes {
-                        matching.push(*d);
-                    }
+    Plan::new(claims, inv)?.allocate(node, inv, in_use, eval, budget)
+}
+
+/// A pod's unallocated claims, prepared against one inventory: what does
+/// not depend on the node.
+#[derive(Debug)]
+pub struct Plan {
+    /// The inventory the verdict tables belong to (`Inventory::id`).
+    inventory: u64,
+    claims: Vec<PlanClaim>,
+    /// Every request's alternatives, in claim, request, alternative order;
+    /// the alternatives of one request are adjacent.
+    choices: Vec<Choice>,
+    /// One request with one `exactly` alternative, and no constraints:
+    /// decided by counting the devices that could take it.
+    counting: bool,
+}
+
+#[derive(Debug)]
+struct PlanClaim {
+    /// `<namespace>/<name>`, for messages.
+    label: String,
+    /// Each constraint with its attribute's column.
+    constraints: Vec<(Constraint, Arc<Column>)>,
+}
+
+#[derive(Debug)]
+struct Choice {
+    claim: usize,
+    /// The request's position among all the claims' requests.
+    request: usize,
+    alternative: Alternative,
+    /// The class's selectors, then the request's, each with its verdicts.
+    selectors: Vec<(Selector, Verdicts)>,
+    /// `claim <namespace>/<name>: request <name>`.
+    at: String,
+    /// `<n> device(s) of class <class>`, and ` where <selector> && ...` for
+    /// the request's own selectors.
+    wanted: String,
+}
+
+/// Why the claims do not fit a node, before it is put into words.
+#[derive(Debug)]
+enum Fail {
+    /// A request's first alternative finds too few devices.
+    Short {
+        choice: usize,
+        have: usize,
+        taken: usize,
+    },
+    /// Enough devices, but no choice of them meets the claim's
+    /// constraints and the pools' counters together.
+    Constraints {
+        claim: usize,
+    },
+    Invalid {
+        claim: usize,
+        message: String,
+    },
+    TooComplex {
+        steps: u64,
+    },
+}
+
+/// One alternative's candidates on a node: `flat[start..end]`.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    choice: usize,
+    request: usize,
+    start: usize,
+    end: usize,
+    /// How many of them to take (`Mode::All`: every one).
+    need: usize,
+}
+
+impl Plan {
+    /// Resolves the claims' classes and selectors against `inv`; a class
+    /// that does not exist refuses them on every node.
+    pub fn new(claims: &[&Claim], inv: &Inventory) -> Result<Plan, Unfit> {
+        let mut plan = Plan {
+            inventory: inv.id(),
+            claims: Vec::with_capacity(claims.len()),
+            choices: Vec::new(),
+            counting: false,
+        };
+        let mut requests = 0usize;
+        for (ci, claim) in claims.iter().enumerate() {
+            let label = format!("{}/{}", claim.namespace, claim.name);
+            for request in &claim.requests {
+                if request.alternatives.is_empty() {
+                    return Err(Unfit::Invalid {
+                        claim: label,
+                        message: format!("request {} has no alternative", request.name),
+                    });
                 }
-                let tainted = |d: &PoolDevice| {
-                    d.device.taints.iter().any(|t| {
-                        matches!(&*t.effect, "NoSchedule" | "NoExecute")
-                            && !alt.tolerations.iter().any(|tol| tol.tolerates(t))
-                    })
-                };
-                let usable =
-                    |d: &PoolDevice| !tainted(d) && (alt.admin_access || !in_use.contains(&d.id));
-                let (candidates, need, short) = match alt.mode {
-                    Mode::Exact(n) => {
-                        let c: Vec<&PoolDevice> =
-                            matching.iter().copied().filter(|d| usable(d)).collect();
-                        let need = n as usize;
-                        let short = c.len() < need;
-                        (c, need, short)
-                    }
-                    Mode::All => {
-                        // Every matching device, none of them taken, and
-                        // none hidden in a pool that is not complete.
-                        let all = matching.iter().all(|d| usable(d)) && incomplete.is_empty();
-                        let c = matching.clone();
-                        let need = c.len();
-                        (c, need, !all || need == 0)
-                    }
-                };
-                if short {
-                    let taken = matching.len().saturating_sub(candidates.len());
-                    let mut why = Vec::new();
-                    if taken > 0 {
-                        why.push(format!("{taken} matching device(s) allocated or tainted"));
-                    }
-                    if let Some(p) = incomplete.first() {
-                        why.push((*p).to_string());
-                    }
+                for alt in &request.alternatives {
+                    let class = inv.class(&alt.class).ok_or_else(|| Unfit::NoClass {
+                        claim: label.clone(),
+                        request: alt.name.to_string(),
+                        class: alt.class.to_string(),
+                    })?;
+                    let selectors = class
+                        .selectors
+                        .iter()
+                        .chain(&alt.selectors)
+                        .map(|s| (s.clone(), inv.verdicts(s)))
+                        .collect();
                     let mut wanted = match alt.mode {
                         Mode::Exact(n) => format!("{n} device(s) of class {}", alt.class),
                         Mode::All => format!(
@@ -203,66 +239,326 @@ pub fn allocate(
                         wanted.push_str(if i == 0 { " where " } else { " && " });
                         wanted.push_str(s.source());
                     }
-                    let unfit = Unfit::Short {
-                        at: format!("claim {}: request {}", claim_name(), alt.name),
+                    plan.choices.push(Choice {
+                        claim: ci,
+                        request: requests,
+                        alternative: alt.clone(),
+                        selectors,
+                        at: format!("claim {label}: request {}", alt.name),
                         wanted,
-                        have: candidates.len(),
-                        node: node.name.to_string(),
-                        why: match why.is_empty() {
-                            true => String::new(),
-                            false => format!(": {}", why.join("; ")),
-                        },
+                    });
+                }
+                requests += 1;
+            }
+            let constraints = claim
+                .constraints
+                .iter()
+                .map(|k| {
+                    let attribute = match &k.kind {
+                        ConstraintKind::Match(a) | ConstraintKind::Distinct(a) => a,
                     };
-                    shortest.get_or_insert(unfit);
+                    (k.clone(), inv.column(attribute))
+                })
+                .collect();
+            plan.claims.push(PlanClaim { label, constraints });
+        }
+        plan.counting = requests == 1
+            && plan.choices.len() == 1
+            && matches!(plan.choices[0].alternative.mode, Mode::Exact(_))
+            && plan.claims.iter().all(|c| c.constraints.is_empty());
+        Ok(plan)
+    }
+
+    /// Whether the claims can be allocated on `node` (Filter); the refusal
+    /// is the node's reason, without its name.
+    pub fn fits(
+        &self,
+        node: NodeView<'_>,
+        inv: &Inventory,
+        in_use: &InUse,
+        eval: &Evaluator,
+        budget: Budget,
+    ) -> Result<(), String> {
+        if self.counting
+            && let Some(counted) = self.count(node, inv, in_use, eval)
+        {
+            return counted.map_err(|f| self.reason(f, inv));
+        }
+        self.search(node, inv, in_use, eval, budget, |_| ())
+            .map_err(|f| self.reason(f, inv))
+    }
+
+    /// The claims' allocations on `node` (Reserve), one per claim in order.
+    pub fn allocate(
+        &self,
+        node: NodeView<'_>,
+        inv: &Inventory,
+        in_use: &InUse,
+        eval: &Evaluator,
+        budget: Budget,
+    ) -> Result<Vec<Allocation>, Unfit> {
+        self.search(node, inv, in_use, eval, budget, |s| s.allocations())
+            .map_err(|f| self.unfit(f, node.name, inv))
+    }
+
+    /// The lone request decided by counting; `None` when a candidate
+    /// consumes shared counters, which only the search accounts for.
+    fn count(
+        &self,
+        node: NodeView<'_>,
+        inv: &Inventory,
+        in_use: &InUse,
+        eval: &Evaluator,
+    ) -> Option<Result<(), Fail>> {
+        let c = &self.choices[0];
+        let Mode::Exact(n) = c.alternative.mode else {
+            return None;
+        };
+        if inv.id() != self.inventory {
+            return Some(Err(self.stale()));
+        }
+        let need = n as usize;
+        let (mut have, mut matching) = (0usize, 0usize);
+        for d in inv.reachable(node.name, node.labels) {
+            match Self::passes(c, d, eval) {
+                Err(f) => return Some(Err(f)),
+                Ok(false) => continue,
+                Ok(true) => {}
+            }
+            if !c.alternative.admin_access && !d.device.consumes.is_empty() {
+                return None;
+            }
+            matching += 1;
+            if usable(c, d, in_use, inv) {
+                have += 1;
+                if have >= need {
+                    return Some(Ok(()));
+                }
+            }
+        }
+        Some(Err(Fail::Short {
+            choice: 0,
+            have,
+            taken: matching - have,
+        }))
+    }
+
+    /// The candidates of each alternative on `node`, then the search;
+    /// `found` reads the choices when one is found.
+    fn search<T>(
+        &self,
+        node: NodeView<'_>,
+        inv: &Inventory,
+        in_use: &InUse,
+        eval: &Evaluator,
+        budget: Budget,
+        found: impl FnOnce(&Search<'_, '_>) -> T,
+    ) -> Result<T, Fail> {
+        if inv.id() != self.inventory {
+            return Err(self.stale());
+        }
+        let incomplete = !inv.problems().is_empty();
+        let mut flat: Vec<&PoolDevice> = Vec::new();
+        let mut slots: Vec<Slot> = Vec::with_capacity(self.choices.len());
+        // The first alternative's shortfall, per request, for the message.
+        let mut short: Option<Fail> = None;
+        for (i, c) in self.choices.iter().enumerate() {
+            let first_of_request = i == 0 || self.choices[i - 1].request != c.request;
+            if first_of_request {
+                if i > 0 && slots.last().is_none_or(|s| s.request != c.request - 1) {
+                    return Err(short.take().unwrap_or(Fail::Constraints {
+                        claim: self.choices[i - 1].claim,
+                    }));
+                }
+                short = None;
+            }
+            let start = flat.len();
+            let (mut matching, mut all_usable) = (0usize, true);
+            for d in inv.reachable(node.name, node.labels) {
+                if !Self::passes(c, d, eval)? {
                     continue;
                 }
-                slots.push(Slot {
-                    claim: ci,
-                    alternative: alt,
-                    candidates,
-                    need,
+                matching += 1;
+                let ok = usable(c, d, in_use, inv);
+                all_usable &= ok;
+                if ok || c.alternative.mode == Mode::All {
+                    flat.push(d);
+                }
+            }
+            let have = flat.len() - start;
+            let (need, enough) = match c.alternative.mode {
+                Mode::Exact(n) => (n as usize, have >= n as usize),
+                Mode::All => (have, all_usable && !incomplete && have > 0),
+            };
+            if !enough {
+                flat.truncate(start);
+                short.get_or_insert(Fail::Short {
+                    choice: i,
+                    have,
+                    taken: matching - have,
                 });
+                continue;
             }
-            if slots.is_empty() {
-                return Err(shortest.unwrap_or_else(|| Unfit::Constraints {
-                    claim: claim_name(),
-                    node: node.name.to_string(),
-                    detail: format!("request {} has no alternative", request.name),
-                }));
+            slots.push(Slot {
+                choice: i,
+                request: c.request,
+                start,
+                end: flat.len(),
+                need,
+            });
+        }
+        if let Some(last) = self.choices.last()
+            && slots.last().is_none_or(|s| s.request != last.request)
+        {
+            return Err(short.unwrap_or(Fail::Constraints { claim: last.claim }));
+        }
+        let mut search = Search {
+            plan: self,
+            inv,
+            slots: &slots,
+            flat: &flat,
+            in_use,
+            consumed: Vec::new(),
+            chosen: Vec::new(),
+            steps: 0,
+            budget,
+            failed_claim: None,
+        };
+        if search.request(0)? {
+            return Ok(found(&search));
+        }
+        Err(Fail::Constraints {
+            claim: search.failed_claim.unwrap_or(0),
+        })
+    }
+
+    /// Whether `d` passes the alternative's selectors (its class's, then
+    /// its own), each evaluated once per device of the inventory.
+    fn passes(c: &Choice, d: &PoolDevice, eval: &Evaluator) -> Result<bool, Fail> {
+        for (s, v) in &c.selectors {
+            let yes = Inventory::passes(eval, s, v, d).map_err(|message| Fail::Invalid {
+                claim: c.claim,
+                message,
+            })?;
+            if !yes {
+                return Ok(false);
             }
-            requests.push(slots);
+        }
+        Ok(true)
+    }
+
+    /// The plan used with an inventory other than its own: its verdicts
+    /// and columns would describe other devices, so nothing is decided.
+    fn stale(&self) -> Fail {
+        Fail::Invalid {
+            claim: 0,
+            message: "the device inventory changed after the claims were prepared".to_string(),
         }
     }
-    let mut search = Search {
-        claims,
-        inv,
-        requests: &requests,
-        in_use,
-        consumed: Vec::new(),
-        chosen: Vec::new(),
-        steps: 0,
-        budget,
-        node: node.name,
-        failed_claim: None,
-    };
-    if search.request(0)? {
-        return Ok(search.allocations(claims.len()));
+
+    fn unfit(&self, f: Fail, node: &str, inv: &Inventory) -> Unfit {
+        let label = |claim: usize| self.claims.get(claim).map_or("", |c| &c.label).to_string();
+        match f {
+            Fail::Short {
+                choice,
+                have,
+                taken,
+            } => {
+                let c = &self.choices[choice];
+                Unfit::Short {
+                    at: c.at.clone(),
+                    wanted: c.wanted.clone(),
+                    have,
+                    node: node.to_string(),
+                    why: why(taken, inv),
+                }
+            }
+            Fail::Constraints { claim } => Unfit::Constraints {
+                claim: label(claim),
+                node: node.to_string(),
+                detail: self
+                    .claims
+                    .get(claim)
+                    .map(|c| describe_constraints(c.constraints.iter().map(|(k, _)| k)))
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or_else(|| {
+                        "the pool's shared counters or devices wanted twice".to_string()
+                    }),
+            },
+            Fail::Invalid { claim, message } => Unfit::Invalid {
+                claim: label(claim),
+                message,
+            },
+            Fail::TooComplex { steps } => Unfit::TooComplex {
+                node: node.to_string(),
+                steps,
+            },
+        }
     }
-    let claim = search.failed_claim.unwrap_or(0);
-    let c = claims.get(claim);
-    Err(Unfit::Constraints {
-        claim: c.map_or_else(String::new, |c| format!("{}/{}", c.namespace, c.name)),
-        node: node.name.to_string(),
-        detail: c
-            .map(|c| describe_constraints(c))
-            .filter(|d| !d.is_empty())
-            .unwrap_or_else(|| "the pool's shared counters or devices wanted twice".to_string()),
-    })
+
+    /// `Unfit::node_reason` of the failure, written into one string when
+    /// the request is short (the common refusal, once per node).
+    fn reason(&self, f: Fail, inv: &Inventory) -> String {
+        use std::fmt::Write;
+        match f {
+            Fail::Short {
+                choice,
+                have,
+                taken,
+            } => {
+                let c = &self.choices[choice];
+                let problem = inv.problems().first();
+                let mut out = String::with_capacity(
+                    c.at.len() + c.wanted.len() + problem.map_or(0, String::len) + 96,
+                );
+                let _ = write!(
+                    out,
+                    "cannot allocate {}: {} wanted, {have} free",
+                    c.at, c.wanted
+                );
+                write_why(&mut out, taken, problem);
+                out
+            }
+            other => self.unfit(other, "", inv).node_reason(),
+        }
+    }
 }
 
-fn describe_constraints(c: &Claim) -> String {
-    c.constraints
-        .iter()
+/// What kept devices out of a short request, when one reason did.
+fn why(taken: usize, inv: &Inventory) -> String {
+    let mut out = String::new();
+    write_why(&mut out, taken, inv.problems().first());
+    out
+}
+
+/// `: <n> matching device(s) allocated or tainted; <problem>`, each part
+/// when it applies.
+fn write_why(out: &mut String, taken: usize, problem: Option<&String>) {
+    use std::fmt::Write;
+    let mut sep = ": ";
+    if taken > 0 {
+        let _ = write!(out, "{sep}{taken} matching device(s) allocated or tainted");
+        sep = "; ";
+    }
+    if let Some(p) = problem {
+        out.push_str(sep);
+        out.push_str(p);
+    }
+}
+
+/// Whether the alternative may take `d`: its `NoSchedule`/`NoExecute`
+/// taints tolerated, and free of other claims (or monitored only).
+fn usable(c: &Choice, d: &PoolDevice, in_use: &InUse, inv: &Inventory) -> bool {
+    let alt = &c.alternative;
+    let tainted = d.device.taints.iter().any(|t| {
+        matches!(&*t.effect, "NoSchedule" | "NoExecute")
+            && !alt.tolerations.iter().any(|tol| tol.tolerates(t))
+    });
+    !tainted && (alt.admin_access || !in_use.holds(d, inv))
+}
+
+fn describe_constraints<'a>(constraints: impl Iterator<Item = &'a Constraint>) -> String {
+    constraints
         .map(|k| {
             let (what, attr) = match &k.kind {
                 ConstraintKind::Match(a) => ("matchAttribute", a),
@@ -275,72 +571,71 @@ fn describe_constraints(c: &Claim) -> String {
 }
 
 struct Search<'s, 'a> {
-    claims: &'s [&'a Claim],
+    plan: &'s Plan,
     inv: &'a Inventory,
-    requests: &'s [Vec<Slot<'a>>],
+    slots: &'s [Slot],
+    flat: &'s [&'a PoolDevice],
     /// Devices (and counters) held by other claims.
     in_use: &'s InUse,
     /// The counters the choices so far consume, beside `in_use`'s.
     consumed: Vec<(CounterId, Quantity)>,
-    /// The choices so far: (claim, alternative name, device, admin access).
-    chosen: Vec<(usize, Arc<str>, &'a PoolDevice, bool)>,
+    /// The choices so far: (alternative, device).
+    chosen: Vec<(usize, &'a PoolDevice)>,
     steps: u64,
     budget: Budget,
-    node: &'s str,
     /// The claim whose request failed deepest, for the message.
     failed_claim: Option<usize>,
 }
 
 impl<'a> Search<'_, 'a> {
-    /// Satisfies requests from `r` on; `Ok(false)` when no choice works.
-    fn request(&mut self, r: usize) -> Result<bool, Unfit> {
-        let Some(slots) = self.requests.get(r) else {
+    /// Satisfies the requests from the one whose first slot is `s` on;
+    /// `Ok(false)` when no choice works.
+    fn request(&mut self, s: usize) -> Result<bool, Fail> {
+        let Some(first) = self.slots.get(s) else {
             return Ok(true);
         };
-        for slot in slots {
-            if self.devices(r, slot, 0, 0)? {
+        let next = s + self.slots[s..]
+            .iter()
+            .take_while(|x| x.request == first.request)
+            .count();
+        for j in s..next {
+            if self.devices(j, next, self.slots[j].start, 0)? {
                 return Ok(true);
             }
         }
-        self.failed_claim.get_or_insert(slots[0].claim);
+        self.failed_claim
+            .get_or_insert(self.plan.choices[first.choice].claim);
         Ok(false)
     }
 
-    /// Picks `slot.need - picked` more devices from `slot.candidates[from..]`,
-    /// then moves on to request `r + 1`.
-    fn devices(
-        &mut self,
-        r: usize,
-        slot: &Slot<'a>,
-        from: usize,
-        picked: usize,
-    ) -> Result<bool, Unfit> {
+    /// Picks `need - picked` more devices of slot `j` from `flat[from..]`,
+    /// then moves on to the request whose first slot is `next`.
+    fn devices(&mut self, j: usize, next: usize, from: usize, picked: usize) -> Result<bool, Fail> {
+        let slot = self.slots[j];
         if picked == slot.need {
-            return self.request(r + 1);
+            return self.request(next);
         }
         let left = slot.need - picked;
+        let admin = self.plan.choices[slot.choice].alternative.admin_access;
         let mut i = from;
-        while i + left <= slot.candidates.len() {
-            let d = slot.candidates[i];
+        while i + left <= slot.end {
+            let d = self.flat[i];
             i += 1;
             self.steps = self.steps.saturating_add(1);
             if self.steps > self.budget.steps {
-                return Err(Unfit::TooComplex {
-                    node: self.node.to_string(),
+                return Err(Fail::TooComplex {
                     steps: self.budget.steps,
                 });
             }
-            if !self.fits(slot, d) {
+            if !self.fits(slot.choice, d) {
                 continue;
             }
-            let admin = slot.alternative.admin_access;
             let mark = self.consumed.len();
             if !admin {
                 self.consumed.extend(consumption(d));
             }
-            self.chosen
-                .push((slot.claim, slot.alternative.name.clone(), d, admin));
-            if self.devices(r, slot, i, picked + 1)? {
+            self.chosen.push((slot.choice, d));
+            if self.devices(j, next, i, picked + 1)? {
                 return Ok(true);
             }
             self.chosen.pop();
@@ -350,33 +645,31 @@ impl<'a> Search<'_, 'a> {
     }
 
     /// Whether `d` can be added to the choices so far.
-    fn fits(&self, slot: &Slot<'a>, d: &PoolDevice) -> bool {
-        let admin = slot.alternative.admin_access;
-        if self.chosen.iter().any(|(_, _, c, _)| c.id == d.id) {
+    fn fits(&self, choice: usize, d: &PoolDevice) -> bool {
+        let c = &self.plan.choices[choice];
+        if self.chosen.iter().any(|(_, o)| o.index == d.index) {
             return false;
         }
         // Candidates are free of other claims already (or monitored with
         // admin access); what remains is the pool's shared counters.
-        if !admin && !self.counters_fit(d) {
+        if !c.alternative.admin_access && !self.counters_fit(d) {
             return false;
         }
-        let claim = self.claims[slot.claim];
-        for k in &claim.constraints {
-            if !k.covers(&slot.alternative.name) {
+        let name = &c.alternative.name;
+        for (k, column) in &self.plan.claims[c.claim].constraints {
+            if !k.covers(name) {
                 continue;
             }
-            let (attr, distinct) = match &k.kind {
-                ConstraintKind::Match(a) => (a, false),
-                ConstraintKind::Distinct(a) => (a, true),
-            };
-            let Some(value) = d.device.attributes.get(attr) else {
+            let distinct = matches!(k.kind, ConstraintKind::Distinct(_));
+            let Some(value) = column.value(d) else {
                 return false;
             };
             let others = self
                 .chosen
                 .iter()
-                .filter(|(c, name, _, _)| *c == slot.claim && k.covers(name))
-                .filter_map(|(_, _, o, _)| o.device.attributes.get(attr));
+                .map(|(o, dev)| (&self.plan.choices[*o], dev))
+                .filter(|(o, _)| o.claim == c.claim && k.covers(&o.alternative.name))
+                .filter_map(|(_, dev)| column.value(dev));
             for other in others {
                 if (value == other) == distinct {
                     return false;
@@ -401,21 +694,22 @@ impl<'a> Search<'_, 'a> {
         })
     }
 
-    fn allocations(&self, n: usize) -> Vec<Allocation> {
-        let mut out: Vec<Allocation> = (0..n)
+    fn allocations(&self) -> Vec<Allocation> {
+        let mut out: Vec<Allocation> = (0..self.plan.claims.len())
             .map(|_| Allocation {
                 results: Vec::new(),
                 reach: Vec::new(),
             })
             .collect();
-        for (claim, name, d, admin) in &self.chosen {
-            let Some(a) = out.get_mut(*claim) else {
+        for (choice, d) in &self.chosen {
+            let c = &self.plan.choices[*choice];
+            let Some(a) = out.get_mut(c.claim) else {
                 continue;
             };
             a.results.push(Allocated {
-                request: name.clone(),
+                request: c.alternative.name.clone(),
                 device: d.id.clone(),
-                admin_access: *admin,
+                admin_access: c.alternative.admin_access,
             });
             if !a.reach.contains(&d.reach) {
                 a.reach.push(d.reach.clone());

@@ -13,10 +13,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use super::cel;
-use super::model::{Claim, Device, DeviceClass, DeviceId, Reach, Slice};
+use super::model::{Attr, Claim, Device, DeviceClass, DeviceId, QualifiedName, Reach, Slice};
 use crate::model::Quantity;
 
 /// One device of a complete pool, with where it reaches and how selectors
@@ -60,11 +61,13 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// A selector's verdict per device (by `PoolDevice::index`): 0 not yet
 /// evaluated, 1 no, 2 yes. Errors are not kept: they end the allocation,
 /// and are evaluated again for the message.
-type Verdicts = Arc<[AtomicU8]>;
+pub type Verdicts = Arc<[AtomicU8]>;
 
 /// Every pool and device class.
 #[derive(Debug, Default)]
 pub struct Inventory {
+    /// Tells inventories apart (verdict tables are by device position).
+    id: u64,
     /// In driver and pool name order.
     pools: Vec<Pool>,
     classes: HashMap<Arc<str>, DeviceClass>,
@@ -81,6 +84,45 @@ pub struct Inventory {
     /// Selector (by source) → its verdicts, kept as long as the inventory (a
     /// device changes only with its slice, which makes a new inventory).
     verdicts: dashmap::DashMap<Arc<str>, Verdicts, foldhash::fast::RandomState>,
+    /// Attribute (by name) → its values per device, for constraints.
+    columns: dashmap::DashMap<QualifiedName, Arc<Column>, foldhash::fast::RandomState>,
+}
+
+/// One attribute's value on every device of an inventory, as small
+/// numbers (equal values, equal numbers), looked up once per device: what
+/// `matchAttribute` and `distinctAttribute` compare, without walking each
+/// device's attribute map on every node of every cycle.
+#[derive(Debug)]
+pub struct Column {
+    attribute: QualifiedName,
+    /// By `PoolDevice::index`: 0 not looked up yet, 1 the device lacks the
+    /// attribute, `n + 2` the value numbered `n`.
+    ids: Box<[AtomicU32]>,
+    numbers: Mutex<HashMap<Attr, u32>>,
+}
+
+impl Column {
+    /// The number of `d`'s value, `None` when it lacks the attribute.
+    pub fn value(&self, d: &PoolDevice) -> Option<u32> {
+        let slot = self.ids.get(d.index as usize);
+        match slot.map(|s| s.load(Ordering::Relaxed)) {
+            Some(1) => return None,
+            Some(n) if n >= 2 => return Some(n - 2),
+            _ => {}
+        }
+        let id = match d.device.attributes.get(&self.attribute) {
+            None => 1,
+            Some(v) => {
+                let mut numbers = self.numbers.lock().unwrap_or_else(PoisonError::into_inner);
+                let next = u32::try_from(numbers.len()).unwrap_or(u32::MAX - 2);
+                numbers.entry(v.clone()).or_insert(next).saturating_add(2)
+            }
+        };
+        if let Some(s) = slot {
+            s.store(id, Ordering::Relaxed);
+        }
+        id.checked_sub(2)
+    }
 }
 
 impl Inventory {
@@ -95,7 +137,9 @@ impl Inventory {
                 .or_default()
                 .push(s);
         }
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let mut inv = Inventory {
+            id: IDS.fetch_add(1, Ordering::Relaxed),
             classes: classes.into_iter().map(|c| (c.name.clone(), c)).collect(),
             ..Inventory::default()
         };
@@ -211,6 +255,11 @@ impl Inventory {
         pool
     }
 
+    /// Unique among the inventories of this process.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     pub fn class(&self, name: &str) -> Option<&DeviceClass> {
         self.classes.get(name)
     }
@@ -259,6 +308,23 @@ impl Inventory {
         self.verdicts
             .entry(selector.key().clone())
             .or_insert_with(|| (0..self.devices).map(|_| AtomicU8::new(0)).collect())
+            .clone()
+    }
+
+    /// The attribute's column (see `Column`), made on first use.
+    pub fn column(&self, attribute: &QualifiedName) -> Arc<Column> {
+        if let Some(c) = self.columns.get(attribute) {
+            return c.clone();
+        }
+        self.columns
+            .entry(attribute.clone())
+            .or_insert_with(|| {
+                Arc::new(Column {
+                    attribute: attribute.clone(),
+                    ids: (0..self.devices).map(|_| AtomicU32::new(0)).collect(),
+                    numbers: Mutex::default(),
+                })
+            })
             .clone()
     }
 
@@ -318,6 +384,13 @@ pub fn consumption(d: &PoolDevice) -> impl Iterator<Item = (CounterId, Quantity)
 pub struct InUse {
     devices: FastMap<DeviceId, u32>,
     counters: FastMap<CounterId, Quantity>,
+    /// The held devices of the inventory, by `PoolDevice::index` (one bit
+    /// each): what the allocator asks per device, without hashing its id.
+    held: Vec<u64>,
+    /// The inventory `held` indexes (`Inventory::id`); 0 before the first
+    /// device, `u64::MAX` once devices of two inventories were held (then
+    /// `holds` asks the map).
+    held_of: u64,
 }
 
 impl InUse {
@@ -355,7 +428,18 @@ impl InUse {
         if *holders > 1 {
             return false;
         }
+        if self.held_of != inv.id() {
+            self.held_of = match self.held_of {
+                0 => inv.id(),
+                _ => u64::MAX,
+            };
+        }
         if let Some(d) = inv.device(id) {
+            let (word, bit) = ((d.index / 64) as usize, d.index % 64);
+            if self.held.len() <= word {
+                self.held.resize(word + 1, 0);
+            }
+            self.held[word] |= 1 << bit;
             for (counter, q) in consumption(d) {
                 let used = self.counters.entry(counter).or_insert(Quantity::ZERO);
                 *used = used.checked_add(q).unwrap_or(*used);
@@ -374,7 +458,15 @@ impl InUse {
             return false;
         }
         self.devices.remove(id);
+        if self.held_of != inv.id() && self.held_of != 0 {
+            self.held_of = u64::MAX;
+        }
         if let Some(d) = inv.device(id) {
+            if let Some(w) = self.held.get_mut((d.index / 64) as usize)
+                && self.held_of == inv.id()
+            {
+                *w &= !(1 << (d.index % 64));
+            }
             for (counter, q) in consumption(d) {
                 if let Some(used) = self.counters.get_mut(&counter) {
                     *used = used.checked_sub(q).unwrap_or(Quantity::ZERO);
@@ -382,6 +474,16 @@ impl InUse {
             }
         }
         true
+    }
+
+    /// Whether `d`, a device of `inv`, is taken.
+    pub fn holds(&self, d: &PoolDevice, inv: &Inventory) -> bool {
+        if self.held_of != inv.id() {
+            return self.devices.contains_key(&d.id);
+        }
+        self.held
+            .get((d.index / 64) as usize)
+            .is_some_and(|w| w & (1 << (d.index % 64)) != 0)
     }
 
     pub fn contains(&self, id: &DeviceId) -> bool {

@@ -16,7 +16,7 @@ pub mod write;
 #[cfg(test)]
 mod tests;
 
-pub use allocate::{Budget, NodeView, Unfit, allocate};
+pub use allocate::{Budget, NodeView, Plan, Unfit, allocate};
 pub use inventory::{InUse, Inventory};
 pub use model::{
     Allocation, Attr, Claim, Consumer, Device, DeviceClass, DeviceId, DraError, QualifiedName,

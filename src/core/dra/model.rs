@@ -57,7 +57,7 @@ impl QualifiedName {
 }
 
 /// One attribute value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Attr {
     Bool(bool),
     Int(i64),
@@ -595,12 +595,13 @@ impl Constraint {
     /// Whether the constraint covers results recorded under `name`
     /// (`request` or `request/sub`).
     pub fn covers(&self, name: &str) -> bool {
+        if self.requests.is_empty() {
+            return true;
+        }
         let request = name.split('/').next().unwrap_or(name);
-        self.requests.is_empty()
-            || self
-                .requests
-                .iter()
-                .any(|r| **r == *name || **r == *request)
+        self.requests
+            .iter()
+            .any(|r| **r == *name || **r == *request)
     }
 }
 

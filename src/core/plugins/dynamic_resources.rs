@@ -19,9 +19,10 @@
 
 use std::sync::Arc;
 
-use crate::dra::allocate::{Budget, NodeView, allocate};
+use crate::dra::allocate::{Budget, NodeView, Plan};
 use crate::dra::cel::Evaluator;
 use crate::dra::{Claim, InUse, Inventory, Reach};
+
 use crate::framework::{
     CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Rejection, Snapshot,
 };
@@ -47,8 +48,8 @@ pub struct DynamicResources;
 struct DraState {
     /// The allocated claims' names and where their devices reach.
     allocated: Vec<(Arc<str>, Vec<Reach>)>,
-    /// Claims to allocate on each node.
-    unallocated: Vec<Arc<Claim>>,
+    /// Claims to allocate on each node, prepared once for every node.
+    unallocated: Option<Plan>,
     inventory: Arc<Inventory>,
     in_use: Arc<InUse>,
     eval: Arc<Evaluator>,
@@ -105,12 +106,27 @@ impl PreFilterPlugin for DynamicResources {
         if allocated.is_empty() && unallocated.is_empty() {
             return PreFilterResult::AllNodes;
         }
+        let inventory = dra.inventory().clone();
+        let plan = match unallocated.is_empty() {
+            true => None,
+            false => {
+                let claims: Vec<&Claim> = unallocated.iter().map(|c| &**c).collect();
+                match Plan::new(&claims, &inventory) {
+                    Ok(plan) => Some(plan),
+                    Err(unfit) => {
+                        return PreFilterResult::Reject(Rejection::unresolvable(
+                            unfit.node_reason(),
+                        ));
+                    }
+                }
+            }
+        };
         state.write(
             STATE_KEY,
             DraState {
                 allocated,
-                unallocated,
-                inventory: dra.inventory().clone(),
+                unallocated: plan,
+                inventory,
                 in_use: dra.in_use().clone(),
                 eval: dra.evaluator().clone(),
                 searches: dra.searches().clone(),
@@ -128,22 +144,19 @@ impl DraState {
                 return Err(Rejection::unresolvable(REASON_NOT_REACHABLE));
             }
         }
-        if self.unallocated.is_empty() {
+        let Some(plan) = &self.unallocated else {
             return Ok(());
-        }
-        let claims: Vec<&Claim> = self.unallocated.iter().map(|c| &**c).collect();
+        };
         self.searches
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        allocate(
-            &claims,
+        plan.fits(
             NodeView { name, labels },
             &self.inventory,
             &self.in_use,
             &self.eval,
             Budget::default(),
         )
-        .map(|_| ())
-        .map_err(|unfit| Rejection::unresolvable(unfit.node_reason()))
+        .map_err(Rejection::unresolvable)
     }
 }
 
