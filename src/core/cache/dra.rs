@@ -21,6 +21,37 @@ use crate::model::{NodeInfo, PodInfo};
 /// A ResourceClaim's namespace and name.
 pub type ResourceClaimKey = PodKey;
 
+/// Why a pod's claims cannot be used yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimProblem {
+    pub message: String,
+    /// Expected to pass (a claim not created yet, or being replaced), not
+    /// a mistake to fix.
+    pub waiting: bool,
+}
+
+impl ClaimProblem {
+    fn waiting(message: String) -> Self {
+        ClaimProblem {
+            message,
+            waiting: true,
+        }
+    }
+
+    fn invalid(message: String) -> Self {
+        ClaimProblem {
+            message,
+            waiting: false,
+        }
+    }
+}
+
+impl From<ClaimProblem> for String {
+    fn from(p: ClaimProblem) -> String {
+        p.message
+    }
+}
+
 /// An object as its informer read it: usable, or why not.
 pub type Read<T> = Result<Arc<T>, Arc<str>>;
 
@@ -403,32 +434,42 @@ impl DraFacts {
     /// The ResourceClaims the pod uses (entries a template needs none for
     /// left out), or why it cannot use them: a claim not generated yet,
     /// missing, unreadable, being deleted, or generated for another pod.
-    pub fn pod_claims<'a>(&'a self, pod: &PodInfo) -> Result<Vec<&'a Arc<Claim>>, String> {
+    pub fn pod_claims<'a>(&'a self, pod: &PodInfo) -> Result<Vec<&'a Arc<Claim>>, ClaimProblem> {
         let mut out = Vec::with_capacity(pod.constraints.resource_claims.len());
         for pc in &pod.constraints.resource_claims {
             let name = match pc.resolve() {
                 Resolved::NotNeeded => continue,
                 Resolved::Pending => {
-                    return Err(format!(
+                    return Err(ClaimProblem::waiting(format!(
                         "waiting for the ResourceClaim of pod claim {:?} to be created from its template",
                         &*pc.name
-                    ));
+                    )));
                 }
                 Resolved::Claim(n) => n,
             };
             let claim = match self.claim(&pod.key.namespace, name) {
-                None => return Err(format!("resourceclaim {name:?} not found")),
-                Some(Err(e)) => return Err(format!("resourceclaim {name:?}: {e}")),
+                None => {
+                    return Err(ClaimProblem::waiting(format!(
+                        "resourceclaim {name:?} not found"
+                    )));
+                }
+                Some(Err(e)) => {
+                    return Err(ClaimProblem::invalid(format!(
+                        "resourceclaim {name:?}: {e}"
+                    )));
+                }
                 Some(Ok(c)) => c,
             };
             if claim.deleting {
-                return Err(format!("resourceclaim {name:?} is being deleted"));
+                return Err(ClaimProblem::waiting(format!(
+                    "resourceclaim {name:?} is being deleted"
+                )));
             }
             if pc.owned_by_pod() && claim.owner_pod.as_deref() != Some(&*pod.uid) {
-                return Err(format!(
+                return Err(ClaimProblem::invalid(format!(
                     "resourceclaim {name:?} was not created for pod {}",
                     pod.key
-                ));
+                )));
             }
             out.push(claim);
         }

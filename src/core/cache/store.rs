@@ -136,6 +136,9 @@ pub struct Cache {
     /// Which nodes changed in place (see `node_changes.rs`).
     node_changes: super::NodeChanges,
     facts: ClusterFacts,
+    /// ResourceClaim → the pods whose `spec.resourceClaims` name it (a
+    /// template's claim once generated): whose gate a claim event opens.
+    claim_users: HashMap<super::ResourceClaimKey, PodSet>,
 }
 
 impl Cache {
@@ -155,6 +158,34 @@ impl Cache {
             cross_node_generation: 0,
             node_changes: super::NodeChanges::default(),
             facts: ClusterFacts::maintained(),
+            claim_users: HashMap::new(),
+        }
+    }
+
+    /// The pods that name the claim (see `claim_users`).
+    pub fn claim_users(&self, claim: &super::ResourceClaimKey) -> impl Iterator<Item = &PodKey> {
+        self.claim_users.get(claim).into_iter().flatten()
+    }
+
+    /// Adds (or removes) the pod under each claim it names.
+    fn index_claims(&mut self, info: &PodInfo, add: bool) {
+        use crate::model::pod_claims::Resolved;
+        for pc in &info.constraints.resource_claims {
+            let Resolved::Claim(name) = pc.resolve() else {
+                continue;
+            };
+            let claim = PodKey::new(&info.key.namespace, name);
+            if add {
+                self.claim_users
+                    .entry(claim)
+                    .or_default()
+                    .insert(info.key.clone());
+            } else if let Some(users) = self.claim_users.get_mut(&claim) {
+                users.remove(&info.key);
+                if users.is_empty() {
+                    self.claim_users.remove(&claim);
+                }
+            }
         }
     }
 
@@ -477,7 +508,14 @@ impl Cache {
             return;
         };
         let (old, served) = (pod.state.member_state(), pod.served);
-        pod.info = info.clone();
+        let previous = std::mem::replace(&mut pod.info, info.clone());
+        if previous.constraints.resource_claims != info.constraints.resource_claims {
+            self.index_claims(&previous, false);
+            self.index_claims(&info, true);
+        }
+        let Some(pod) = self.pods.get_mut(&info.key) else {
+            return;
+        };
         pod.state = state.clone();
         if let Some(&i) = state.node().and_then(|n| self.node_index.get(n)) {
             self.nodes[i].replace_pod(&info);
@@ -556,12 +594,14 @@ impl Cache {
                 }
             }
         }
+        self.index_claims(&pod.info.clone(), true);
         self.pods.insert(pod.info.key.clone(), pod);
     }
 
     /// Removes a pod and undoes everything `attach` did.
     fn detach(&mut self, key: &PodKey) -> Option<CachedPod> {
         let pod = self.pods.remove(key)?;
+        self.index_claims(&pod.info, false);
         self.facts.dra.unreserve(key);
         if let Some(node) = pod.state.node() {
             self.unaccount(&pod.info, node);

@@ -20,15 +20,27 @@ use crate::model::{PodInfo, PodKey};
 
 impl Engine {
     /// A claim, slice or class changed: update the facts; pods parked for
-    /// devices may fit now.
+    /// devices may fit now, and pods gated on a claim may pass the gate.
     pub(super) fn on_dra_change(&mut self, change: DraChange, now: Instant) {
         let event = match change.is_claim() {
             true => QueueingEvent::ResourceClaim,
             false => QueueingEvent::Devices,
         };
-        if self.cache.dra_mut().apply(change) {
-            self.flush_unschedulable(event, now);
+        let claim = match &change {
+            DraChange::ClaimUpserted { key, .. } | DraChange::ClaimDeleted(key) => {
+                Some(key.clone())
+            }
+            _ => None,
+        };
+        if !self.cache.dra_mut().apply(change) {
+            return;
         }
+        if let Some(claim) = claim {
+            let (gang, cache) = (&self.gang, &self.cache);
+            self.queue
+                .reevaluate_gated_pods(cache.claim_users(&claim), |p| gang.pre_enqueue(p, cache));
+        }
+        self.flush_unschedulable(event, now);
     }
 
     /// Brings the device inventory up to date before a cycle (a gang's

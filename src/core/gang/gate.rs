@@ -3,12 +3,15 @@
 
 use crate::cache::Cache;
 use crate::model::{GroupKey, GroupMembership, GroupPolicy, PodInfo};
+use crate::plugins::dynamic_resources;
 use crate::queue::{Gate, Gated};
 
 use super::hierarchy::{ChainError, Count};
 use super::{GangScheduling, tasks};
 
-/// PreEnqueue for one pod: its own scheduling gates, its membership, its group.
+/// PreEnqueue for one pod, the plugins in kube-scheduler's order: its own
+/// scheduling gates, its ResourceClaims (DynamicResources), its membership
+/// and its group.
 pub(super) fn pre_enqueue(gang: &GangScheduling, pod: &PodInfo, cache: &Cache) -> Gate {
     if pod.scheduling_gated {
         return Err(Gated::waiting(
@@ -16,6 +19,7 @@ pub(super) fn pre_enqueue(gang: &GangScheduling, pod: &PodInfo, cache: &Cache) -
             "Scheduling is blocked due to non-empty scheduling gates",
         ));
     }
+    dynamic_resources::pre_enqueue(pod, &cache.facts().dra)?;
     match &pod.group {
         GroupMembership::None => Ok(()),
         GroupMembership::Invalid(msg) => {

@@ -2,10 +2,14 @@
 //! kube-scheduler's plugin of that name allocates them with structured
 //! parameters.
 //!
-//! PreFilter resolves the pod's claims against the cluster's
-//! (`cache::DraFacts`): a claim that does not exist yet (a template's, not
-//! generated), is unreadable or being deleted, or was generated for another
-//! pod refuses the pod with its name; an allocated claim (recorded, or
+//! PreEnqueue (`pre_enqueue`, asked by the gate) keeps a pod out of the
+//! queue while one of its claims cannot be used: it does not exist yet (a
+//! template's, not generated), is unreadable or being deleted, or was
+//! generated for another pod; the pod waits, its condition naming the
+//! claim, until that claim's event (`Cache::claim_users`) or its own update
+//! lets it through. PreFilter resolves the claims again against the
+//! cluster's (`cache::DraFacts`), refusing the pod the same way should one
+//! have changed since; an allocated claim (recorded, or
 //! planned at another pod's Reserve) restricts the pod to the nodes its
 //! devices reach; the others are allocated per node by Filter, with the
 //! structured allocator (`crate::dra`). Reserve (the cache's `assume`)
@@ -27,8 +31,9 @@ use crate::framework::{
     CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Rejection, Snapshot,
 };
 use crate::model::PodInfo;
+use crate::queue::{Gate, Gated};
 
-use crate::cache::NodeState;
+use crate::cache::{DraFacts, NodeState};
 
 pub const NAME: &str = "DynamicResources";
 
@@ -56,6 +61,20 @@ struct DraState {
     searches: Arc<std::sync::atomic::AtomicU64>,
 }
 
+/// PreEnqueue: the pod waits while one of its claims cannot be used; a
+/// claim that exists but is unreadable or was generated for another pod is
+/// the user's to fix, and warned of.
+pub fn pre_enqueue(pod: &PodInfo, dra: &DraFacts) -> Gate {
+    if pod.constraints.resource_claims.is_empty() {
+        return Ok(());
+    }
+    match dra.pod_claims(pod) {
+        Ok(_) => Ok(()),
+        Err(problem) if problem.waiting => Err(Gated::waiting("Unschedulable", problem.message)),
+        Err(problem) => Err(Gated::invalid(problem.message)),
+    }
+}
+
 impl Plugin for DynamicResources {
     fn name(&self) -> &'static str {
         NAME
@@ -75,7 +94,7 @@ impl PreFilterPlugin for DynamicResources {
         let dra = &snapshot.facts.dra;
         let claims = match dra.pod_claims(pod) {
             Ok(c) => c,
-            Err(why) => return PreFilterResult::Reject(Rejection::unresolvable(why)),
+            Err(why) => return PreFilterResult::Reject(Rejection::unresolvable(why.message)),
         };
         let (mut allocated, mut unallocated) = (Vec::new(), Vec::new());
         for claim in claims {

@@ -482,11 +482,13 @@ pub static REGISTRY: &[Registration] = &[
     Registration {
         name: dynamic_resources::NAME,
         alias: None,
-        points: &[PreFilter, Filter],
-        multi_point: &[PreFilter, Filter],
+        // PreEnqueue is the gate's (`gang::gate`), which asks
+        // `dynamic_resources::pre_enqueue`.
+        points: &[PreEnqueue, PreFilter, Filter],
+        multi_point: &[PreEnqueue, PreFilter, Filter],
         enabled_by_default: true,
         default_weight: 0,
-        together: &[&[PreFilter, Filter]],
+        together: &[&[PreEnqueue, PreFilter, Filter]],
         // Disabling it would bind pods as if their claims did not exist.
         can_disable: false,
         // Pods with claims are never memoised across nodes (`batch`), so

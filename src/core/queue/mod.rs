@@ -425,6 +425,25 @@ impl SchedulingQueue {
         }
     }
 
+    /// Re-runs the gate for those of `keys` that are gated (a claim they
+    /// name changed): those that pass go to active, the others get the new
+    /// verdict.
+    pub fn reevaluate_gated_pods<'k>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'k PodKey>,
+        gate: impl Fn(&PodInfo) -> Gate,
+    ) {
+        for key in keys {
+            if let Some(Entry {
+                slot: Slot::Gated(_),
+                ..
+            }) = self.entries.get(key)
+            {
+                self.activate(key, &gate);
+            }
+        }
+    }
+
     /// Re-runs the gate for every queued member of `group` wherever it is:
     /// members that no longer pass go behind the gate (their definition was
     /// deleted or became malformed); gated ones that pass go to active.

@@ -126,7 +126,7 @@ fn devices_held_by_one_pod_are_not_given_to_the_next_and_the_message_says_what_i
 }
 
 #[test]
-fn a_missing_claim_holds_the_pod_until_it_is_created() {
+fn a_missing_claim_holds_the_pod_at_the_gate_until_it_is_created() {
     let (mut e, t0) = cluster(&[2]);
     let p = claiming("a", "later");
     e.on_event(ClusterEvent::PodUpserted(arc(p.clone())), t0);
@@ -136,13 +136,15 @@ fn a_missing_claim_holds_the_pod_until_it_is_created() {
         msgs[0].contains("resourceclaim \"later\" not found"),
         "{msgs:?}"
     );
-    assert_eq!(e.location(&p.key), Some(PodLocation::Unschedulable));
+    // PreEnqueue: gated, never tried (no attempt, no backoff).
+    assert_eq!(e.location(&p.key), Some(PodLocation::Gated));
+    assert_eq!(e.queue().attempts(&p.key), 0);
     e.on_event(
         ClusterEvent::Dra(claim_upserted(gpu_claim("default", "later", 1))),
         t0,
     );
-    assert_eq!(e.location(&p.key), Some(PodLocation::Backoff));
-    e.run_until_idle(later(t0));
+    assert_eq!(e.location(&p.key), Some(PodLocation::Active));
+    e.run_until_idle(t0);
     assert_eq!(bound(&e.drain_actions()).len(), 1);
 }
 
@@ -285,7 +287,7 @@ fn a_claim_deleted_under_a_binding_is_held_until_the_outcome() {
 }
 
 #[test]
-fn a_pod_whose_template_claim_is_generated_is_retried() {
+fn a_pod_whose_template_claim_is_generated_passes_the_gate() {
     let (mut e, t0) = cluster(&[2]);
     let waiting = with_template_claim(pod("a", 100, 1), "gpus", None);
     e.on_event(ClusterEvent::PodUpserted(arc(waiting.clone())), t0);
@@ -296,8 +298,8 @@ fn a_pod_whose_template_claim_is_generated_is_retried() {
         t0,
     );
     e.run_until_idle(later(t0));
-    assert_eq!(e.location(&waiting.key), Some(PodLocation::Unschedulable));
-    // The status update is what makes it schedulable: it is retried.
+    assert_eq!(e.location(&waiting.key), Some(PodLocation::Gated));
+    // The status update is what lets it through the gate.
     let generated = with_template_claim(pod("a", 100, 1), "gpus", Some("a-gpus"));
     e.on_event(ClusterEvent::PodUpserted(arc(generated)), later(t0));
     assert_ne!(e.location(&waiting.key), Some(PodLocation::Unschedulable));
