@@ -68,10 +68,14 @@ impl PreFilterPlugin for DynamicResources {
         pod: &PodInfo,
         snapshot: &Snapshot<'_>,
     ) -> PreFilterResult {
-        if pod.constraints.resource_claims.is_empty() {
+        if pod.constraints.resource_claims.is_empty() && pod.constraints.extended.is_empty() {
             return PreFilterResult::AllNodes;
         }
         let dra = &snapshot.facts.dra;
+        let ext = match extended::pre_filter(pod, dra) {
+            Ok(x) => x,
+            Err(r) => return PreFilterResult::Reject(r),
+        };
         let claims = match dra.pod_claims(pod) {
             Ok(c) => c,
             Err(why) => return PreFilterResult::Reject(Rejection::unresolvable(why)),
@@ -102,8 +106,11 @@ impl PreFilterPlugin for DynamicResources {
                 }
             }
         }
-        if allocated.is_empty() && unallocated.is_empty() {
+        if allocated.is_empty() && unallocated.is_empty() && ext.is_none() {
             return PreFilterResult::AllNodes;
+        }
+        if let Some(x) = ext {
+            state.write(extended::STATE_KEY, x);
         }
         state.write(
             STATE_KEY,
@@ -148,13 +155,18 @@ impl DraState {
 }
 
 impl FilterPlugin for DynamicResources {
-    fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeState) -> Result<(), Rejection> {
-        match state.read::<DraState>(STATE_KEY) {
-            Some(s) => s.check(node),
-            None => Ok(()),
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeState) -> Result<(), Rejection> {
+        let Some(s) = state.read::<DraState>(STATE_KEY) else {
+            return Ok(());
+        };
+        match state.read::<extended::ExtendedState>(extended::STATE_KEY) {
+            Some(x) => extended::check(x, s, pod, node),
+            None => s.check(node),
         }
     }
 }
+
+pub mod extended;
 
 #[cfg(test)]
 mod tests;

@@ -320,7 +320,9 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter]],
         can_disable: true,
         node_local: true,
-        requeue_on: EventSet::of(&[NodeAdded, NodeAllocatable, PodRemoved]),
+        // Devices: a DeviceClass naming an extended resource the pod
+        // asks for hands it to DynamicResources on nodes without it.
+        requeue_on: EventSet::of(&[NodeAdded, NodeAllocatable, PodRemoved, Devices]),
         args: Some(ArgsSpec {
             default: || Arc::new(node_resources_fit::NodeResourcesFitArgs::default()),
             decode: |path, v| Ok(Arc::new(node_resources_fit::decode_args(path, v)?)),
