@@ -278,5 +278,45 @@ spec: {extendedResourceName: kubernetes.io/gpu}
     })
     .await;
     assert!(!e2e::bound(&pods["p1"]));
+
+    // Bindings fail (409, not retried) after e1's devices are freed: each
+    // attempt creates e3's claim and deletes it again, so none leaks; once
+    // bindings succeed, e3 binds with one claim.
+    api.delete("e1", &DeleteParams::default())
+        .await
+        .expect("delete e1");
+    let failing: muster::apiserver::fault::FaultRule =
+        "verb=create,resource=pods/binding,rate=1,code=409,user-agent=muster/"
+            .parse()
+            .expect("fault rule");
+    env.cluster.set_faults(vec![failing]);
+    k.apply(&gpu_pod("e3", "dra", 2)).await;
+    e2e::wait_pods(&env, "default", |p| {
+        !p.contains_key("e1")
+            && p.get("e3").is_some_and(|p| {
+                !e2e::bound(p)
+                    && p.status
+                        .as_ref()
+                        .is_some_and(|s| s.extended_resource_claim_status.is_some())
+            })
+    })
+    .await;
+    env.cluster.set_faults(Vec::new());
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        p.get("e3").is_some_and(|p| e2e::bound(p) && running(p))
+    })
+    .await;
+    check_extended_claim(&env, &pods["e3"], 2).await;
+    let e3_claims: Vec<String> = claims(&env)
+        .await
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .filter(|n| n.starts_with("e3-extended-resources-"))
+        .collect();
+    assert_eq!(
+        e3_claims.len(),
+        1,
+        "failed bindings leave no claim: {e3_claims:?}"
+    );
     daemon.shutdown().await.expect("clean shutdown");
 }

@@ -761,7 +761,7 @@ mod tests {
         assert_eq!(requeue_on(&["NoSuchPlugin"]), EventSet::ALL);
         assert_eq!(
             requeue_on(&[node_resources_fit::NAME, node_affinity::NAME]),
-            EventSet::of(&[NodeAdded, NodeLabels, NodeAllocatable, PodRemoved])
+            EventSet::of(&[NodeAdded, NodeLabels, NodeAllocatable, PodRemoved, Devices])
         );
         assert!(requeue_on(&[inter_pod_affinity::NAME]).contains(PodPlaced));
         assert!(!requeue_on(&[node_resources_fit::NAME]).contains(PodPlaced));
