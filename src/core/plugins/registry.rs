@@ -496,12 +496,15 @@ pub static REGISTRY: &[Registration] = &[
         node_local: true,
         // A claim created, allocated or freed; devices published; a node
         // added or relabelled (devices reach nodes by name and label); a
-        // reservation given back (its planned devices are free again).
+        // reservation given back (its planned devices are free again); a
+        // node's allocatable changed (one advertising an extended resource
+        // serves it by normal fit instead of devices).
         requeue_on: EventSet::of(&[
             QueueingEvent::ResourceClaim,
             QueueingEvent::Devices,
             QueueingEvent::NodeAdded,
             QueueingEvent::NodeLabels,
+            QueueingEvent::NodeAllocatable,
             QueueingEvent::PodRemoved,
         ]),
         args: None,
