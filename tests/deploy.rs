@@ -646,6 +646,18 @@ const UNEXERCISED_ALLOWED: &[(&str, &str, &str, &str)] = &[
         "DynamicResources' PreBind reads each claim it reserves (tests/dra_e2e.rs)",
     ),
     (
+        "create",
+        "resource.k8s.io",
+        "resourceclaims",
+        "DynamicResources' PreBind creates a pod's extended-resource claim (tests/dra_extended_e2e.rs)",
+    ),
+    (
+        "delete",
+        "resource.k8s.io",
+        "resourceclaims",
+        "a failed binding deletes the extended-resource claim it created (tests/dra_extended_e2e.rs)",
+    ),
+    (
         "update",
         "resource.k8s.io",
         "resourceclaims/status",

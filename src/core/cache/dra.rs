@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use crate::dra::allocate::{Budget, NodeView, allocate};
 use crate::dra::cel::Evaluator;
+use crate::dra::extended::{ExtendedClaim, placeholder_name};
 use crate::dra::{Allocation, Claim, DeviceClass, InUse, Inventory, Slice, TaintRule};
 use crate::model::PodKey;
 use crate::model::pod_claims::Resolved;
@@ -102,6 +103,9 @@ pub struct Assumed {
     /// flight keeps relying on it even after giving its node back (deleted
     /// while binding), since its write may still land.
     pub users: std::collections::BTreeMap<PodKey, bool>,
+    /// For a pod's extended-resource claim (planned under its placeholder
+    /// name): what the binding creates.
+    pub extended: Option<Arc<ExtendedClaim>>,
 }
 
 impl Assumed {
@@ -126,6 +130,8 @@ pub struct DraFacts {
     /// state; copied on write only while a cycle holds it).
     in_use: Arc<InUse>,
     assumed: HashMap<ResourceClaimKey, Assumed>,
+    /// Extended-resource claims by the uid of the pod they were made for.
+    extended_claims: HashMap<Arc<str>, ResourceClaimKey>,
     eval: Arc<Evaluator>,
     /// Allocations planned at Reserve, and how many failed there.
     pub reserved: u64,
@@ -146,6 +152,7 @@ impl Default for DraFacts {
             stale: false,
             in_use: Arc::new(InUse::default()),
             assumed: HashMap::new(),
+            extended_claims: HashMap::new(),
             eval: Arc::new(Evaluator::new()),
             reserved: 0,
             reserve_failures: 0,
@@ -254,6 +261,7 @@ impl DraFacts {
             Some(c) => self.claims.insert(key.clone(), c.clone()),
             None => self.claims.remove(&key),
         };
+        self.index_extended(&key, old.as_ref(), claim.as_ref());
         let unchanged = match (&old, &claim) {
             (Some(Ok(a)), Some(Ok(b))) => {
                 a.allocation == b.allocation
@@ -308,6 +316,85 @@ impl DraFacts {
             let inv = self.inventory.clone();
             Arc::make_mut(&mut self.in_use).unhold(&a.allocation, &inv);
         }
+    }
+
+    /// Keeps `extended_claims` in step with a claim replaced.
+    fn index_extended(
+        &mut self,
+        key: &ResourceClaimKey,
+        old: Option<&Read<Claim>>,
+        new: Option<&Read<Claim>>,
+    ) {
+        let owner = |c: Option<&Read<Claim>>| {
+            c.and_then(|c| c.as_ref().ok())
+                .filter(|c| c.extended)
+                .and_then(|c| c.owner_pod.clone())
+        };
+        if let Some(uid) = owner(old)
+            && self.extended_claims.get(&uid) == Some(key)
+        {
+            self.extended_claims.remove(&uid);
+        }
+        if let Some(uid) = owner(new) {
+            self.extended_claims.insert(uid, key.clone());
+        }
+    }
+
+    /// The extended-resource claim made for the pod with this uid, if one
+    /// exists.
+    pub fn extended_claim_of(&self, pod_uid: &str) -> Option<&Arc<Claim>> {
+        let key = self.extended_claims.get(pod_uid)?;
+        self.claims.get(key)?.as_ref().ok()
+    }
+
+    /// The key the plan of a pod's extended-resource claim is kept under.
+    pub fn extended_plan_key(pod: &PodInfo) -> ResourceClaimKey {
+        ResourceClaimKey::new(&pod.key.namespace, &placeholder_name(&pod.uid))
+    }
+
+    /// The readable classes.
+    pub fn classes(&self) -> impl Iterator<Item = &DeviceClass> {
+        self.classes.values().filter_map(|c| c.as_deref().ok())
+    }
+
+    /// The class serving an extended resource (`dra::extended::class_for`).
+    pub fn extended_class(&self, resource: &str) -> Option<&DeviceClass> {
+        crate::dra::extended::class_for(resource, self.classes())
+    }
+
+    /// Whether a class serves any of the pod's extended resources.
+    pub fn serves_extended(&self, pod: &PodInfo) -> bool {
+        pod.constraints
+            .extended
+            .iter()
+            .flat_map(|c| &c.requests)
+            .any(|r| self.extended_class(&r.resource).is_some())
+    }
+
+    /// The claim the pod's extended resources make on a node with this
+    /// allocatable: those a class serves and the node does not advertise.
+    /// `None` when there are none.
+    pub fn extended_claim_for(
+        &self,
+        pod: &PodInfo,
+        allocatable: &crate::model::Resources,
+    ) -> Option<ExtendedClaim> {
+        if pod.constraints.extended.is_empty() {
+            return None;
+        }
+        let mut on_dra = std::collections::BTreeMap::new();
+        for r in pod.constraints.extended.iter().flat_map(|c| &c.requests) {
+            if allocatable.scalar.get(&r.resource).copied().unwrap_or(0) > 0 {
+                continue;
+            }
+            if let Some(class) = self.extended_class(&r.resource) {
+                on_dra.insert(r.resource.clone(), class.name.clone());
+            }
+        }
+        if on_dra.is_empty() {
+            return None;
+        }
+        crate::dra::extended::build(&pod.constraints.extended, &on_dra, &pod.key.name, &pod.uid)
     }
 
     /// Rebuilds the inventory (and what is held in it) if a slice or class
@@ -481,10 +568,19 @@ impl DraFacts {
     /// on them (`unreserve`); a claim whose allocation another pod planned
     /// is relied on by this one too. A refusal names the claim.
     pub fn reserve(&mut self, pod: &PodInfo, node: &NodeInfo) -> Result<(), String> {
-        if pod.constraints.resource_claims.is_empty() {
+        if pod.constraints.resource_claims.is_empty() && pod.constraints.extended.is_empty() {
             return Ok(());
         }
         self.refresh();
+        let extended = self.extended_claim_for(pod, &node.allocatable);
+        if extended.is_some()
+            && let Some(stale) = self.extended_claim_of(&pod.uid)
+        {
+            return Err(format!(
+                "DynamicResources: resourceclaim {:?} made for the pod's extended resources by an earlier attempt is not deleted yet",
+                &*stale.name
+            ));
+        }
         // One resolution: every claim's key (the pod relies on each plan),
         // and those with no allocation yet.
         let mut keys = Vec::new();
@@ -495,6 +591,14 @@ impl DraFacts {
                 claims.push(c.clone());
             }
         }
+        if let Some(x) = &extended {
+            let key = Self::extended_plan_key(pod);
+            if !self.assumed.contains_key(&key) {
+                claims.push(Arc::new(x.claim(&pod.key.namespace)));
+            }
+            keys.push(key);
+        }
+        let extended = extended.map(Arc::new);
         if !claims.is_empty() {
             let refs: Vec<&Claim> = claims.iter().map(|c| &**c).collect();
             let view = NodeView {
@@ -518,11 +622,13 @@ impl DraFacts {
             for (claim, allocation) in claims.iter().zip(allocations) {
                 in_use.hold(&allocation, &inv);
                 self.reserved += 1;
+                let placeholder = claim.extended && claim.uid.is_empty();
                 self.assumed.insert(
                     ResourceClaimKey::new(&claim.namespace, &claim.name),
                     Assumed {
                         allocation,
                         users: Default::default(),
+                        extended: extended.clone().filter(|_| placeholder),
                     },
                 );
             }
@@ -607,11 +713,21 @@ impl DraFacts {
             .iter()
             .filter_map(|(k, c)| Some((k, c.as_ref().ok()?.allocation.as_ref()?)));
         let planned = self.assumed.iter().map(|(k, a)| (k, &a.allocation));
+        // A pod's extended-resource claim is one holder, planned under its
+        // placeholder or recorded under its real name.
+        let holder = |key: &ResourceClaimKey| match self.claims.get(key) {
+            Some(Ok(c)) if c.extended => match &c.owner_pod {
+                Some(uid) => format!("{}/{}", key.namespace, placeholder_name(uid)),
+                None => key.to_string(),
+            },
+            _ => key.to_string(),
+        };
         for (key, a) in recorded.chain(planned) {
             for r in a.results.iter().filter(|r| !r.admin_access) {
                 let who = holders.entry(&r.device).or_default();
-                if !who.contains(&key.to_string()) {
-                    who.push(key.to_string());
+                let name = holder(key);
+                if !who.contains(&name) {
+                    who.push(name);
                 }
             }
         }

@@ -9,6 +9,7 @@
 
 pub mod allocate;
 pub mod cel;
+pub mod extended;
 pub mod inventory;
 pub mod model;
 pub mod write;

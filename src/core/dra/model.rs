@@ -506,6 +506,12 @@ pub struct DeviceClass {
     /// `spec.config[].opaque`, as the API has it: carried into the
     /// allocations of requests made from the class (`FromClass`).
     pub config: Vec<serde_json::Value>,
+    /// `spec.extendedResourceName`: the extended resource its devices
+    /// serve (besides `deviceclass.resource.kubernetes.io/<name>`).
+    pub extended_resource_name: Option<Arc<str>>,
+    /// `metadata.creationTimestamp` in milliseconds: of two classes naming
+    /// one extended resource, the newer serves it.
+    pub created_ms: i64,
 }
 
 impl DeviceClass {
@@ -524,10 +530,30 @@ impl DeviceClass {
             .filter_map(|c| c.opaque.as_ref())
             .map(|o| serde_json::to_value(o).map_err(|e| err(format!("{what}: config: {e}"))))
             .collect::<Result<_, _>>()?;
+        let extended_resource_name = match c
+            .spec
+            .as_ref()
+            .and_then(|s| s.extended_resource_name.as_deref())
+        {
+            None => None,
+            Some(n) if crate::model::extended::is_extended_resource_name(n) => Some(Arc::from(n)),
+            Some(n) => {
+                return Err(err(format!(
+                    "{what}: spec.extendedResourceName {n:?} is not a valid extended resource name"
+                )));
+            }
+        };
+        let created_ms = c
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| t.0.as_millisecond());
         Ok(DeviceClass {
             name: Arc::from(name),
             selectors,
             config,
+            extended_resource_name,
+            created_ms,
         })
     }
 }
@@ -660,6 +686,9 @@ pub struct Claim {
     pub owner_pod: Option<Arc<str>>,
     /// Marked for deletion: no pod may start using it.
     pub deleting: bool,
+    /// Annotated `resource.kubernetes.io/extended-resource-claim: "true"`:
+    /// made by a scheduler for its owner pod's extended resources.
+    pub extended: bool,
     /// `metadata.resourceVersion`, when it reads as a number (what the API
     /// server hands out in practice): a write's answer and the informer's
     /// older news of the same claim are told apart by it.
@@ -762,6 +791,12 @@ impl Claim {
                 .find(|o| o.controller == Some(true) && o.kind == "Pod" && o.api_version == "v1")
                 .map(|o| Arc::from(o.uid.as_str())),
             deleting: c.metadata.deletion_timestamp.is_some(),
+            extended: c
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(super::extended::CLAIM_ANNOTATION))
+                .is_some_and(|v| v == "true"),
             resource_version: c
                 .metadata
                 .resource_version

@@ -22,6 +22,10 @@ pub struct ClaimReservation {
     /// Its classes' configuration (`FromClass`), for the requests made
     /// from each: recorded with the allocation.
     pub class_config: Vec<ClassConfig>,
+    /// For the pod's extended-resource claim: the claim to create first
+    /// (`claim` is then its placeholder name, `claim_uid` empty), and the
+    /// pod's `status.extendedResourceClaimStatus` to record.
+    pub extended: Option<Arc<super::extended::ExtendedClaim>>,
 }
 
 /// One `spec.config[].opaque` entry of a class, and the requests (or

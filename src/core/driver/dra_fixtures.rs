@@ -130,3 +130,38 @@ pub fn with_template_claim(mut pod: PodInfo, entry: &str, generated: Option<&str
     });
     pod
 }
+
+/// The GPU class serving the extended resource `resource`
+/// (`spec.extendedResourceName`).
+pub fn gpu_class_serving(resource: &str) -> DraChange {
+    let c: api::DeviceClass = serde_json::from_value(json!({
+        "metadata": {"name": GPU_CLASS},
+        "spec": {
+            "selectors": [{"cel": {"expression": format!("device.driver == '{DRIVER}'")}}],
+            "extendedResourceName": resource,
+        },
+    }))
+    .expect("class");
+    DraChange::ClassUpserted {
+        name: Arc::from(GPU_CLASS),
+        class: Ok(Arc::new(DeviceClass::from_api(&c).expect("class"))),
+    }
+}
+
+/// The pod asking for `count` of the extended resource `resource` in its
+/// one container (`main`), as `resources.limits` would.
+pub fn with_extended(mut pod: PodInfo, resource: &str, count: i64) -> PodInfo {
+    use crate::model::extended::{ContainerExtended, ExtendedRequest};
+    pod.requests.scalar.insert(Arc::from(resource), count);
+    Arc::make_mut(&mut pod.constraints).extended = vec![ContainerExtended {
+        index: 0,
+        name: Arc::from("main"),
+        short_lived: false,
+        requests: vec![ExtendedRequest {
+            resource: Arc::from(resource),
+            position: 0,
+            count,
+        }],
+    }];
+    pod
+}

@@ -45,6 +45,7 @@ impl Engine {
     pub fn schedule_one(&mut self, now: Instant) -> Option<AttemptCounts> {
         let pod = self.queue.pop()?;
         self.refresh_devices();
+        self.clear_stale_extended_claim(&pod);
         if !pod.constraints.resource_claims.is_empty() {
             self.stats.devices.cycles += 1;
         }

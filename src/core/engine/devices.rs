@@ -85,6 +85,22 @@ impl Engine {
                 claim_uid: claim.uid.clone(),
                 allocation,
                 class_config,
+                extended: None,
+            });
+        }
+        // The pod's extended-resource claim, planned at Reserve: created
+        // by the binding.
+        let key = crate::cache::DraFacts::extended_plan_key(pod);
+        if let Some(plan) = dra.assumed(&key)
+            && let Some(x) = &plan.extended
+        {
+            let claim = x.claim(&pod.key.namespace);
+            out.push(ClaimReservation {
+                claim: key,
+                claim_uid: Arc::from(""),
+                allocation: Some(plan.allocation.clone()),
+                class_config: class_config(dra, &claim, &plan.allocation),
+                extended: Some(x.clone()),
             });
         }
         Ok(out)
@@ -93,7 +109,9 @@ impl Engine {
     /// Emits the pod's binding with its claim writes, or fails its PreBind
     /// when a claim can no longer be written.
     pub(super) fn bind_with_claims(&mut self, pod: &PodInfo, node: Arc<str>) -> Result<(), String> {
-        let claims = match pod.constraints.resource_claims.is_empty() {
+        let claims = match pod.constraints.resource_claims.is_empty()
+            && pod.constraints.extended.is_empty()
+        {
             true => Vec::new(),
             false => self.claim_reservations(pod)?,
         };
@@ -105,11 +123,26 @@ impl Engine {
         Ok(())
     }
 
+    /// A pod about to be scheduled still has the extended-resource claim
+    /// an earlier attempt created (its binding failed and the deletion
+    /// did not happen): the daemon is asked to delete it, and
+    /// DynamicResources refuses the pod until the claim is gone.
+    pub(super) fn clear_stale_extended_claim(&mut self, pod: &PodInfo) {
+        if pod.constraints.extended.is_empty() || pod.node_name.is_some() {
+            return;
+        }
+        if let Some(c) = self.cache.facts().dra.extended_claim_of(&pod.uid) {
+            let claim = PodKey::new(&c.namespace, &c.name);
+            self.outbox
+                .unreserve_claims(pod.key.clone(), pod.uid.clone(), vec![claim]);
+        }
+    }
+
     /// A binding failed: the claims it may have reserved for the pod are
     /// given back (Unreserve), so a claim pinned to a node the pod will
     /// not run on is freed.
     pub(super) fn unreserve_claims(&mut self, pod: &PodInfo) {
-        let claims: Vec<PodKey> = pod
+        let mut claims: Vec<PodKey> = pod
             .constraints
             .resource_claims
             .iter()
@@ -118,6 +151,12 @@ impl Engine {
                 _ => None,
             })
             .collect();
+        // The claim made for its extended resources, if the binding
+        // created one: the daemon deletes it (a claim owned by the pod and
+        // marked as an extended-resource claim).
+        if let Some(c) = self.cache.facts().dra.extended_claim_of(&pod.uid) {
+            claims.push(PodKey::new(&c.namespace, &c.name));
+        }
         if !claims.is_empty() {
             self.outbox
                 .unreserve_claims(pod.key.clone(), pod.uid.clone(), claims);

@@ -33,6 +33,9 @@ pub struct Constraints {
     /// `spec.topologySpreadConstraints`, parsed, and the controller reference
     /// default constraints read.
     pub spread: PodSpread,
+    /// Containers requesting extended resources a DeviceClass may serve
+    /// (`plugins::dynamic_resources::extended`); empty for most pods.
+    pub extended: Vec<super::extended::ContainerExtended>,
 }
 
 /// Hashes the parts that tell sets apart cheaply — the node selector, the
@@ -53,6 +56,7 @@ impl Hash for Constraints {
             resource_claims,
             volumes,
             spread,
+            extended,
         } = self;
         node_selector.hash(state);
         required_affinity
@@ -73,6 +77,7 @@ impl Hash for Constraints {
         volumes.hash(state);
         spread.constraints.len().hash(state);
         spread.controller.hash(state);
+        extended.hash(state);
     }
 }
 

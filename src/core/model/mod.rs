@@ -6,6 +6,7 @@
 mod constraints;
 pub mod deadline;
 pub mod disruption;
+pub mod extended;
 mod group;
 mod node;
 mod pod;

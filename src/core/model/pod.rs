@@ -370,6 +370,7 @@ impl PodInfo {
                 .map_err(ctx)?,
                 volumes: pod_volumes(name, &w.spec.volumes).map_err(ctx)?,
                 spread,
+                extended: super::extended::extended_containers(w).map_err(ctx)?,
             }),
             images: images(w),
             labels: Arc::new(w.metadata.labels.clone()),

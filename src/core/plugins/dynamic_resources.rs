@@ -53,8 +53,10 @@ pub struct DynamicResources;
 struct DraState {
     /// The allocated claims' names and where their devices reach.
     allocated: Vec<(Arc<str>, Vec<Reach>)>,
-    /// Claims to allocate on each node, prepared once for every node.
-    unallocated: Option<Plan>,
+    /// Claims to allocate on each node.
+    unallocated: Vec<Arc<Claim>>,
+    /// The same, prepared once for every node.
+    plan: Option<Plan>,
     inventory: Arc<Inventory>,
     in_use: Arc<InUse>,
     eval: Arc<Evaluator>,
@@ -88,10 +90,14 @@ impl PreFilterPlugin for DynamicResources {
         pod: &PodInfo,
         snapshot: &Snapshot<'_>,
     ) -> PreFilterResult {
-        if pod.constraints.resource_claims.is_empty() {
+        if pod.constraints.resource_claims.is_empty() && pod.constraints.extended.is_empty() {
             return PreFilterResult::AllNodes;
         }
         let dra = &snapshot.facts.dra;
+        let ext = match extended::pre_filter(pod, dra) {
+            Ok(x) => x,
+            Err(r) => return PreFilterResult::Reject(r),
+        };
         let claims = match dra.pod_claims(pod) {
             Ok(c) => c,
             Err(why) => return PreFilterResult::Reject(Rejection::unresolvable(why.message)),
@@ -122,7 +128,7 @@ impl PreFilterPlugin for DynamicResources {
                 }
             }
         }
-        if allocated.is_empty() && unallocated.is_empty() {
+        if allocated.is_empty() && unallocated.is_empty() && ext.is_none() {
             return PreFilterResult::AllNodes;
         }
         let inventory = dra.inventory().clone();
@@ -140,11 +146,15 @@ impl PreFilterPlugin for DynamicResources {
                 }
             }
         };
+        if let Some(x) = ext {
+            state.write(extended::STATE_KEY, x);
+        }
         state.write(
             STATE_KEY,
             DraState {
                 allocated,
-                unallocated: plan,
+                unallocated,
+                plan,
                 inventory,
                 in_use: dra.in_use().clone(),
                 eval: dra.evaluator().clone(),
@@ -163,7 +173,7 @@ impl DraState {
                 return Err(Rejection::unresolvable(REASON_NOT_REACHABLE));
             }
         }
-        let Some(plan) = &self.unallocated else {
+        let Some(plan) = &self.plan else {
             return Ok(());
         };
         self.searches
@@ -180,13 +190,18 @@ impl DraState {
 }
 
 impl FilterPlugin for DynamicResources {
-    fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeState) -> Result<(), Rejection> {
-        match state.read::<DraState>(STATE_KEY) {
-            Some(s) => s.check(node),
-            None => Ok(()),
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeState) -> Result<(), Rejection> {
+        let Some(s) = state.read::<DraState>(STATE_KEY) else {
+            return Ok(());
+        };
+        match state.read::<extended::ExtendedState>(extended::STATE_KEY) {
+            Some(x) => extended::check(x, s, pod, node),
+            None => s.check(node),
         }
     }
 }
+
+pub mod extended;
 
 #[cfg(test)]
 mod tests;

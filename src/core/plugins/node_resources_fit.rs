@@ -185,7 +185,8 @@ impl Plugin for NodeResourcesFit {
 impl FilterPlugin for NodeResourcesFit {
     /// Reports every insufficient resource, not only the first (kube-scheduler
     /// counts each in the failure message).
-    fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> Result<(), Rejection> {
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeState) -> Result<(), Rejection> {
+        let dra = dra_served(state);
         let want = &pod.requests;
         let alloc = &node.info.allocatable;
         let used = &node.requested;
@@ -223,7 +224,8 @@ impl FilterPlugin for NodeResourcesFit {
             }
         }
         for (name, &request) in &want.scalar {
-            if request == 0 || self.is_ignored(name) {
+            if request == 0 || self.is_ignored(name) || dra.is_some_and(|x| x.delegates(name, node))
+            {
                 continue;
             }
             let free = alloc
@@ -241,7 +243,8 @@ impl FilterPlugin for NodeResourcesFit {
     }
 
     /// The same checks, stopping at the first short resource.
-    fn passes(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> bool {
+    fn passes(&self, state: &CycleState, pod: &PodInfo, node: &NodeState) -> bool {
+        let dra = dra_served(state);
         let want = &pod.requests;
         let alloc = &node.info.allocatable;
         let used = &node.requested;
@@ -261,6 +264,7 @@ impl FilterPlugin for NodeResourcesFit {
             && want.scalar.iter().all(|(name, &request)| {
                 request == 0
                     || self.is_ignored(name)
+                    || dra.is_some_and(|x| x.delegates(name, node))
                     || request
                         <= alloc
                             .scalar
@@ -270,6 +274,14 @@ impl FilterPlugin for NodeResourcesFit {
                             .saturating_sub(used.scalar.get(name).copied().unwrap_or(0))
             })
     }
+}
+
+/// The extended resources DynamicResources' PreFilter found a DeviceClass
+/// serving: on a node that does not advertise one, it is DynamicResources'
+/// to allocate, not this plugin's to count (kube-scheduler's
+/// `shouldDelegateResourceToDRA`).
+fn dra_served(state: &CycleState) -> Option<&super::dynamic_resources::extended::ExtendedState> {
+    state.read(super::dynamic_resources::extended::STATE_KEY)
 }
 
 impl ScorePlugin for NodeResourcesFit {

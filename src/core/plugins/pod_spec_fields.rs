@@ -35,7 +35,7 @@ pub const POD_SPEC_FIELDS: &[(&str, Handling)] = &[
     (
         "containers",
         Honoured(
-            "resources: NodeResourcesFit, BalancedAllocation; ports[].hostPort: NodePorts; image: ImageLocality; resources.claims: DynamicResources (refused)",
+            "resources: NodeResourcesFit, BalancedAllocation (extended resources a DeviceClass serves: DynamicResources on nodes not advertising them); ports[].hostPort: NodePorts; image: ImageLocality; resources.claims: DynamicResources (refused)",
         ),
     ),
     (
@@ -75,7 +75,7 @@ pub const POD_SPEC_FIELDS: &[(&str, Handling)] = &[
     (
         "initContainers",
         Honoured(
-            "resources (the largest init step, sidecars summed): NodeResourcesFit; ports: NodePorts; image: ImageLocality",
+            "resources (the largest init step, sidecars summed): NodeResourcesFit (extended resources a DeviceClass serves: DynamicResources on nodes not advertising them); ports: NodePorts; image: ImageLocality",
         ),
     ),
     (

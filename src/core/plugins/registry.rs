@@ -320,7 +320,9 @@ pub static REGISTRY: &[Registration] = &[
         together: &[&[PreFilter, Filter]],
         can_disable: true,
         node_local: true,
-        requeue_on: EventSet::of(&[NodeAdded, NodeAllocatable, PodRemoved]),
+        // Devices: a DeviceClass naming an extended resource the pod
+        // asks for hands it to DynamicResources on nodes without it.
+        requeue_on: EventSet::of(&[NodeAdded, NodeAllocatable, PodRemoved, Devices]),
         args: Some(ArgsSpec {
             default: || Arc::new(node_resources_fit::NodeResourcesFitArgs::default()),
             decode: |path, v| Ok(Arc::new(node_resources_fit::decode_args(path, v)?)),
@@ -496,12 +498,15 @@ pub static REGISTRY: &[Registration] = &[
         node_local: true,
         // A claim created, allocated or freed; devices published; a node
         // added or relabelled (devices reach nodes by name and label); a
-        // reservation given back (its planned devices are free again).
+        // reservation given back (its planned devices are free again); a
+        // node's allocatable changed (one advertising an extended resource
+        // serves it by normal fit instead of devices).
         requeue_on: EventSet::of(&[
             QueueingEvent::ResourceClaim,
             QueueingEvent::Devices,
             QueueingEvent::NodeAdded,
             QueueingEvent::NodeLabels,
+            QueueingEvent::NodeAllocatable,
             QueueingEvent::PodRemoved,
         ]),
         args: None,
@@ -761,7 +766,7 @@ mod tests {
         assert_eq!(requeue_on(&["NoSuchPlugin"]), EventSet::ALL);
         assert_eq!(
             requeue_on(&[node_resources_fit::NAME, node_affinity::NAME]),
-            EventSet::of(&[NodeAdded, NodeLabels, NodeAllocatable, PodRemoved])
+            EventSet::of(&[NodeAdded, NodeLabels, NodeAllocatable, PodRemoved, Devices])
         );
         assert!(requeue_on(&[inter_pod_affinity::NAME]).contains(PodPlaced));
         assert!(!requeue_on(&[node_resources_fit::NAME]).contains(PodPlaced));

@@ -39,19 +39,38 @@ pub(super) async fn attempt_with(
             claims,
         } => {
             // DynamicResources' PreBind: the claims first, so a pod never
-            // runs without its devices reserved.
-            if !claims.is_empty() {
-                super::claim_writes::reserve(client, pod, uid, node, claims, written).await?;
+            // runs without its devices reserved. An extended-resource claim
+            // created by an attempt that then fails is deleted again, so
+            // a retry or the next cycle starts afresh.
+            let mut created = Vec::new();
+            let outcome = async {
+                if !claims.is_empty() {
+                    super::claim_writes::reserve(
+                        client,
+                        pod,
+                        uid,
+                        node,
+                        claims,
+                        written,
+                        &mut created,
+                    )
+                    .await?;
+                }
+                // Sent as bytes and the answer not decoded: the writer's most
+                // frequent call (`bodies.rs`).
+                let body = BindingBody::new(&pod.namespace, &pod.name, uid, node);
+                let body = serde_json::to_vec(&body).map_err(kube::Error::SerdeError)?;
+                let request =
+                    kube::core::Request::new(format!("/api/v1/namespaces/{}/pods", pod.namespace))
+                        .create_subresource("binding", &pod.name, &PostParams::default(), body)
+                        .map_err(kube::Error::BuildRequest)?;
+                client.request_text(request).await.map(|_| ())
             }
-            // Sent as bytes and the answer not decoded: the writer's most
-            // frequent call (`bodies.rs`).
-            let body = BindingBody::new(&pod.namespace, &pod.name, uid, node);
-            let body = serde_json::to_vec(&body).map_err(kube::Error::SerdeError)?;
-            let request =
-                kube::core::Request::new(format!("/api/v1/namespaces/{}/pods", pod.namespace))
-                    .create_subresource("binding", &pod.name, &PostParams::default(), body)
-                    .map_err(kube::Error::BuildRequest)?;
-            client.request_text(request).await.map(|_| ())
+            .await;
+            if outcome.is_err() && !created.is_empty() {
+                super::claim_writes::delete_created(client, &created, written).await;
+            }
+            outcome
         }
         ApiCall::PreBindVolumes { node, writes, .. } => {
             for w in writes {

@@ -8,13 +8,15 @@
 //! someone else, deallocated, replaced under its name) fails the write
 //! with 409 instead of being overwritten.
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceAllocationConfiguration, ResourceClaim, ResourceClaimConsumerReference,
     ResourceClaimStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use muster_core::cache::DraChange;
+use muster_core::dra::extended::{CLAIM_ANNOTATION, ExtendedClaim};
 use muster_core::dra::write::{allocation_json, same_results};
 use muster_core::dra::{ClaimReservation, ClassConfig};
 use muster_core::model::PodKey;
@@ -29,7 +31,8 @@ fn decode<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, kub
 }
 
 /// Reserves each claim for the pod, recording the planned allocation
-/// where the claim has none.
+/// where the claim has none; the pod's extended-resource claim is created
+/// first (its name added to `created`, so a failure after it deletes it).
 pub(super) async fn reserve(
     client: &kube::Client,
     pod: &PodKey,
@@ -37,8 +40,14 @@ pub(super) async fn reserve(
     node: &str,
     claims: &[ClaimReservation],
     written: &mut Vec<ResourceClaim>,
+    created: &mut Vec<PodKey>,
 ) -> Result<(), kube::Error> {
     for r in claims {
+        if let Some(x) = &r.extended {
+            let answer = create_extended(client, pod, uid, node, r, x, created).await?;
+            written.push(answer);
+            continue;
+        }
         let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &r.claim.namespace);
         let mut claim = api.get(&r.claim.name).await?;
         if claim.metadata.uid.as_deref() != Some(&*r.claim_uid) {
@@ -109,6 +118,106 @@ pub(super) async fn reserve(
     Ok(())
 }
 
+/// The pod's extended-resource claim (KEP-5004): created owned by the pod
+/// and marked as such, then its allocation and the pod's reservation
+/// written, then the pod's `status.extendedResourceClaimStatus` set.
+async fn create_extended(
+    client: &kube::Client,
+    pod: &PodKey,
+    uid: &str,
+    node: &str,
+    r: &ClaimReservation,
+    x: &ExtendedClaim,
+    created: &mut Vec<PodKey>,
+) -> Result<ResourceClaim, kube::Error> {
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &pod.namespace);
+    let requests: Vec<serde_json::Value> = x
+        .requests
+        .iter()
+        .map(|q| {
+            serde_json::json!({"name": &*q.name, "exactly": {
+                "deviceClassName": &*q.class, "allocationMode": "ExactCount", "count": q.count}})
+        })
+        .collect();
+    let claim: ResourceClaim = decode(serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "generateName": format!("{}-extended-resources-", pod.name),
+            "namespace": &*pod.namespace,
+            "annotations": {CLAIM_ANNOTATION: "true"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": &*pod.name,
+                                 "uid": uid, "controller": true, "blockOwnerDeletion": true}],
+        },
+        "spec": {"devices": {"requests": requests}},
+    }))?;
+    let mut claim = api.create(&PostParams::default(), &claim).await?;
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    created.push(PodKey::new(&pod.namespace, &name));
+    let Some(planned) = &r.allocation else {
+        return Err(conflict(format!(
+            "the extended-resource claim of pod {pod} has no planned allocation"
+        )));
+    };
+    let mut allocation: AllocationResult = decode(allocation_json(planned, node))?;
+    allocation.allocation_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    let config = configuration(&claim, &r.class_config)?;
+    if let Some(devices) = allocation.devices.as_mut()
+        && !config.is_empty()
+    {
+        devices.config = Some(config);
+    }
+    claim.status = Some(ResourceClaimStatus {
+        allocation: Some(allocation),
+        reserved_for: Some(vec![ResourceClaimConsumerReference {
+            api_group: None,
+            resource: "pods".into(),
+            name: pod.name.to_string(),
+            uid: uid.to_string(),
+        }]),
+        ..ResourceClaimStatus::default()
+    });
+    let answer = api
+        .replace_status(&name, &PostParams::default(), &claim)
+        .await?;
+    let mappings: Vec<serde_json::Value> = x
+        .mappings
+        .iter()
+        .map(|m| {
+            serde_json::json!({"containerName": &*m.container, "resourceName": &*m.resource,
+                               "requestName": &*m.request})
+        })
+        .collect();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let patch = serde_json::json!({
+        "status": {"extendedResourceClaimStatus": {
+            "resourceClaimName": name, "requestMappings": mappings}},
+    });
+    pods.patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(answer)
+}
+
+/// Deletes the extended-resource claims a failed binding created, so
+/// their devices are not held for a pod that is not bound; a claim gone
+/// already needs nothing. Errors are left to the owner reference (the
+/// claim goes with its pod) and to the next attempt, which asks again.
+pub(super) async fn delete_created(
+    client: &kube::Client,
+    created: &[PodKey],
+    written: &mut Vec<ResourceClaim>,
+) {
+    for key in created {
+        written.retain(|c| c.metadata.name.as_deref() != Some(&*key.name));
+        let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &key.namespace);
+        if let Err(e) = api.delete(&key.name, &DeleteParams::default()).await
+            && !matches!(&e, kube::Error::Api(s) if s.code == 404)
+        {
+            tracing::warn!(claim = %key, error = %e, "deleting an extended-resource claim failed");
+        }
+    }
+}
+
 /// A written claim as the scheduler observes it.
 pub(super) fn observed(c: ResourceClaim) -> DraChange {
     let key = PodKey::of_meta(c.metadata.namespace.as_deref(), c.metadata.name.as_deref());
@@ -144,7 +253,9 @@ fn configuration(
 }
 
 /// Takes the pod out of each claim's `status.reservedFor`; a claim gone,
-/// replaced, or not reserved for it needs nothing.
+/// replaced, or not reserved for it needs nothing. The pod's
+/// extended-resource claim (marked as such and controlled by the pod) is
+/// deleted instead: it was made for this binding alone.
 pub(super) async fn unreserve(
     client: &kube::Client,
     uid: &str,
@@ -155,6 +266,15 @@ pub(super) async fn unreserve(
         let Some(mut claim) = api.get_opt(&key.name).await? else {
             continue;
         };
+        if is_extended_claim_of(&claim, uid) {
+            match api.delete(&key.name, &DeleteParams::default()).await {
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                other => {
+                    other?;
+                }
+            }
+            continue;
+        }
         let Some(reserved) = claim.status.as_mut().and_then(|s| s.reserved_for.as_mut()) else {
             continue;
         };
@@ -167,4 +287,22 @@ pub(super) async fn unreserve(
             .await?;
     }
     Ok(())
+}
+
+/// Whether `claim` is the extended-resource claim made for the pod `uid`.
+fn is_extended_claim_of(claim: &ResourceClaim, uid: &str) -> bool {
+    let marked = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CLAIM_ANNOTATION))
+        .is_some_and(|v| v == "true");
+    let owned = claim
+        .metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|o| o.kind == "Pod" && o.uid == uid && o.controller == Some(true));
+    marked && owned
 }

@@ -101,7 +101,62 @@ pub fn ready(store: &Store, pod: &Value) -> Result<Resolved, NotReady> {
         }
         out.push((name.to_string(), claim));
     }
+    if let Some(claim) = extended_claim(store, pod, ns, uid)? {
+        out.push((EXTENDED.to_string(), claim));
+    }
     Ok(out)
+}
+
+/// The name the pod's extended-resource claim is listed under in
+/// `Resolved` (not a valid pod claim name, so it meets none).
+pub const EXTENDED: &str = "<extended-resources>";
+
+/// The claim the scheduler made for the pod's extended resources
+/// (`status.extendedResourceClaimStatus`), when the pod has one: it must be
+/// allocated and reserved for the pod, as its own claims must.
+fn extended_claim(
+    store: &Store,
+    pod: &Value,
+    ns: &str,
+    uid: &str,
+) -> Result<Option<Value>, NotReady> {
+    let Some(claim_name) = pod
+        .pointer("/status/extendedResourceClaimStatus/resourceClaimName")
+        .and_then(Value::as_str)
+    else {
+        return Ok(None);
+    };
+    let blocked = |why: String| NotReady {
+        blocker: Blocker::Claim(ns.to_string(), claim_name.to_string()),
+        why,
+    };
+    let claim = store
+        .get(CLAIMS, ns, claim_name)
+        .ok_or_else(|| blocked(format!("extended resource claim {claim_name:?} not found")))?
+        .value();
+    if owner_pod_uid(&claim) != Some(uid) {
+        return Err(blocked(format!(
+            "extended resource claim {claim_name:?} was not created for this pod"
+        )));
+    }
+    if claim
+        .pointer("/status/allocation")
+        .is_none_or(Value::is_null)
+    {
+        return Err(blocked(format!(
+            "extended resource claim {claim_name:?} is not allocated"
+        )));
+    }
+    let reserved = claim
+        .pointer("/status/reservedFor")
+        .and_then(Value::as_array)
+        .is_some_and(|r| r.iter().any(|c| c["uid"] == uid));
+    if !reserved {
+        return Err(blocked(format!(
+            "extended resource claim {claim_name:?} is not reserved for the pod"
+        )));
+    }
+    Ok(Some(claim))
 }
 
 /// Pods waiting for their claims, indexed by what each waits for, so a

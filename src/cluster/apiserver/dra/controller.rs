@@ -89,8 +89,12 @@ async fn run(store: Arc<Store>, lifecycle: Lifecycle, shutdown: CancellationToke
 /// A cheap look at the stored bytes before decoding: only pods with
 /// `spec.resourceClaims` concern this controller.
 fn mentions_claims(pod: &Stored) -> bool {
-    const NEEDLE: &[u8] = b"\"resourceClaims\"";
-    pod.bytes.windows(NEEDLE.len()).any(|w| w == NEEDLE)
+    // A pod given an extended-resource claim by the scheduler has it in
+    // `status.extendedResourceClaimStatus`: released and deleted with it.
+    const NEEDLES: [&[u8]; 2] = [b"\"resourceClaims\"", b"\"extendedResourceClaimStatus\""];
+    NEEDLES
+        .iter()
+        .any(|n| pod.bytes.windows(n.len()).any(|w| w == *n))
 }
 
 fn all(store: &Store, res: &str, ns: Option<&str>) -> Vec<Arc<Stored>> {

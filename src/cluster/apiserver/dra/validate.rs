@@ -47,12 +47,34 @@ pub fn object(kind: &str, obj: &Value) -> Vec<Cause> {
         "ResourceClaimTemplate" => {
             claim_spec(&mut v, &spec["spec"], "spec.spec");
         }
-        "DeviceClass" => selectors(&mut v, &spec["selectors"], "spec.selectors"),
+        "DeviceClass" => {
+            selectors(&mut v, &spec["selectors"], "spec.selectors");
+            extended_resource_name(&mut v, &spec["extendedResourceName"]);
+        }
         "ResourceSlice" => slice_spec(&mut v, spec),
         "DeviceTaintRule" => taint(&mut v, &spec["taint"], "spec.taint"),
         _ => {}
     }
     v.0
+}
+
+/// A DeviceClass's `spec.extendedResourceName`: a valid extended resource
+/// name (kube-apiserver's `IsExtendedResourceName`: qualified, outside the
+/// `kubernetes.io` domains, not prefixed `requests.`).
+fn extended_resource_name(v: &mut Causes, name: &Value) {
+    if name.is_null() {
+        return;
+    }
+    let ok = name
+        .as_str()
+        .is_some_and(muster_core::model::extended::is_extended_resource_name);
+    if !ok {
+        v.invalid(
+            "spec.extendedResourceName",
+            name,
+            "must be a valid extended resource name",
+        );
+    }
 }
 
 /// The namespace label that allows claims in it to ask for admin access.
@@ -1006,6 +1028,28 @@ mod tests {
             json!({"spec": {"selectors": [{"cel": {"expression": "gpu == 1"}}]}}),
         );
         assert!(f[0].ends_with("undeclared reference to 'gpu'"), "{}", f[0]);
+    }
+
+    #[test]
+    fn a_class_extended_resource_name_is_a_valid_extended_resource_name() {
+        let class = |name: &str| json!({"spec": {"extendedResourceName": name}});
+        assert!(fields("DeviceClass", class("example.com/gpu")).is_empty());
+        for bad in [
+            "gpu",
+            "kubernetes.io/gpu",
+            "deviceclass.resource.kubernetes.io/gpu",
+            "requests.example.com/gpu",
+            "example.com/-gpu",
+        ] {
+            let f = fields("DeviceClass", class(bad));
+            assert_eq!(
+                f,
+                [format!(
+                    "spec.extendedResourceName: Invalid value: \"{bad}\": must be a valid extended resource name"
+                )],
+                "{bad}"
+            );
+        }
     }
 
     #[test]

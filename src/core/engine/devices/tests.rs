@@ -306,3 +306,65 @@ fn a_pod_whose_template_claim_is_generated_passes_the_gate() {
     e.run_until_idle(later(later(t0)));
     assert_eq!(bound(&e.drain_actions()).len(), 1);
 }
+
+/// A pod asking for an extended resource a class serves: its binding
+/// carries the extended-resource claim to create, with the devices
+/// planned at Reserve and the request mappings; the next pod finds them
+/// held; a failed binding gives them back.
+#[test]
+fn an_extended_resource_is_bound_with_its_claim_and_its_devices_are_held() {
+    use crate::driver::dra_fixtures::{gpu_class_serving, with_extended};
+    let (mut e, t0) = cluster(&[2]);
+    e.on_event(ClusterEvent::Dra(gpu_class_serving("example.com/gpu")), t0);
+    let a = with_extended(pod("a", 100, 1), "example.com/gpu", 2);
+    e.on_event(ClusterEvent::PodUpserted(arc(a.clone())), t0);
+    e.run_until_idle(t0);
+    let actions = e.drain_actions();
+    assert_eq!(
+        bound(&actions),
+        [(
+            "a".into(),
+            "n0".into(),
+            vec![
+                "gpu.example.com/n0/gpu-0".into(),
+                "gpu.example.com/n0/gpu-1".into()
+            ]
+        )]
+    );
+    let Some(Action::Bind { claims, .. }) =
+        actions.iter().find(|x| matches!(x, Action::Bind { .. }))
+    else {
+        unreachable!()
+    };
+    let x = claims[0].extended.as_ref().expect("the claim to create");
+    assert_eq!(&*x.pod_name, "a");
+    assert_eq!(&*x.requests[0].name, "container-0-request-0");
+    assert_eq!(x.requests[0].count, 2);
+    assert_eq!(&*x.mappings[0].resource, "example.com/gpu");
+    // The next pod finds the devices held.
+    let b = with_extended(pod("b", 100, 1), "example.com/gpu", 1);
+    e.on_event(ClusterEvent::PodUpserted(arc(b.clone())), t0);
+    e.run_until_idle(t0);
+    let msgs = unschedulable(&e.drain_actions());
+    assert!(
+        msgs[0].contains(
+            "1 cannot allocate extended resource example.com/gpu: 1 device(s) of class gpu.example.com wanted, 0 free"
+        ),
+        "{msgs:?}"
+    );
+    // a's binding fails: its devices are free again and b gets one.
+    e.on_event(
+        ClusterEvent::BindFinished {
+            pod: a.key.clone(),
+            uid: a.uid.clone(),
+            node: Arc::from("n0"),
+            result: Err("conflict".into()),
+        },
+        t0,
+    );
+    e.drain_actions();
+    assert_eq!(e.cache().facts().dra.devices_in_use(), 0);
+    e.run_until_idle(later(t0));
+    assert!(!bound(&e.drain_actions()).is_empty());
+    assert!(e.cache().facts().dra.double_allocations().is_empty());
+}

@@ -378,6 +378,7 @@ fn eligible(pod: &PodInfo, snapshot: &Snapshot<'_>) -> bool {
     pod.constraints.pod_affinity.is_empty()
         && pod.constraints.spread.constraints.is_empty()
         && pod.constraints.resource_claims.is_empty()
+        && !snapshot.facts.dra.serves_extended(pod)
         && pod.constraints.volumes.is_empty()
         && pod.nominated_node.is_none()
         && pod.node_name.is_none()

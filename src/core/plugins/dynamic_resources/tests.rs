@@ -131,3 +131,156 @@ fn a_device_taint_rule_keeps_allocations_off_the_devices_it_picks() {
     DynamicResources.pre_filter(&mut s, &p, &Snapshot::new(&ns, &f));
     assert!(DynamicResources.filter(&s, &p, &ns[0]).is_ok());
 }
+
+mod extended {
+    use super::*;
+    use crate::driver::dra_fixtures::{gpu_class_serving, with_extended};
+    use crate::plugins::node_resources_fit::NodeResourcesFit;
+
+    const GPU: &str = "example.com/gpu";
+
+    fn facts_serving(gpus: &[usize]) -> ClusterFacts {
+        let mut f = ClusterFacts::default();
+        f.dra.apply(gpu_class_serving(GPU));
+        for (i, n) in gpus.iter().enumerate() {
+            f.dra.apply(node_slice(&format!("n{i}"), *n, "c0"));
+        }
+        f.dra.refresh();
+        f
+    }
+
+    /// `n` nodes; node `advertising` (if any) offers 4 GPUs through its
+    /// allocatable, as a device plugin would.
+    fn nodes_with(n: usize, advertising: Option<usize>) -> Vec<NodeState> {
+        (0..n)
+            .map(|i| {
+                let mut info = node(&format!("n{i}"), 4000, 8);
+                if advertising == Some(i) {
+                    info.allocatable.scalar.insert(Arc::from(GPU), 4);
+                }
+                NodeState::new(Arc::new(info))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fit_leaves_a_served_resource_to_dra_only_where_the_node_lacks_it() {
+        let f = facts_serving(&[2, 0]);
+        let ns = nodes_with(2, Some(1));
+        let p = with_extended(pod("a", 100, 1), GPU, 2);
+        let fit = NodeResourcesFit::default();
+        // Without DynamicResources' PreFilter: counted as any extended resource.
+        let bare = CycleState::new();
+        assert_eq!(
+            fit.filter(&bare, &p, &ns[0]).unwrap_err().reason,
+            "Insufficient example.com/gpu"
+        );
+        let mut s = CycleState::new();
+        let snap = Snapshot::new(&ns, &f);
+        assert_eq!(
+            DynamicResources.pre_filter(&mut s, &p, &snap),
+            PreFilterResult::AllNodes
+        );
+        // n0 does not advertise it: DynamicResources' to allocate.
+        assert!(fit.filter(&s, &p, &ns[0]).is_ok());
+        assert!(fit.passes(&s, &p, &ns[0]));
+        assert!(DynamicResources.filter(&s, &p, &ns[0]).is_ok());
+        // n1 advertises 4: normal fit, and DRA is not used (it has no devices).
+        assert!(fit.filter(&s, &p, &ns[1]).is_ok());
+        assert!(DynamicResources.filter(&s, &p, &ns[1]).is_ok());
+        let big = with_extended(pod("b", 100, 1), GPU, 5);
+        let mut s = CycleState::new();
+        DynamicResources.pre_filter(&mut s, &big, &snap);
+        assert_eq!(
+            fit.filter(&s, &big, &ns[1]).unwrap_err().reason,
+            "Insufficient example.com/gpu"
+        );
+    }
+
+    #[test]
+    fn filter_allocates_the_extended_claim_and_names_the_resource() {
+        let f = facts_serving(&[1, 2]);
+        let ns = nodes_with(2, None);
+        let p = with_extended(pod("a", 100, 1), GPU, 2);
+        let mut s = CycleState::new();
+        DynamicResources.pre_filter(&mut s, &p, &Snapshot::new(&ns, &f));
+        let r = DynamicResources.filter(&s, &p, &ns[0]).unwrap_err();
+        assert!(r.unresolvable);
+        assert_eq!(
+            r.reason,
+            "cannot allocate extended resource example.com/gpu: 2 device(s) of class gpu.example.com wanted, 1 free"
+        );
+        assert!(DynamicResources.filter(&s, &p, &ns[1]).is_ok());
+    }
+
+    #[test]
+    fn the_extended_claim_and_the_pods_claims_are_allocated_together() {
+        let mut f = facts_serving(&[3]);
+        f.dra.apply(claim_upserted(gpu_claim("default", "c", 2)));
+        let ns = nodes_with(1, None);
+        let p = with_extended(with_claims(pod("a", 100, 1), &[("gpus", "c")]), GPU, 2);
+        let mut s = CycleState::new();
+        DynamicResources.pre_filter(&mut s, &p, &Snapshot::new(&ns, &f));
+        // 2 + 2 devices wanted, 3 on the node.
+        assert!(DynamicResources.filter(&s, &p, &ns[0]).is_err());
+        let q = with_extended(with_claims(pod("b", 100, 1), &[("gpus", "c")]), GPU, 1);
+        let mut s = CycleState::new();
+        DynamicResources.pre_filter(&mut s, &q, &Snapshot::new(&ns, &f));
+        assert!(DynamicResources.filter(&s, &q, &ns[0]).is_ok());
+    }
+
+    #[test]
+    fn resources_no_class_serves_are_left_to_fit_and_implicit_names_need_their_class() {
+        let f = facts(&[2]);
+        let ns = nodes_with(1, None);
+        let p = with_extended(pod("a", 100, 1), GPU, 1);
+        let mut s = CycleState::new();
+        assert_eq!(
+            DynamicResources.pre_filter(&mut s, &p, &Snapshot::new(&ns, &f)),
+            PreFilterResult::AllNodes
+        );
+        assert!(NodeResourcesFit::default().filter(&s, &p, &ns[0]).is_err());
+        let implicit = with_extended(
+            pod("b", 100, 1),
+            "deviceclass.resource.kubernetes.io/other.example.com",
+            1,
+        );
+        match DynamicResources.pre_filter(&mut s, &implicit, &Snapshot::new(&ns, &f)) {
+            PreFilterResult::Reject(r) => assert_eq!(
+                r.reason,
+                "extended resource deviceclass.resource.kubernetes.io/other.example.com: DeviceClass other.example.com: not found"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // The class's implicit name is served by it.
+        let by_class = with_extended(
+            pod("c", 100, 1),
+            "deviceclass.resource.kubernetes.io/gpu.example.com",
+            2,
+        );
+        let mut s = CycleState::new();
+        DynamicResources.pre_filter(&mut s, &by_class, &Snapshot::new(&ns, &f));
+        assert!(DynamicResources.filter(&s, &by_class, &ns[0]).is_ok());
+    }
+
+    #[test]
+    fn reserve_plans_the_extended_claim_and_holds_its_devices() {
+        let mut f = facts_serving(&[2]);
+        let n = node("n0", 4000, 8);
+        let a = with_extended(pod("a", 100, 1), GPU, 2);
+        f.dra.reserve(&a, &n).unwrap();
+        let key = crate::cache::DraFacts::extended_plan_key(&a);
+        let plan = f.dra.assumed(&key).expect("planned");
+        assert_eq!(plan.allocation.results.len(), 2);
+        let x = plan.extended.as_ref().expect("extended");
+        assert_eq!(&*x.requests[0].name, "container-0-request-0");
+        assert_eq!(f.dra.devices_in_use(), 2);
+        // The next pod finds no device free.
+        let b = with_extended(pod("b", 100, 1), GPU, 1);
+        assert!(f.dra.reserve(&b, &n).is_err());
+        // Unreserve gives them back.
+        assert!(f.dra.unreserve(&a.key));
+        assert_eq!(f.dra.devices_in_use(), 0);
+        f.dra.reserve(&b, &n).unwrap();
+    }
+}
