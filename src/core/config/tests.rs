@@ -29,7 +29,7 @@ fn empty_document_gives_defaults() {
             "DynamicResources"
         ]
     );
-    assert_eq!(p.scores().count(), 7);
+    assert_eq!(p.scores().count(), 8);
     assert_eq!(p.gang, Some(GangArgs::default()));
     assert_eq!(c.pod_initial_backoff, Duration::from_secs(1));
     assert_eq!(c.pod_max_backoff, Duration::from_secs(10));

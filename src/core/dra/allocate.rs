@@ -153,6 +153,9 @@ struct Choice {
     /// The request's position among all the claims' requests.
     request: usize,
     alternative: Alternative,
+    /// Its position among its request's `firstAvailable` subrequests;
+    /// `None` for an `exactly` request.
+    rank: Option<usize>,
     /// The class's selectors, then the request's, each with its verdicts.
     selectors: Vec<(Selector, Verdicts)>,
     /// `claim <namespace>/<name>: request <name>`.
@@ -216,7 +219,9 @@ impl Plan {
                         message: format!("request {} has no alternative", request.name),
                     });
                 }
-                for alt in &request.alternatives {
+                let prioritised = request.alternatives.len() > 1
+                    || request.alternatives.iter().any(|a| a.name.contains('/'));
+                for (rank, alt) in request.alternatives.iter().enumerate() {
                     let class = inv.class(&alt.class).ok_or_else(|| Unfit::NoClass {
                         claim: label.clone(),
                         request: alt.name.to_string(),
@@ -243,6 +248,7 @@ impl Plan {
                         claim: ci,
                         request: requests,
                         alternative: alt.clone(),
+                        rank: prioritised.then_some(rank),
                         selectors,
                         at: format!("claim {label}: request {}", alt.name),
                         wanted,
@@ -286,6 +292,47 @@ impl Plan {
         }
         self.search(node, inv, in_use, eval, budget, |_| ())
             .map_err(|f| self.reason(f, inv))
+    }
+
+    /// Whether some request lists `firstAvailable` subrequests, so nodes
+    /// differ in which one they can give (`score`).
+    pub fn has_subrequests(&self) -> bool {
+        self.choices.iter().any(|c| c.rank.is_some())
+    }
+
+    /// DynamicResources' Score on a node that passed Filter: for each
+    /// `firstAvailable` request, `MAX_SUBREQUESTS - i` for the subrequest
+    /// `i` the node's allocation would use, so nodes that can give an
+    /// earlier (preferred) subrequest rank higher. 0 when nothing differs
+    /// or the node does not fit after all.
+    pub fn score(
+        &self,
+        node: NodeView<'_>,
+        inv: &Inventory,
+        in_use: &InUse,
+        eval: &Evaluator,
+        budget: Budget,
+    ) -> i64 {
+        if !self.has_subrequests() {
+            return 0;
+        }
+        self.search(node, inv, in_use, eval, budget, |s| {
+            let mut seen: Vec<usize> = Vec::new();
+            let mut score = 0i64;
+            for (choice, _) in &s.chosen {
+                let c = &self.choices[*choice];
+                if let Some(rank) = c.rank
+                    && !seen.contains(&c.request)
+                {
+                    seen.push(c.request);
+                    let rank = i64::try_from(rank).unwrap_or(i64::MAX);
+                    let max = i64::try_from(super::limits::MAX_SUBREQUESTS).unwrap_or(0);
+                    score = score.saturating_add(max.saturating_sub(rank).max(0));
+                }
+            }
+            score
+        })
+        .unwrap_or(0)
     }
 
     /// The claims' allocations on `node` (Reserve), one per claim in order.

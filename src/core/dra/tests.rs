@@ -334,6 +334,41 @@ fn first_available_takes_the_first_alternative_that_fits() {
 }
 
 #[test]
+fn nodes_that_give_an_earlier_subrequest_score_higher() {
+    let small = slice("n1", "n1", json!([gpu("g0", "a", "40Gi")]));
+    let large = slice("n2", "n2", json!([gpu("g0", "a", "80Gi")]));
+    let big = class(
+        "big",
+        "device.capacity['gpu.example.com'].memory.compareTo(quantity('80Gi')) >= 0",
+    );
+    let inv = Inventory::new([&small, &large], [gpus(), big]);
+    let c = claim(
+        json!({"devices": {"requests": [{"name": "r", "firstAvailable": [
+            {"name": "large", "deviceClassName": "big"},
+            {"name": "any", "deviceClassName": "gpu"},
+        ]}]}}),
+    );
+    let plan = Plan::new(&[&c], &inv).unwrap();
+    assert!(plan.has_subrequests());
+    let labels = labels();
+    let eval = Evaluator::new();
+    let score = |node: &str| {
+        let view = NodeView {
+            name: node,
+            labels: &labels,
+        };
+        plan.score(view, &inv, &InUse::default(), &eval, Budget::default())
+    };
+    // The first subrequest on n2, the second on n1; nothing on n3.
+    assert_eq!(score("n2"), limits::MAX_SUBREQUESTS as i64);
+    assert_eq!(score("n1"), limits::MAX_SUBREQUESTS as i64 - 1);
+    assert_eq!(score("n3"), 0);
+    // A claim without subrequests scores every node alike.
+    let plain = claim(json!({"devices": {"requests": [exact("r", 1)]}}));
+    assert!(!Plan::new(&[&plain], &inv).unwrap().has_subrequests());
+}
+
+#[test]
 fn all_mode_takes_every_matching_device_or_none() {
     let n1 = slice(
         "n1",

@@ -137,7 +137,7 @@ mod tests {
         let f = Framework::default();
         let (filters, scores) = names(&f);
         assert_eq!(filters.len(), 13);
-        assert_eq!(scores.len(), 7);
+        assert_eq!(scores.len(), 8);
         assert!(scores.contains(&("InterPodAffinity", 2)), "{scores:?}");
         assert!(scores.contains(&("PodTopologySpread", 2)), "{scores:?}");
         let pre_filters: Vec<_> = f.pre_filters.iter().map(|p| p.name()).collect();

@@ -28,7 +28,8 @@ use crate::dra::cel::Evaluator;
 use crate::dra::{Claim, InUse, Inventory, Reach};
 
 use crate::framework::{
-    CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Rejection, Snapshot,
+    CycleState, FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, Rejection, ScorePlugin,
+    Snapshot,
 };
 use crate::model::PodInfo;
 use crate::queue::{Gate, Gated};
@@ -186,6 +187,41 @@ impl DraState {
             Budget::default(),
         )
         .map_err(Rejection::unresolvable)
+    }
+}
+
+impl ScorePlugin for DynamicResources {
+    /// Only a pod whose claims to allocate list `firstAvailable`
+    /// subrequests is scored: elsewhere every node scores alike.
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        _: &PodInfo,
+        _: &Snapshot<'_>,
+        _: &[usize],
+    ) -> bool {
+        state
+            .read::<DraState>(STATE_KEY)
+            .and_then(|s| s.plan.as_ref())
+            .is_some_and(Plan::has_subrequests)
+    }
+
+    fn score(&self, state: &CycleState, _: &PodInfo, node: &NodeState) -> i64 {
+        let Some(s) = state.read::<DraState>(STATE_KEY) else {
+            return 0;
+        };
+        let Some(plan) = &s.plan else {
+            return 0;
+        };
+        let view = NodeView {
+            name: &node.info.name,
+            labels: &node.info.labels,
+        };
+        plan.score(view, &s.inventory, &s.in_use, &s.eval, Budget::default())
+    }
+
+    fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [i64]) {
+        super::normalize::default_normalize(scores, false);
     }
 }
 

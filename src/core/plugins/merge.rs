@@ -183,7 +183,7 @@ fn apply(
                 list.retain(|e| {
                     // `*` leaves what Muster always does (refused by name).
                     let drop = match name {
-                        None => e.plugin.can_disable,
+                        None => e.plugin.can_disable || matches!(p, Point::PreScore | Point::Score),
                         Some(n) => n == e.plugin.name,
                     };
                     if drop {
@@ -286,11 +286,14 @@ fn check_whole(path: &str, enabled: &EnabledPlugins, origins: &Origins) -> Resul
                 ));
             }
         }
+        // What cannot be disabled is what a plugin decides (which pods, which
+        // nodes); a preference (PreScore, Score) may be.
         if !plugin.can_disable
             && let Some(p) = plugin
                 .multi_point
                 .iter()
                 .copied()
+                .filter(|p| !matches!(p, Point::PreScore | Point::Score))
                 .find(|p| !enabled.is_enabled(*p, plugin.name))
         {
             return Err(ConfigError::at(
@@ -388,6 +391,7 @@ mod tests {
                 ("NodeResourcesFit", 1),
                 ("PodTopologySpread", 2),
                 ("InterPodAffinity", 2),
+                ("DynamicResources", 1),
                 ("NodeResourcesBalancedAllocation", 1),
                 ("ImageLocality", 1)
             ]

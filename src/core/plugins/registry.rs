@@ -486,12 +486,13 @@ pub static REGISTRY: &[Registration] = &[
         alias: None,
         // PreEnqueue is the gate's (`gang::gate`), which asks
         // `dynamic_resources::pre_enqueue`.
-        points: &[PreEnqueue, PreFilter, Filter],
-        multi_point: &[PreEnqueue, PreFilter, Filter],
+        points: &[PreEnqueue, PreFilter, Filter, PreScore, Score],
+        multi_point: &[PreEnqueue, PreFilter, Filter, PreScore, Score],
         enabled_by_default: true,
-        default_weight: 0,
-        together: &[&[PreEnqueue, PreFilter, Filter]],
-        // Disabling it would bind pods as if their claims did not exist.
+        default_weight: 1,
+        together: &[&[PreEnqueue, PreFilter, Filter], &[PreScore, Score]],
+        // Disabling it would bind pods as if their claims did not exist
+        // (its Score, the `firstAvailable` preference, may be).
         can_disable: false,
         // Pods with claims are never memoised across nodes (`batch`), so
         // the shared devices some claims reach do not break per-node memos.
@@ -514,7 +515,8 @@ pub static REGISTRY: &[Registration] = &[
             let p = Arc::new(dynamic_resources::DynamicResources);
             Instance {
                 pre_filter: Some(p.clone()),
-                filter: Some(p),
+                filter: Some(p.clone()),
+                score: Some(p),
                 ..Instance::default()
             }
         },

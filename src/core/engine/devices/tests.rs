@@ -368,3 +368,25 @@ fn an_extended_resource_is_bound_with_its_claim_and_its_devices_are_held() {
     assert!(!bound(&e.drain_actions()).is_empty());
     assert!(e.cache().facts().dra.double_allocations().is_empty());
 }
+
+#[test]
+fn a_node_that_can_give_the_first_subrequest_is_preferred() {
+    use crate::driver::dra_fixtures::claim_from;
+    // n0 has four GPUs, n1 two: both can give the second subrequest, only
+    // n0 the first.
+    let (mut e, t0) = cluster(&[4, 2]);
+    let c = claim_from(serde_json::json!({
+        "metadata": {"name": "c", "namespace": "default", "uid": "uid-claim-c"},
+        "spec": {"devices": {"requests": [{"name": "gpus", "firstAvailable": [
+            {"name": "four", "deviceClassName": "gpu.example.com", "count": 4},
+            {"name": "two", "deviceClassName": "gpu.example.com", "count": 2},
+        ]}]}},
+    }));
+    e.on_event(ClusterEvent::Dra(claim_upserted(c)), t0);
+    e.on_event(ClusterEvent::PodUpserted(arc(claiming("train", "c"))), t0);
+    e.run_until_idle(t0);
+    let binds = bound(&e.drain_actions());
+    assert_eq!(binds.len(), 1, "{binds:?}");
+    assert_eq!(binds[0].1, "n0");
+    assert_eq!(binds[0].2.len(), 4);
+}
