@@ -24,7 +24,9 @@
 use std::sync::Arc;
 
 use super::cel::{Evaluator, Selector};
-use super::inventory::{Column, CounterId, InUse, Inventory, PoolDevice, Verdicts, consumption};
+use super::inventory::{
+    CONSUMES, Column, CounterId, InUse, Inventory, PoolDevice, TAINTED, Verdicts, consumption,
+};
 use super::model::{
     Allocated, Allocation, Alternative, Claim, Constraint, ConstraintKind, Mode, Reach,
 };
@@ -137,6 +139,10 @@ pub struct Plan {
     /// One request with one `exactly` alternative, and no constraints:
     /// decided by counting the devices that could take it.
     counting: bool,
+    /// The reasons of short requests written so far, by (alternative,
+    /// have, taken): nodes failing alike (the many full ones) share the
+    /// words instead of each writing them.
+    reasons: std::sync::Mutex<Vec<(ShortKey, String)>>,
 }
 
 #[derive(Debug)]
@@ -208,6 +214,7 @@ impl Plan {
             claims: Vec::with_capacity(claims.len()),
             choices: Vec::new(),
             counting: false,
+            reasons: Default::default(),
         };
         let mut requests = 0usize;
         for (ci, claim) in claims.iter().enumerate() {
@@ -366,17 +373,17 @@ impl Plan {
         }
         let need = n as usize;
         let (mut have, mut matching) = (0usize, 0usize);
-        for d in inv.reachable(node.name, node.labels) {
-            match Self::passes(c, d, eval) {
+        for i in inv.reachable_indexes(node.name, node.labels) {
+            match Self::passes(c, i, inv, eval) {
                 Err(f) => return Some(Err(f)),
                 Ok(false) => continue,
                 Ok(true) => {}
             }
-            if !c.alternative.admin_access && !d.device.consumes.is_empty() {
+            if !c.alternative.admin_access && inv.flags(i) & CONSUMES != 0 {
                 return None;
             }
             matching += 1;
-            if usable(c, d, in_use, inv) {
+            if usable(c, i, in_use, inv) {
                 have += 1;
                 if have >= need {
                     return Some(Ok(()));
@@ -421,14 +428,16 @@ impl Plan {
             }
             let start = flat.len();
             let (mut matching, mut all_usable) = (0usize, true);
-            for d in inv.reachable(node.name, node.labels) {
-                if !Self::passes(c, d, eval)? {
+            for i in inv.reachable_indexes(node.name, node.labels) {
+                if !Self::passes(c, i, inv, eval)? {
                     continue;
                 }
                 matching += 1;
-                let ok = usable(c, d, in_use, inv);
+                let ok = usable(c, i, in_use, inv);
                 all_usable &= ok;
-                if ok || c.alternative.mode == Mode::All {
+                if (ok || c.alternative.mode == Mode::All)
+                    && let Some(d) = inv.device_at(i)
+                {
                     flat.push(d);
                 }
             }
@@ -481,12 +490,14 @@ impl Plan {
 
     /// Whether `d` passes the alternative's selectors (its class's, then
     /// its own), each evaluated once per device of the inventory.
-    fn passes(c: &Choice, d: &PoolDevice, eval: &Evaluator) -> Result<bool, Fail> {
+    fn passes(c: &Choice, index: u32, inv: &Inventory, eval: &Evaluator) -> Result<bool, Fail> {
         for (s, v) in &c.selectors {
-            let yes = Inventory::passes(eval, s, v, d).map_err(|message| Fail::Invalid {
-                claim: c.claim,
-                message,
-            })?;
+            let yes = inv
+                .passes_at(eval, s, v, index)
+                .map_err(|message| Fail::Invalid {
+                    claim: c.claim,
+                    message,
+                })?;
             if !yes {
                 return Ok(false);
             }
@@ -553,6 +564,16 @@ impl Plan {
                 have,
                 taken,
             } => {
+                let key = (choice, have, taken);
+                // Contended, or a new combination: written afresh.
+                let known = self.reasons.try_lock().ok().and_then(|r| {
+                    r.iter()
+                        .find(|(k, _)| *k == key)
+                        .map(|(_, reason)| reason.clone())
+                });
+                if let Some(reason) = known {
+                    return reason;
+                }
                 let c = &self.choices[choice];
                 let problem = inv.problems().first();
                 let mut out = String::with_capacity(
@@ -564,12 +585,23 @@ impl Plan {
                     c.at, c.wanted
                 );
                 write_why(&mut out, taken, problem);
+                if let Ok(mut r) = self.reasons.try_lock()
+                    && r.len() < MAX_KEPT_REASONS
+                {
+                    r.push((key, out.clone()));
+                }
                 out
             }
             other => self.unfit(other, "", inv).node_reason(),
         }
     }
 }
+
+/// A short request's failure: (alternative, devices free, devices taken).
+type ShortKey = (usize, usize, usize);
+
+/// How many distinct reasons a plan keeps (`Plan::reasons`).
+const MAX_KEPT_REASONS: usize = 16;
 
 /// What kept devices out of a short request, when one reason did.
 fn why(taken: usize, inv: &Inventory) -> String {
@@ -593,15 +625,24 @@ fn write_why(out: &mut String, taken: usize, problem: Option<&String>) {
     }
 }
 
-/// Whether the alternative may take `d`: its `NoSchedule`/`NoExecute`
-/// taints tolerated, and free of other claims (or monitored only).
-fn usable(c: &Choice, d: &PoolDevice, in_use: &InUse, inv: &Inventory) -> bool {
+/// Whether the alternative may take the device at `index`: its
+/// `NoSchedule`/`NoExecute` taints tolerated, and free of other claims (or
+/// monitored only). The device itself is read only when it is tainted.
+fn usable(c: &Choice, index: u32, in_use: &InUse, inv: &Inventory) -> bool {
     let alt = &c.alternative;
-    let tainted = d.device.taints.iter().any(|t| {
-        matches!(&*t.effect, "NoSchedule" | "NoExecute")
-            && !alt.tolerations.iter().any(|tol| tol.tolerates(t))
-    });
-    !tainted && (alt.admin_access || !in_use.holds(d, inv))
+    if inv.flags(index) & TAINTED != 0 {
+        let Some(d) = inv.device_at(index) else {
+            return false;
+        };
+        let tainted = d.device.taints.iter().any(|t| {
+            matches!(&*t.effect, "NoSchedule" | "NoExecute")
+                && !alt.tolerations.iter().any(|tol| tol.tolerates(t))
+        });
+        if tainted {
+            return false;
+        }
+    }
+    alt.admin_access || !in_use.holds(index, inv)
 }
 
 fn describe_constraints<'a>(constraints: impl Iterator<Item = &'a Constraint>) -> String {

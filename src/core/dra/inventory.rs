@@ -20,6 +20,72 @@ use super::cel;
 use super::model::{Attr, Claim, Device, DeviceClass, DeviceId, QualifiedName, Reach, Slice};
 use crate::model::Quantity;
 
+/// Node name → a range (of `Inventory::local_devices`), with the names in
+/// one arena and the entries inline in the table: a lookup per node per
+/// cycle reads two small, dense tables instead of chasing each name's
+/// allocation.
+#[derive(Default)]
+struct NodeTable {
+    names: String,
+    table: hashbrown::HashTable<NodeEntry>,
+    hasher: foldhash::fast::RandomState,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct NodeEntry {
+    name: (u32, u32),
+    range: (u32, u32),
+}
+
+impl std::fmt::Debug for NodeTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeTable")
+            .field("nodes", &self.table.len())
+            .finish()
+    }
+}
+
+impl NodeTable {
+    fn name(&self, e: &NodeEntry) -> &str {
+        let (at, len) = (e.name.0 as usize, e.name.1 as usize);
+        self.names
+            .get(at..at.saturating_add(len))
+            .unwrap_or_default()
+    }
+
+    fn insert(&mut self, node: &str, range: (u32, u32)) {
+        use std::hash::BuildHasher;
+        let hash = self.hasher.hash_one(node);
+        let at = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        let len = u32::try_from(node.len()).unwrap_or(u32::MAX);
+        self.names.push_str(node);
+        let entry = NodeEntry {
+            name: (at, len),
+            range,
+        };
+        let (names, hasher) = (&self.names, &self.hasher);
+        let name_of = |e: &NodeEntry| {
+            let (at, len) = (e.name.0 as usize, e.name.1 as usize);
+            names.get(at..at.saturating_add(len)).unwrap_or_default()
+        };
+        self.table
+            .insert_unique(hash, entry, |e| hasher.hash_one(name_of(e)));
+    }
+
+    fn get(&self, node: &str) -> Option<(u32, u32)> {
+        use std::hash::BuildHasher;
+        let hash = self.hasher.hash_one(node);
+        self.table
+            .find(hash, |e| self.name(e) == node)
+            .map(|e| e.range)
+    }
+}
+
+/// `Inventory::flags`: the device has `NoSchedule`/`NoExecute` taints.
+pub const TAINTED: u8 = 1;
+/// `Inventory::flags`: the device consumes shared counters.
+pub const CONSUMES: u8 = 2;
+
 /// One device of a complete pool, with where it reaches and how selectors
 /// see it.
 #[derive(Debug)]
@@ -73,10 +139,19 @@ pub struct Inventory {
     classes: HashMap<Arc<str>, DeviceClass>,
     counters: HashMap<CounterId, Quantity>,
     by_id: FastMap<DeviceId, Loc>,
-    /// Node → the usable devices local to it, in inventory order.
-    local: FastMap<Arc<str>, Vec<Loc>>,
-    /// The usable devices that reach by selector or everywhere.
-    shared: Vec<Loc>,
+    /// `PoolDevice::index` → where the device is.
+    by_index: Vec<Loc>,
+    /// Node → its local devices: a range of `local_devices`.
+    local: NodeTable,
+    /// The node-local devices' indexes, each node's together, in inventory
+    /// order: a node's devices are read from one place.
+    local_devices: Vec<u32>,
+    /// The usable devices that reach by selector or everywhere (indexes).
+    shared: Vec<u32>,
+    /// Per device (by index), what the allocator must look at the device
+    /// itself for (`TAINTED`, `CONSUMES`), so the common device is decided
+    /// from compact tables alone.
+    flags: Vec<u8>,
     /// Every device of complete pools.
     devices: u32,
     /// Why pools cannot be used, one line each.
@@ -143,15 +218,26 @@ impl Inventory {
             classes: classes.into_iter().map(|c| (c.name.clone(), c)).collect(),
             ..Inventory::default()
         };
+        let mut local: FastMap<Arc<str>, Vec<u32>> = FastMap::default();
         for ((driver, name), slices) in by_pool {
             let pool = inv.pool(driver.clone(), name.clone(), slices);
             let p = u32::try_from(inv.pools.len()).unwrap_or(u32::MAX);
             for (i, d) in pool.devices.iter().enumerate() {
                 let at = (p, u32::try_from(i).unwrap_or(u32::MAX));
                 inv.by_id.insert(d.id.clone(), at);
+                debug_assert_eq!(d.index as usize, inv.by_index.len());
+                inv.by_index.push(at);
+                let tainted = d
+                    .device
+                    .taints
+                    .iter()
+                    .any(|t| matches!(&*t.effect, "NoSchedule" | "NoExecute"));
+                let consumes = !d.device.consumes.is_empty();
+                inv.flags
+                    .push(if tainted { TAINTED } else { 0 } | if consumes { CONSUMES } else { 0 });
                 match &d.reach {
-                    Reach::Node(n) => inv.local.entry(n.clone()).or_default().push(at),
-                    Reach::Selector(_) | Reach::All => inv.shared.push(at),
+                    Reach::Node(n) => local.entry(n.clone()).or_default().push(d.index),
+                    Reach::Selector(_) | Reach::All => inv.shared.push(d.index),
                 }
             }
             inv.devices = inv
@@ -159,6 +245,12 @@ impl Inventory {
                 .saturating_add(u32::try_from(pool.devices.len()).unwrap_or(u32::MAX));
             inv.problems.extend(pool.problem.clone());
             inv.pools.push(pool);
+        }
+        for (node, devices) in local {
+            let start = u32::try_from(inv.local_devices.len()).unwrap_or(u32::MAX);
+            let len = u32::try_from(devices.len()).unwrap_or(u32::MAX);
+            inv.local_devices.extend(devices);
+            inv.local.insert(&node, (start, len));
         }
         inv
     }
@@ -287,13 +379,44 @@ impl Inventory {
         node: &'a str,
         labels: &'a BTreeMap<String, String>,
     ) -> impl Iterator<Item = &'a PoolDevice> + 'a {
-        let local = self.local.get(node).map(Vec::as_slice).unwrap_or_default();
-        let shared = self
-            .shared
-            .iter()
-            .filter_map(|at| self.at(at))
-            .filter(move |d| d.reach.reaches(node, labels));
-        local.iter().filter_map(|at| self.at(at)).chain(shared)
+        self.reachable_indexes(node, labels)
+            .filter_map(|i| self.device_at(i))
+    }
+
+    /// `reachable`, as devices' indexes: a node's own are read from one
+    /// slice, without touching the devices.
+    pub fn reachable_indexes<'a>(
+        &'a self,
+        node: &'a str,
+        labels: &'a BTreeMap<String, String>,
+    ) -> impl Iterator<Item = u32> + 'a {
+        let local = self
+            .local
+            .get(node)
+            .and_then(|(start, len)| {
+                self.local_devices
+                    .get(start as usize..(start as usize).saturating_add(len as usize))
+            })
+            .unwrap_or_default();
+        let shared = self.shared.iter().copied().filter(move |&i| {
+            self.device_at(i)
+                .is_some_and(|d| d.reach.reaches(node, labels))
+        });
+        local.iter().copied().chain(shared)
+    }
+
+    /// The device at `index` (`PoolDevice::index`).
+    pub fn device_at(&self, index: u32) -> Option<&PoolDevice> {
+        self.at(self.by_index.get(index as usize)?)
+    }
+
+    /// What the allocator must read the device itself for (`TAINTED`,
+    /// `CONSUMES`), by index.
+    pub fn flags(&self, index: u32) -> u8 {
+        self.flags
+            .get(index as usize)
+            .copied()
+            .unwrap_or(TAINTED | CONSUMES)
     }
 
     fn at(&self, &(pool, i): &Loc) -> Option<&PoolDevice> {
@@ -326,6 +449,28 @@ impl Inventory {
                 })
             })
             .clone()
+    }
+
+    /// `passes` by the device's index: the device is read only when the
+    /// selector has not been evaluated on it yet.
+    pub fn passes_at(
+        &self,
+        eval: &cel::Evaluator,
+        selector: &cel::Selector,
+        verdicts: &[AtomicU8],
+        index: u32,
+    ) -> Result<bool, String> {
+        match verdicts
+            .get(index as usize)
+            .map(|v| v.load(Ordering::Relaxed))
+        {
+            Some(1) => Ok(false),
+            Some(2) => Ok(true),
+            _ => match self.device_at(index) {
+                Some(d) => Self::passes(eval, selector, verdicts, d),
+                None => Ok(false),
+            },
+        }
     }
 
     /// Whether `d` passes `selector`, evaluated once per inventory.
@@ -476,14 +621,19 @@ impl InUse {
         true
     }
 
-    /// Whether `d`, a device of `inv`, is taken.
-    pub fn holds(&self, d: &PoolDevice, inv: &Inventory) -> bool {
+    /// Whether the device at `index` of `inv` is taken.
+    pub fn holds(&self, index: u32, inv: &Inventory) -> bool {
+        if self.devices.is_empty() {
+            return false;
+        }
         if self.held_of != inv.id() {
-            return self.devices.contains_key(&d.id);
+            return inv
+                .device_at(index)
+                .is_some_and(|d| self.devices.contains_key(&d.id));
         }
         self.held
-            .get((d.index / 64) as usize)
-            .is_some_and(|w| w & (1 << (d.index % 64)) != 0)
+            .get((index / 64) as usize)
+            .is_some_and(|w| w & (1 << (index % 64)) != 0)
     }
 
     pub fn contains(&self, id: &DeviceId) -> bool {
