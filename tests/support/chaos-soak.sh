@@ -67,8 +67,8 @@ cat > "$report" <<REPORT
   allocated devices and republished; then another scheduler's pods holding
   capacity; one kill -9 while bindings are in flight; one leader frozen past
   its lease while a standby takes over, then thawed. Devices (2 GPUs per
-  node) are contended in every batch: a gang, plain pods and two pods
-  sharing one named claim ask for them
+  node) are contended in every batch but the stall step's: a gang, plain
+  pods and two pods sharing one named claim ask for them
 - pods created: ${pods}; gangs: ${gangs}; pods with a device claim: ${dra}
 - audits: I2 (no overcommit) ${i2}, on every pod event; I1 (no partial gang)
   ${i1}, when a step settles; I9 (no device in two claims; every bound pod's
