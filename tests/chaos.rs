@@ -1,30 +1,47 @@
 //! The chaos suite, bounded for `make test`: `muster run` as separate
 //! processes against `muster cluster` whose faults change step by step, with
 //! kill -9 mid-binding and a leader frozen (SIGSTOP) while a standby takes
-//! over, then thawed (SIGCONT). The cluster is audited from the outside,
-//! through the API, as an operator would:
+//! over, then thawed (SIGCONT). The cluster publishes devices (two GPUs per
+//! node, the kwok DRA driver's ResourceSlices, one DeviceClass), and every
+//! batch but the stall step's contends for them: the first gang's members
+//! and up to three plain pods ask for a GPU each through a
+//! ResourceClaimTemplate, two pods share one named ResourceClaim. The
+//! cluster is audited from the outside, through the API, as an operator
+//! would:
 //!
 //! - I2 on every pod event: no node's bound, non-terminal pods request more
 //!   cpu than it has;
+//! - I9 on every ResourceClaim event, and read again from the API when a
+//!   step settles: no device (driver, pool, device) is in two claims'
+//!   allocations (admin access excepted); every bound pod with claims has
+//!   each claim allocated, reserved for it, and reaching its node;
 //! - I1 when a step settles: every gang has none or at least `minCount`
 //!   members bound;
-//! - I4: every pod is bound once capacity exists (each step's batch fits);
+//! - I4: every pod is bound once capacity exists (each step's batch fits,
+//!   devices included);
 //! - the scheduler is alive (it binds the next batch), and a thawed former
 //!   leader stands down instead of writing.
 //!
 //! Steps, the fault steps in an order drawn from the seed (`CHAOS_SEED`,
 //! the pinned 42 when unset, `random` for a new one; printed), which also
-//! draws each batch's size:
-//! calm; 20% and 50% of the scheduler's writes failing (with latency);
-//! watches closed every second; every watch resume of the scheduler told
-//! `410 Gone` (a compaction), so it relists; the scheduler's pod watch
+//! draws each batch's size. First the weather, shuffled: calm; 20% and 50%
+//! of the scheduler's writes failing (with latency); watches closed every
+//! second; every watch resume of the scheduler told `410 Gone` (a
+//! compaction), so it relists; 50% of the scheduler's ResourceClaim status
+//! writes failing, then healed. Then, shuffled: the scheduler's pod watch
 //! stalled (`CHAOS_STALL_SECONDS`, default 5) while its bindings complete
 //! and pods that do not fit wait; a node deleted under reserved gang
 //! members, then restored; a waiting gang's minCount lowered, and another
-//! waiting gang's PodGroup deleted then recreated; another scheduler's pods
-//! taking capacity at the same time; kill -9 while bindings are in flight,
-//! a new replica finishing; the leader frozen past its lease while a
-//! standby takes over, then thawed.
+//! waiting gang's PodGroup deleted then recreated; claims deleted under
+//! gang members waiting at Permit (neither may bind without its claim; the
+//! named claim is made again, the template's pod recreated) and under a pod
+//! whose binding is in flight (the claim's delete-protection finalizer
+//! keeps it allocated and reserved); a node's ResourceSlice withdrawn under
+//! allocated devices, then republished (the allocations outlive it: a
+//! waiting pod gets only the device freed). Then another scheduler's pods
+//! taking capacity at the same time; kill -9 while bindings are in flight, a
+//! new replica finishing; the leader frozen past its lease while a standby
+//! takes over, then thawed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,8 +50,13 @@ use std::process::{Child, Command, Stdio};
 use crate::e2e::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, DeviceRequestAllocationResult, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
 use muster::apiserver::fault::FaultRule;
+use muster::kwok::devices::DeviceTemplate;
 use serde_json::json;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,6 +66,8 @@ const NS: &str = "default";
 /// What this run did, printed at the end for `make chaos`'s report.
 static AUDITS_I2: AtomicUsize = AtomicUsize::new(0);
 static AUDITS_I1: AtomicUsize = AtomicUsize::new(0);
+static AUDITS_I9: AtomicUsize = AtomicUsize::new(0);
+static DRA_PODS: AtomicUsize = AtomicUsize::new(0);
 static PODS: AtomicUsize = AtomicUsize::new(0);
 static GANGS: AtomicUsize = AtomicUsize::new(0);
 const GANG_SIZE: usize = 3;
@@ -218,18 +242,45 @@ async fn allocatable(env: &Env) -> BTreeMap<String, i64> {
         .collect()
 }
 
-/// `gangs` gangs of three 1-cpu members and `plain` 1-cpu pods, tagged.
+/// `gangs` gangs of three 1-cpu members and `plain` 1-cpu pods, tagged,
+/// with devices: the first gang's members and up to three plain pods ask
+/// for a GPU each (their own claims, from a template), and two pods share
+/// one named claim of a GPU (created first, so they are placed early; they
+/// request no cpu, so each step's cpu arithmetic is that of its 1-cpu pods).
 async fn batch(env: &Env, tag: &str, gangs: usize, plain: usize) -> usize {
+    batch_of(env, tag, gangs, plain, true).await
+}
+
+/// [`batch`], with devices or not.
+async fn batch_of(env: &Env, tag: &str, gangs: usize, plain: usize, devices: bool) -> usize {
     let mut pods = Vec::new();
+    if devices {
+        let shared = format!("shared-{tag}");
+        create_named_claim(env, &shared).await;
+        for i in 0..2 {
+            let p = pod(&format!("plain-{tag}-s{i}"), "0", "muster", None);
+            pods.push(with_gpu(p, Gpu::Named(&shared)));
+        }
+    }
     for g in 0..gangs {
         let group = format!("gang-{tag}-{g}");
         create_podgroup(env, NS, &group, GANG_SIZE as u32, None).await;
         for m in 0..GANG_SIZE {
-            pods.push(pod(&format!("{group}-m{m}"), "1", "muster", Some(&group)));
+            let p = pod(&format!("{group}-m{m}"), "1", "muster", Some(&group));
+            pods.push(if devices && g == 0 {
+                with_gpu(p, Gpu::Own)
+            } else {
+                p
+            });
         }
     }
     for i in 0..plain {
-        pods.push(pod(&format!("plain-{tag}-{i}"), "1", "muster", None));
+        let p = pod(&format!("plain-{tag}-{i}"), "1", "muster", None);
+        pods.push(if devices && i < 3 {
+            with_gpu(p, Gpu::Own)
+        } else {
+            p
+        });
     }
     let n = pods.len();
     PODS.fetch_add(n, Ordering::Relaxed);
@@ -238,11 +289,11 @@ async fn batch(env: &Env, tag: &str, gangs: usize, plain: usize) -> usize {
     n
 }
 
-/// Waits until every pod of `tag` is bound, auditing I2 on every event,
-/// then I1.
+/// Waits until every pod of `tag` is bound, auditing I2 on every event (and
+/// I9 on every claim event), then I1 and I9 read from the API.
 async fn settle(env: &Env, tag: &str, count: usize, cpu: &BTreeMap<String, i64>) {
     eprintln!("chaos: step {tag}: waiting for {count} pods");
-    let pods = wait_pods(env, NS, |pods| {
+    let pods = wait_audited(env, |pods| {
         audit_no_overcommit(pods, cpu);
         pods.iter()
             .filter(|(n, p)| n.contains(&format!("-{tag}-")) && bound(p))
@@ -252,15 +303,23 @@ async fn settle(env: &Env, tag: &str, count: usize, cpu: &BTreeMap<String, i64>)
     .await;
     audit_no_overcommit(&pods, cpu);
     audit_no_partial_gang(&pods);
+    audit_i9(env).await;
 }
 
-/// Deletes every pod (the next step starts on an empty cluster).
+/// Deletes every pod, then every claim (the next step starts on an empty
+/// cluster, its devices all free).
 async fn clear(env: &Env) {
     let api: Api<Pod> = Api::namespaced(env.client.clone(), NS);
     api.delete_collection(&DeleteParams::default(), &ListParams::default())
         .await
         .expect("delete pods");
-    wait_pods(env, NS, BTreeMap::is_empty).await;
+    wait_audited(env, BTreeMap::is_empty).await;
+    let claims: Api<ResourceClaim> = Api::namespaced(env.client.clone(), NS);
+    claims
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .expect("delete claims");
+    wait_world(env, |w| w.claims.is_empty()).await;
 }
 
 fn write_rules(dir: &Path, env: &Env) -> PathBuf {
@@ -357,10 +416,10 @@ async fn stalled_pod_watch(env: &Env, cpu: &BTreeMap<String, i64>) {
     env.cluster.set_faults(vec![scheduler_only(
         "resource=pods/binding,latency-ms=1000",
     )]);
-    let n = batch(env, "stall", 4, total as usize - 12 + overflow).await;
+    let n = batch_of(env, "stall", 4, total as usize - 12 + overflow, false).await;
     // Wait until the scheduler has seen every pod: the overflow is refused
     // because the rest hold (assumed) capacity.
-    let seen = wait_pods(env, NS, |pods| {
+    let seen = wait_audited(env, |pods| {
         audit_no_overcommit(pods, cpu);
         unschedulable(pods).len() >= overflow
     })
@@ -375,7 +434,7 @@ async fn stalled_pod_watch(env: &Env, cpu: &BTreeMap<String, i64>) {
         stall_for()
     );
     let stalled = async {
-        wait_pods(env, NS, |pods| {
+        wait_audited(env, |pods| {
             audit_no_overcommit(pods, cpu);
             false
         })
@@ -383,7 +442,7 @@ async fn stalled_pod_watch(env: &Env, cpu: &BTreeMap<String, i64>) {
     };
     let _ = tokio::time::timeout(stall_for(), stalled).await;
     env.cluster.set_faults(Vec::new());
-    let pods = wait_pods(env, NS, |pods| {
+    let pods = wait_audited(env, |pods| {
         audit_no_overcommit(pods, cpu);
         pods.values().filter(|p| bound(p)).count() >= n - overflow
     })
@@ -401,7 +460,7 @@ async fn stalled_pod_watch(env: &Env, cpu: &BTreeMap<String, i64>) {
             .await
             .expect("delete pod");
     }
-    let pods = wait_pods(env, NS, |pods| {
+    let pods = wait_audited(env, |pods| {
         audit_no_overcommit(pods, cpu);
         refused.iter().all(|n| pods.get(n).is_some_and(bound))
     })
@@ -430,7 +489,7 @@ fn condition_reason(p: &Pod) -> Option<&str> {
 
 /// Waits until the named pods all wait at Permit (reserved).
 async fn wait_at_permit(env: &Env, names: &[String], cpu: &BTreeMap<String, i64>) {
-    wait_pods(env, NS, |pods| {
+    wait_audited(env, |pods| {
         audit_no_overcommit(pods, cpu);
         names.iter().all(|n| {
             pods.get(n)
@@ -488,20 +547,37 @@ async fn node_deleted_under_reservations(env: &Env, cpu: &BTreeMap<String, i64>)
     create_pods(env, NS, members).await;
     wait_at_permit(env, &early, cpu).await;
     let nodes: Api<Node> = Api::all(env.client.clone());
+    let saved = nodes.get(&node).await.expect("the node");
     nodes
         .delete(&node, &DeleteParams::default())
         .await
         .expect("delete node");
     let mut without = cpu.clone();
     without.remove(&node);
+    // The scheduler has seen the node go (the reserved members leave
+    // Permit) before the third member is released: were it released first,
+    // the quorum would bind the members to a node the scheduler still
+    // believes in, as any scheduler would.
+    wait_audited(env, |pods| {
+        audit_nodes_exist(pods, &without);
+        early.iter().all(|n| {
+            pods.get(n)
+                .is_some_and(|p| condition_reason(p) != Some("WaitingAtPermit"))
+        })
+    })
+    .await;
     ungate(env, NS, &last).await;
     // Until the node returns, no member may bind (to it, or partially): the
     // reserved members were requeued and find no node.
-    wait_pods(env, NS, |pods| {
+    wait_audited(env, |pods| {
         audit_nodes_exist(pods, &without);
         assert!(
             names_bound(pods, group).is_empty(),
-            "no member of {group} binds while its node is gone"
+            "no member of {group} binds while its node {node} is gone: {:?}",
+            names_bound(pods, group)
+                .iter()
+                .map(|n| (n, pods[*n].spec.as_ref().and_then(|s| s.node_name.clone())))
+                .collect::<Vec<_>>()
         );
         pods.iter()
             .filter(|(n, _)| n.starts_with(group))
@@ -514,10 +590,25 @@ async fn node_deleted_under_reservations(env: &Env, cpu: &BTreeMap<String, i64>)
             })
     })
     .await;
-    add_node(env, &node, "4").await;
+    restore_node(env, saved).await;
     PODS.fetch_add(GANG_SIZE, Ordering::Relaxed);
     GANGS.fetch_add(1, Ordering::Relaxed);
     settle(env, "nodedel", GANG_SIZE, cpu).await;
+}
+
+/// Creates a deleted node again as it was (labels, devices annotation, so
+/// its DRA driver republishes its slice).
+async fn restore_node(env: &Env, mut saved: Node) {
+    let meta = &mut saved.metadata;
+    meta.resource_version = None;
+    meta.uid = None;
+    meta.creation_timestamp = None;
+    meta.managed_fields = None;
+    meta.deletion_timestamp = None;
+    Api::<Node>::all(env.client.clone())
+        .create(&PostParams::default(), &saved)
+        .await
+        .expect("create node");
 }
 
 /// Patches a PodGroup's `minCount`.
@@ -562,7 +653,7 @@ async fn group_changes_while_waiting(env: &Env, cpu: &BTreeMap<String, i64>) {
         .expect("delete podgroup");
     // I1 is judged once this settles: a released gang's bindings arrive one
     // event at a time.
-    let pods = wait_pods(env, NS, |pods| {
+    let pods = wait_audited(env, |pods| {
         audit_no_overcommit(pods, cpu);
         assert!(
             names_bound(pods, deleted).is_empty(),
@@ -588,7 +679,10 @@ async fn group_changes_while_waiting(env: &Env, cpu: &BTreeMap<String, i64>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
     let mut rng = fastrand::Rng::with_seed(seed());
-    let env = cluster(vec![nodes(6, "4")]).await;
+    let mut template = nodes(6, "4");
+    template.devices = Some(DeviceTemplate::with_count(DEVICES_PER_NODE));
+    let env = cluster(vec![template]).await;
+    publish_device_class(&env).await;
     let tmp = tempfile::tempdir().expect("tempdir");
     let keep = std::env::var_os("CHAOS_KEEP_LOGS").is_some();
     eprintln!("chaos: scheduler logs in {}", tmp.path().display());
@@ -601,7 +695,8 @@ async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
     let a = spawn_scheduler(&dir, "a");
 
     // The weather steps, in an order drawn from the seed: calm, 20% and 50%
-    // failing writes with latency, watch closes, 410 on every resume.
+    // failing writes with latency, watch closes, 410 on every resume, 50%
+    // of the scheduler's claim status writes failing.
     let mut steps: Vec<(&str, Vec<FaultRule>)> = vec![
         ("calm", Vec::new()),
         ("err20", write_errors(0.2, 0)),
@@ -617,6 +712,7 @@ async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
                 scheduler_only("resume-gone=1"),
             ],
         ),
+        ("claimerr", claim_write_errors()),
     ];
     rng.shuffle(&mut steps);
     for (tag, rules) in steps {
@@ -628,14 +724,24 @@ async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
         clear(&env).await;
     }
 
-    // The scheduler's pod watch stalled while its bindings complete.
-    stalled_pod_watch(&env, &cpu).await;
-    clear(&env).await;
-    // A node deleted under reservations; groups changed under waiting gangs.
-    node_deleted_under_reservations(&env, &cpu).await;
-    clear(&env).await;
-    group_changes_while_waiting(&env, &cpu).await;
-    clear(&env).await;
+    // The faults under waiting and binding pods, in an order drawn from the
+    // seed: the scheduler's pod watch stalled while its bindings complete; a
+    // node deleted under reservations; groups changed under waiting gangs;
+    // claims deleted under waiting and binding pods; a slice withdrawn under
+    // allocated devices.
+    let mut faults = ["stall", "nodedel", "groupchg", "claimdel", "slice"];
+    rng.shuffle(&mut faults);
+    for fault in faults {
+        eprintln!("chaos: step {fault}");
+        match fault {
+            "stall" => stalled_pod_watch(&env, &cpu).await,
+            "nodedel" => node_deleted_under_reservations(&env, &cpu).await,
+            "groupchg" => group_changes_while_waiting(&env, &cpu).await,
+            "claimdel" => claims_deleted_under_pods(&env, &cpu).await,
+            _ => slice_withdrawn_under_allocations(&env, &cpu).await,
+        }
+        clear(&env).await;
+    }
 
     // Another scheduler's pods hold capacity (bound at creation, one per
     // node, just before ours arrive): Muster must count them.
@@ -659,7 +765,7 @@ async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
     // kill -9 mid-binding: the next scheduler finishes the job.
     env.cluster.set_faults(write_errors(0.0, 30));
     let n = batch(&env, "kill", 4, 6).await;
-    wait_pods(&env, NS, |pods| {
+    wait_audited(&env, |pods| {
         audit_no_overcommit(pods, &cpu);
         pods.values().filter(|p| bound(p)).count() >= 2
     })
@@ -711,10 +817,640 @@ async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
     let n = batch(&env, "after", 2, 2).await;
     settle(&env, "after", n, &cpu).await;
     eprintln!(
-        "chaos: summary pods={} gangs={} fault_steps=10 kills=1 freezes=1 i2_audits={} i1_audits={} violations=0",
+        "chaos: summary pods={} gangs={} dra_pods={} fault_steps=13 kills=1 freezes=1 i2_audits={} i1_audits={} i9_audits={} violations=0",
         PODS.load(Ordering::Relaxed),
         GANGS.load(Ordering::Relaxed),
+        DRA_PODS.load(Ordering::Relaxed),
         AUDITS_I2.load(Ordering::Relaxed),
         AUDITS_I1.load(Ordering::Relaxed),
+        AUDITS_I9.load(Ordering::Relaxed),
     );
+}
+
+// ---- Devices (DRA): the class, the claims, and the I9 audit ----
+
+/// The kwok DRA driver's devices: `DEVICES_PER_NODE` GPUs on each node, in
+/// a pool named after the node, published in one ResourceSlice per node.
+const DRIVER: &str = muster::kwok::devices::DEFAULT_DRIVER;
+const DEVICES_PER_NODE: usize = 2;
+/// A template of one GPU (each pod's own claim).
+const ONE_GPU: &str = "one-gpu";
+
+/// The DeviceClass of the driver's GPUs and a template of one.
+async fn publish_device_class(env: &Env) {
+    let class: DeviceClass = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": DRIVER},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}
+    }))
+    .expect("class json");
+    Api::<DeviceClass>::all(env.client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create device class");
+    let template: ResourceClaimTemplate = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": ONE_GPU, "namespace": NS},
+        "spec": {"spec": one_gpu_spec()}
+    }))
+    .expect("template json");
+    Api::<ResourceClaimTemplate>::namespaced(env.client.clone(), NS)
+        .create(&PostParams::default(), &template)
+        .await
+        .expect("create claim template");
+}
+
+fn one_gpu_spec() -> serde_json::Value {
+    json!({"devices": {"requests": [{"name": "gpu", "exactly": {
+        "deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 1
+    }}]}})
+}
+
+/// Creates a named claim of one GPU (several pods may share it).
+async fn create_named_claim(env: &Env, name: &str) {
+    let claim: ResourceClaim = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": one_gpu_spec()
+    }))
+    .expect("claim json");
+    Api::<ResourceClaim>::namespaced(env.client.clone(), NS)
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("create claim");
+}
+
+/// Where a pod's claim `gpu` comes from.
+enum Gpu<'a> {
+    /// Its own claim, made from [`ONE_GPU`] by the resourceclaim controller.
+    Own,
+    /// A named claim, possibly shared.
+    Named(&'a str),
+}
+
+/// `p` asking for one GPU through its claim `gpu`.
+fn with_gpu(p: Pod, gpu: Gpu<'_>) -> Pod {
+    let mut v = serde_json::to_value(p).expect("pod json");
+    let source = match gpu {
+        Gpu::Own => json!({"name": "gpu", "resourceClaimTemplateName": ONE_GPU}),
+        Gpu::Named(n) => json!({"name": "gpu", "resourceClaimName": n}),
+    };
+    v["spec"]["resourceClaims"] = json!([source]);
+    v["spec"]["containers"][0]["resources"]["claims"] = json!([{"name": "gpu"}]);
+    DRA_PODS.fetch_add(1, Ordering::Relaxed);
+    serde_json::from_value(v).expect("pod json")
+}
+
+/// `p` required on `node` (by name).
+fn on_node(mut p: Pod, node: &str) -> Pod {
+    if let Some(spec) = p.spec.as_mut() {
+        spec.affinity = Some(
+            serde_json::from_value(
+                json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": [node]}
+                    ]}]
+                }}}),
+            )
+            .expect("affinity json"),
+        );
+    }
+    p
+}
+
+/// The pods and the claims of the namespace, as two watches see them.
+#[derive(Default)]
+struct World {
+    pods: BTreeMap<String, Pod>,
+    claims: BTreeMap<String, ResourceClaim>,
+}
+
+/// One kind's objects as a watch sees them: a relist replaces them whole.
+struct Mirror<K> {
+    items: BTreeMap<String, K>,
+    listing: Option<BTreeMap<String, K>>,
+    synced: bool,
+}
+
+impl<K: kube::Resource> Mirror<K> {
+    fn new() -> Self {
+        Mirror {
+            items: BTreeMap::new(),
+            listing: None,
+            synced: false,
+        }
+    }
+
+    fn apply(&mut self, ev: watcher::Event<K>) {
+        let name = |o: &K| o.meta().name.clone().unwrap_or_default();
+        match ev {
+            watcher::Event::Init => self.listing = Some(BTreeMap::new()),
+            watcher::Event::InitApply(o) => {
+                if let Some(l) = self.listing.as_mut() {
+                    l.insert(name(&o), o);
+                }
+            }
+            watcher::Event::InitDone => {
+                self.items = self.listing.take().unwrap_or_default();
+                self.synced = true;
+            }
+            watcher::Event::Apply(o) => {
+                self.items.insert(name(&o), o);
+            }
+            watcher::Event::Delete(o) => {
+                self.items.remove(&name(&o));
+            }
+        }
+    }
+
+    fn ready(&self) -> bool {
+        self.synced && self.listing.is_none()
+    }
+}
+
+/// Watches the namespace's pods and claims until `done` holds, auditing I9
+/// on every claim event (and every pod event: a bound pod's claims); the
+/// state it ended on.
+async fn wait_world<F>(env: &Env, mut done: F) -> World
+where
+    F: FnMut(&World) -> bool,
+{
+    use futures::StreamExt;
+    enum Ev {
+        Pod(Box<watcher::Event<Pod>>),
+        Claim(Box<watcher::Event<ResourceClaim>>),
+    }
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let claims: Api<ResourceClaim> = Api::namespaced(env.client.clone(), NS);
+    let pods =
+        watcher::watcher(pods, watcher::Config::default()).map(|e| e.map(|e| Ev::Pod(Box::new(e))));
+    let claims = watcher::watcher(claims, watcher::Config::default())
+        .map(|e| e.map(|e| Ev::Claim(Box::new(e))));
+    let mut stream = futures::stream::select(Box::pin(pods), Box::pin(claims));
+    let (mut p, mut c) = (Mirror::<Pod>::new(), Mirror::<ResourceClaim>::new());
+    let wait = async {
+        while let Some(ev) = stream.next().await {
+            let claim_event = match ev.expect("watch") {
+                Ev::Pod(e) => {
+                    p.apply(*e);
+                    false
+                }
+                Ev::Claim(e) => {
+                    c.apply(*e);
+                    true
+                }
+            };
+            if !(p.ready() && c.ready()) {
+                continue;
+            }
+            let world = World {
+                pods: std::mem::take(&mut p.items),
+                claims: std::mem::take(&mut c.items),
+            };
+            if claim_event {
+                AUDITS_I9.fetch_add(1, Ordering::Relaxed);
+                if let Err(why) = devices_unshared(&world.claims) {
+                    panic!("I9: {why}");
+                }
+            }
+            // The two watches are not ordered with each other: a binding may
+            // be seen before its claim's reservation. A doubt is settled by
+            // reading the API again.
+            if pods_hold_their_claims(&world, None).is_err() {
+                audit_i9(env).await;
+            }
+            let finished = done(&world);
+            p.items = world.pods;
+            c.items = world.claims;
+            if finished {
+                return World {
+                    pods: p.items,
+                    claims: c.items,
+                };
+            }
+        }
+        panic!("watch ended");
+    };
+    tokio::time::timeout(HANG_GUARD, wait)
+        .await
+        .expect("condition reached before the hang guard")
+}
+
+/// [`wait_world`] for a condition on pods.
+async fn wait_audited<F>(env: &Env, mut done: F) -> BTreeMap<String, Pod>
+where
+    F: FnMut(&BTreeMap<String, Pod>) -> bool,
+{
+    wait_world(env, |w| done(&w.pods)).await.pods
+}
+
+/// A device, as allocation results name it: (driver, pool, device).
+type DeviceId = (String, String, String);
+
+fn results(c: &ResourceClaim) -> Vec<DeviceRequestAllocationResult> {
+    c.status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.clone())
+        .unwrap_or_default()
+}
+
+/// I9, devices: no device is in two claims' allocations (admin access
+/// excepted).
+fn devices_unshared(claims: &BTreeMap<String, ResourceClaim>) -> Result<(), String> {
+    let mut owner: BTreeMap<DeviceId, &str> = BTreeMap::new();
+    for (name, c) in claims {
+        for r in results(c) {
+            if r.admin_access == Some(true) {
+                continue;
+            }
+            let id = (r.driver, r.pool, r.device);
+            if let Some(other) = owner.insert(id.clone(), name) {
+                return Err(format!(
+                    "device {}/{}/{} allocated to both {other} and {name}",
+                    id.0, id.1, id.2
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The name of the ResourceClaim a pod's claim entry resolves to (a
+/// template's: as recorded in the pod's status).
+fn claim_names(p: &Pod) -> Vec<(String, Option<String>)> {
+    let spec = p.spec.as_ref();
+    let recorded = p
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.clone())
+        .unwrap_or_default();
+    spec.and_then(|s| s.resource_claims.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| {
+            let name = e.resource_claim_name.clone().or_else(|| {
+                recorded
+                    .iter()
+                    .find(|r| r.name == e.name)
+                    .and_then(|r| r.resource_claim_name.clone())
+            });
+            (e.name, name)
+        })
+        .collect()
+}
+
+/// Does the allocation reach `node`: its node selector selects the node,
+/// or (none) every device is in the node's own pool?
+fn reaches(
+    c: &ResourceClaim,
+    node: &str,
+    labels: Option<&BTreeMap<String, BTreeMap<String, String>>>,
+) -> bool {
+    let Some(a) = c.status.as_ref().and_then(|s| s.allocation.as_ref()) else {
+        return false;
+    };
+    let Some(selector) = &a.node_selector else {
+        return results(c).iter().all(|r| r.pool == node);
+    };
+    let empty = BTreeMap::new();
+    let labels = labels.and_then(|l| l.get(node)).unwrap_or(&empty);
+    selector.node_selector_terms.iter().any(|t| {
+        let fields = t.match_fields.iter().flatten().all(|f| {
+            f.key == "metadata.name"
+                && match f.operator.as_str() {
+                    "In" => f.values.iter().flatten().any(|v| v == node),
+                    "NotIn" => !f.values.iter().flatten().any(|v| v == node),
+                    _ => false,
+                }
+        });
+        let exprs = t.match_expressions.iter().flatten().all(|e| {
+            let have = labels.get(&e.key);
+            let values = e.values.clone().unwrap_or_default();
+            match e.operator.as_str() {
+                "In" => have.is_some_and(|v| values.contains(v)),
+                "NotIn" => have.is_none_or(|v| !values.contains(v)),
+                "Exists" => have.is_some(),
+                "DoesNotExist" => have.is_none(),
+                _ => false,
+            }
+        });
+        fields && exprs
+    })
+}
+
+/// I9, pods: every bound, live pod with claims has each claim allocated,
+/// reserved for it, and reaching its node.
+fn pods_hold_their_claims(
+    w: &World,
+    labels: Option<&BTreeMap<String, BTreeMap<String, String>>>,
+) -> Result<(), String> {
+    for (name, p) in &w.pods {
+        if terminal(p) || p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+            continue;
+        };
+        let uid = p.metadata.uid.as_deref().unwrap_or_default();
+        for (entry, claim) in claim_names(p) {
+            let Some(claim) = claim else {
+                return Err(format!("pod {name} bound with claim {entry} never made"));
+            };
+            let Some(c) = w.claims.get(&claim) else {
+                return Err(format!(
+                    "pod {name} bound on {node} without its claim {claim}"
+                ));
+            };
+            let status = c.status.as_ref();
+            if status.and_then(|s| s.allocation.as_ref()).is_none() {
+                return Err(format!("pod {name} bound with claim {claim} unallocated"));
+            }
+            let reserved = status
+                .and_then(|s| s.reserved_for.as_ref())
+                .is_some_and(|r| r.iter().any(|r| r.uid == uid));
+            if !reserved {
+                return Err(format!(
+                    "pod {name} bound, claim {claim} not reserved for it"
+                ));
+            }
+            if !reaches(c, node, labels) {
+                return Err(format!(
+                    "pod {name} bound on {node}, claim {claim} allocated elsewhere: {:?}",
+                    c.status.as_ref().and_then(|s| s.allocation.as_ref())
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// I9 read from the API: pods, then claims, then pods again; a pod bound
+/// in both pod reads (the same pod, alive) had its claims allocated and
+/// reserved for it when they were read. Panics on a violation.
+async fn audit_i9(env: &Env) {
+    AUDITS_I9.fetch_add(1, Ordering::Relaxed);
+    let pod_api: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let claim_api: Api<ResourceClaim> = Api::namespaced(env.client.clone(), NS);
+    let by_name = |items: Vec<Pod>| -> BTreeMap<String, Pod> {
+        items
+            .into_iter()
+            .map(|p| (p.metadata.name.clone().unwrap_or_default(), p))
+            .collect()
+    };
+    let lp = ListParams::default();
+    let before = by_name(pod_api.list(&lp).await.expect("pods").items);
+    let claims: BTreeMap<String, ResourceClaim> = claim_api
+        .list(&lp)
+        .await
+        .expect("claims")
+        .items
+        .into_iter()
+        .map(|c| (c.metadata.name.clone().unwrap_or_default(), c))
+        .collect();
+    let after = by_name(pod_api.list(&lp).await.expect("pods").items);
+    let labels: BTreeMap<String, BTreeMap<String, String>> = Api::<Node>::all(env.client.clone())
+        .list(&lp)
+        .await
+        .expect("nodes")
+        .items
+        .into_iter()
+        .map(|n| {
+            (
+                n.metadata.name.clone().unwrap_or_default(),
+                n.metadata.labels.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let node_of = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
+    let pods = after
+        .into_iter()
+        .filter(|(n, p)| {
+            before.get(n).is_some_and(|b| {
+                b.metadata.uid == p.metadata.uid && node_of(b).is_some() && node_of(b) == node_of(p)
+            })
+        })
+        .collect();
+    if let Err(why) = devices_unshared(&claims) {
+        panic!("I9: {why}");
+    }
+    let world = World { pods, claims };
+    if let Err(why) = pods_hold_their_claims(&world, Some(&labels)) {
+        panic!("I9: {why}");
+    }
+}
+
+/// The ResourceClaim a pod's claim `gpu` resolves to, if it is known.
+fn gpu_claim<'a>(w: &'a World, pod: &str) -> Option<&'a ResourceClaim> {
+    let p = w.pods.get(pod)?;
+    let (_, name) = claim_names(p).into_iter().next()?;
+    w.claims.get(&name?)
+}
+
+/// The device allocated to a pod's claim `gpu`.
+fn gpu_of(w: &World, pod: &str) -> Option<String> {
+    results(gpu_claim(w, pod)?)
+        .first()
+        .map(|r| r.device.clone())
+}
+
+/// Is the pod's claim `gpu` reserved for it?
+fn gpu_reserved(w: &World, pod: &str) -> bool {
+    let uid = w.pods.get(pod).and_then(|p| p.metadata.uid.clone());
+    gpu_claim(w, pod)
+        .and_then(|c| c.status.as_ref()?.reserved_for.clone())
+        .is_some_and(|r| r.iter().any(|r| Some(&r.uid) == uid.as_ref()))
+}
+
+/// The scheduler's claim status writes (allocation and reservation) fail
+/// at 50%.
+fn claim_write_errors() -> Vec<FaultRule> {
+    vec![scheduler_only(
+        "verb=update,resource=resourceclaims/status,rate=0.5,code=500",
+    )]
+}
+
+async fn delete_claim(env: &Env, name: &str) {
+    Api::<ResourceClaim>::namespaced(env.client.clone(), NS)
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete claim");
+}
+
+/// Deletes a pod and creates it again once it is gone (as its Job would):
+/// a claim made from a template is made anew for the new pod.
+async fn recreate_pod(env: &Env, p: Pod) {
+    let name = p.metadata.name.clone().unwrap_or_default();
+    delete_pods(env, std::slice::from_ref(&name)).await;
+    wait_audited(env, |pods| !pods.contains_key(&name)).await;
+    create_pods(env, NS, vec![p]).await;
+}
+
+/// Claims deleted under pods that rely on them. (1) At Permit: two members
+/// of a gang wait reserved (their devices planned, not yet written), the
+/// third held by a gate; one member's own claim and the other's named claim
+/// are deleted, the third released. Neither may bind without its claim; the
+/// named claim is made again and the member with its own claim recreated
+/// (its claim is made anew), and the gang binds whole. (2) In flight: a
+/// pod's claim is deleted after the scheduler wrote its allocation and
+/// reservation, while the binding is delayed: the claim's delete-protection
+/// finalizer holds it (allocated, reserved) until the pod is gone.
+async fn claims_deleted_under_pods(env: &Env, cpu: &BTreeMap<String, i64>) {
+    let group = "gang-claimdel-0";
+    let named = "claimdel-named";
+    create_podgroup(env, NS, group, GANG_SIZE as u32, None).await;
+    create_named_claim(env, named).await;
+    let [m0, m1, m2] = [0, 1, 2].map(|m| format!("{group}-m{m}"));
+    let own = || with_gpu(pod(&m0, "1", PER_POD, Some(group)), Gpu::Own);
+    create_pods(
+        env,
+        NS,
+        vec![
+            own(),
+            with_gpu(pod(&m1, "1", PER_POD, Some(group)), Gpu::Named(named)),
+            held(&m2, group),
+        ],
+    )
+    .await;
+    let early = [m0.clone(), m1.clone()];
+    wait_at_permit(env, &early, cpu).await;
+    let world = wait_world(env, |w| gpu_claim(w, &m0).is_some()).await;
+    let own_claim = gpu_claim(&world, &m0)
+        .and_then(|c| c.metadata.name.clone())
+        .expect("m0's claim");
+    delete_claim(env, &own_claim).await;
+    delete_claim(env, named).await;
+    ungate(env, NS, &m2).await;
+    wait_audited(env, |pods| {
+        audit_no_overcommit(pods, cpu);
+        early.iter().all(|n| {
+            pods.get(n)
+                .is_some_and(|p| !bound(p) && condition_reason(p) == Some("Unschedulable"))
+        })
+    })
+    .await;
+    create_named_claim(env, named).await;
+    recreate_pod(env, own()).await;
+    PODS.fetch_add(GANG_SIZE, Ordering::Relaxed);
+    GANGS.fetch_add(1, Ordering::Relaxed);
+    settle(env, "claimdel", GANG_SIZE, cpu).await;
+
+    // (2) The binding delayed; the claim deleted once written.
+    env.cluster.set_faults(vec![scheduler_only(
+        "resource=pods/binding,latency-ms=1500",
+    )]);
+    let name = "plain-claimbind-0";
+    create_pods(
+        env,
+        NS,
+        vec![with_gpu(pod(name, "1", "muster", None), Gpu::Own)],
+    )
+    .await;
+    let world = wait_world(env, |w| {
+        w.pods.get(name).is_some_and(|p| !bound(p)) && gpu_reserved(w, name)
+    })
+    .await;
+    let claim = gpu_claim(&world, name)
+        .and_then(|c| c.metadata.name.clone())
+        .expect("the claim");
+    delete_claim(env, &claim).await;
+    PODS.fetch_add(1, Ordering::Relaxed);
+    settle(env, "claimbind", 1, cpu).await;
+    env.cluster.set_faults(Vec::new());
+    let world = wait_world(env, |_| true).await;
+    let held = world
+        .claims
+        .get(&claim)
+        .expect("a reserved claim is not removed");
+    assert!(
+        held.metadata.deletion_timestamp.is_some() && gpu_reserved(&world, name),
+        "{claim}: marked deleted, still reserved for {name}"
+    );
+}
+
+/// Waits until the ResourceSlice `name` exists (`present`) or not.
+async fn wait_slice(env: &Env, name: &str, present: bool) {
+    use futures::StreamExt;
+    let api: Api<ResourceSlice> = Api::all(env.client.clone());
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = Box::pin(watcher::watcher(api, config));
+    let mut m = Mirror::<ResourceSlice>::new();
+    let wait = async {
+        while let Some(ev) = stream.next().await {
+            m.apply(ev.expect("slice watch"));
+            if m.ready() && m.items.contains_key(name) == present {
+                return;
+            }
+        }
+        panic!("slice watch ended");
+    };
+    tokio::time::timeout(HANG_GUARD, wait)
+        .await
+        .expect("slice change before the hang guard");
+}
+
+/// A node's ResourceSlice withdrawn under its allocated devices, then
+/// republished: both its devices are allocated to pods bound there when the
+/// slice is deleted; a pod for the node's devices waits while they are
+/// withdrawn and, once republished, while they are still held (an
+/// allocation must outlive its slice's absence); the pod holding `gpu-1`
+/// is deleted, and the waiting pod binds with `gpu-1`, never `gpu-0`.
+async fn slice_withdrawn_under_allocations(env: &Env, cpu: &BTreeMap<String, i64>) {
+    let node = cpu.keys().nth(1).expect("a node").clone();
+    let holders = ["plain-slice-h0".to_string(), "plain-slice-h1".to_string()];
+    let on = |name: &str| on_node(with_gpu(pod(name, "1", "muster", None), Gpu::Own), &node);
+    create_pods(env, NS, holders.iter().map(|h| on(h)).collect()).await;
+    let world = wait_world(env, |w| {
+        holders
+            .iter()
+            .all(|h| w.pods.get(h).is_some_and(bound) && gpu_reserved(w, h))
+    })
+    .await;
+    let keep = holders
+        .iter()
+        .find(|h| gpu_of(&world, h).as_deref() == Some("gpu-0"))
+        .expect("a holder of gpu-0")
+        .clone();
+    let free = holders
+        .iter()
+        .find(|h| **h != keep)
+        .expect("the other")
+        .clone();
+    let freed = gpu_of(&world, &free).expect("its device");
+    let slice = muster::kwok::devices::node_slice_name(&node, DRIVER);
+    Api::<ResourceSlice>::all(env.client.clone())
+        .delete(&slice, &DeleteParams::default())
+        .await
+        .expect("delete slice");
+    wait_slice(env, &slice, false).await;
+    let probe = "plain-slice-probe";
+    create_pods(env, NS, vec![on(probe)]).await;
+    wait_audited(env, |pods| {
+        audit_no_overcommit(pods, cpu);
+        pods.get(probe)
+            .is_some_and(|p| !bound(p) && condition_reason(p) == Some("Unschedulable"))
+    })
+    .await;
+    // The driver republishes the node's slice when the node changes.
+    let patch =
+        Patch::Merge(json!({"metadata": {"labels": {"chaos.muster.dev/republished": "true"}}}));
+    Api::<Node>::all(env.client.clone())
+        .patch(&node, &PatchParams::default(), &patch)
+        .await
+        .expect("label node");
+    wait_slice(env, &slice, true).await;
+    delete_pods(env, std::slice::from_ref(&free)).await;
+    let world = wait_world(env, |w| {
+        audit_no_overcommit(&w.pods, cpu);
+        w.pods.get(probe).is_some_and(bound) && gpu_reserved(w, probe)
+    })
+    .await;
+    assert_eq!(
+        gpu_of(&world, probe).as_deref(),
+        Some(freed.as_str()),
+        "the waiting pod gets the freed device, not {keep}'s"
+    );
+    PODS.fetch_add(3, Ordering::Relaxed);
+    audit_i9(env).await;
 }

@@ -652,6 +652,12 @@ const UNEXERCISED_ALLOWED: &[(&str, &str, &str, &str)] = &[
         "DynamicResources' PreBind creates a pod's extended-resource claim (tests/dra_extended_e2e.rs)",
     ),
     (
+        "update",
+        "resource.k8s.io",
+        "resourceclaims",
+        "DynamicResources' PreBind adds the delete-protection finalizer to a claim it allocates (tests/dra_e2e.rs)",
+    ),
+    (
         "delete",
         "resource.k8s.io",
         "resourceclaims",

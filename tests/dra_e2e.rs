@@ -438,3 +438,106 @@ spec:
     );
     daemon.shutdown().await.expect("clean shutdown");
 }
+
+/// Watches the claim `name` until `done` holds for it (None: absent).
+async fn wait_claim<F>(env: &e2e::Env, name: &str, mut done: F) -> Option<ResourceClaim>
+where
+    F: FnMut(Option<&ResourceClaim>) -> bool,
+{
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let api: Api<ResourceClaim> = Api::namespaced(env.client.clone(), "default");
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = Box::pin(watcher::watcher(api, config));
+    let mut current: Option<ResourceClaim> = None;
+    let mut listing: Option<Option<ResourceClaim>> = None;
+    let wait = async {
+        while let Some(ev) = stream.next().await {
+            match ev.expect("claim watch") {
+                watcher::Event::Init => listing = Some(None),
+                watcher::Event::InitApply(c) => listing = Some(Some(c)),
+                watcher::Event::InitDone => current = listing.take().flatten(),
+                watcher::Event::Apply(c) => current = Some(c),
+                watcher::Event::Delete(_) => current = None,
+            }
+            if listing.is_none() && done(current.as_ref()) {
+                return current.clone();
+            }
+        }
+        panic!("claim watch ended");
+    };
+    tokio::time::timeout(e2e::HANG_GUARD, wait)
+        .await
+        .expect("claim condition before the hang guard")
+}
+
+/// A claim deleted after PreBind recorded its allocation and the pod's
+/// reservation, while the binding is still in flight: the delete-protection
+/// finalizer the scheduler put on the claim when it allocated it keeps the
+/// claim (allocated, reserved) while the pod it was bound with holds it, so
+/// its devices are not given to another claim under a running pod; once the
+/// pod is gone the claim is deallocated and goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_deleted_while_its_pod_binds_is_kept_until_the_pod_is_gone() {
+    let mut template = e2e::nodes(1, "8");
+    template.devices = Some(DeviceTemplate::with_count(1));
+    let env = e2e::cluster(vec![template]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let k = Kubectl::new(kubeconfig);
+    let daemon = e2e::daemon(&env, e2e::test_config("")).await;
+    // The binding is delayed: the claim is deleted in between.
+    env.cluster.set_faults(vec![
+        "resource=pods/binding,latency-ms=2000"
+            .parse()
+            .expect("fault rule"),
+    ]);
+    k.apply(CLASS_AND_TEMPLATE).await;
+    k.apply(&claiming_pod("w0", "gpu", "resourceClaimName: one"))
+        .await;
+    k.apply(
+        r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: one, namespace: default}
+spec:
+  devices:
+    requests:
+    - {name: gpu, exactly: {deviceClassName: gpu.kwok.muster.dev}}
+"#,
+    )
+    .await;
+    let pods = e2e::wait_pods(&env, "default", |p| p.contains_key("w0")).await;
+    let uid = pods["w0"].metadata.uid.clone().expect("uid");
+    let reserved = |c: &ResourceClaim| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.reserved_for.as_ref())
+            .is_some_and(|r| r.iter().any(|r| r.uid == uid))
+    };
+    let claim = wait_claim(&env, "one", |c| c.is_some_and(reserved))
+        .await
+        .expect("the claim");
+    assert_eq!(
+        claim.metadata.finalizers.as_deref(),
+        Some(&["resource.kubernetes.io/delete-protection".to_string()][..]),
+        "allocating the claim protects it"
+    );
+    let api: Api<ResourceClaim> = Api::namespaced(env.client.clone(), "default");
+    api.delete("one", &DeleteParams::default())
+        .await
+        .expect("delete claim");
+    e2e::wait_pods(&env, "default", |p| p.get("w0").is_some_and(e2e::bound)).await;
+    env.cluster.set_faults(Vec::new());
+    let kept = api.get("one").await.expect("the claim is kept");
+    assert!(kept.metadata.deletion_timestamp.is_some());
+    assert!(reserved(&kept), "still reserved for w0");
+    assert_eq!(devices_of(&kept).len(), 1, "still allocated");
+    Api::<Pod>::namespaced(env.client.clone(), "default")
+        .delete("w0", &DeleteParams::default())
+        .await
+        .expect("delete w0");
+    wait_claim(&env, "one", |c| c.is_none()).await;
+    daemon.shutdown().await.expect("clean shutdown");
+}

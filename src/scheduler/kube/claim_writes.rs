@@ -7,6 +7,14 @@
 //! resourceVersion it read, so a claim changed meanwhile (allocated by
 //! someone else, deallocated, replaced under its name) fails the write
 //! with 409 instead of being overwritten.
+//!
+//! A claim about to be allocated first gets the
+//! `resource.kubernetes.io/delete-protection` finalizer (in a normal update:
+//! a status write cannot change it), as kube-scheduler does: a claim deleted
+//! while allocated, or while its pod's binding is in flight, stays until the
+//! resourceclaim controller deallocates it (no pod reserves it any more), so
+//! its devices are never given to another claim under a pod still using
+//! them.
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
@@ -20,6 +28,9 @@ use muster_core::dra::extended::{CLAIM_ANNOTATION, ExtendedClaim};
 use muster_core::dra::write::{allocation_json, same_results};
 use muster_core::dra::{ClaimReservation, ClassConfig};
 use muster_core::model::PodKey;
+
+/// Keeps an allocated claim from being removed until it is deallocated.
+pub const DELETE_PROTECTION_FINALIZER: &str = "resource.kubernetes.io/delete-protection";
 
 fn conflict(message: String) -> kube::Error {
     let status = kube::core::Status::failure(&message, "Conflict").with_code(409);
@@ -67,6 +78,23 @@ pub(super) async fn reserve(
             .get_or_insert_with(ResourceClaimStatus::default);
         match (&r.allocation, &status.allocation) {
             (Some(planned), None) => {
+                let protected = claim
+                    .metadata
+                    .finalizers
+                    .as_deref()
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|f| f == DELETE_PROTECTION_FINALIZER);
+                if !protected {
+                    claim
+                        .metadata
+                        .finalizers
+                        .get_or_insert_with(Vec::new)
+                        .push(DELETE_PROTECTION_FINALIZER.into());
+                    claim = api
+                        .replace(&r.claim.name, &PostParams::default(), &claim)
+                        .await?;
+                }
                 let mut allocation: AllocationResult = decode(allocation_json(planned, node))?;
                 allocation.allocation_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
                 let config = configuration(&claim, &r.class_config)?;

@@ -385,23 +385,35 @@ fn sync_claim(store: &Store, claim: &Stored) {
     }
 }
 
-/// Clears the allocation of a claim nobody reserves; true if it changed.
+/// Clears the allocation of a claim nobody reserves, and its
+/// delete-protection finalizer; a claim being deleted loses the finalizer
+/// whether it was allocated or not (a scheduler may have protected it and
+/// then failed to record the allocation), as upstream's controller does.
+/// True if it changed.
 fn deallocate(c: &mut Value) -> bool {
     let reserved = c
         .pointer("/status/reservedFor")
         .and_then(Value::as_array)
         .is_some_and(|r| !r.is_empty());
-    if reserved || c.pointer("/status/allocation").is_none() {
+    let allocated = c.pointer("/status/allocation").is_some();
+    let deleting = c.pointer("/metadata/deletionTimestamp").is_some();
+    if reserved || !(allocated || deleting) {
         return false;
     }
-    child_mut(as_map(c), "status").remove("allocation");
+    let mut changed = false;
+    if allocated {
+        child_mut(as_map(c), "status").remove("allocation");
+        changed = true;
+    }
     if let Some(f) = meta_mut(c)
         .get_mut("finalizers")
         .and_then(Value::as_array_mut)
     {
+        let before = f.len();
         f.retain(|x| x != DELETE_PROTECTION_FINALIZER);
+        changed |= f.len() != before;
     }
-    true
+    changed
 }
 
 /// Deletes a claim: marked while finalizers remain, else removed.
@@ -489,6 +501,15 @@ mod tests {
         assert_eq!(c["metadata"]["finalizers"], json!(["x"]));
         let mut reserved = json!({"status": {"allocation": {}, "reservedFor": [{"uid": "u"}]}});
         assert!(!deallocate(&mut reserved));
+        // Protected, then the allocation never recorded: kept while live,
+        // released once deleted.
+        let mut live = json!({"metadata": {"finalizers": [DELETE_PROTECTION_FINALIZER]}});
+        assert!(!deallocate(&mut live));
+        let mut deleted = json!({"metadata": {"finalizers": [DELETE_PROTECTION_FINALIZER],
+            "deletionTimestamp": "t"}});
+        assert!(deallocate(&mut deleted));
+        assert_eq!(deleted["metadata"]["finalizers"], json!([]));
+        assert!(!deallocate(&mut deleted));
     }
 
     #[test]
