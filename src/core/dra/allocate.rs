@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use super::cel::{Evaluator, Selector};
 use super::inventory::{
-    CONSUMES, Column, CounterId, InUse, Inventory, PoolDevice, TAINTED, Verdicts, consumption,
+    CONSUMES, Column, CounterId, InUse, Inventory, TAINTED, Verdicts, consumption,
 };
 use super::model::{
     Allocated, Allocation, Alternative, Claim, Constraint, ConstraintKind, Mode, Reach,
@@ -412,7 +412,7 @@ impl Plan {
             return Err(self.stale());
         }
         let incomplete = !inv.problems().is_empty();
-        let mut flat: Vec<&PoolDevice> = Vec::new();
+        let mut flat: Vec<u32> = Vec::new();
         let mut slots: Vec<Slot> = Vec::with_capacity(self.choices.len());
         // The first alternative's shortfall, per request, for the message.
         let mut short: Option<Fail> = None;
@@ -435,10 +435,8 @@ impl Plan {
                 matching += 1;
                 let ok = usable(c, i, in_use, inv);
                 all_usable &= ok;
-                if (ok || c.alternative.mode == Mode::All)
-                    && let Some(d) = inv.device_at(i)
-                {
-                    flat.push(d);
+                if ok || c.alternative.mode == Mode::All {
+                    flat.push(i);
                 }
             }
             let have = flat.len() - start;
@@ -662,13 +660,14 @@ struct Search<'s, 'a> {
     plan: &'s Plan,
     inv: &'a Inventory,
     slots: &'s [Slot],
-    flat: &'s [&'a PoolDevice],
+    /// Candidates, by device index.
+    flat: &'s [u32],
     /// Devices (and counters) held by other claims.
     in_use: &'s InUse,
     /// The counters the choices so far consume, beside `in_use`'s.
     consumed: Vec<(CounterId, Quantity)>,
-    /// The choices so far: (alternative, device).
-    chosen: Vec<(usize, &'a PoolDevice)>,
+    /// The choices so far: (alternative, device index).
+    chosen: Vec<(usize, u32)>,
     steps: u64,
     budget: Budget,
     /// The claim whose request failed deepest, for the message.
@@ -719,8 +718,11 @@ impl<'a> Search<'_, 'a> {
                 continue;
             }
             let mark = self.consumed.len();
-            if !admin {
-                self.consumed.extend(consumption(d));
+            if !admin
+                && self.inv.flags(d) & CONSUMES != 0
+                && let Some(dev) = self.inv.device_at(d)
+            {
+                self.consumed.extend(consumption(dev));
             }
             self.chosen.push((slot.choice, d));
             if self.devices(j, next, i, picked + 1)? {
@@ -732,10 +734,10 @@ impl<'a> Search<'_, 'a> {
         Ok(false)
     }
 
-    /// Whether `d` can be added to the choices so far.
-    fn fits(&self, choice: usize, d: &PoolDevice) -> bool {
+    /// Whether the device at index `d` can be added to the choices so far.
+    fn fits(&self, choice: usize, d: u32) -> bool {
         let c = &self.plan.choices[choice];
-        if self.chosen.iter().any(|(_, o)| o.index == d.index) {
+        if self.chosen.iter().any(|(_, o)| *o == d) {
             return false;
         }
         // Candidates are free of other claims already (or monitored with
@@ -749,7 +751,7 @@ impl<'a> Search<'_, 'a> {
                 continue;
             }
             let distinct = matches!(k.kind, ConstraintKind::Distinct(_));
-            let Some(value) = column.value(d) else {
+            let Some(value) = column.value_at(d, self.inv) else {
                 return false;
             };
             let others = self
@@ -757,7 +759,7 @@ impl<'a> Search<'_, 'a> {
                 .iter()
                 .map(|(o, dev)| (&self.plan.choices[*o], dev))
                 .filter(|(o, _)| o.claim == c.claim && k.covers(&o.alternative.name))
-                .filter_map(|(_, dev)| column.value(dev));
+                .filter_map(|(_, dev)| column.value_at(*dev, self.inv));
             for other in others {
                 if (value == other) == distinct {
                     return false;
@@ -767,9 +769,15 @@ impl<'a> Search<'_, 'a> {
         true
     }
 
-    /// Whether `d`'s consumption fits its counters, with what other claims
-    /// and the choices so far consume.
-    fn counters_fit(&self, d: &PoolDevice) -> bool {
+    /// Whether the consumption of the device at index `d` fits its
+    /// counters, with what other claims and the choices so far consume.
+    fn counters_fit(&self, d: u32) -> bool {
+        if self.inv.flags(d) & CONSUMES == 0 {
+            return true;
+        }
+        let Some(d) = self.inv.device_at(d) else {
+            return false;
+        };
         consumption(d).all(|(id, q)| {
             let cap = self.inv.counter(&id).unwrap_or(Quantity::ZERO);
             let ours = self
@@ -791,7 +799,7 @@ impl<'a> Search<'_, 'a> {
             .collect();
         for (choice, d) in &self.chosen {
             let c = &self.plan.choices[*choice];
-            let Some(a) = out.get_mut(c.claim) else {
+            let (Some(a), Some(d)) = (out.get_mut(c.claim), self.inv.device_at(*d)) else {
                 continue;
             };
             a.results.push(Allocated {

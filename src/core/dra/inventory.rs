@@ -177,6 +177,20 @@ pub struct Column {
 }
 
 impl Column {
+    /// `value` by the device's index in `inv` (the column's inventory):
+    /// the device is read only the first time.
+    pub fn value_at(&self, index: u32, inv: &Inventory) -> Option<u32> {
+        match self
+            .ids
+            .get(index as usize)
+            .map(|s| s.load(Ordering::Relaxed))
+        {
+            Some(1) => None,
+            Some(n) if n >= 2 => Some(n - 2),
+            _ => self.value(inv.device_at(index)?),
+        }
+    }
+
     /// The number of `d`'s value, `None` when it lacks the attribute.
     pub fn value(&self, d: &PoolDevice) -> Option<u32> {
         let slot = self.ids.get(d.index as usize);
