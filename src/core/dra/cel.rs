@@ -60,6 +60,10 @@ impl Selector {
     /// declares itself: comprehension variables, `cel.bind` names), or costs
     /// too much. The simulated API server's admission uses the same check.
     pub fn compile(source: &str) -> Result<Self, String> {
+        compiled(source, Self::compile_uncached)
+    }
+
+    fn compile_uncached(source: &str) -> Result<Self, String> {
         if source.trim().is_empty() {
             return Err("expression must not be empty".into());
         }
@@ -117,6 +121,36 @@ impl Selector {
     pub fn key(&self) -> &Arc<str> {
         &self.source
     }
+}
+
+/// How many compiled expressions `compiled` keeps.
+const MAX_COMPILED: usize = 1024;
+
+/// A memo of `compile`, a pure function of the source: every claim made
+/// from one template carries the same selectors, and parsing each again
+/// (the informer decoding it, the API server admitting it) costs more than
+/// the allocation. Bounded; emptied when full.
+fn compiled(
+    source: &str,
+    compile: impl FnOnce(&str) -> Result<Selector, String>,
+) -> Result<Selector, String> {
+    type Memo = std::sync::Mutex<HashMap<Arc<str>, Result<Selector, String>>>;
+    static MEMO: OnceLock<Memo> = OnceLock::new();
+    let memo = MEMO.get_or_init(Default::default);
+    let lock = || {
+        memo.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    if let Some(known) = lock().get(source) {
+        return known.clone();
+    }
+    let result = compile(source);
+    let mut memo = lock();
+    if memo.len() >= MAX_COMPILED {
+        memo.clear();
+    }
+    memo.insert(Arc::from(source), result.clone());
+    result
 }
 
 /// Brackets nested deeper than this are refused before parsing: the parser
@@ -463,5 +497,21 @@ impl Evaluator {
             )),
             Err(e) => Err(format!("selector {:?}: {e}", selector.source)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_is_compiled_once_and_its_refusal_kept() {
+        let source = "device.attributes['memo.example.com'].model == 'a'";
+        let (a, b) = (Selector::compile(source), Selector::compile(source));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(Arc::ptr_eq(&a.program, &b.program));
+        let bad = "device.attributes[";
+        assert_eq!(Selector::compile(bad).err(), Selector::compile(bad).err());
+        assert!(Selector::compile(bad).is_err());
     }
 }
