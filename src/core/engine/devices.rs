@@ -32,6 +32,10 @@ impl Engine {
             }
             _ => None,
         };
+        // A claim being deleted that still names pods: pending ones of ours
+        // are taken out of it below.
+        let releasing = matches!(&change, DraChange::ClaimUpserted { claim: Ok(c), .. }
+            if c.deleting && !c.reserved_for.is_empty());
         if !self.cache.dra_mut().apply(change) {
             return;
         }
@@ -39,9 +43,11 @@ impl Engine {
             let (gang, cache) = (&self.gang, &self.cache);
             self.queue
                 .reevaluate_gated_pods(cache.claim_users(&claim), |p| gang.pre_enqueue(p, cache));
-            let users: Vec<PodKey> = self.cache.claim_users(&claim).cloned().collect();
-            for pod in users {
-                self.release_deleting_claims(&pod);
+            if releasing {
+                let users: Vec<PodKey> = self.cache.claim_users(&claim).cloned().collect();
+                for pod in users {
+                    self.release_deleting_claims(&pod);
+                }
             }
         }
         self.flush_unschedulable(event, now);
