@@ -541,3 +541,78 @@ spec:
     wait_claim(&env, "one", |c| c.is_none()).await;
     daemon.shutdown().await.expect("clean shutdown");
 }
+
+/// A claim being deleted while reserved for a pod that is pending (here
+/// written so by the test, as a binding that failed after its claim
+/// writes leaves it when taking the pod out fails too): the resourceclaim
+/// controller keeps a live pod's reservation, so only the scheduler can
+/// release it. It takes the pod out of `reservedFor`; the controller then
+/// deallocates the claim and removes its finalizer, and the claim goes.
+/// The pod is not bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_being_deleted_is_released_by_its_pending_pod() {
+    let mut template = e2e::nodes(1, "8");
+    template.devices = Some(DeviceTemplate::with_count(1));
+    let env = e2e::cluster(vec![template]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let k = Kubectl::new(kubeconfig);
+    let daemon = e2e::daemon(&env, e2e::test_config("")).await;
+    k.apply(CLASS_AND_TEMPLATE).await;
+    k.apply(
+        r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: one
+  namespace: default
+  finalizers: [resource.kubernetes.io/delete-protection]
+spec:
+  devices:
+    requests:
+    - {name: gpu, exactly: {deviceClassName: gpu.kwok.muster.dev}}
+"#,
+    )
+    .await;
+    // Pending for good: no node has the label.
+    k.apply(
+        &claiming_pod("w0", "gpu", "resourceClaimName: one")
+            .replace("spec:\n", "spec:\n  nodeSelector: {kind: nowhere}\n"),
+    )
+    .await;
+    let pods = e2e::wait_pods(&env, "default", |p| p.contains_key("w0")).await;
+    let uid = pods["w0"].metadata.uid.clone().expect("uid");
+    let node = kube::Api::<k8s_openapi::api::core::v1::Node>::all(env.client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("nodes")
+        .items[0]
+        .metadata
+        .name
+        .clone()
+        .expect("node name");
+    let api: Api<ResourceClaim> = Api::namespaced(env.client.clone(), "default");
+    let status = serde_json::json!({"status": {
+        "allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": DRIVER, "pool": node, "device": "gpu-0"}]}},
+        "reservedFor": [{"resource": "pods", "name": "w0", "uid": uid}],
+    }});
+    api.patch_status(
+        "one",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(status),
+    )
+    .await
+    .expect("claim status");
+    api.delete("one", &DeleteParams::default())
+        .await
+        .expect("delete claim");
+    wait_claim(&env, "one", |c| c.is_none()).await;
+    let w0 = Api::<Pod>::namespaced(env.client.clone(), "default")
+        .get("w0")
+        .await
+        .expect("w0");
+    assert!(!e2e::bound(&w0), "w0 is not bound");
+    daemon.shutdown().await.expect("clean shutdown");
+}

@@ -9,7 +9,10 @@
 //! pod deletes its claim and frees the devices for the next. A node that
 //! advertises the resource in its allocatable (a device plugin's) is used
 //! with normal fit, without a claim. An invalid `extendedResourceName` is
-//! refused at admission.
+//! refused at admission. The claim carries the delete-protection
+//! finalizer; a claim made by a binding that then failed is deleted (the
+//! finalizer removed first) while its pod is still pending, and deleting
+//! the pods leaves no claim behind.
 //!
 //! kubectl comes from $MUSTER_KUBECTL or `.tools/kubectl`, fetched with
 //! `tests/support/fetch-tools.sh` when missing.
@@ -35,6 +38,7 @@ spec:
 "#;
 
 const ANNOTATION: &str = "resource.kubernetes.io/extended-resource-claim";
+const PROTECTION: &str = "resource.kubernetes.io/delete-protection";
 
 /// A pod of ours asking for `gpus` example.com/gpu, on nodes of `kind`.
 fn gpu_pod(name: &str, kind: &str, gpus: u32) -> String {
@@ -62,6 +66,37 @@ async fn claims(env: &e2e::Env) -> Vec<ResourceClaim> {
         .await
         .expect("claims")
         .items
+}
+
+/// Lists the claims until `done` holds for them; returns them.
+async fn wait_claims<F>(env: &e2e::Env, mut done: F) -> Vec<ResourceClaim>
+where
+    F: FnMut(&[ResourceClaim]) -> bool,
+{
+    let wait = async {
+        loop {
+            let all = claims(env).await;
+            if done(&all) {
+                return all;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    match tokio::time::timeout(e2e::HANG_GUARD, wait).await {
+        Ok(all) => all,
+        Err(_) => {
+            let all = claims(env).await;
+            let all = serde_json::to_string_pretty(&all).unwrap_or_default();
+            let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
+            let pods = pods.list(&ListParams::default()).await.expect("pods").items;
+            let pods = serde_json::to_string_pretty(&pods).unwrap_or_default();
+            panic!("claims did not reach the condition before the hang guard: {all} {pods}")
+        }
+    }
+}
+
+fn named(c: &ResourceClaim, name: &str) -> bool {
+    c.metadata.name.as_deref() == Some(name)
 }
 
 /// The pod's extended-resource claim: found by the name its status
@@ -102,6 +137,11 @@ async fn check_extended_claim(env: &e2e::Env, pod: &Pod, count: usize) -> Vec<St
     assert_eq!(
         annotations.get(ANNOTATION).map(String::as_str),
         Some("true")
+    );
+    assert_eq!(
+        claim.metadata.finalizers.as_deref(),
+        Some(&[PROTECTION.to_string()][..]),
+        "{name}'s claim is protected from deletion while allocated"
     );
     let owner = &claim.metadata.owner_references.as_ref().expect("owner")[0];
     assert_eq!(
@@ -280,18 +320,20 @@ spec: {extendedResourceName: kubernetes.io/gpu}
     assert!(!e2e::bound(&pods["p1"]));
 
     // Bindings fail (409, not retried) after e1's devices are freed: each
-    // attempt creates e3's claim and deletes it again, so none leaks; once
+    // attempt creates e3's claim (allocated, reserved for e3, protected by
+    // the finalizer) and deletes it again, the finalizer removed first, so
+    // none leaks or stays behind being deleted while e3 is pending; once
     // bindings succeed, e3 binds with one claim.
     api.delete("e1", &DeleteParams::default())
         .await
         .expect("delete e1");
     let failing: muster::apiserver::fault::FaultRule =
-        "verb=create,resource=pods/binding,rate=1,code=409,user-agent=muster/"
+        "verb=create,resource=pods/binding,rate=1,code=409"
             .parse()
             .expect("fault rule");
     env.cluster.set_faults(vec![failing]);
     k.apply(&gpu_pod("e3", "dra", 2)).await;
-    e2e::wait_pods(&env, "default", |p| {
+    let pods = e2e::wait_pods(&env, "default", |p| {
         !p.contains_key("e1")
             && p.get("e3").is_some_and(|p| {
                 !e2e::bound(p)
@@ -301,6 +343,17 @@ spec: {extendedResourceName: kubernetes.io/gpu}
             })
     })
     .await;
+    let attempted = pods["e3"]
+        .status
+        .as_ref()
+        .and_then(|s| s.extended_resource_claim_status.clone())
+        .map(|s| s.resource_claim_name)
+        .expect("e3's claim of a failed attempt");
+    wait_claims(&env, |all| !all.iter().any(|c| named(c, &attempted))).await;
+    assert!(
+        !e2e::bound(&api.get("e3").await.expect("e3")),
+        "bindings still fail"
+    );
     env.cluster.set_faults(Vec::new());
     let pods = e2e::wait_pods(&env, "default", |p| {
         p.get("e3").is_some_and(|p| e2e::bound(p) && running(p))
@@ -318,5 +371,21 @@ spec: {extendedResourceName: kubernetes.io/gpu}
         1,
         "failed bindings leave no claim: {e3_claims:?}"
     );
+    let deleting: Vec<_> = claims(&env)
+        .await
+        .into_iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_some())
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert!(deleting.is_empty(), "no claim stuck deleting: {deleting:?}");
+
+    // The pods deleted, their claims are released, deallocated, freed of
+    // the finalizer and deleted: none is left, none stuck deleting.
+    for pod in ["e2", "e3"] {
+        api.delete(pod, &DeleteParams::default())
+            .await
+            .expect("delete pod");
+    }
+    wait_claims(&env, <[ResourceClaim]>::is_empty).await;
     daemon.shutdown().await.expect("clean shutdown");
 }

@@ -32,6 +32,10 @@ impl Engine {
             }
             _ => None,
         };
+        // A claim being deleted that still names pods: pending ones of ours
+        // are taken out of it below.
+        let releasing = matches!(&change, DraChange::ClaimUpserted { claim: Ok(c), .. }
+            if c.deleting && !c.reserved_for.is_empty());
         if !self.cache.dra_mut().apply(change) {
             return;
         }
@@ -39,6 +43,12 @@ impl Engine {
             let (gang, cache) = (&self.gang, &self.cache);
             self.queue
                 .reevaluate_gated_pods(cache.claim_users(&claim), |p| gang.pre_enqueue(p, cache));
+            if releasing {
+                let users: Vec<PodKey> = self.cache.claim_users(&claim).cloned().collect();
+                for pod in users {
+                    self.release_deleting_claims(&pod);
+                }
+            }
         }
         self.flush_unschedulable(event, now);
     }
@@ -135,6 +145,44 @@ impl Engine {
             let claim = PodKey::new(&c.namespace, &c.name);
             self.outbox
                 .unreserve_claims(pod.key.clone(), pod.uid.clone(), vec![claim]);
+        }
+    }
+
+    /// A pending pod this scheduler serves (not bound, no binding in
+    /// flight) is taken out of the `reservedFor` of each of its claims
+    /// being deleted (Unreserve's write). The pod cannot be bound with such
+    /// a claim (the gate holds it), and while it is reserved the claim
+    /// cannot finish being deleted: the resourceclaim controller keeps a
+    /// live pod's reservation, so it never deallocates the claim nor
+    /// removes its delete-protection finalizer. The reservation is left
+    /// by a binding that failed after its claim writes when Unreserve's
+    /// write failed too, or by a scheduler that stopped in between.
+    pub(super) fn release_deleting_claims(&mut self, pod: &PodKey) {
+        let Some(cached) = self.cache.pod(pod) else {
+            return;
+        };
+        if !cached.served || !matches!(cached.state, crate::cache::PodState::Pending) {
+            return;
+        }
+        let info = cached.info.clone();
+        let dra = &self.cache.facts().dra;
+        let claims: Vec<PodKey> = info
+            .constraints
+            .resource_claims
+            .iter()
+            .filter_map(|pc| match pc.resolve() {
+                Resolved::Claim(n) => Some(n),
+                _ => None,
+            })
+            .filter(|n| {
+                matches!(dra.claim(&info.key.namespace, n),
+                    Some(Ok(c)) if c.deleting && c.reserved_for_uid(&info.uid))
+            })
+            .map(|n| PodKey::new(&info.key.namespace, n))
+            .collect();
+        if !claims.is_empty() {
+            self.outbox
+                .unreserve_claims(info.key.clone(), info.uid.clone(), claims);
         }
     }
 

@@ -95,6 +95,9 @@ impl Engine {
                         false => self.queue.upsert(pod.clone(), order, gate),
                     }
                 }
+                if !pod.constraints.resource_claims.is_empty() {
+                    self.release_deleting_claims(&key);
+                }
             }
             // Our own reservation; the informer has not seen the binding yet.
             PodState::Assumed { .. } => {}

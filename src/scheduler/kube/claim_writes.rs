@@ -14,7 +14,12 @@
 //! while allocated, or while its pod's binding is in flight, stays until the
 //! resourceclaim controller deallocates it (no pod reserves it any more), so
 //! its devices are never given to another claim under a pod still using
-//! them.
+//! them. The pod's extended-resource claim is created with the finalizer,
+//! so it is protected from the start; when the scheduler deletes such a
+//! claim again (its binding failed), it removes the finalizer first, as
+//! kube-scheduler does: the claim, still allocated and reserved for a pod
+//! that was not bound, goes at once instead of waiting for a
+//! deallocation that would never come while that pod lives.
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
@@ -174,6 +179,7 @@ async fn create_extended(
             "generateName": format!("{}-extended-resources-", pod.name),
             "namespace": &*pod.namespace,
             "annotations": {CLAIM_ANNOTATION: "true"},
+            "finalizers": [DELETE_PROTECTION_FINALIZER],
             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": &*pod.name,
                                  "uid": uid, "controller": true, "blockOwnerDeletion": true}],
         },
@@ -228,8 +234,8 @@ async fn create_extended(
 
 /// Deletes the extended-resource claims a failed binding created, so
 /// their devices are not held for a pod that is not bound; a claim gone
-/// already needs nothing. Errors are left to the owner reference (the
-/// claim goes with its pod) and to the next attempt, which asks again.
+/// already needs nothing. Errors are left to the resourceclaim controller
+/// (the claim goes with its pod) and to the next attempt, which asks again.
 pub(super) async fn delete_created(
     client: &kube::Client,
     created: &[PodKey],
@@ -238,13 +244,60 @@ pub(super) async fn delete_created(
     for key in created {
         written.retain(|c| c.metadata.name.as_deref() != Some(&*key.name));
         let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &key.namespace);
-        if let Err(e) = api.delete(&key.name, &DeleteParams::default()).await
-            && !matches!(&e, kube::Error::Api(s) if s.code == 404)
-        {
+        if let Err(e) = delete_extended(&api, &key.name, None).await {
             tracing::warn!(claim = %key, error = %e, "deleting an extended-resource claim failed");
         }
     }
 }
+
+/// Deletes an extended-resource claim the scheduler made, as
+/// kube-scheduler does: its delete-protection finalizer removed first (an
+/// update under the resourceVersion read, read again on conflict), then
+/// the claim deleted. It may still be allocated and reserved for its pod;
+/// that pod was not bound, so nothing uses the devices, and the finalizer
+/// would otherwise keep the claim until the pod is gone. `read` is the
+/// claim as just read, if it was; a claim gone needs nothing.
+async fn delete_extended(
+    api: &Api<ResourceClaim>,
+    name: &str,
+    mut read: Option<ResourceClaim>,
+) -> Result<(), kube::Error> {
+    let gone = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404);
+    let mut attempts = 0;
+    loop {
+        let mut claim = match read.take() {
+            Some(c) => c,
+            None => match api.get_opt(name).await? {
+                Some(c) => c,
+                None => return Ok(()),
+            },
+        };
+        let Some(finalizers) = claim.metadata.finalizers.as_mut() else {
+            break;
+        };
+        let before = finalizers.len();
+        finalizers.retain(|f| f != DELETE_PROTECTION_FINALIZER);
+        if finalizers.len() == before {
+            break;
+        }
+        match api.replace(name, &PostParams::default(), &claim).await {
+            Ok(_) => break,
+            Err(e) if gone(&e) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 && attempts + 1 < FINALIZER_ATTEMPTS => {
+                attempts += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    match api.delete(name, &DeleteParams::default()).await {
+        Err(e) if !gone(&e) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Tries at removing the finalizer before a deletion when the claim keeps
+/// changing meanwhile (as many as kube-scheduler's).
+const FINALIZER_ATTEMPTS: usize = 5;
 
 /// A written claim as the scheduler observes it.
 pub(super) fn observed(c: ResourceClaim) -> DraChange {
@@ -283,7 +336,8 @@ fn configuration(
 /// Takes the pod out of each claim's `status.reservedFor`; a claim gone,
 /// replaced, or not reserved for it needs nothing. The pod's
 /// extended-resource claim (marked as such and controlled by the pod) is
-/// deleted instead: it was made for this binding alone.
+/// deleted instead, its delete-protection finalizer removed first: it was
+/// made for this binding alone.
 pub(super) async fn unreserve(
     client: &kube::Client,
     uid: &str,
@@ -295,12 +349,7 @@ pub(super) async fn unreserve(
             continue;
         };
         if is_extended_claim_of(&claim, uid) {
-            match api.delete(&key.name, &DeleteParams::default()).await {
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                other => {
-                    other?;
-                }
-            }
+            delete_extended(&api, &key.name, Some(claim)).await?;
             continue;
         }
         let Some(reserved) = claim.status.as_mut().and_then(|s| s.reserved_for.as_mut()) else {

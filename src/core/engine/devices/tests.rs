@@ -286,6 +286,123 @@ fn a_claim_deleted_under_a_binding_is_held_until_the_outcome() {
     assert!(e.cache().facts().dra.assumed_all().next().is_none());
 }
 
+/// `c` (one GPU on n0) allocated, reserved for `users`, being deleted.
+fn deleting_claim(name: &str, users: &[&PodInfo]) -> crate::dra::Claim {
+    let mut c = gpu_claim("default", name, 1);
+    c.allocation = Some(crate::dra::Allocation {
+        results: vec![crate::dra::model::Allocated {
+            request: Arc::from("gpu"),
+            device: crate::dra::DeviceId {
+                driver: Arc::from("gpu.example.com"),
+                pool: Arc::from("n0"),
+                device: Arc::from("gpu-0"),
+            },
+            admin_access: false,
+        }],
+        reach: vec![crate::dra::Reach::Node(Arc::from("n0"))],
+    });
+    c.reserved_for = users
+        .iter()
+        .map(|p| crate::dra::Consumer {
+            api_group: Arc::from(""),
+            resource: Arc::from("pods"),
+            name: p.key.name.clone(),
+            uid: p.uid.clone(),
+        })
+        .collect();
+    c.deleting = true;
+    c
+}
+
+fn unreserved(actions: &[Action]) -> Vec<(String, Vec<String>)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::UnreserveClaims { pod, claims, .. } => Some((
+                pod.name.to_string(),
+                claims.iter().map(|c| c.name.to_string()).collect(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A claim being deleted while still reserved for a pending pod (its
+/// binding failed after the claim writes, and the write taking the pod
+/// out failed too, or the scheduler stopped in between): the pod is taken
+/// out of `reservedFor`, so the resourceclaim controller can deallocate
+/// the claim, remove its finalizer and let it go; the pod is not bound
+/// with it. A bound pod's reservation, and one whose binding is in
+/// flight, are left alone: the finalizer keeps the claim for them.
+#[test]
+fn a_pending_pod_is_taken_out_of_a_claim_being_deleted() {
+    let (mut e, t0) = cluster(&[2]);
+    // The claim seen after the pod.
+    let a = claiming("a", "c");
+    let mut done = claiming("done", "c");
+    done.node_name = Some(Arc::from("n0"));
+    e.on_event(ClusterEvent::PodUpserted(arc(a.clone())), t0);
+    e.on_event(ClusterEvent::PodUpserted(arc(done.clone())), t0);
+    e.drain_actions();
+    e.on_event(
+        ClusterEvent::Dra(claim_upserted(deleting_claim("c", &[&a, &done]))),
+        t0,
+    );
+    let actions = e.drain_actions();
+    assert_eq!(
+        unreserved(&actions),
+        [("a".into(), vec!["c".into()])],
+        "{actions:?}"
+    );
+    e.run_until_idle(later(t0));
+    let actions = e.drain_actions();
+    assert!(bound(&actions).is_empty(), "{actions:?}");
+    assert_eq!(e.location(&a.key), Some(PodLocation::Gated));
+
+    // The claim seen before the pod (a scheduler starting).
+    let b = claiming("b", "d");
+    e.on_event(
+        ClusterEvent::Dra(claim_upserted(deleting_claim("d", &[&b]))),
+        t0,
+    );
+    assert!(unreserved(&e.drain_actions()).is_empty());
+    e.on_event(ClusterEvent::PodUpserted(arc(b.clone())), t0);
+    assert_eq!(
+        unreserved(&e.drain_actions()),
+        [("b".into(), vec!["d".into()])]
+    );
+
+    // A pod of another scheduler is not ours to take out.
+    let mut other = claiming("other", "f");
+    other.scheduler_name = Arc::from("someone-else");
+    e.on_event(ClusterEvent::PodUpserted(arc(other.clone())), t0);
+    e.on_event(
+        ClusterEvent::Dra(claim_upserted(deleting_claim("f", &[&other]))),
+        t0,
+    );
+    assert!(unreserved(&e.drain_actions()).is_empty());
+}
+
+#[test]
+fn a_claim_deleted_under_a_binding_in_flight_keeps_its_reservation() {
+    let (mut e, t0) = cluster(&[2]);
+    e.on_event(
+        ClusterEvent::Dra(claim_upserted(gpu_claim("default", "c", 1))),
+        t0,
+    );
+    let p = claiming("a", "c");
+    e.on_event(ClusterEvent::PodUpserted(arc(p.clone())), t0);
+    e.schedule_one(t0);
+    assert_eq!(bound(&e.drain_actions()).len(), 1);
+    // The binding's claim write is observed, then the claim is deleted:
+    // the binding may still succeed, so the reservation stays.
+    e.on_event(
+        ClusterEvent::Dra(claim_upserted(deleting_claim("c", &[&p]))),
+        t0,
+    );
+    assert!(unreserved(&e.drain_actions()).is_empty());
+}
+
 #[test]
 fn a_pod_whose_template_claim_is_generated_passes_the_gate() {
     let (mut e, t0) = cluster(&[2]);
