@@ -69,36 +69,7 @@ pub fn ready(store: &Store, pod: &Value) -> Result<Resolved, NotReady> {
                 why: format!("claim {name:?} not created from its template yet"),
             })?,
         };
-        let blocked = |why: String| NotReady {
-            blocker: Blocker::Claim(ns.to_string(), claim_name.clone()),
-            why,
-        };
-        let claim = store
-            .get(CLAIMS, ns, &claim_name)
-            .ok_or_else(|| blocked(format!("resource claim {claim_name:?} not found")))?
-            .value();
-        if from_template && owner_pod_uid(&claim) != Some(uid) {
-            return Err(blocked(format!(
-                "resource claim {claim_name:?} was not created for this pod"
-            )));
-        }
-        if claim
-            .pointer("/status/allocation")
-            .is_none_or(Value::is_null)
-        {
-            return Err(blocked(format!(
-                "resource claim {claim_name:?} is not allocated"
-            )));
-        }
-        let reserved = claim
-            .pointer("/status/reservedFor")
-            .and_then(Value::as_array)
-            .is_some_and(|r| r.iter().any(|c| c["uid"] == uid));
-        if !reserved {
-            return Err(blocked(format!(
-                "resource claim {claim_name:?} is not reserved for the pod"
-            )));
-        }
+        let claim = usable(store, ns, &claim_name, uid, from_template, "resource claim")?;
         out.push((name.to_string(), claim));
     }
     if let Some(claim) = extended_claim(store, pod, ns, uid)? {
@@ -126,26 +97,38 @@ fn extended_claim(
     else {
         return Ok(None);
     };
+    usable(store, ns, claim_name, uid, true, "extended resource claim").map(Some)
+}
+
+/// The claim, when it exists, was made for the pod (`owned`: one the pod
+/// controls), is allocated and is reserved for it; what it waits for
+/// otherwise. `what` names the kind of claim in the messages.
+fn usable(
+    store: &Store,
+    ns: &str,
+    claim_name: &str,
+    uid: &str,
+    owned: bool,
+    what: &str,
+) -> Result<Value, NotReady> {
     let blocked = |why: String| NotReady {
         blocker: Blocker::Claim(ns.to_string(), claim_name.to_string()),
         why,
     };
     let claim = store
         .get(CLAIMS, ns, claim_name)
-        .ok_or_else(|| blocked(format!("extended resource claim {claim_name:?} not found")))?
+        .ok_or_else(|| blocked(format!("{what} {claim_name:?} not found")))?
         .value();
-    if owner_pod_uid(&claim) != Some(uid) {
+    if owned && owner_pod_uid(&claim) != Some(uid) {
         return Err(blocked(format!(
-            "extended resource claim {claim_name:?} was not created for this pod"
+            "{what} {claim_name:?} was not created for this pod"
         )));
     }
     if claim
         .pointer("/status/allocation")
         .is_none_or(Value::is_null)
     {
-        return Err(blocked(format!(
-            "extended resource claim {claim_name:?} is not allocated"
-        )));
+        return Err(blocked(format!("{what} {claim_name:?} is not allocated")));
     }
     let reserved = claim
         .pointer("/status/reservedFor")
@@ -153,10 +136,10 @@ fn extended_claim(
         .is_some_and(|r| r.iter().any(|c| c["uid"] == uid));
     if !reserved {
         return Err(blocked(format!(
-            "extended resource claim {claim_name:?} is not reserved for the pod"
+            "{what} {claim_name:?} is not reserved for the pod"
         )));
     }
-    Ok(Some(claim))
+    Ok(claim)
 }
 
 /// Pods waiting for their claims, indexed by what each waits for, so a
