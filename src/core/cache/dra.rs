@@ -130,6 +130,10 @@ pub struct DraFacts {
     /// state; copied on write only while a cycle holds it).
     in_use: Arc<InUse>,
     assumed: HashMap<ResourceClaimKey, Assumed>,
+    /// Pod → the plans in `assumed` it is a user of (the same facts as
+    /// `Assumed::users`, by pod): a binding's start and end, and a pod
+    /// leaving, touch its own plans instead of scanning every plan.
+    plans_of: HashMap<PodKey, Vec<ResourceClaimKey>>,
     /// Extended-resource claims by the uid of the pod they were made for.
     extended_claims: HashMap<Arc<str>, ResourceClaimKey>,
     eval: Arc<Evaluator>,
@@ -152,6 +156,7 @@ impl Default for DraFacts {
             stale: false,
             in_use: Arc::new(InUse::default()),
             assumed: HashMap::new(),
+            plans_of: HashMap::new(),
             extended_claims: HashMap::new(),
             eval: Arc::new(Evaluator::new()),
             reserved: 0,
@@ -310,9 +315,13 @@ impl DraFacts {
         if !(a.users.is_empty() || (recorded && !writing)) {
             return;
         }
-        if let Some(a) = self.assumed.remove(key)
-            && !self.stale
-        {
+        let Some(a) = self.assumed.remove(key) else {
+            return;
+        };
+        for user in a.users.keys() {
+            self.forget_plan_of(user, key);
+        }
+        if !self.stale {
             let inv = self.inventory.clone();
             Arc::make_mut(&mut self.in_use).unhold(&a.allocation, &inv);
         }
@@ -636,9 +645,28 @@ impl DraFacts {
         for k in keys {
             if let Some(a) = self.assumed.get_mut(&k) {
                 a.users.entry(pod.key.clone()).or_insert(false);
+                let plans = self.plans_of.entry(pod.key.clone()).or_default();
+                if !plans.contains(&k) {
+                    plans.push(k);
+                }
             }
         }
         Ok(())
+    }
+
+    /// `pod` is no longer a user of the plan `key`.
+    fn forget_plan_of(&mut self, pod: &PodKey, key: &ResourceClaimKey) {
+        if let Some(plans) = self.plans_of.get_mut(pod) {
+            plans.retain(|k| k != key);
+            if plans.is_empty() {
+                self.plans_of.remove(pod);
+            }
+        }
+    }
+
+    /// The plans `pod` is a user of.
+    fn plans_of(&self, pod: &PodKey) -> Vec<ResourceClaimKey> {
+        self.plans_of.get(pod).cloned().unwrap_or_default()
     }
 
     /// Unreserve: the pod no longer relies on the allocations planned for
@@ -650,8 +678,8 @@ impl DraFacts {
 
     /// The pod's binding, which writes the planned allocations, was sent.
     pub fn writing(&mut self, pod: &PodKey) {
-        for a in self.assumed.values_mut() {
-            if let Some(w) = a.users.get_mut(pod) {
+        for k in self.plans_of(pod) {
+            if let Some(w) = self.assumed.get_mut(&k).and_then(|a| a.users.get_mut(pod)) {
                 *w = true;
             }
         }
@@ -661,16 +689,7 @@ impl DraFacts {
     /// their answers already; if it failed, the pod relies on no plan
     /// still here (it gives its node back). Plans no longer needed end.
     pub fn writes_done(&mut self, pod: &PodKey, succeeded: bool) {
-        if self.assumed.is_empty() {
-            return;
-        }
-        let mine: Vec<ResourceClaimKey> = self
-            .assumed
-            .iter()
-            .filter(|(_, a)| a.used_by(pod))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in &mine {
+        for k in &self.plans_of(pod) {
             if let Some(a) = self.assumed.get_mut(k) {
                 match succeeded {
                     true => {
@@ -678,6 +697,7 @@ impl DraFacts {
                     }
                     false => {
                         a.users.remove(pod);
+                        self.forget_plan_of(pod, k);
                     }
                 }
             }
@@ -689,19 +709,40 @@ impl DraFacts {
     /// plans no longer needed.
     fn drop_user(&mut self, pod: &PodKey) -> bool {
         let mine: Vec<ResourceClaimKey> = self
-            .assumed
-            .iter()
-            .filter(|(_, a)| a.users.get(pod) == Some(&false))
-            .map(|(k, _)| k.clone())
+            .plans_of(pod)
+            .into_iter()
+            .filter(|k| self.assumed.get(k).and_then(|a| a.users.get(pod)) == Some(&false))
             .collect();
         let before = self.assumed.len();
         for k in &mine {
             if let Some(a) = self.assumed.get_mut(k) {
                 a.users.remove(pod);
             }
+            self.forget_plan_of(pod, k);
             self.settle_plan(k);
         }
         self.assumed.len() < before
+    }
+
+    /// Where `plans_of` and the plans' users disagree (none, when the
+    /// index is kept right): checked by the driver after every step.
+    pub fn plan_index_problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (k, a) in &self.assumed {
+            for u in a.users.keys() {
+                if !self.plans_of.get(u).is_some_and(|ks| ks.contains(k)) {
+                    out.push(format!("pod {u} uses plan {k} but is not indexed under it"));
+                }
+            }
+        }
+        for (u, ks) in &self.plans_of {
+            for k in ks {
+                if !self.assumed.get(k).is_some_and(|a| a.users.contains_key(u)) {
+                    out.push(format!("pod {u} is indexed under plan {k} it does not use"));
+                }
+            }
+        }
+        out
     }
 
     /// Whether every device allocated (recorded or planned) is held by one

@@ -56,8 +56,12 @@ impl Harness {
         if let Some(v) = self.dra.i9_violations.first() {
             return Err(format!("I9: {v}"));
         }
-        match self.engine.cache().facts().dra.double_allocations().first() {
-            Some(v) => Err(format!("I9 (the scheduler's view): {v}")),
+        let dra = &self.engine.cache().facts().dra;
+        if let Some(v) = dra.double_allocations().first() {
+            return Err(format!("I9 (the scheduler's view): {v}"));
+        }
+        match dra.plan_index_problems().first() {
+            Some(v) => Err(format!("the scheduler's index of plans by pod: {v}")),
             None => Ok(()),
         }
     }
