@@ -444,31 +444,11 @@ async fn wait_claim<F>(env: &e2e::Env, name: &str, mut done: F) -> Option<Resour
 where
     F: FnMut(Option<&ResourceClaim>) -> bool,
 {
-    use futures::StreamExt;
-    use kube::runtime::watcher;
     let api: Api<ResourceClaim> = Api::namespaced(env.client.clone(), "default");
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut stream = Box::pin(watcher::watcher(api, config));
-    let mut current: Option<ResourceClaim> = None;
-    let mut listing: Option<Option<ResourceClaim>> = None;
-    let wait = async {
-        while let Some(ev) = stream.next().await {
-            match ev.expect("claim watch") {
-                watcher::Event::Init => listing = Some(None),
-                watcher::Event::InitApply(c) => listing = Some(Some(c)),
-                watcher::Event::InitDone => current = listing.take().flatten(),
-                watcher::Event::Apply(c) => current = Some(c),
-                watcher::Event::Delete(_) => current = None,
-            }
-            if listing.is_none() && done(current.as_ref()) {
-                return current.clone();
-            }
-        }
-        panic!("claim watch ended");
-    };
-    tokio::time::timeout(e2e::HANG_GUARD, wait)
+    let config = kube::runtime::watcher::Config::default().fields(&format!("metadata.name={name}"));
+    e2e::wait_objects(api, config, |all| done(all.get(name)))
         .await
-        .expect("claim condition before the hang guard")
+        .remove(name)
 }
 
 /// A claim deleted after PreBind recorded its allocation and the pod's

@@ -68,31 +68,19 @@ async fn claims(env: &e2e::Env) -> Vec<ResourceClaim> {
         .items
 }
 
-/// Lists the claims until `done` holds for them; returns them.
+/// Watches the claims until `done` holds for them; returns them.
 async fn wait_claims<F>(env: &e2e::Env, mut done: F) -> Vec<ResourceClaim>
 where
     F: FnMut(&[ResourceClaim]) -> bool,
 {
-    let wait = async {
-        loop {
-            let all = claims(env).await;
-            if done(&all) {
-                return all;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-    };
-    match tokio::time::timeout(e2e::HANG_GUARD, wait).await {
-        Ok(all) => all,
-        Err(_) => {
-            let all = claims(env).await;
-            let all = serde_json::to_string_pretty(&all).unwrap_or_default();
-            let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
-            let pods = pods.list(&ListParams::default()).await.expect("pods").items;
-            let pods = serde_json::to_string_pretty(&pods).unwrap_or_default();
-            panic!("claims did not reach the condition before the hang guard: {all} {pods}")
-        }
-    }
+    let api: Api<ResourceClaim> = Api::namespaced(env.client.clone(), "default");
+    let config = kube::runtime::watcher::Config::default();
+    e2e::wait_objects(api, config, |all| {
+        done(&all.values().cloned().collect::<Vec<_>>())
+    })
+    .await
+    .into_values()
+    .collect()
 }
 
 fn named(c: &ResourceClaim, name: &str) -> bool {

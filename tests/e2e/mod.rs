@@ -145,36 +145,51 @@ pub async fn add_node(env: &Env, name: &str, cpu: &str) {
 }
 
 /// Watches pods in `ns` until `done` holds for the current set; returns it.
-pub async fn wait_pods<F>(env: &Env, ns: &str, mut done: F) -> BTreeMap<String, Pod>
+pub async fn wait_pods<F>(env: &Env, ns: &str, done: F) -> BTreeMap<String, Pod>
 where
     F: FnMut(&BTreeMap<String, Pod>) -> bool,
 {
     let api: Api<Pod> = Api::namespaced(env.client.clone(), ns);
-    let mut stream = Box::pin(watcher::watcher(api, watcher::Config::default()));
-    let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
-    let mut listing: Option<BTreeMap<String, Pod>> = None;
+    wait_objects(api, watcher::Config::default(), done).await
+}
+
+/// Watches the objects `api` and `config` select until `done` holds for
+/// the current set (by name); returns it.
+pub async fn wait_objects<K, F>(
+    api: Api<K>,
+    config: watcher::Config,
+    mut done: F,
+) -> BTreeMap<String, K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    F: FnMut(&BTreeMap<String, K>) -> bool,
+{
+    let name = |o: &K| o.meta().name.clone().unwrap_or_default();
+    let mut stream = Box::pin(watcher::watcher(api, config));
+    let mut objects: BTreeMap<String, K> = BTreeMap::new();
+    let mut listing: Option<BTreeMap<String, K>> = None;
     let wait = async {
         while let Some(ev) = stream.next().await {
             match ev.expect("watch") {
                 watcher::Event::Init => listing = Some(BTreeMap::new()),
-                watcher::Event::InitApply(p) => {
+                watcher::Event::InitApply(o) => {
                     if let Some(l) = listing.as_mut() {
-                        l.insert(p.metadata.name.clone().unwrap_or_default(), p);
+                        l.insert(name(&o), o);
                     }
                 }
-                watcher::Event::InitDone => pods = listing.take().unwrap_or_default(),
-                watcher::Event::Apply(p) => {
-                    pods.insert(p.metadata.name.clone().unwrap_or_default(), p);
+                watcher::Event::InitDone => objects = listing.take().unwrap_or_default(),
+                watcher::Event::Apply(o) => {
+                    objects.insert(name(&o), o);
                 }
-                watcher::Event::Delete(p) => {
-                    pods.remove(&p.metadata.name.clone().unwrap_or_default());
+                watcher::Event::Delete(o) => {
+                    objects.remove(&name(&o));
                 }
             }
-            if listing.is_none() && done(&pods) {
-                return pods.clone();
+            if listing.is_none() && done(&objects) {
+                return objects.clone();
             }
         }
-        panic!("pod watch ended");
+        panic!("watch ended");
     };
     tokio::time::timeout(HANG_GUARD, wait)
         .await

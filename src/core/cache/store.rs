@@ -169,12 +169,8 @@ impl Cache {
 
     /// Adds (or removes) the pod under each claim it names.
     fn index_claims(&mut self, info: &PodInfo, add: bool) {
-        use crate::model::pod_claims::Resolved;
-        for pc in &info.constraints.resource_claims {
-            let Resolved::Claim(name) = pc.resolve() else {
-                continue;
-            };
-            let claim = PodKey::new(&info.key.namespace, name);
+        let claims = &info.constraints.resource_claims;
+        for claim in crate::model::pod_claims::claim_keys(claims, &info.key.namespace) {
             if add {
                 self.claim_users
                     .entry(claim)

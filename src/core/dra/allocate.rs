@@ -632,10 +632,11 @@ fn usable(c: &Choice, index: u32, in_use: &InUse, inv: &Inventory) -> bool {
         let Some(d) = inv.device_at(index) else {
             return false;
         };
-        let tainted = d.device.taints.iter().any(|t| {
-            matches!(&*t.effect, "NoSchedule" | "NoExecute")
-                && !alt.tolerations.iter().any(|tol| tol.tolerates(t))
-        });
+        let tainted = d
+            .device
+            .taints
+            .iter()
+            .any(|t| t.excludes() && !alt.tolerations.iter().any(|tol| tol.tolerates(t)));
         if tainted {
             return false;
         }

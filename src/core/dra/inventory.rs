@@ -17,7 +17,9 @@ use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use super::cel;
-use super::model::{Attr, Claim, Device, DeviceClass, DeviceId, QualifiedName, Reach, Slice};
+use super::model::{
+    Attr, Claim, Device, DeviceClass, DeviceId, DeviceTaint, QualifiedName, Reach, Slice,
+};
 use crate::model::Quantity;
 
 /// Node name → a range (of `Inventory::local_devices`), with the names in
@@ -241,11 +243,7 @@ impl Inventory {
                 inv.by_id.insert(d.id.clone(), at);
                 debug_assert_eq!(d.index as usize, inv.by_index.len());
                 inv.by_index.push(at);
-                let tainted = d
-                    .device
-                    .taints
-                    .iter()
-                    .any(|t| matches!(&*t.effect, "NoSchedule" | "NoExecute"));
+                let tainted = d.device.taints.iter().any(DeviceTaint::excludes);
                 let consumes = !d.device.consumes.is_empty();
                 inv.flags
                     .push(if tainted { TAINTED } else { 0 } | if consumes { CONSUMES } else { 0 });

@@ -144,6 +144,14 @@ pub struct DeviceTaint {
     pub effect: Arc<str>,
 }
 
+impl DeviceTaint {
+    /// Whether it keeps the device from being allocated unless tolerated
+    /// (`NoSchedule`, `NoExecute`; `None` only informs).
+    pub fn excludes(&self) -> bool {
+        matches!(&*self.effect, "NoSchedule" | "NoExecute")
+    }
+}
+
 /// A DeviceTaintRule: a taint put on the devices its selector picks (by
 /// driver, pool and device name; an unset field picks every one).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use super::Engine;
 use crate::cache::DraChange;
 use crate::dra::{ClaimReservation, ClassConfig};
 use crate::framework::QueueingEvent;
-use crate::model::pod_claims::Resolved;
+use crate::model::pod_claims::claim_keys;
 use crate::model::{PodInfo, PodKey};
 
 impl Engine {
@@ -166,20 +166,13 @@ impl Engine {
         }
         let info = cached.info.clone();
         let dra = &self.cache.facts().dra;
-        let claims: Vec<PodKey> = info
-            .constraints
-            .resource_claims
-            .iter()
-            .filter_map(|pc| match pc.resolve() {
-                Resolved::Claim(n) => Some(n),
-                _ => None,
-            })
-            .filter(|n| {
-                matches!(dra.claim(&info.key.namespace, n),
+        let claims: Vec<PodKey> =
+            claim_keys(&info.constraints.resource_claims, &info.key.namespace)
+                .filter(|k| {
+                    matches!(dra.claim(&k.namespace, &k.name),
                     Some(Ok(c)) if c.deleting && c.reserved_for_uid(&info.uid))
-            })
-            .map(|n| PodKey::new(&info.key.namespace, n))
-            .collect();
+                })
+                .collect();
         if !claims.is_empty() {
             self.outbox
                 .unreserve_claims(info.key.clone(), info.uid.clone(), claims);
@@ -190,15 +183,8 @@ impl Engine {
     /// given back (Unreserve), so a claim pinned to a node the pod will
     /// not run on is freed.
     pub(super) fn unreserve_claims(&mut self, pod: &PodInfo) {
-        let mut claims: Vec<PodKey> = pod
-            .constraints
-            .resource_claims
-            .iter()
-            .filter_map(|pc| match pc.resolve() {
-                Resolved::Claim(n) => Some(PodKey::new(&pod.key.namespace, n)),
-                _ => None,
-            })
-            .collect();
+        let mut claims: Vec<PodKey> =
+            claim_keys(&pod.constraints.resource_claims, &pod.key.namespace).collect();
         // The claim made for its extended resources, if the binding
         // created one: the daemon deletes it (a claim owned by the pod and
         // marked as an extended-resource claim).

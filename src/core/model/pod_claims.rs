@@ -68,6 +68,18 @@ impl PodClaim {
     }
 }
 
+/// The keys (in the pod's `namespace`) of the claims `entries` name, as far
+/// as they are known: a template's once generated.
+pub fn claim_keys<'a>(
+    entries: &'a [PodClaim],
+    namespace: &'a str,
+) -> impl Iterator<Item = super::PodKey> + 'a {
+    entries.iter().filter_map(move |pc| match pc.resolve() {
+        Resolved::Claim(n) => Some(super::PodKey::new(namespace, n)),
+        _ => None,
+    })
+}
+
 /// The entries of `spec.resourceClaims`, each resolved against the status.
 pub fn pod_claims(
     spec: &[PodResourceClaimWire],
