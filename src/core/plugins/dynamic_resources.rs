@@ -167,13 +167,20 @@ impl PreFilterPlugin for DynamicResources {
 }
 
 impl DraState {
-    fn check(&self, node: &NodeState) -> Result<(), Rejection> {
+    /// Whether every allocated claim's devices reach the node.
+    fn reaches(&self, node: &NodeState) -> Result<(), Rejection> {
         let (name, labels) = (&*node.info.name, &node.info.labels);
         for (_claim, reach) in &self.allocated {
             if !reach.iter().all(|r| r.reaches(name, labels)) {
                 return Err(Rejection::unresolvable(REASON_NOT_REACHABLE));
             }
         }
+        Ok(())
+    }
+
+    fn check(&self, node: &NodeState) -> Result<(), Rejection> {
+        self.reaches(node)?;
+        let (name, labels) = (&*node.info.name, &node.info.labels);
         let Some(plan) = &self.plan else {
             return Ok(());
         };

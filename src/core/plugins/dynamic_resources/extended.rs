@@ -16,12 +16,13 @@
 //! `status.extendedResourceClaimStatus` (`engine::devices`).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{DraState, REASON_NOT_REACHABLE};
+use super::DraState;
 use crate::cache::{DraFacts, NodeState};
-use crate::dra::allocate::{Budget, NodeView, allocate};
-use crate::dra::{Claim, Reach, limits};
+use crate::dra::allocate::{Budget, NodeView, Plan};
+use crate::dra::extended::ExtendedClaim;
+use crate::dra::{Claim, limits};
 use crate::framework::Rejection;
 use crate::model::PodInfo;
 use crate::model::extended::DEVICE_CLASS_PREFIX;
@@ -29,9 +30,28 @@ use crate::model::extended::DEVICE_CLASS_PREFIX;
 pub const STATE_KEY: &str = "DynamicResources/extended";
 
 /// The pod's extended resources a DeviceClass serves, each with its class.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ExtendedState {
     pub served: BTreeMap<Arc<str>, Arc<str>>,
+    /// The claim built and prepared for each set of resources DRA serves
+    /// on a node (nodes differ only in which of the pod's resources they
+    /// advertise), so Filter builds and prepares it once per set, not
+    /// once per node.
+    prepared: Mutex<Vec<(OnDra, Arc<Prepared>)>>,
+}
+
+/// The pod's extended resources DRA serves on a node, each with its class.
+type OnDra = BTreeMap<Arc<str>, Arc<str>>;
+
+/// The pod's extended-resource claim for one set of resources on DRA.
+#[derive(Debug)]
+enum Prepared {
+    /// Nothing to ask of DRA after all.
+    Nothing,
+    /// Refused on every node with this set.
+    Refused(Rejection),
+    /// The claim, and the pod's own claims with it, ready for each node.
+    Ready { ext: ExtendedClaim, plan: Plan },
 }
 
 impl ExtendedState {
@@ -93,7 +113,10 @@ pub(super) fn pre_filter(
             &*stale.name
         )));
     }
-    Ok(Some(ExtendedState { served }))
+    Ok(Some(ExtendedState {
+        served,
+        prepared: Mutex::default(),
+    }))
 }
 
 /// Filter: the pod's claims and, where DRA serves some of its extended
@@ -108,10 +131,41 @@ pub(super) fn check(
     if on_dra.is_empty() {
         return d.check(node);
     }
+    let prepared = x.prepare(on_dra, d, pod);
+    let (ext, plan) = match &*prepared {
+        Prepared::Nothing => return d.check(node),
+        Prepared::Refused(r) => return Err(r.clone()),
+        Prepared::Ready { ext, plan } => (ext, plan),
+    };
+    d.reaches(node)?;
+    d.searches
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let view = NodeView {
+        name: &node.info.name,
+        labels: &node.info.labels,
+    };
+    plan.fits(view, &d.inventory, &d.in_use, &d.eval, Budget::default())
+        .map_err(|reason| Rejection::unresolvable(ext.explain(&pod.key.namespace, &reason)))
+}
+
+impl ExtendedState {
+    /// The claim for `on_dra`, built and prepared on first use.
+    fn prepare(&self, on_dra: OnDra, d: &DraState, pod: &PodInfo) -> Arc<Prepared> {
+        let lock = || self.prepared.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, p)) = lock().iter().find(|(k, _)| *k == on_dra) {
+            return p.clone();
+        }
+        let p = Arc::new(prepare(&on_dra, d, pod));
+        lock().push((on_dra, p.clone()));
+        p
+    }
+}
+
+fn prepare(on_dra: &OnDra, d: &DraState, pod: &PodInfo) -> Prepared {
     let Some(ext) =
-        crate::dra::extended::build(&pod.constraints.extended, &on_dra, &pod.key.name, &pod.uid)
+        crate::dra::extended::build(&pod.constraints.extended, on_dra, &pod.key.name, &pod.uid)
     else {
-        return d.check(node);
+        return Prepared::Nothing;
     };
     if let Some(r) = ext
         .requests
@@ -123,31 +177,19 @@ pub(super) fn check(
             .iter()
             .find(|m| m.request == r.name)
             .map_or("?", |m| &*m.resource);
-        return Err(Rejection::unresolvable(format!(
+        return Prepared::Refused(Rejection::unresolvable(format!(
             "cannot allocate extended resource {resource}: {} device(s) wanted by one container, at most {} are supported",
             r.count,
             limits::MAX_DEVICES_PER_CLAIM
         )));
     }
-    let (name, labels) = (&*node.info.name, &node.info.labels);
-    for (_claim, reach) in &d.allocated {
-        if !reach.iter().all(|r: &Reach| r.reaches(name, labels)) {
-            return Err(Rejection::unresolvable(REASON_NOT_REACHABLE));
-        }
-    }
     let synthetic = ext.claim(&pod.key.namespace);
     let mut claims: Vec<&Claim> = d.unallocated.iter().map(|c| &**c).collect();
     claims.push(&synthetic);
-    d.searches
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    allocate(
-        &claims,
-        NodeView { name, labels },
-        &d.inventory,
-        &d.in_use,
-        &d.eval,
-        Budget::default(),
-    )
-    .map(|_| ())
-    .map_err(|unfit| Rejection::unresolvable(ext.explain(&pod.key.namespace, &unfit.node_reason())))
+    match Plan::new(&claims, &d.inventory) {
+        Ok(plan) => Prepared::Ready { ext, plan },
+        Err(unfit) => Prepared::Refused(Rejection::unresolvable(
+            ext.explain(&pod.key.namespace, &unfit.node_reason()),
+        )),
+    }
 }
