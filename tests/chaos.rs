@@ -1056,21 +1056,44 @@ fn results(c: &ResourceClaim) -> Vec<DeviceRequestAllocationResult> {
         .unwrap_or_default()
 }
 
-/// I9, devices: no device is in two claims' allocations (admin access
-/// excepted).
+/// I9, devices: no device is in two claims' allocations whole (admin
+/// access excepted), nor whole in one and shared by another, and each share
+/// of a shared device is one claim's.
 fn devices_unshared(claims: &BTreeMap<String, ResourceClaim>) -> Result<(), String> {
-    let mut owner: BTreeMap<DeviceId, &str> = BTreeMap::new();
+    let mut whole: BTreeMap<DeviceId, &str> = BTreeMap::new();
+    let mut shares: BTreeMap<(DeviceId, String), &str> = BTreeMap::new();
     for (name, c) in claims {
         for r in results(c) {
             if r.admin_access == Some(true) {
                 continue;
             }
             let id = (r.driver, r.pool, r.device);
-            if let Some(other) = owner.insert(id.clone(), name) {
-                return Err(format!(
-                    "device {}/{}/{} allocated to both {other} and {name}",
-                    id.0, id.1, id.2
-                ));
+            let shown = format!("{}/{}/{}", id.0, id.1, id.2);
+            match r.share_id {
+                None => {
+                    if let Some(other) = whole.insert(id.clone(), name) {
+                        return Err(format!(
+                            "device {shown} allocated to both {other} and {name}"
+                        ));
+                    }
+                    if let Some(((_, share), other)) = shares.iter().find(|((d, _), _)| *d == id) {
+                        return Err(format!(
+                            "device {shown} allocated whole to {name} and shared ({share}) by {other}"
+                        ));
+                    }
+                }
+                Some(share) => {
+                    if let Some(other) = whole.get(&id) {
+                        return Err(format!(
+                            "device {shown} allocated whole to {other} and shared ({share}) by {name}"
+                        ));
+                    }
+                    if let Some(other) = shares.insert((id, share.clone()), name) {
+                        return Err(format!(
+                            "share {share} of device {shown} allocated to both {other} and {name}"
+                        ));
+                    }
+                }
             }
         }
     }

@@ -1,17 +1,19 @@
 //! Invariant I9 under random events: pods (alone and in gangs) claiming
 //! devices by named and template-generated claims, some claims shared,
+//! pods taking part of a shared NIC's bandwidth (consumable capacity),
 //! nodes and their slices published, withdrawn and deleted, claims deleted
 //! under their reservations, bindings and claim writes failing. After every
-//! step: no device allocated to two claims (in the cluster, and in what the
-//! scheduler holds), no pod bound where a claim of its is unallocated, not
+//! step: no device allocated whole to two claims, nor a shared one's
+//! shares past its capacity (in the cluster, and in what the scheduler
+//! holds), no pod bound where a claim of its is unallocated, not
 //! reserved for it or out of reach, and I1–I5 as everywhere.
 
 use std::time::Duration;
 
 use muster::driver::Harness;
 use muster::driver::dra_fixtures::{
-    claim_deleted, claim_upserted, generated_claim, gpu_claim, gpu_class, node_slice,
-    slice_deleted, with_claims, with_template_claim,
+    claim_deleted, claim_upserted, generated_claim, gpu_claim, gpu_class, nic_claim, nic_class,
+    nic_slice, nic_slice_name, node_slice, slice_deleted, with_claims, with_template_claim,
 };
 use muster::driver::fixtures::{gang_def, group_key, member, node, pod};
 use muster::model::{PodKey, PodPhase};
@@ -32,6 +34,10 @@ enum Op {
     },
     /// A pod sharing the claim of an earlier pod.
     SharingPod(usize),
+    /// A pod with a claim for some of a shared NIC's bandwidth.
+    NicPod {
+        gbps: u32,
+    },
     /// A gang of `size` members, each with a claim of `gpus`.
     Gang {
         size: u32,
@@ -53,6 +59,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..8usize).prop_map(Op::DeleteNode),
         5 => (1..=3u32, any::<bool>()).prop_map(|(gpus, template)| Op::Pod { gpus, template }),
         2 => (0..16usize).prop_map(Op::SharingPod),
+        2 => (1..=60u32).prop_map(|gbps| Op::NicPod { gbps }),
         2 => (2..=3u32, 1..=2u32).prop_map(|(size, gpus)| Op::Gang { size, gpus }),
         1 => (0..16usize).prop_map(Op::DeleteClaim),
         2 => (0..16usize).prop_map(Op::DeletePod),
@@ -86,6 +93,7 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
             if *gpus > 0 {
                 h.put_dra(node_slice(&name, *gpus, "c0"));
             }
+            h.put_dra(nic_slice(&name));
             w.nodes.push((name, *gpus));
         }
         Op::WithdrawSlice(i) => {
@@ -105,6 +113,9 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
                 let (n, _) = w.nodes.remove(i % w.nodes.len());
                 h.delete_node(&n);
                 h.put_dra(slice_deleted(&n));
+                h.put_dra(muster::cache::DraChange::SliceDeleted(
+                    nic_slice_name(&n).into(),
+                ));
             }
         }
         Op::Pod { gpus, template } => {
@@ -122,6 +133,14 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
                     with_claims(p, &[("gpus", &claim)])
                 }
             };
+            w.pods.push((p.key.clone(), claim));
+            h.put_pod(p);
+        }
+        Op::NicPod { gbps } => {
+            let name = w.name("q");
+            let claim = format!("{name}-nic");
+            h.put_dra(claim_upserted(nic_claim("default", &claim, *gbps)));
+            let p = with_claims(pod(&name, 100, 1), &[("nic", &claim)]);
             w.pods.push((p.key.clone(), claim));
             h.put_pod(p);
         }
@@ -198,6 +217,7 @@ proptest! {
         let mut h = Harness::new();
         h.bind_latency = Duration::from_millis(latency * 500);
         h.put_dra(gpu_class());
+        h.put_dra(nic_class());
         let mut w = World::default();
         for (step, op) in ops.iter().enumerate() {
             apply(&mut h, &mut w, op);
@@ -251,5 +271,45 @@ fn a_failed_claim_write_or_binding_leaves_the_devices_to_the_next_pod() {
     h.put_pod(b.clone());
     h.advance(Duration::from_secs(11));
     assert_eq!(h.node_of(&b.key).as_deref(), Some("n0"));
+    h.check_invariants().unwrap();
+}
+
+/// Pods share a NIC while its bandwidth lasts: a third 40G claim waits
+/// until one of the first two pods is gone, then takes its share.
+#[test]
+fn pods_share_a_device_until_its_capacity_is_consumed() {
+    let mut h = Harness::new();
+    h.put_dra(nic_class());
+    h.add_node(node("n0", 64000, 256));
+    h.put_dra(nic_slice("n0"));
+    let mut pods = Vec::new();
+    for name in ["a", "b", "c"] {
+        let claim = format!("{name}-nic");
+        h.put_dra(claim_upserted(nic_claim("default", &claim, 40)));
+        let p = with_claims(pod(name, 100, 1), &[("nic", &claim)]);
+        h.put_pod(p.clone());
+        h.settle();
+        pods.push(p);
+    }
+    let bound: Vec<bool> = pods.iter().map(|p| h.node_of(&p.key).is_some()).collect();
+    assert_eq!(bound, [true, true, false], "100G hold two 40G shares");
+    let shares: Vec<_> = ["a-nic", "b-nic"]
+        .iter()
+        .map(|c| {
+            let c = h.claim(&PodKey::new("default", c)).expect("claim");
+            let r = &c.allocation.as_ref().expect("allocated").results[0];
+            (
+                r.device.device.to_string(),
+                r.share.clone().expect("a share"),
+            )
+        })
+        .collect();
+    assert_eq!(shares[0].0, "nic-0");
+    assert_eq!(shares[1].0, "nic-0");
+    assert_ne!(shares[0].1.id, shares[1].1.id);
+    h.check_invariants().unwrap();
+    h.delete_pod(&pods[0].key);
+    h.advance(Duration::from_secs(30));
+    assert_eq!(h.node_of(&pods[2].key).as_deref(), Some("n0"));
     h.check_invariants().unwrap();
 }

@@ -745,10 +745,10 @@ impl DraFacts {
         out
     }
 
-    /// Whether every device allocated (recorded or planned) is held by one
-    /// claim at most, admin access excepted (invariant I9's first half).
+    /// Whether every device allocated (recorded or planned) is held whole
+    /// by one claim at most, admin access excepted, and a shared device's
+    /// shares fit its capacity (invariant I9's first half).
     pub fn double_allocations(&self) -> Vec<String> {
-        let mut holders: HashMap<&crate::dra::DeviceId, Vec<String>> = HashMap::new();
         let recorded = self
             .claims
             .iter()
@@ -763,20 +763,11 @@ impl DraFacts {
             },
             _ => key.to_string(),
         };
-        for (key, a) in recorded.chain(planned) {
-            for r in a.results.iter().filter(|r| !r.admin_access) {
-                let who = holders.entry(&r.device).or_default();
-                let name = holder(key);
-                if !who.contains(&name) {
-                    who.push(name);
-                }
-            }
-        }
-        let mut out: Vec<String> = holders
-            .into_iter()
-            .filter(|(_, who)| who.len() > 1)
-            .map(|(d, who)| format!("device {d} allocated to {}", who.join(" and ")))
-            .collect();
+        let held = recorded
+            .chain(planned)
+            .flat_map(|(key, a)| a.results.iter().map(move |r| (holder(key), r)));
+        let mut out =
+            crate::dra::audit::violations(held, |id| self.inventory.device(id).map(|d| &d.device));
         out.sort();
         out
     }

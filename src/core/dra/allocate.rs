@@ -6,7 +6,10 @@
 //! can be met) and that many devices: reachable from the node, in a
 //! complete pool, passing the class's and the request's selectors, their
 //! `NoSchedule`/`NoExecute` taints tolerated, free (or monitored only, with
-//! admin access), within their pool's shared counters, and meeting the
+//! admin access) or, for a device that allows multiple allocations, with
+//! the capacity the request consumes left (`super::capacity`), with the
+//! capacity `capacity.requests` names, within their pool's shared counters,
+//! and meeting the
 //! claim's constraints (`matchAttribute`: one value across the devices of
 //! the requests named; `distinctAttribute`: a value each). A choice that
 //! leaves a later request unmet is undone and the next one tried, so an
@@ -23,12 +26,13 @@
 
 use std::sync::Arc;
 
+use super::capacity;
 use super::cel::{Evaluator, Selector};
 use super::inventory::{
-    CONSUMES, Column, CounterId, InUse, Inventory, TAINTED, Verdicts, consumption,
+    CONSUMES, Column, CounterId, InUse, Inventory, SHARED, TAINTED, Verdicts, consumption,
 };
 use super::model::{
-    Allocated, Allocation, Alternative, Claim, Constraint, ConstraintKind, Mode, Reach,
+    Allocated, Allocation, Alternative, Claim, Constraint, ConstraintKind, Mode, Reach, Share,
 };
 use crate::model::Quantity;
 
@@ -149,6 +153,9 @@ pub struct Plan {
 struct PlanClaim {
     /// `<namespace>/<name>`, for messages.
     label: String,
+    /// The claim's UID (empty before it exists): with `label`, what makes
+    /// its shares' IDs unique.
+    uid: Arc<str>,
     /// Each constraint with its attribute's column.
     constraints: Vec<(Constraint, Arc<Column>)>,
 }
@@ -178,7 +185,10 @@ enum Fail {
     Short {
         choice: usize,
         have: usize,
+        /// Matching devices other claims hold, or tainted.
         taken: usize,
+        /// Matching devices without the capacity the request takes.
+        lacking: usize,
     },
     /// Enough devices, but no choice of them meets the claim's
     /// constraints and the pools' counters together.
@@ -273,7 +283,11 @@ impl Plan {
                     (k.clone(), inv.column(attribute))
                 })
                 .collect();
-            plan.claims.push(PlanClaim { label, constraints });
+            plan.claims.push(PlanClaim {
+                label,
+                uid: claim.uid.clone(),
+                constraints,
+            });
         }
         plan.counting = requests == 1
             && plan.choices.len() == 1
@@ -372,7 +386,7 @@ impl Plan {
             return Some(Err(self.stale()));
         }
         let need = n as usize;
-        let (mut have, mut matching) = (0usize, 0usize);
+        let (mut have, mut matching, mut lacking) = (0usize, 0usize, 0usize);
         for i in inv.reachable_indexes(node.name, node.labels) {
             match Self::passes(c, i, inv, eval) {
                 Err(f) => return Some(Err(f)),
@@ -383,17 +397,23 @@ impl Plan {
                 return None;
             }
             matching += 1;
-            if usable(c, i, in_use, inv) {
-                have += 1;
-                if have >= need {
-                    return Some(Ok(()));
+            match usable(c, i, in_use, inv) {
+                Err(f) => return Some(Err(f)),
+                Ok(Use::Free) => {
+                    have += 1;
+                    if have >= need {
+                        return Some(Ok(()));
+                    }
                 }
+                Ok(Use::Taken) => {}
+                Ok(Use::Lacking) => lacking += 1,
             }
         }
         Some(Err(Fail::Short {
             choice: 0,
             have,
-            taken: matching - have,
+            taken: matching - have - lacking,
+            lacking,
         }))
     }
 
@@ -427,16 +447,23 @@ impl Plan {
                 short = None;
             }
             let start = flat.len();
-            let (mut matching, mut all_usable) = (0usize, true);
+            let (mut matching, mut lacking, mut all_usable) = (0usize, 0usize, true);
             for i in inv.reachable_indexes(node.name, node.labels) {
                 if !Self::passes(c, i, inv, eval)? {
                     continue;
                 }
                 matching += 1;
-                let ok = usable(c, i, in_use, inv);
-                all_usable &= ok;
-                if ok || c.alternative.mode == Mode::All {
-                    flat.push(i);
+                match usable(c, i, in_use, inv)? {
+                    Use::Free => flat.push(i),
+                    Use::Taken => {
+                        all_usable = false;
+                        if c.alternative.mode == Mode::All {
+                            flat.push(i);
+                        }
+                    }
+                    // Not one of "all" the devices: it cannot serve the
+                    // request at all (upstream leaves it out likewise).
+                    Use::Lacking => lacking += 1,
                 }
             }
             let have = flat.len() - start;
@@ -449,7 +476,8 @@ impl Plan {
                 short.get_or_insert(Fail::Short {
                     choice: i,
                     have,
-                    taken: matching - have,
+                    taken: matching - have - lacking,
+                    lacking,
                 });
                 continue;
             }
@@ -519,6 +547,7 @@ impl Plan {
                 choice,
                 have,
                 taken,
+                lacking,
             } => {
                 let c = &self.choices[choice];
                 Unfit::Short {
@@ -526,7 +555,7 @@ impl Plan {
                     wanted: c.wanted.clone(),
                     have,
                     node: node.to_string(),
-                    why: why(taken, inv),
+                    why: why(taken, lacking, inv),
                 }
             }
             Fail::Constraints { claim } => Unfit::Constraints {
@@ -561,8 +590,9 @@ impl Plan {
                 choice,
                 have,
                 taken,
+                lacking,
             } => {
-                let key = (choice, have, taken);
+                let key = (choice, have, taken, lacking);
                 // Contended, or a new combination: written afresh.
                 let known = self.reasons.try_lock().ok().and_then(|r| {
                     r.iter()
@@ -582,7 +612,7 @@ impl Plan {
                     "cannot allocate {}: {} wanted, {have} free",
                     c.at, c.wanted
                 );
-                write_why(&mut out, taken, problem);
+                write_why(&mut out, taken, lacking, problem);
                 if let Ok(mut r) = self.reasons.try_lock()
                     && r.len() < MAX_KEPT_REASONS
                 {
@@ -595,26 +625,34 @@ impl Plan {
     }
 }
 
-/// A short request's failure: (alternative, devices free, devices taken).
-type ShortKey = (usize, usize, usize);
+/// A short request's failure: (alternative, devices free, devices taken,
+/// devices lacking capacity).
+type ShortKey = (usize, usize, usize, usize);
 
 /// How many distinct reasons a plan keeps (`Plan::reasons`).
 const MAX_KEPT_REASONS: usize = 16;
 
 /// What kept devices out of a short request, when one reason did.
-fn why(taken: usize, inv: &Inventory) -> String {
+fn why(taken: usize, lacking: usize, inv: &Inventory) -> String {
     let mut out = String::new();
-    write_why(&mut out, taken, inv.problems().first());
+    write_why(&mut out, taken, lacking, inv.problems().first());
     out
 }
 
 /// `: <n> matching device(s) allocated or tainted; <problem>`, each part
 /// when it applies.
-fn write_why(out: &mut String, taken: usize, problem: Option<&String>) {
+fn write_why(out: &mut String, taken: usize, lacking: usize, problem: Option<&String>) {
     use std::fmt::Write;
     let mut sep = ": ";
     if taken > 0 {
         let _ = write!(out, "{sep}{taken} matching device(s) allocated or tainted");
+        sep = "; ";
+    }
+    if lacking > 0 {
+        let _ = write!(
+            out,
+            "{sep}{lacking} matching device(s) without the capacity requested left"
+        );
         sep = "; ";
     }
     if let Some(p) = problem {
@@ -623,14 +661,28 @@ fn write_why(out: &mut String, taken: usize, problem: Option<&String>) {
     }
 }
 
+/// Whether an alternative can use a device (`usable`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Use {
+    Free,
+    /// Held by another claim, or tainted.
+    Taken,
+    /// Without the capacity the request names, or, shared, without what
+    /// it would consume left.
+    Lacking,
+}
+
 /// Whether the alternative may take the device at `index`: its
-/// `NoSchedule`/`NoExecute` taints tolerated, and free of other claims (or
-/// monitored only). The device itself is read only when it is tainted.
-fn usable(c: &Choice, index: u32, in_use: &InUse, inv: &Inventory) -> bool {
+/// `NoSchedule`/`NoExecute` taints tolerated, free of other claims (or
+/// monitored only), with the capacity `capacity.requests` names, and, when
+/// shared, with what the request consumes left. The device itself is read
+/// only when it is tainted or shared, or capacity is requested.
+fn usable(c: &Choice, index: u32, in_use: &InUse, inv: &Inventory) -> Result<Use, Fail> {
     let alt = &c.alternative;
-    if inv.flags(index) & TAINTED != 0 {
+    let flags = inv.flags(index);
+    if flags & TAINTED != 0 {
         let Some(d) = inv.device_at(index) else {
-            return false;
+            return Ok(Use::Taken);
         };
         let tainted = d
             .device
@@ -638,10 +690,75 @@ fn usable(c: &Choice, index: u32, in_use: &InUse, inv: &Inventory) -> bool {
             .iter()
             .any(|t| t.excludes() && !alt.tolerations.iter().any(|tol| tol.tolerates(t)));
         if tainted {
-            return false;
+            return Ok(Use::Taken);
         }
     }
-    alt.admin_access || !in_use.holds(index, inv)
+    if !alt.admin_access && in_use.holds(index, inv) {
+        return Ok(Use::Taken);
+    }
+    if flags & SHARED == 0 && alt.capacity.is_empty() {
+        return Ok(Use::Free);
+    }
+    let Some(d) = inv.device_at(index) else {
+        return Ok(Use::Taken);
+    };
+    let want = match capacity::demand(&alt.capacity, &d.id.driver, &d.device) {
+        Ok(Some(want)) => want,
+        Ok(None) => return Ok(Use::Lacking),
+        Err(message) => {
+            return Err(Fail::Invalid {
+                claim: c.claim,
+                message: format!("request {}: {message}", alt.name),
+            });
+        }
+    };
+    if flags & SHARED != 0 && !capacity::fits(&want, &in_use.consumed(d), &d.device) {
+        return Ok(Use::Lacking);
+    }
+    Ok(Use::Free)
+}
+
+/// A UUID-shaped ID for the `n`th share of `device` a claim's request
+/// takes: derived from the claim (UID, namespace and name), the request and
+/// the device, so the allocation planned at Reserve and the one written at
+/// PreBind carry the same ID, and the shares of different claims differ.
+fn share_id(
+    claim: &PlanClaim,
+    request: &str,
+    device: &super::model::DeviceId,
+    n: usize,
+) -> Arc<str> {
+    // FNV-1a, twice with different offsets, over every part.
+    let mut h = [0xcbf2_9ce4_8422_2325u64, 0x6c62_272e_07bb_0142u64];
+    let n = n.to_le_bytes();
+    let parts: [&[u8]; 7] = [
+        claim.uid.as_bytes(),
+        claim.label.as_bytes(),
+        request.as_bytes(),
+        device.driver.as_bytes(),
+        device.pool.as_bytes(),
+        device.device.as_bytes(),
+        &n,
+    ];
+    for part in parts {
+        for x in h.iter_mut() {
+            for b in part.iter().chain([&0xffu8]) {
+                *x ^= u64::from(*b);
+                *x = x.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+    }
+    // Version 4, RFC 4122 variant, as random UUIDs are.
+    let hi = (h[0] & !0xf000) | 0x4000;
+    let lo = (h[1] & !(0xc << 60)) | (0x8 << 60);
+    Arc::from(format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        hi >> 32,
+        (hi >> 16) & 0xffff,
+        hi & 0xffff,
+        lo >> 48,
+        lo & 0xffff_ffff_ffff
+    ))
 }
 
 fn describe_constraints<'a>(constraints: impl Iterator<Item = &'a Constraint>) -> String {
@@ -721,6 +838,7 @@ impl<'a> Search<'_, 'a> {
             let mark = self.consumed.len();
             if !admin
                 && self.inv.flags(d) & CONSUMES != 0
+                && self.first_use(d)
                 && let Some(dev) = self.inv.device_at(d)
             {
                 self.consumed.extend(consumption(dev));
@@ -735,15 +853,71 @@ impl<'a> Search<'_, 'a> {
         Ok(false)
     }
 
+    /// Whether the device at index `d` is not taken yet, by other claims
+    /// (shared: has no shares) or by the choices so far: its counters are
+    /// consumed now, and only now.
+    fn first_use(&self, d: u32) -> bool {
+        if self.inv.flags(d) & SHARED == 0 {
+            return true;
+        }
+        let held = self
+            .inv
+            .device_at(d)
+            .is_some_and(|dev| self.in_use.is_shared_out(&dev.id));
+        !held
+            && !self
+                .chosen
+                .iter()
+                .any(|(o, dev)| *dev == d && !self.plan.choices[*o].alternative.admin_access)
+    }
+
+    /// Whether a share of the shared device at index `d` for `choice` fits
+    /// beside the shares other claims hold and those chosen so far.
+    fn share_fits(&self, choice: usize, d: u32) -> bool {
+        let Some(dev) = self.inv.device_at(d) else {
+            return false;
+        };
+        let demand = |choice: usize| {
+            let alt = &self.plan.choices[choice].alternative;
+            capacity::demand(&alt.capacity, &dev.id.driver, &dev.device)
+                .ok()
+                .flatten()
+        };
+        let Some(want) = demand(choice) else {
+            return false;
+        };
+        let mut used = self.in_use.consumed(dev);
+        used.resize(want.len(), Quantity::ZERO);
+        for (o, _) in self.chosen.iter().filter(|(_, other)| *other == d) {
+            let Some(theirs) = demand(*o) else {
+                return false;
+            };
+            for (u, t) in used.iter_mut().zip(theirs) {
+                let Some(sum) = u.checked_add(t) else {
+                    return false;
+                };
+                *u = sum;
+            }
+        }
+        capacity::fits(&want, &used, &dev.device)
+    }
+
     /// Whether the device at index `d` can be added to the choices so far.
     fn fits(&self, choice: usize, d: u32) -> bool {
         let c = &self.plan.choices[choice];
-        if self.chosen.iter().any(|(_, o)| *o == d) {
+        let shared = self.inv.flags(d) & SHARED != 0;
+        if shared {
+            // Shared: any number of requests may take it, while what they
+            // consume together fits.
+            if self.chosen.iter().any(|(_, o)| *o == d) && !self.share_fits(choice, d) {
+                return false;
+            }
+        } else if self.chosen.iter().any(|(_, o)| *o == d) {
             return false;
         }
         // Candidates are free of other claims already (or monitored with
         // admin access); what remains is the pool's shared counters.
-        if !c.alternative.admin_access && !self.counters_fit(d) {
+        if !c.alternative.admin_access && self.first_use(d) && !self.counters_fit(d) {
             return false;
         }
         let name = &c.alternative.name;
@@ -798,15 +972,38 @@ impl<'a> Search<'_, 'a> {
                 reach: Vec::new(),
             })
             .collect();
-        for (choice, d) in &self.chosen {
+        for (k, (choice, d)) in self.chosen.iter().enumerate() {
             let c = &self.plan.choices[*choice];
-            let (Some(a), Some(d)) = (out.get_mut(c.claim), self.inv.device_at(*d)) else {
+            let (Some(a), Some(dev)) = (out.get_mut(c.claim), self.inv.device_at(*d)) else {
                 continue;
             };
+            let share = dev.device.shared.then(|| {
+                // The claim's earlier shares of the device, for a unique ID.
+                let n = self.chosen[..k]
+                    .iter()
+                    .filter(|(o, other)| other == d && self.plan.choices[*o].claim == c.claim)
+                    .count();
+                let want = capacity::demand(&c.alternative.capacity, &dev.id.driver, &dev.device)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                Share {
+                    id: share_id(&self.plan.claims[c.claim], &c.alternative.name, &dev.id, n),
+                    consumed: dev
+                        .device
+                        .capacity
+                        .values()
+                        .zip(want)
+                        .map(|(cap, q)| (cap.published.clone(), q))
+                        .collect(),
+                }
+            });
+            let d = dev;
             a.results.push(Allocated {
                 request: c.alternative.name.clone(),
                 device: d.id.clone(),
                 admin_access: c.alternative.admin_access,
+                share,
             });
             if !a.reach.contains(&d.reach) {
                 a.reach.push(d.reach.clone());

@@ -277,12 +277,12 @@ pub fn device_value(driver: &str, device: &Device) -> Value {
             .insert(id.to_string(), attr_value(attr));
     }
     let mut capacity: BTreeMap<String, HashMap<String, Value>> = BTreeMap::new();
-    for (name, q) in &device.capacity {
+    for (name, c) in &device.capacity {
         let (domain, id) = name.split();
-        capacity
-            .entry(domain.to_string())
-            .or_default()
-            .insert(id.to_string(), Value::Opaque(Arc::new(CelQuantity(*q))));
+        capacity.entry(domain.to_string()).or_default().insert(
+            id.to_string(),
+            Value::Opaque(Arc::new(CelQuantity(c.value))),
+        );
     }
     let nested = |m: BTreeMap<String, HashMap<String, Value>>| -> Value {
         let outer: HashMap<String, Value> =
@@ -293,7 +293,10 @@ pub fn device_value(driver: &str, device: &Device) -> Value {
     d.insert("driver".into(), Value::from(driver.to_string()));
     d.insert("attributes".into(), nested(attributes));
     d.insert("capacity".into(), nested(capacity));
-    d.insert("allowMultipleAllocations".into(), Value::Bool(false));
+    d.insert(
+        "allowMultipleAllocations".into(),
+        Value::Bool(device.shared),
+    );
     Value::from(d)
 }
 

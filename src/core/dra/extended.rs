@@ -94,6 +94,7 @@ impl ExtendedClaim {
                         mode: Mode::Exact(r.count),
                         admin_access: false,
                         tolerations: Vec::new(),
+                        capacity: Vec::new(),
                     }],
                 })
                 .collect(),

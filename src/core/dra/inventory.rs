@@ -8,8 +8,9 @@
 //! a claim that could only be met there is told why.
 //!
 //! `InUse` is what allocated claims hold: their devices (results with admin
-//! access excepted: they monitor a device without taking it) and the shared
-//! counters those devices consume.
+//! access excepted: they monitor a device without taking it), the shares of
+//! shared devices and the capacity each consumes, and the shared counters
+//! those devices consume (a shared device's once, while it has a share).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -87,6 +88,9 @@ impl NodeTable {
 pub const TAINTED: u8 = 1;
 /// `Inventory::flags`: the device consumes shared counters.
 pub const CONSUMES: u8 = 2;
+/// `Inventory::flags`: the device allows multiple allocations (its
+/// capacity is consumed, not the device).
+pub const SHARED: u8 = 4;
 
 /// One device of a complete pool, with where it reaches and how selectors
 /// see it.
@@ -245,8 +249,11 @@ impl Inventory {
                 inv.by_index.push(at);
                 let tainted = d.device.taints.iter().any(DeviceTaint::excludes);
                 let consumes = !d.device.consumes.is_empty();
-                inv.flags
-                    .push(if tainted { TAINTED } else { 0 } | if consumes { CONSUMES } else { 0 });
+                inv.flags.push(
+                    if tainted { TAINTED } else { 0 }
+                        | if consumes { CONSUMES } else { 0 }
+                        | if d.device.shared { SHARED } else { 0 },
+                );
                 match &d.reach {
                     Reach::Node(n) => local.entry(n.clone()).or_default().push(d.index),
                     Reach::Selector(_) | Reach::All => inv.shared.push(d.index),
@@ -423,12 +430,12 @@ impl Inventory {
     }
 
     /// What the allocator must read the device itself for (`TAINTED`,
-    /// `CONSUMES`), by index.
+    /// `CONSUMES`, `SHARED`), by index.
     pub fn flags(&self, index: u32) -> u8 {
         self.flags
             .get(index as usize)
             .copied()
-            .unwrap_or(TAINTED | CONSUMES)
+            .unwrap_or(TAINTED | CONSUMES | SHARED)
     }
 
     fn at(&self, &(pool, i): &Loc) -> Option<&PoolDevice> {
@@ -548,6 +555,22 @@ pub struct InUse {
     /// device, `u64::MAX` once devices of two inventories were held (then
     /// `holds` asks the map).
     held_of: u64,
+    /// Shares of shared devices, by device and `shareID`, with how many
+    /// holders each has (a share is counted once however many hold it).
+    shares: FastMap<(DeviceId, Arc<str>), (u32, Consumption)>,
+    /// Per shared device with shares: how many, and the capacity they
+    /// consume together.
+    consumed: FastMap<DeviceId, SharedUse>,
+}
+
+/// Capacities (normalised names) and amounts.
+type Consumption = Vec<(QualifiedName, Quantity)>;
+
+/// What the shares of one shared device consume.
+#[derive(Debug, Default, Clone)]
+struct SharedUse {
+    shares: u32,
+    used: Consumption,
 }
 
 impl InUse {
@@ -566,15 +589,116 @@ impl InUse {
     /// excepted: they monitor a device without taking it).
     pub fn hold(&mut self, a: &super::model::Allocation, inv: &Inventory) {
         for r in a.results.iter().filter(|r| !r.admin_access) {
-            self.take(&r.device, inv);
+            match &r.share {
+                Some(share) => self.share(&r.device, share, inv),
+                None => {
+                    self.take(&r.device, inv);
+                }
+            }
         }
     }
 
     /// Gives back what `hold` took for the same allocation.
     pub fn unhold(&mut self, a: &super::model::Allocation, inv: &Inventory) {
         for r in a.results.iter().filter(|r| !r.admin_access) {
-            self.release(&r.device, inv);
+            match &r.share {
+                Some(share) => self.unshare(&r.device, &share.id, inv),
+                None => {
+                    self.release(&r.device, inv);
+                }
+            }
         }
+    }
+
+    /// Records one holder of a share of a shared device: the first adds
+    /// its consumption (and, for the device's first share, the counters
+    /// the device consumes).
+    fn share(&mut self, id: &DeviceId, share: &super::model::Share, inv: &Inventory) {
+        let key = (id.clone(), share.id.clone());
+        if let Some((holders, _)) = self.shares.get_mut(&key) {
+            *holders = holders.saturating_add(1);
+            return;
+        }
+        let consumed: Consumption = share
+            .consumed
+            .iter()
+            .map(|(name, q)| (QualifiedName::of(&id.driver, name), *q))
+            .collect();
+        let entry = self.consumed.entry(id.clone()).or_default();
+        entry.shares = entry.shares.saturating_add(1);
+        for (name, q) in &consumed {
+            match entry.used.iter_mut().find(|(n, _)| n == name) {
+                Some((_, used)) => *used = used.checked_add(*q).unwrap_or(*used),
+                None => entry.used.push((name.clone(), *q)),
+            }
+        }
+        let first = entry.shares == 1;
+        self.shares.insert(key, (1, consumed));
+        if first && let Some(d) = inv.device(id) {
+            for (counter, q) in consumption(d) {
+                let used = self.counters.entry(counter).or_insert(Quantity::ZERO);
+                *used = used.checked_add(q).unwrap_or(*used);
+            }
+        }
+    }
+
+    /// One holder gives a share back; the last gives back its consumption.
+    fn unshare(&mut self, id: &DeviceId, share: &Arc<str>, inv: &Inventory) {
+        let key = (id.clone(), share.clone());
+        let Some((holders, _)) = self.shares.get_mut(&key) else {
+            return;
+        };
+        *holders = holders.saturating_sub(1);
+        if *holders > 0 {
+            return;
+        }
+        let Some((_, consumed)) = self.shares.remove(&key) else {
+            return;
+        };
+        let Some(entry) = self.consumed.get_mut(id) else {
+            return;
+        };
+        entry.shares = entry.shares.saturating_sub(1);
+        for (name, q) in &consumed {
+            if let Some((_, used)) = entry.used.iter_mut().find(|(n, _)| n == name) {
+                *used = used.checked_sub(*q).unwrap_or(Quantity::ZERO);
+            }
+        }
+        if entry.shares == 0 {
+            self.consumed.remove(id);
+            if let Some(d) = inv.device(id) {
+                for (counter, q) in consumption(d) {
+                    if let Some(used) = self.counters.get_mut(&counter) {
+                        *used = used.checked_sub(q).unwrap_or(Quantity::ZERO);
+                    }
+                }
+            }
+        }
+    }
+
+    /// What the shares of the shared device `d` consume of each of its
+    /// capacities, in the device's capacity order; empty when it has none.
+    pub fn consumed(&self, d: &PoolDevice) -> Vec<Quantity> {
+        let Some(entry) = self.consumed.get(&d.id) else {
+            return Vec::new();
+        };
+        d.device
+            .capacity
+            .keys()
+            .map(|name| {
+                entry
+                    .used
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or(Quantity::ZERO, |(_, q)| *q)
+            })
+            .collect()
+    }
+
+    /// Whether the shared device `d` has shares (its counters are
+    /// consumed already).
+    pub fn is_shared_out(&self, d: &DeviceId) -> bool {
+        self.consumed.contains_key(d)
     }
 
     /// Marks a device (and what it consumes) taken once more; `false` when
@@ -657,11 +781,12 @@ impl InUse {
         self.counters.get(id).copied().unwrap_or(Quantity::ZERO)
     }
 
+    /// Devices held whole, and shared devices with shares.
     pub fn len(&self) -> usize {
-        self.devices.len()
+        self.devices.len() + self.consumed.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.devices.is_empty()
+        self.devices.is_empty() && self.consumed.is_empty()
     }
 }

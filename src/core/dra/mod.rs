@@ -2,12 +2,16 @@
 //! objects as it reads them (`model`), CEL device selectors (`cel`), the
 //! devices of complete pools and those already taken (`inventory`), and the
 //! search that gives a pod's claims their devices on a node (`allocate`),
-//! and what a binding writes to the claims (`write`).
+//! what an allocation of a shared device consumes (`capacity`), what a
+//! binding writes to the claims (`write`), and invariant I9's check over
+//! allocations (`audit`).
 //!
 //! Pure: no I/O, no clock. Which claims a pod needs, and writing an
 //! allocation back, belong to the plugin and the engine.
 
 pub mod allocate;
+pub mod audit;
+pub mod capacity;
 pub mod cel;
 pub mod extended;
 pub mod inventory;

@@ -303,12 +303,45 @@ pub struct Consumption {
     pub counters: BTreeMap<Arc<str>, Quantity>,
 }
 
+/// One capacity of a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capacity {
+    /// The name as the slice spells it (with or without the driver's
+    /// domain): a shared allocation records its consumption under it.
+    pub published: Arc<str>,
+    pub value: Quantity,
+    /// How a shared device's allocations consume it.
+    pub policy: Option<RequestPolicy>,
+}
+
+/// `requestPolicy`: how much of a capacity one allocation of a shared
+/// device consumes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RequestPolicy {
+    /// Consumed by a request that does not name the capacity.
+    pub default: Option<Quantity>,
+    pub range: Option<CapacityRange>,
+    /// Ascending; a request is rounded up to the first one it fits.
+    pub values: Vec<Quantity>,
+}
+
+/// `requestPolicy.validRange`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CapacityRange {
+    pub min: Quantity,
+    pub max: Option<Quantity>,
+    pub step: Option<Quantity>,
+}
+
 /// One device of a slice.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Device {
     pub name: Arc<str>,
     pub attributes: BTreeMap<QualifiedName, Attr>,
-    pub capacity: BTreeMap<QualifiedName, Quantity>,
+    pub capacity: BTreeMap<QualifiedName, Capacity>,
+    /// `allowMultipleAllocations`: several allocations share the device,
+    /// each consuming part of its capacity (`super::capacity`).
+    pub shared: bool,
     pub taints: Vec<DeviceTaint>,
     pub consumes: Vec<Consumption>,
     /// Its own reach, in a slice with `perDeviceNodeSelection`.
@@ -433,13 +466,6 @@ fn device(what: &str, driver: &str, d: &api::Device, per_device: bool) -> Result
         limits::MAX_ATTRIBUTES_PER_DEVICE,
         "attributes and capacities",
     )?;
-    if d.allow_multiple_allocations == Some(true) {
-        // Consumable capacity (one device shared by several claims) is not
-        // implemented: allocating it whole would take what others may share.
-        return Err(err(format!(
-            "{what}: allowMultipleAllocations (consumable capacity) is not supported by this scheduler"
-        )));
-    }
     if d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty()) {
         return Err(err(format!(
             "{what}: bindingConditions are not supported by this scheduler"
@@ -449,11 +475,36 @@ fn device(what: &str, driver: &str, d: &api::Device, per_device: bool) -> Result
     for (k, a) in attrs.into_iter().flatten() {
         attributes.insert(QualifiedName::of(driver, k), Attr::from_api(k, a)?);
     }
+    let shared = d.allow_multiple_allocations == Some(true);
     let mut capacity = BTreeMap::new();
     for (k, c) in caps.into_iter().flatten() {
+        let at = format!("{what}: capacity {k}");
+        let value = quantity(&at, &c.value)?;
+        if value.is_negative() {
+            return Err(err(format!("{at}: the value is negative")));
+        }
+        let policy = match &c.request_policy {
+            Some(_) if !shared => {
+                return Err(err(format!(
+                    "{at}: requestPolicy is set but the device does not allow multiple allocations"
+                )));
+            }
+            Some(p) => Some(request_policy(&at, p, value)?),
+            None => None,
+        };
+        let name = QualifiedName::of(driver, k);
+        // Spelled both with and without the driver's domain: the one with
+        // it stands, as for attributes.
+        if capacity.contains_key(&name) && !k.contains('/') {
+            continue;
+        }
         capacity.insert(
-            QualifiedName::of(driver, k),
-            quantity(&format!("{what}: capacity {k}"), &c.value)?,
+            name,
+            Capacity {
+                published: Arc::from(k.as_str()),
+                value,
+                policy,
+            },
         );
     }
     let taints = d
@@ -500,11 +551,70 @@ fn device(what: &str, driver: &str, d: &api::Device, per_device: bool) -> Result
         name: Arc::from(d.name.as_str()),
         attributes,
         capacity,
+        shared,
         taints,
         consumes,
         reach,
     })
 }
+
+fn request_policy(
+    what: &str,
+    p: &api::CapacityRequestPolicy,
+    value: Quantity,
+) -> Result<RequestPolicy, DraError> {
+    let what = format!("{what}: requestPolicy");
+    let q = |field: &str, q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity| {
+        let v = quantity(&format!("{what}.{field}"), q)?;
+        if v.is_negative() || v > value {
+            return Err(err(format!(
+                "{what}.{field}: {v} is not between 0 and the capacity ({value})"
+            )));
+        }
+        Ok(v)
+    };
+    let default = p.default.as_ref().map(|d| q("default", d)).transpose()?;
+    let range = match &p.valid_range {
+        Some(r) => {
+            let step = r
+                .step
+                .as_ref()
+                .map(|s| q("validRange.step", s))
+                .transpose()?;
+            if step.is_some_and(|s| s.value() <= 0) {
+                return Err(err(format!("{what}.validRange.step must be at least 1")));
+            }
+            Some(CapacityRange {
+                min: q("validRange.min", &r.min)?,
+                max: r.max.as_ref().map(|m| q("validRange.max", m)).transpose()?,
+                step,
+            })
+        }
+        None => None,
+    };
+    let values_api = p.valid_values.as_deref().unwrap_or_default();
+    at_most(&what, values_api.len(), MAX_VALID_VALUES, "validValues")?;
+    let values = values_api
+        .iter()
+        .map(|v| q("validValues", v))
+        .collect::<Result<Vec<_>, _>>()?;
+    if range.is_some() && !values.is_empty() {
+        return Err(err(format!(
+            "{what}: validRange and validValues are mutually exclusive"
+        )));
+    }
+    if values.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(err(format!("{what}.validValues must be ascending")));
+    }
+    Ok(RequestPolicy {
+        default,
+        range,
+        values,
+    })
+}
+
+/// `requestPolicy.validValues` entries, as the API bounds them.
+const MAX_VALID_VALUES: usize = 10;
 
 /// A DeviceClass: the selectors every device of the class must pass.
 #[derive(Debug, Clone, PartialEq)]
@@ -601,6 +711,10 @@ pub struct Alternative {
     pub mode: Mode,
     pub admin_access: bool,
     pub tolerations: Vec<DeviceToleration>,
+    /// `capacity.requests`, names as written (resolved against each
+    /// device's driver): a filter on any device, and what a shared device
+    /// gives up (`super::capacity`).
+    pub capacity: Vec<(Arc<str>, Quantity)>,
 }
 
 #[derive(Debug, Clone)]
@@ -660,6 +774,18 @@ pub struct Allocated {
     pub request: Arc<str>,
     pub device: DeviceId,
     pub admin_access: bool,
+    /// Set for one allocation among several of a shared device.
+    pub share: Option<Share>,
+}
+
+/// One allocation of a shared device (`allowMultipleAllocations`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Share {
+    /// `shareID`: tells the device's allocations apart.
+    pub id: Arc<str>,
+    /// `consumedCapacity`: each of the device's capacities (names as the
+    /// slice spells them) and how much of it this allocation takes.
+    pub consumed: Vec<(Arc<str>, Quantity)>,
 }
 
 /// A claim's allocation, recorded or planned.
@@ -831,7 +957,7 @@ fn request(what: &str, r: &api::DeviceRequest) -> Result<Request, DraError> {
             e.count,
             e.admin_access == Some(true),
             e.tolerations.as_deref(),
-            e.capacity.is_some(),
+            e.capacity.as_ref(),
         )?],
         (None, Some(subs)) => {
             if subs.is_empty() || subs.len() > limits::MAX_SUBREQUESTS {
@@ -851,7 +977,7 @@ fn request(what: &str, r: &api::DeviceRequest) -> Result<Request, DraError> {
                         s.count,
                         false,
                         s.tolerations.as_deref(),
-                        s.capacity.is_some(),
+                        s.capacity.as_ref(),
                     )
                 })
                 .collect::<Result<_, _>>()?
@@ -878,15 +1004,25 @@ fn alternative(
     count: Option<i64>,
     admin_access: bool,
     tolerations: Option<&[api::DeviceToleration]>,
-    capacity: bool,
+    capacity: Option<&api::CapacityRequirements>,
 ) -> Result<Alternative, DraError> {
     if class.is_empty() {
         return Err(err(format!("{what}: deviceClassName is empty")));
     }
-    if capacity {
-        return Err(err(format!(
-            "{what}: capacity requests (consumable capacity) are not supported by this scheduler"
-        )));
+    let capacity_api = capacity.and_then(|c| c.requests.as_ref());
+    at_most(
+        what,
+        capacity_api.map_or(0, BTreeMap::len),
+        limits::MAX_ATTRIBUTES_PER_DEVICE,
+        "capacity requests",
+    )?;
+    let mut capacity = Vec::new();
+    for (k, v) in capacity_api.into_iter().flatten() {
+        let q = quantity(&format!("{what}: capacity.requests[{k}]"), v)?;
+        if q.is_negative() {
+            return Err(err(format!("{what}: capacity.requests[{k}] is negative")));
+        }
+        capacity.push((Arc::from(k.as_str()), q));
     }
     let mode = match (mode.unwrap_or("ExactCount"), count) {
         ("ExactCount", None) => Mode::Exact(1),
@@ -924,6 +1060,7 @@ fn alternative(
         selectors: selectors(what, selectors_api)?,
         mode,
         admin_access,
+        capacity,
         tolerations: tolerations
             .iter()
             .map(DeviceToleration::from_api)
@@ -938,16 +1075,40 @@ fn allocation(what: &str, a: &api::AllocationResult) -> Result<Allocation, DraEr
         .and_then(|d| d.results.as_deref())
         .unwrap_or_default()
         .iter()
-        .map(|r| Allocated {
-            request: Arc::from(r.request.as_str()),
-            device: DeviceId {
-                driver: Arc::from(r.driver.as_str()),
-                pool: Arc::from(r.pool.as_str()),
-                device: Arc::from(r.device.as_str()),
-            },
-            admin_access: r.admin_access == Some(true),
+        .map(|r| {
+            let share = match &r.share_id {
+                Some(id) => {
+                    let entries = r.consumed_capacity.as_ref().map_or(0, BTreeMap::len);
+                    at_most(
+                        what,
+                        entries,
+                        limits::MAX_ATTRIBUTES_PER_DEVICE,
+                        "consumed capacities",
+                    )?;
+                    let mut consumed = Vec::new();
+                    for (k, q) in r.consumed_capacity.iter().flatten() {
+                        let q = quantity(&format!("{what}: consumedCapacity[{k}]"), q)?;
+                        consumed.push((Arc::from(k.as_str()), q));
+                    }
+                    Some(Share {
+                        id: Arc::from(id.as_str()),
+                        consumed,
+                    })
+                }
+                None => None,
+            };
+            Ok(Allocated {
+                request: Arc::from(r.request.as_str()),
+                device: DeviceId {
+                    driver: Arc::from(r.driver.as_str()),
+                    pool: Arc::from(r.pool.as_str()),
+                    device: Arc::from(r.device.as_str()),
+                },
+                admin_access: r.admin_access == Some(true),
+                share,
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>, DraError>>()?;
     let reach = match &a.node_selector {
         Some(s) => vec![Reach::Selector(node_selector(
             &format!("{what}: allocation"),

@@ -7,6 +7,7 @@ use serde_json::{Value as Json, json};
 use super::cel::{Evaluator, Selector};
 use super::model::ConstraintKind;
 use super::*;
+use crate::model::Quantity;
 
 const DRIVER: &str = "gpu.example.com";
 
@@ -181,11 +182,14 @@ fn unsupported_fields_are_refused_by_name() {
     let c: api::ResourceClaim = serde_json::from_value(json!({
         "metadata": {"name": "c", "namespace": "ns"},
         "spec": {"devices": {"requests": [{"name": "r", "exactly": {
-            "deviceClassName": "gpu", "capacity": {"requests": {"memory": "1Gi"}}}}]}},
+            "deviceClassName": "gpu", "capacity": {"requests": {"memory": "-1Gi"}}}}]}},
     }))
     .unwrap();
     let err = Claim::from_api(&c).unwrap_err();
-    assert!(err.0.contains("consumable capacity"), "{err}");
+    assert!(
+        err.0.contains("capacity.requests[memory] is negative"),
+        "{err}"
+    );
     let c: api::ResourceClaim = serde_json::from_value(json!({
         "metadata": {"name": "c", "namespace": "ns"},
         "spec": {"devices": {"requests": [exact("r", 1)], "constraints": [{"matchAttribute": "clique"}]}},
@@ -657,6 +661,284 @@ proptest! {
                 let complex = matches!(e, Unfit::TooComplex { .. });
                 prop_assert!(!complex, "too complex");
                 prop_assert!(!exists_fit(&c, &devices, taken), "refused, but a fit exists: {}", e);
+            }
+        }
+    }
+}
+
+// ---- consumable capacity -------------------------------------------------------
+
+/// A NIC shared by many claims: 100G of bandwidth, consumed in steps of
+/// 10G (10G when a request does not say).
+fn nic(name: &str) -> Json {
+    json!({
+        "name": name,
+        "allowMultipleAllocations": true,
+        "attributes": {"model": {"string": "nic"}},
+        "capacity": {"bandwidth": {"value": "100G", "requestPolicy": {
+            "default": "10G", "validRange": {"min": "10G", "step": "10G"}}}},
+    })
+}
+
+fn bandwidth(name: &str, amount: &str) -> Json {
+    json!({"name": name, "exactly": {"deviceClassName": "gpu",
+        "capacity": {"requests": {"bandwidth": amount}}}})
+}
+
+fn named(c: Json, name: &str, uid: &str) -> Claim {
+    let c: api::ResourceClaim = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ns", "uid": uid},
+        "spec": c,
+    }))
+    .unwrap();
+    Claim::from_api(&c).unwrap()
+}
+
+/// `a` recorded as `c`'s allocation, as the API would return it.
+fn recorded(c: &Claim, a: &Allocation) -> Claim {
+    let mut c = c.clone();
+    let json = write::allocation_json(a, "n1");
+    let api: api::AllocationResult = serde_json::from_value(json).unwrap();
+    let wrapped: api::ResourceClaim = serde_json::from_value(json!({
+        "metadata": {"name": &*c.name, "namespace": "ns", "uid": &*c.uid},
+        "spec": {"devices": {"requests": []}},
+        "status": {"allocation": api},
+    }))
+    .unwrap();
+    c.allocation = Claim::from_api(&wrapped).unwrap().allocation;
+    c
+}
+
+#[test]
+fn a_shared_device_serves_claims_until_its_capacity_is_consumed() {
+    let n1 = slice("n1", "n1", json!([nic("nic-0")]));
+    let inv = Inventory::new([&n1], [gpus()]);
+    let a = named(
+        json!({"devices": {"requests": [bandwidth("r", "25G")]}}),
+        "a",
+        "ua",
+    );
+    let got = run(&[&a], "n1", &inv, &InUse::default()).unwrap();
+    let share = got[0].results[0].share.clone().expect("a share");
+    assert_eq!(
+        share.consumed,
+        [("bandwidth".into(), Quantity::parse("30G").unwrap())],
+        "rounded up to a step"
+    );
+    let id = &*share.id;
+    assert_eq!(id.len(), 36, "{id}");
+    assert_eq!(id.matches('-').count(), 4, "{id}");
+    let a = recorded(&a, &got[0]);
+    assert_eq!(a.allocation.as_ref().unwrap().results[0].share, Some(share));
+    // 70G are left: a second claim for 70G fits, one for 80G does not.
+    let in_use = InUse::of([&a], &inv);
+    let b = named(
+        json!({"devices": {"requests": [bandwidth("r", "70G")]}}),
+        "b",
+        "ub",
+    );
+    let got_b = run(&[&b], "n1", &inv, &in_use).unwrap();
+    assert_ne!(
+        got_b[0].results[0].share.as_ref().unwrap().id,
+        a.allocation.as_ref().unwrap().results[0]
+            .share
+            .as_ref()
+            .unwrap()
+            .id
+    );
+    let big = named(
+        json!({"devices": {"requests": [bandwidth("r", "80G")]}}),
+        "c",
+        "uc",
+    );
+    let err = run(&[&big], "n1", &inv, &in_use).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("1 matching device(s) without the capacity requested left"),
+        "{err}"
+    );
+    // Released, its capacity is free again.
+    let mut in_use = in_use;
+    in_use.unhold(a.allocation.as_ref().unwrap(), &inv);
+    assert!(run(&[&big], "n1", &inv, &in_use).is_ok());
+    // Holding one allocation twice (planned, then recorded) counts it once.
+    in_use.hold(a.allocation.as_ref().unwrap(), &inv);
+    in_use.hold(a.allocation.as_ref().unwrap(), &inv);
+    assert!(run(&[&b], "n1", &inv, &in_use).is_ok());
+    assert!(run(&[&big], "n1", &inv, &in_use).is_err());
+}
+
+#[test]
+fn requests_of_one_claim_share_a_device_and_a_distinct_constraint_spreads_them() {
+    let n1 = slice("n1", "n1", json!([nic("nic-0"), nic("nic-1")]));
+    let inv = Inventory::new([&n1], [gpus()]);
+    let two = named(
+        json!({"devices": {"requests": [bandwidth("a", "40G"), bandwidth("b", "60G")]}}),
+        "two",
+        "u2",
+    );
+    let got = run(&[&two], "n1", &inv, &InUse::default()).unwrap();
+    assert_eq!(devices(&got[0]), ["nic-0", "nic-0"]);
+    let ids: Vec<_> = got[0]
+        .results
+        .iter()
+        .map(|r| r.share.as_ref().unwrap().id.clone())
+        .collect();
+    assert_ne!(ids[0], ids[1]);
+    let spread = named(
+        json!({"devices": {
+            "requests": [bandwidth("a", "40G"), bandwidth("b", "60G")],
+            "constraints": [{"distinctAttribute": "gpu.example.com/name"}],
+        }}),
+        "spread",
+        "u3",
+    );
+    // No device has the attribute: the constraint cannot hold.
+    assert!(run(&[&spread], "n1", &inv, &InUse::default()).is_err());
+    let over = named(
+        json!({"devices": {"requests": [bandwidth("a", "60G"), bandwidth("b", "60G")]}}),
+        "over",
+        "u4",
+    );
+    let got = run(&[&over], "n1", &inv, &InUse::default()).unwrap();
+    assert_eq!(
+        devices(&got[0]),
+        ["nic-0", "nic-1"],
+        "60G twice does not fit one NIC"
+    );
+}
+
+#[test]
+fn capacity_requests_filter_devices_that_are_not_shared() {
+    let n1 = slice(
+        "n1",
+        "n1",
+        json!([gpu("g0", "a", "40Gi"), gpu("g1", "a", "80Gi")]),
+    );
+    let inv = Inventory::new([&n1], [gpus()]);
+    let c = claim(json!({"devices": {"requests": [{"name": "r", "exactly": {
+        "deviceClassName": "gpu", "capacity": {"requests": {"memory": "60Gi"}}}}]}}));
+    let a = run(&[&c], "n1", &inv, &InUse::default()).unwrap();
+    assert_eq!(devices(&a[0]), ["g1"]);
+    assert_eq!(a[0].results[0].share, None, "a whole device has no share");
+    let two = claim(json!({"devices": {"requests": [{"name": "r", "exactly": {
+        "deviceClassName": "gpu", "count": 2, "capacity": {"requests": {"memory": "60Gi"}}}}]}}));
+    let err = run(&[&two], "n1", &inv, &InUse::default()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("1 matching device(s) without the capacity requested left"),
+        "{err}"
+    );
+    let unknown = claim(json!({"devices": {"requests": [{"name": "r", "exactly": {
+        "deviceClassName": "gpu", "capacity": {"requests": {"cores": "1"}}}}]}}));
+    assert!(run(&[&unknown], "n1", &inv, &InUse::default()).is_err());
+}
+
+#[test]
+fn a_request_policy_needs_a_shared_device_and_selectors_see_sharing() {
+    let s: api::ResourceSlice = serde_json::from_value(json!({
+        "metadata": {"name": "s"},
+        "spec": {"driver": DRIVER, "nodeName": "n1", "pool": {"name": "n1", "generation": 0, "resourceSliceCount": 1},
+            "devices": [{"name": "d", "capacity": {"bandwidth": {"value": "1", "requestPolicy": {"default": "1"}}}}]},
+    }))
+    .unwrap();
+    assert!(
+        Slice::from_api(&s)
+            .unwrap_err()
+            .0
+            .contains("does not allow multiple allocations")
+    );
+    let n1 = slice("n1", "n1", json!([nic("nic-0"), gpu("g0", "a", "80Gi")]));
+    let inv = Inventory::new([&n1], [class("gpu", "device.allowMultipleAllocations")]);
+    let c = claim(json!({"devices": {"requests": [exact("r", 2)]}}));
+    let err = run(&[&c], "n1", &inv, &InUse::default()).unwrap_err();
+    assert!(err.to_string().contains("1 available"), "{err}");
+}
+
+#[test]
+fn a_shared_device_consumes_its_counters_once() {
+    let s: api::ResourceSlice = serde_json::from_value(json!({
+        "metadata": {"name": "n1"},
+        "spec": {"driver": DRIVER, "nodeName": "n1", "pool": {"name": "n1", "generation": 0, "resourceSliceCount": 1},
+            "sharedCounters": [{"name": "port", "counters": {"lanes": {"value": "1"}}}],
+            "devices": [
+                {"name": "vf", "allowMultipleAllocations": true,
+                 "capacity": {"bandwidth": {"value": "100G"}},
+                 "consumesCounters": [{"counterSet": "port", "counters": {"lanes": {"value": "1"}}}]},
+                {"name": "pf", "consumesCounters": [{"counterSet": "port", "counters": {"lanes": {"value": "1"}}}]},
+            ]},
+    }))
+    .unwrap();
+    let n1 = Slice::from_api(&s).unwrap();
+    let inv = Inventory::new([&n1], [class("gpu", "device.allowMultipleAllocations")]);
+    let a = named(
+        json!({"devices": {"requests": [bandwidth("r", "10G")]}}),
+        "a",
+        "ua",
+    );
+    let got = run(&[&a], "n1", &inv, &InUse::default()).unwrap();
+    let a = recorded(&a, &got[0]);
+    let in_use = InUse::of([&a], &inv);
+    let b = named(
+        json!({"devices": {"requests": [bandwidth("r", "10G")]}}),
+        "b",
+        "ub",
+    );
+    assert!(
+        run(&[&b], "n1", &inv, &in_use).is_ok(),
+        "the device's lanes are consumed already"
+    );
+    let both = named(
+        json!({"devices": {"requests": [bandwidth("x", "10G"), bandwidth("y", "10G")]}}),
+        "both",
+        "u2",
+    );
+    assert!(run(&[&both], "n1", &inv, &InUse::default()).is_ok());
+    let pf = Inventory::new([&n1], [class("gpu", "!device.allowMultipleAllocations")]);
+    let whole = claim(json!({"devices": {"requests": [exact("r", 1)]}}));
+    assert!(
+        run(&[&whole], "n1", &pf, &InUse::of([&a], &pf)).is_err(),
+        "the lane is the shared device's"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 100, ..ProptestConfig::default() })]
+
+    /// Claims allocated one after another on shared devices never consume
+    /// more than a device's capacity, and one is refused only when no
+    /// device has what its request would consume left.
+    #[test]
+    fn shares_never_exceed_a_device_capacity(
+        asks in proptest::collection::vec(1u32..=60, 1..12),
+        nics in 1usize..3,
+    ) {
+        let list: Vec<Json> = (0..nics).map(|i| nic(&format!("nic-{i}"))).collect();
+        let n1 = slice("n1", "n1", Json::Array(list));
+        let inv = Inventory::new([&n1], [gpus()]);
+        let mut held: Vec<Claim> = Vec::new();
+        let mut used = vec![0u64; nics];
+        for (k, g) in asks.iter().enumerate() {
+            let c = named(
+                json!({"devices": {"requests": [bandwidth("r", &format!("{g}G"))]}}),
+                &format!("c{k}"),
+                &format!("u{k}"),
+            );
+            let in_use = InUse::of(held.iter(), &inv);
+            let consumes = u64::from(g.div_ceil(10) * 10);
+            match run(&[&c], "n1", &inv, &in_use) {
+                Ok(a) => {
+                    let r = &a[0].results[0];
+                    let i: usize = r.device.device[4..].parse().unwrap();
+                    used[i] += consumes;
+                    prop_assert!(used[i] <= 100, "nic-{} over capacity: {:?}", i, used);
+                    let share = r.share.as_ref().unwrap();
+                    prop_assert_eq!(share.consumed[0].1, Quantity::parse(&format!("{consumes}G")).unwrap());
+                    held.push(recorded(&c, &a[0]));
+                }
+                Err(e) => {
+                    prop_assert!(used.iter().all(|u| u + consumes > 100), "refused with room: {} {:?}", e, used);
+                }
             }
         }
     }

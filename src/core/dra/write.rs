@@ -58,6 +58,15 @@ pub fn allocation_json(a: &Allocation, node: &str) -> Value {
             if r.admin_access {
                 v["adminAccess"] = Value::Bool(true);
             }
+            if let Some(share) = &r.share {
+                v["shareID"] = Value::from(&*share.id);
+                let consumed: serde_json::Map<String, Value> = share
+                    .consumed
+                    .iter()
+                    .map(|(name, q)| (name.to_string(), Value::from(q.to_string())))
+                    .collect();
+                v["consumedCapacity"] = Value::Object(consumed);
+            }
             v
         })
         .collect();
@@ -154,6 +163,7 @@ pub fn same_results(recorded: &Value, a: &Allocation) -> bool {
                 && r["driver"] == *ours.device.driver
                 && r["pool"] == *ours.device.pool
                 && r["device"] == *ours.device.device
+                && r["shareID"].as_str() == ours.share.as_ref().map(|s| &*s.id)
         })
 }
 
@@ -172,6 +182,7 @@ mod tests {
                     device: Arc::from("gpu-0"),
                 },
                 admin_access: false,
+                share: None,
             }],
             reach,
         }

@@ -3,7 +3,8 @@
 //! applied the way the API server accepts or refuses them, reservations of
 //! pods that are gone or finished removed, and a claim no longer reserved
 //! for anyone deallocated. Invariant I9 is checked against them: a device is
-//! allocated to one claim at most (admin access excepted), and a pod is
+//! allocated whole to one claim at most (admin access excepted), a shared
+//! device's shares fit its capacity (`dra::audit`), and a pod is
 //! bound only where each of its claims is allocated, reserved for it, and
 //! reachable from its node.
 
@@ -20,6 +21,8 @@ use crate::model::pod_claims::Resolved;
 #[derive(Debug, Default)]
 pub(super) struct DraCluster {
     claims: BTreeMap<PodKey, Claim>,
+    /// The slices published, for the capacity of shared devices.
+    slices: BTreeMap<Arc<str>, Arc<crate::dra::Slice>>,
     /// The next this many claim writes fail (before anything is written).
     pub(super) fail_writes: usize,
     pub(super) i9_violations: Vec<String>,
@@ -35,6 +38,12 @@ impl Harness {
             }
             DraChange::ClaimUpserted { key, .. } | DraChange::ClaimDeleted(key) => {
                 self.dra.claims.remove(key);
+            }
+            DraChange::SliceUpserted { name, slice: Ok(s) } => {
+                self.dra.slices.insert(name.clone(), s.clone());
+            }
+            DraChange::SliceUpserted { name, .. } | DraChange::SliceDeleted(name) => {
+                self.dra.slices.remove(name);
             }
             _ => {}
         }
@@ -186,23 +195,23 @@ impl Harness {
         self.dra.i9_violations.extend(found);
     }
 
-    /// I9's first half: no device allocated to two claims.
+    /// I9's first half: no device allocated whole to two claims, and a
+    /// shared device's shares within its capacity.
     fn check_single_holders(&mut self) {
-        let mut holders: BTreeMap<String, &PodKey> = BTreeMap::new();
-        let mut found = Vec::new();
-        for (key, c) in &self.dra.claims {
-            for r in c.allocation.iter().flat_map(|a| &a.results) {
-                if r.admin_access {
-                    continue;
-                }
-                if let Some(other) = holders.insert(r.device.to_string(), key) {
-                    found.push(format!(
-                        "device {} allocated to {other} and {key}",
-                        r.device
-                    ));
-                }
-            }
-        }
+        let held = self.dra.claims.iter().flat_map(|(key, c)| {
+            c.allocation
+                .iter()
+                .flat_map(|a| &a.results)
+                .map(move |r| (key.to_string(), r))
+        });
+        let slices = &self.dra.slices;
+        let found = crate::dra::audit::violations(held, |id| {
+            slices
+                .values()
+                .filter(|s| s.driver == id.driver && s.pool == id.pool)
+                .flat_map(|s| &s.devices)
+                .find(|d| d.name == id.device)
+        });
         self.dra.i9_violations.extend(found);
     }
 }

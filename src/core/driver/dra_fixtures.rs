@@ -2,7 +2,9 @@
 //! (`DraChange`s): a driver's per-node slice of GPUs, a device class, and
 //! claims — named, or generated for a pod from a template — with the pod
 //! fields that refer to them. Devices belong to driver `gpu.example.com`
-//! and carry `index`, `model` and `clique` attributes.
+//! and carry `index`, `model` and `clique` attributes; a node may also
+//! publish a shared NIC (driver `nic.example.com`, `allowMultipleAllocations`)
+//! whose bandwidth claims consume.
 
 use std::sync::Arc;
 
@@ -83,6 +85,61 @@ pub fn generated_claim(owner: &PodInfo, name: &str, count: u32) -> Claim {
     let mut c = gpu_claim(&owner.key.namespace, name, count);
     c.owner_pod = Some(owner.uid.clone());
     c
+}
+
+pub const NIC_DRIVER: &str = "nic.example.com";
+pub const NIC_CLASS: &str = "nic.example.com";
+
+/// Node `node`'s NIC slice: one NIC `nic-0` many claims share, with
+/// `100G` of bandwidth consumed in steps of `10G` (`10G` by default).
+pub fn nic_slice(node: &str) -> DraChange {
+    let name = nic_slice_name(node);
+    let s: api::ResourceSlice = serde_json::from_value(json!({
+        "metadata": {"name": &name},
+        "spec": {
+            "driver": NIC_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{
+                "name": "nic-0",
+                "allowMultipleAllocations": true,
+                "capacity": {"bandwidth": {"value": "100G", "requestPolicy": {
+                    "default": "10G", "validRange": {"min": "10G", "step": "10G"}}}},
+            }],
+        }
+    }))
+    .expect("slice");
+    DraChange::SliceUpserted {
+        name: Arc::from(name),
+        slice: Ok(Arc::new(Slice::from_api(&s).expect("slice"))),
+    }
+}
+
+pub fn nic_slice_name(node: &str) -> String {
+    format!("{node}-{NIC_DRIVER}")
+}
+
+pub fn nic_class() -> DraChange {
+    let c: api::DeviceClass = serde_json::from_value(json!({
+        "metadata": {"name": NIC_CLASS},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == '{NIC_DRIVER}'")}}]},
+    }))
+    .expect("class");
+    DraChange::ClassUpserted {
+        name: Arc::from(NIC_CLASS),
+        class: Ok(Arc::new(DeviceClass::from_api(&c).expect("class"))),
+    }
+}
+
+/// A claim for `gbps` of a shared NIC's bandwidth, unallocated.
+pub fn nic_claim(namespace: &str, name: &str, gbps: u32) -> Claim {
+    claim_from(json!({
+        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-claim-{name}")},
+        "spec": {"devices": {
+            "requests": [{"name": "nic", "exactly": {"deviceClassName": NIC_CLASS,
+                "capacity": {"requests": {"bandwidth": format!("{gbps}G")}}}}],
+        }},
+    }))
 }
 
 pub fn claim_from(v: Value) -> Claim {

@@ -151,6 +151,13 @@ impl Quantity {
 
     pub const ZERO: Quantity = Quantity { nanos: 0 };
 
+    /// `units` whole base units.
+    pub fn from_value(units: i64) -> Quantity {
+        Quantity {
+            nanos: i128::from(units) * 1_000_000_000,
+        }
+    }
+
     /// Whether the value is a whole number of base units.
     pub fn is_integer(self) -> bool {
         self.nanos % 1_000_000_000 == 0

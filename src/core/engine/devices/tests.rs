@@ -238,6 +238,7 @@ fn an_allocated_claim_restricts_the_pod_to_where_its_devices_are() {
                 device: Arc::from("gpu-0"),
             },
             admin_access: false,
+            share: None,
         }],
         reach: vec![crate::dra::Reach::Node(Arc::from("n1"))],
     });
@@ -298,6 +299,7 @@ fn deleting_claim(name: &str, users: &[&PodInfo]) -> crate::dra::Claim {
                 device: Arc::from("gpu-0"),
             },
             admin_access: false,
+            share: None,
         }],
         reach: vec![crate::dra::Reach::Node(Arc::from("n0"))],
     });
