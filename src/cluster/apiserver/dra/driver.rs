@@ -237,4 +237,26 @@ mod tests {
         let slice = json!({"spec": spec});
         assert!(super::super::validate::object("ResourceSlice", &slice).is_empty());
     }
+
+    #[test]
+    fn published_shared_devices_are_valid() {
+        for shared in [
+            "{count: 2, value: 100Gi, default: 10Gi, step: 1Gi}",
+            "{count: 1, model: cx7, capacity: net.example.com/bandwidth, value: 400G, default: 25G}",
+            "{count: 120, value: '8', default: '2', step: '2'}",
+        ] {
+            let t = parse(&format!(
+                "count: 1\ndevices: {{count: 8, memory: 80Gi, shared: {shared}}}"
+            ))
+            .unwrap();
+            let node = &crate::kwok::templates::expand(&t)[0];
+            let d = devices::of_node(node).unwrap();
+            let (_, spec) = devices::node_slice("sim-node-0", node, &d);
+            let count = spec["devices"].as_array().unwrap().len();
+            assert!(count > 8, "{shared}");
+            let slice = json!({"spec": spec});
+            let why = super::super::validate::object("ResourceSlice", &slice);
+            assert!(why.is_empty(), "{shared}: {why:?}");
+        }
+    }
 }

@@ -2,9 +2,12 @@
 //! fields that matter to allocation and to the simulator's controllers:
 //! claims and claim templates (request names, `exactly` / `firstAvailable`,
 //! allocation modes and counts, CEL selectors, constraints and config
-//! naming existing requests, the status a scheduler writes), device classes
-//! (selectors), resource slices (driver, pool, node scope, devices and their
-//! attributes and capacities) and device taint rules. Each violation is one
+//! naming existing requests, capacity requests, the status a scheduler
+//! writes: results with their share IDs and consumed capacity, device
+//! statuses naming allocated devices), device classes (selectors), resource
+//! slices (driver, pool, node scope, devices and their attributes and
+//! capacities, with the request policies of consumable capacity) and device
+//! taint rules. Each violation is one
 //! [`Cause`] with the field path and the wording of the real server; an
 //! object with any is a 422 `Invalid`.
 //!
@@ -506,6 +509,11 @@ fn device_request(v: &mut Causes, r: &Value, at: &str, exact: bool) {
         _ => v.unsupported(&format!("{at}.allocationMode"), mode, &[ALL, EXACT_COUNT]),
     }
     selectors(v, &r["selectors"], &format!("{at}.selectors"));
+    capacity_amounts(
+        v,
+        &r["capacity"]["requests"],
+        &format!("{at}.capacity.requests"),
+    );
     if !exact && r["adminAccess"].as_bool() == Some(true) {
         v.forbidden(
             &format!("{at}.adminAccess"),
@@ -641,6 +649,51 @@ fn claim_status(v: &mut Causes, status: &Value, names: &[String]) {
         if !request.is_empty() && !names.iter().any(|n| n == request) {
             v.invalid(&format!("{at}.request"), &r["request"], REQUEST_REF_WORDS);
         }
+        if !r["shareID"].is_null() {
+            share_id(v, &r["shareID"], &format!("{at}.shareID"));
+        }
+        capacity_amounts(v, &r["consumedCapacity"], &format!("{at}.consumedCapacity"));
+    }
+    // A device's status is keyed by driver, pool, device and share ID: a
+    // device shared by several results of the claim has one per share.
+    let key = |d: &Value| -> String {
+        let mut id = format!(
+            "{}/{}/{}",
+            text(&d["driver"]),
+            text(&d["pool"]),
+            text(&d["device"])
+        );
+        if let Some(share) = d["shareID"].as_str().filter(|s| !s.is_empty()) {
+            id.push('/');
+            id.push_str(share);
+        }
+        id
+    };
+    let allocated: Vec<String> = results.iter().map(key).collect();
+    let mut listed: Vec<String> = Vec::new();
+    for (i, d) in items(&status["devices"]).iter().enumerate() {
+        let at = format!("status.devices[{i}]");
+        for field in ["driver", "pool", "device"] {
+            if text(&d[field]).is_empty() {
+                v.required(&format!("{at}.{field}"), "");
+            }
+        }
+        if !d["shareID"].is_null() {
+            share_id(v, &d["shareID"], &format!("{at}.shareID"));
+        }
+        let id = key(d);
+        // The real server shows the key as it prints it, unquoted.
+        if !allocated.contains(&id) {
+            v.push(
+                "FieldValueInvalid",
+                &at,
+                format!("Invalid value: {id}: must be an allocated device in the claim"),
+            );
+        }
+        if listed.contains(&id) {
+            v.push("FieldValueDuplicate", &at, format!("Duplicate value: {id}"));
+        }
+        listed.push(id);
     }
 }
 
@@ -787,29 +840,29 @@ fn device(v: &mut Causes, d: &Value, at: &str, per_device: bool) {
         qualified_name(v, key, &field);
         attribute(v, value, &field);
     }
+    let shared = d["allowMultipleAllocations"].as_bool() == Some(true);
     for (key, value) in caps.into_iter().flatten() {
         let field = format!("{at}.capacity[{key}]");
         qualified_name(v, key, &field);
-        let raw = match &value["value"] {
-            Value::String(s) => s.clone(),
-            Value::Number(n) => n.to_string(),
-            _ => {
+        let total = match &value["value"] {
+            Value::Null => {
                 v.required(&format!("{field}.value"), "");
-                continue;
+                None
             }
+            q => quantity(v, q, &format!("{field}.value")),
         };
-        match Quantity::parse(&raw) {
-            Ok(q) if q.is_negative() => v.invalid(
-                &format!("{field}.value"),
-                &value["value"],
-                "must be greater than or equal to 0",
-            ),
-            Ok(_) => {}
-            Err(_) => v.invalid(
-                &format!("{field}.value"),
-                &value["value"],
-                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
-            ),
+        let policy = &value["requestPolicy"];
+        if policy.is_null() {
+            continue;
+        }
+        let at = format!("{field}.requestPolicy");
+        if shared {
+            request_policy(v, total, &value["value"], policy, &at);
+        } else {
+            v.forbidden(
+                &at,
+                "only a device with `allowMultipleAllocations: true` may have a request policy",
+            );
         }
     }
     const DEVICE_SCOPE_WORDS: &str = "exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required when `perDeviceNodeSelection` is set to true in the ResourceSlice spec";
@@ -852,6 +905,260 @@ fn qualified_name(v: &mut Causes, key: &str, field: &str) {
             field,
             &Value::from(key),
             "must be a C identifier of at most 32 characters, optionally prefixed by a DNS subdomain and '/'",
+        );
+    }
+}
+
+const QUANTITY_WORDS: &str =
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+
+/// A quantity field (a string, or a number as some clients write it):
+/// parsed, and not below zero.
+fn quantity(v: &mut Causes, value: &Value, field: &str) -> Option<Quantity> {
+    let raw = match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => {
+            v.invalid(field, value, QUANTITY_WORDS);
+            return None;
+        }
+    };
+    match Quantity::parse(&raw) {
+        Ok(q) if q.is_negative() => {
+            v.invalid(field, value, "must be greater than or equal to 0");
+            None
+        }
+        Ok(q) => Some(q),
+        Err(_) => {
+            v.invalid(field, value, QUANTITY_WORDS);
+            None
+        }
+    }
+}
+
+/// A quantity as the message of a cause shows it: as written.
+fn written(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Entries a capacity's `requestPolicy.validValues` may list.
+pub const MAX_VALID_VALUES: usize = 10;
+
+/// The `requestPolicy` of a capacity of `total` (the capacity's `value`,
+/// `None` when it is invalid) on a device that allows multiple
+/// allocations: at most one of `validValues` / `validRange`, and with
+/// either a `default` that the policy admits; every bound within the
+/// capacity. Arithmetic is on whole units, rounded up, as the real server
+/// does without fractional ranges.
+fn request_policy(v: &mut Causes, total: Option<Quantity>, total_raw: &Value, p: &Value, at: &str) {
+    let values = items(&p["validValues"]);
+    let range = &p["validRange"];
+    if !values.is_empty() && !range.is_null() {
+        v.forbidden(
+            at,
+            "only one of `validValues` and `validRange` may be set, not both",
+        );
+        return;
+    }
+    let default_raw = &p["default"];
+    let default = if default_raw.is_null() {
+        None
+    } else {
+        quantity(v, default_raw, &format!("{at}.default"))
+    };
+    let cap_words = format!(
+        "must not be larger than the capacity value {}",
+        written(total_raw)
+    );
+    let over = |q: Quantity| total.is_some_and(|t| q > t);
+    if !values.is_empty() {
+        let path = format!("{at}.validValues");
+        if values.len() > MAX_VALID_VALUES {
+            v.too_many(&path, values.len(), MAX_VALID_VALUES, "items");
+            return;
+        }
+        if default_raw.is_null() {
+            v.required(
+                &format!("{at}.default"),
+                "required when `validValues` is set",
+            );
+            return;
+        }
+        let mut seen: Vec<Quantity> = Vec::new();
+        let mut previous: Option<Quantity> = None;
+        for (i, raw) in values.iter().enumerate() {
+            let field = format!("{path}[{i}]");
+            let Some(q) = quantity(v, raw, &field) else {
+                continue;
+            };
+            if previous.is_some_and(|prev| q < prev) {
+                v.invalid(&field, &Value::from(written(raw)), "must not be smaller than the value before it: values are sorted in ascending order");
+            }
+            previous = Some(q);
+            if over(q) {
+                v.invalid(&field, &Value::from(written(raw)), &cap_words);
+            }
+            if seen.contains(&q) {
+                v.duplicate(&field, &written(raw));
+            }
+            seen.push(q);
+        }
+        if let Some(d) = default
+            && !seen.contains(&d)
+        {
+            v.invalid(
+                &path,
+                &Value::from(written(default_raw)),
+                "the default must be one of the valid values",
+            );
+        }
+        return;
+    }
+    if range.is_null() {
+        return;
+    }
+    let path = format!("{at}.validRange");
+    if default_raw.is_null() {
+        v.required(
+            &format!("{at}.default"),
+            "required when `validRange` is set",
+        );
+        return;
+    }
+    let min_raw = &range["min"];
+    if min_raw.is_null() {
+        v.required(&format!("{path}.min"), "required when `validRange` is set");
+        return;
+    }
+    let bound = |v: &mut Causes, key: &str| {
+        let raw = &range[key];
+        (!raw.is_null())
+            .then(|| quantity(v, raw, &format!("{path}.{key}")))
+            .flatten()
+    };
+    let min = bound(v, "min");
+    let max = bound(v, "max");
+    let step_raw = &range["step"];
+    let step = match step_raw {
+        Value::Null => None,
+        raw => match quantity(v, raw, &format!("{path}.step")) {
+            Some(q) if q.sign() == 0 => {
+                v.invalid(
+                    &format!("{path}.step"),
+                    &Value::from(written(raw)),
+                    "must be greater than zero",
+                );
+                None
+            }
+            q => q,
+        },
+    };
+    let shown = |raw: &Value| Value::from(written(raw));
+    // Upstream reports the default's place in the range under
+    // `validRange.default`; so does this.
+    let default_at = format!("{path}.default");
+    if let Some(min) = min {
+        if over(min) {
+            v.invalid(&format!("{path}.min"), &shown(min_raw), &cap_words);
+        }
+        if default.is_some_and(|d| d < min) {
+            v.invalid(
+                &default_at,
+                &shown(default_raw),
+                &format!("must not be smaller than the minimum {}", written(min_raw)),
+            );
+        }
+    }
+    if let Some(max) = max {
+        let max_raw = &range["max"];
+        if min.is_some_and(|m| m > max) {
+            v.invalid(
+                &format!("{path}.max"),
+                &shown(max_raw),
+                &format!("must not be smaller than the minimum {}", written(min_raw)),
+            );
+        }
+        if over(max) {
+            v.invalid(&format!("{path}.max"), &shown(max_raw), &cap_words);
+        }
+        if default.is_some_and(|d| d > max) {
+            v.invalid(
+                &default_at,
+                &shown(default_raw),
+                &format!("must not be larger than the maximum {}", written(max_raw)),
+            );
+        }
+    }
+    let (Some(min), Some(step)) = (min, step) else {
+        return;
+    };
+    let step_at = format!("{path}.step");
+    if let (Some(t), Some(first)) = (total, min.checked_add(step))
+        && first > t
+    {
+        v.invalid(
+            &step_at,
+            &shown(step_raw),
+            &format!(
+                "the minimum plus one step must not be larger than the capacity value {}",
+                written(total_raw)
+            ),
+        );
+    }
+    let (base, size) = (i128::from(min.value()), i128::from(step.value()));
+    for (q, raw) in [(default, default_raw), (max, &range["max"])] {
+        if let Some(q) = q
+            && size > 0
+            && (i128::from(q.value()) - base) % size != 0
+        {
+            v.invalid(
+                &step_at,
+                &shown(raw),
+                &format!(
+                    "must be the minimum {} plus a whole number of steps of {}",
+                    written(min_raw),
+                    written(step_raw)
+                ),
+            );
+        }
+    }
+}
+
+/// A map of capacity names to quantities (a request's `capacity.requests`,
+/// a result's `consumedCapacity`): qualified names, quantities of at
+/// least zero.
+fn capacity_amounts(v: &mut Causes, map: &Value, path: &str) {
+    if map.is_null() {
+        return;
+    }
+    let Some(entries) = map.as_object() else {
+        v.invalid(path, map, "must be a map of capacity names to quantities");
+        return;
+    };
+    for (key, value) in entries {
+        let field = format!("{path}[{key}]");
+        qualified_name(v, key, &field);
+        quantity(v, value, &field);
+    }
+}
+
+/// A share ID: a UID in its normalized form (lowercase, hyphenated).
+fn share_id(v: &mut Causes, value: &Value, field: &str) {
+    let ok = value.as_str().is_some_and(|s| {
+        s.len() == 36
+            && s.bytes().enumerate().all(|(i, b)| match i {
+                8 | 13 | 18 | 23 => b == b'-',
+                _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
+            })
+    });
+    if !ok {
+        v.invalid(
+            field,
+            value,
+            "must be a UID in its normalized form: 32 lowercase hexadecimal digits grouped 8-4-4-4-12 by hyphens",
         );
     }
 }
@@ -1098,6 +1405,334 @@ mod tests {
             f,
             [
                 "spec.devices[0]: Invalid value: 33: the total number of attributes and capacities must not exceed 32"
+            ]
+        );
+    }
+
+    /// A slice of one device with capacity `bw` (`value` and the
+    /// `requestPolicy` given), shared or not.
+    fn shared_slice(shared: bool, policy: Value) -> Value {
+        let mut device = json!({"name": "nic-0", "capacity": {"bw": {"value": "100Gi"}}});
+        if shared {
+            device["allowMultipleAllocations"] = json!(true);
+        }
+        if !policy.is_null() {
+            device["capacity"]["bw"]["requestPolicy"] = policy;
+        }
+        json!({"spec": {"driver": "d.io", "nodeName": "n",
+            "pool": {"name": "n", "generation": 0, "resourceSliceCount": 1},
+            "devices": [device]}})
+    }
+
+    #[test]
+    fn request_policies_of_consumable_capacity() {
+        const AT: &str = "spec.devices[0].capacity[bw].requestPolicy";
+        let accepted = [
+            json!(null),
+            json!({"default": "10Gi"}),
+            json!({"default": "10Gi", "validRange": {"min": "1Gi"}}),
+            json!({"default": "10Gi", "validRange": {"min": "0", "max": "100Gi", "step": "1Gi"}}),
+            json!({"default": "10Gi", "validRange": {"min": "2Gi", "max": "98Gi", "step": "4Gi"}}),
+            json!({"default": "10Gi", "validValues": ["1Gi", "10Gi", "100Gi"]}),
+        ];
+        for policy in accepted {
+            let f = fields("ResourceSlice", shared_slice(true, policy.clone()));
+            assert!(f.is_empty(), "{policy}: {f:?}");
+        }
+        let many: Vec<String> = (1..=11).map(|i| format!("{i}Gi")).collect();
+        let refused = [
+            (
+                false,
+                json!({"default": "10Gi"}),
+                format!(
+                    "{AT}: Forbidden: only a device with `allowMultipleAllocations: true` may have a request policy"
+                ),
+            ),
+            (
+                true,
+                json!({"default": "1Gi", "validValues": ["1Gi"], "validRange": {"min": "1Gi"}}),
+                format!(
+                    "{AT}: Forbidden: only one of `validValues` and `validRange` may be set, not both"
+                ),
+            ),
+            (
+                true,
+                json!({"validValues": ["1Gi"]}),
+                format!("{AT}.default: Required value: required when `validValues` is set"),
+            ),
+            (
+                true,
+                json!({"default": "1Gi", "validValues": many}),
+                format!("{AT}.validValues: Too many: 11: must have at most 10 items"),
+            ),
+            (
+                true,
+                json!({"default": "1Gi", "validValues": ["2Gi", "1Gi"]}),
+                format!(
+                    "{AT}.validValues[1]: Invalid value: \"1Gi\": must not be smaller than the value before it: values are sorted in ascending order"
+                ),
+            ),
+            (
+                true,
+                json!({"default": "1Gi", "validValues": ["1Gi", "1024Mi"]}),
+                format!("{AT}.validValues[1]: Duplicate value: \"1024Mi\""),
+            ),
+            (
+                true,
+                json!({"default": "1Gi", "validValues": ["1Gi", "200Gi"]}),
+                format!(
+                    "{AT}.validValues[1]: Invalid value: \"200Gi\": must not be larger than the capacity value 100Gi"
+                ),
+            ),
+            (
+                true,
+                json!({"default": "3Gi", "validValues": ["1Gi", "2Gi"]}),
+                format!(
+                    "{AT}.validValues: Invalid value: \"3Gi\": the default must be one of the valid values"
+                ),
+            ),
+            (
+                true,
+                json!({"default": "-1", "validValues": ["1Gi"]}),
+                format!("{AT}.default: Invalid value: \"-1\": must be greater than or equal to 0"),
+            ),
+            (
+                true,
+                json!({"default": "1Gi", "validValues": ["1Gi", "x"]}),
+                format!("{AT}.validValues[1]: Invalid value: \"x\": {QUANTITY_WORDS}"),
+            ),
+            (
+                true,
+                json!({"validRange": {"min": "1Gi"}}),
+                format!("{AT}.default: Required value: required when `validRange` is set"),
+            ),
+            (
+                true,
+                json!({"default": "1Gi", "validRange": {"max": "2Gi"}}),
+                format!("{AT}.validRange.min: Required value: required when `validRange` is set"),
+            ),
+            (
+                true,
+                json!({"default": "1Gi", "validRange": {"min": "-1Gi"}}),
+                format!(
+                    "{AT}.validRange.min: Invalid value: \"-1Gi\": must be greater than or equal to 0"
+                ),
+            ),
+            (
+                true,
+                json!({"default": "200Gi", "validRange": {"min": "101Gi"}}),
+                format!(
+                    "{AT}.validRange.min: Invalid value: \"101Gi\": must not be larger than the capacity value 100Gi"
+                ),
+            ),
+            (
+                true,
+                json!({"default": "1Gi", "validRange": {"min": "2Gi"}}),
+                format!(
+                    "{AT}.validRange.default: Invalid value: \"1Gi\": must not be smaller than the minimum 2Gi"
+                ),
+            ),
+            (
+                true,
+                json!({"default": "4Gi", "validRange": {"min": "4Gi", "max": "3Gi"}}),
+                format!(
+                    "{AT}.validRange.max: Invalid value: \"3Gi\": must not be smaller than the minimum 4Gi"
+                ),
+            ),
+            (
+                true,
+                json!({"default": "4Gi", "validRange": {"min": "4Gi", "max": "200Gi"}}),
+                format!(
+                    "{AT}.validRange.max: Invalid value: \"200Gi\": must not be larger than the capacity value 100Gi"
+                ),
+            ),
+            (
+                true,
+                json!({"default": "9Gi", "validRange": {"min": "4Gi", "max": "8Gi"}}),
+                format!(
+                    "{AT}.validRange.default: Invalid value: \"9Gi\": must not be larger than the maximum 8Gi"
+                ),
+            ),
+            (
+                true,
+                json!({"default": "4Gi", "validRange": {"min": "4Gi", "step": "0"}}),
+                format!("{AT}.validRange.step: Invalid value: \"0\": must be greater than zero"),
+            ),
+            (
+                true,
+                json!({"default": "60Gi", "validRange": {"min": "60Gi", "step": "60Gi"}}),
+                format!(
+                    "{AT}.validRange.step: Invalid value: \"60Gi\": the minimum plus one step must not be larger than the capacity value 100Gi"
+                ),
+            ),
+            (
+                true,
+                json!({"default": "5Gi", "validRange": {"min": "2Gi", "step": "2Gi"}}),
+                format!(
+                    "{AT}.validRange.step: Invalid value: \"5Gi\": must be the minimum 2Gi plus a whole number of steps of 2Gi"
+                ),
+            ),
+            (
+                true,
+                json!({"default": "4Gi", "validRange": {"min": "2Gi", "max": "9Gi", "step": "2Gi"}}),
+                format!(
+                    "{AT}.validRange.step: Invalid value: \"9Gi\": must be the minimum 2Gi plus a whole number of steps of 2Gi"
+                ),
+            ),
+        ];
+        for (shared, policy, want) in refused {
+            let f = fields("ResourceSlice", shared_slice(shared, policy.clone()));
+            assert_eq!(f.first(), Some(&want), "{policy}");
+            // A maximum below the minimum leaves no room for the default
+            // either, and that is said too.
+            let also = usize::from(policy.pointer("/validRange/max") == Some(&json!("3Gi")));
+            assert_eq!(f.len(), 1 + also, "{policy}: {f:?}");
+        }
+    }
+
+    #[test]
+    fn capacity_requests_are_named_quantities() {
+        let request = |requests: Value| {
+            claim(json!([
+                {"name": "a", "exactly": {"deviceClassName": "c", "capacity": {"requests": requests}}},
+                {"name": "b", "firstAvailable": [{"name": "x", "deviceClassName": "c",
+                    "capacity": {"requests": requests}}]}
+            ]))
+        };
+        for ok in [
+            json!({}),
+            json!({"bw": "10Gi"}),
+            json!({"nic.example.com/bandwidth": "1G", "slots": 2, "zero": "0"}),
+        ] {
+            let f = fields("ResourceClaim", request(ok.clone()));
+            assert!(f.is_empty(), "{ok}: {f:?}");
+        }
+        let refused = [
+            (
+                json!({"Bad-Name": "1"}),
+                "[Bad-Name]: Invalid value: \"Bad-Name\": must be a C identifier of at most 32 characters, optionally prefixed by a DNS subdomain and '/'",
+            ),
+            (
+                json!({"bw": "-1Gi"}),
+                "[bw]: Invalid value: \"-1Gi\": must be greater than or equal to 0",
+            ),
+            (
+                json!({"bw": "lots"}),
+                "[bw]: Invalid value: \"lots\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            ),
+        ];
+        for (requests, tail) in refused {
+            let f = fields("ResourceClaimTemplate", {
+                let c = request(requests.clone());
+                json!({"spec": c})
+            });
+            assert_eq!(
+                f,
+                [
+                    format!("spec.spec.devices.requests[0].exactly.capacity.requests{tail}"),
+                    format!(
+                        "spec.spec.devices.requests[1].firstAvailable[0].capacity.requests{tail}"
+                    ),
+                ],
+                "{requests}"
+            );
+        }
+    }
+
+    #[test]
+    fn shared_results_and_device_statuses() {
+        const A: &str = "0b4f2f4e-5d3c-4c3b-9a1e-7f6d5c4b3a21";
+        const B: &str = "1c5a3a5f-6e4d-4d4c-8b2f-8a7e6d5c4b32";
+        let result = |share: Option<&str>, consumed: Value| {
+            let mut r = json!({"request": "nic", "driver": "d.io", "pool": "p", "device": "nic-0"});
+            if let Some(s) = share {
+                r["shareID"] = json!(s);
+            }
+            if !consumed.is_null() {
+                r["consumedCapacity"] = consumed;
+            }
+            r
+        };
+        let status_of = |results: Vec<Value>, devices: Value| {
+            json!({"spec": {"devices": {"requests": [{"name": "nic", "exactly": {"deviceClassName": "c"}}]}},
+                "status": {"allocation": {"devices": {"results": results}}, "devices": devices}})
+        };
+        let device = |share: Option<&str>| {
+            let mut d = json!({"driver": "d.io", "pool": "p", "device": "nic-0"});
+            if let Some(s) = share {
+                d["shareID"] = json!(s);
+            }
+            d
+        };
+        let check = |c: Value| -> Vec<String> {
+            status("ResourceClaim", &c)
+                .into_iter()
+                .map(|c| format!("{}: {}", c.field, c.message))
+                .collect()
+        };
+        // One device shared twice, each share with its own status.
+        let ok = status_of(
+            vec![
+                result(Some(A), json!({"bw": "10Gi"})),
+                result(Some(B), json!({"bw": "20Gi"})),
+            ],
+            json!([device(Some(A)), device(Some(B))]),
+        );
+        assert!(check(ok.clone()).is_empty(), "{:?}", check(ok));
+        // An unshared device keeps its status without a share ID.
+        let plain = status_of(vec![result(None, Value::Null)], json!([device(None)]));
+        assert!(check(plain).is_empty());
+
+        let refused = [
+            (
+                status_of(vec![result(Some("not-a-uid"), Value::Null)], json!([])),
+                "status.allocation.devices.results[0].shareID: Invalid value: \"not-a-uid\": must be a UID in its normalized form: 32 lowercase hexadecimal digits grouped 8-4-4-4-12 by hyphens".to_string(),
+            ),
+            (
+                status_of(vec![result(Some(&A.to_uppercase()), Value::Null)], json!([])),
+                format!(
+                    "status.allocation.devices.results[0].shareID: Invalid value: \"{}\": must be a UID in its normalized form: 32 lowercase hexadecimal digits grouped 8-4-4-4-12 by hyphens",
+                    A.to_uppercase()
+                ),
+            ),
+            (
+                status_of(vec![result(Some(A), json!({"bw": "-1"}))], json!([])),
+                "status.allocation.devices.results[0].consumedCapacity[bw]: Invalid value: \"-1\": must be greater than or equal to 0".to_string(),
+            ),
+            (
+                status_of(vec![result(Some(A), json!({"a/b/c": "1"}))], json!([])),
+                "status.allocation.devices.results[0].consumedCapacity[a/b/c]: Invalid value: \"a/b/c\": must be a C identifier of at most 32 characters, optionally prefixed by a DNS subdomain and '/'".to_string(),
+            ),
+            (
+                status_of(vec![result(Some(A), Value::Null)], json!([device(None)])),
+                "status.devices[0]: Invalid value: d.io/p/nic-0: must be an allocated device in the claim".to_string(),
+            ),
+            (
+                status_of(vec![result(Some(A), Value::Null)], json!([device(Some(B))])),
+                format!("status.devices[0]: Invalid value: d.io/p/nic-0/{B}: must be an allocated device in the claim"),
+            ),
+            (
+                status_of(
+                    vec![result(Some(A), Value::Null)],
+                    json!([device(Some(A)), device(Some(A))]),
+                ),
+                format!("status.devices[1]: Duplicate value: d.io/p/nic-0/{A}"),
+            ),
+            (
+                status_of(vec![result(None, Value::Null)], json!([{"driver": "d.io", "pool": "p", "device": "nic-0", "shareID": "x"}])),
+                "status.devices[0].shareID: Invalid value: \"x\": must be a UID in its normalized form: 32 lowercase hexadecimal digits grouped 8-4-4-4-12 by hyphens".to_string(),
+            ),
+        ];
+        for (claim, want) in refused {
+            let f = check(claim.clone());
+            assert!(f.contains(&want), "{claim}: {f:?}");
+        }
+        // A status without an allocation names no allocated device.
+        let unallocated = json!({"spec": {}, "status": {"devices": [device(None)]}});
+        assert_eq!(
+            check(unallocated),
+            [
+                "status.devices[0]: Invalid value: d.io/p/nic-0: must be an allocated device in the claim"
             ]
         );
     }
