@@ -5,7 +5,8 @@
 //! constraint bind where their devices are, each device is allocated to one
 //! claim, claims are reserved for their pods, a pod whose devices do not
 //! exist stays pending naming the claim and what is free, and deleting a
-//! pod frees its devices for the next.
+//! pod frees its devices for the next; pods share a device that allows
+//! multiple allocations while its capacity lasts.
 //!
 //! kubectl comes from $MUSTER_KUBECTL or `.tools/kubectl`, fetched with
 //! `tests/support/fetch-tools.sh` when missing.
@@ -50,6 +51,25 @@ spec:
       constraints:
       - matchAttribute: gpu.kwok.muster.dev/pcieRoot
 "#;
+
+/// The simulated cluster of nodes from `template`, kubectl on it, and the
+/// daemon (the directory holds kubectl's kubeconfig).
+async fn start(
+    template: muster::kwok::templates::NodeTemplate,
+) -> (
+    e2e::Env,
+    Kubectl,
+    muster::daemon::RunningDaemon,
+    tempfile::TempDir,
+) {
+    let env = e2e::cluster(vec![template]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let k = Kubectl::new(kubeconfig);
+    let daemon = e2e::daemon(&env, e2e::test_config("")).await;
+    (env, k, daemon, dir)
+}
 
 /// A pod of ours with one claim entry, `source` naming its claim or template.
 fn claiming_pod(name: &str, entry: &str, source: &str) -> String {
@@ -199,12 +219,7 @@ async fn pods_get_their_devices_and_give_them_back() {
     devices.memory = Some("80Gi".into());
     devices.pcie_roots = 2;
     template.devices = Some(devices);
-    let env = e2e::cluster(vec![template]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    env.cluster.write_kubeconfig(&kubeconfig).unwrap();
-    let k = Kubectl::new(kubeconfig);
-    let daemon = e2e::daemon(&env, e2e::test_config("")).await;
+    let (env, k, daemon, _dir) = start(template).await;
 
     k.apply(CLASS_AND_TEMPLATE).await;
     let slices = k.ok(&["get", "resourceslices"]).await;
@@ -314,12 +329,7 @@ async fn the_example_driver_shapes_schedule() {
     devices.model = "LATEST-GPU-MODEL".into();
     devices.memory = Some("80Gi".into());
     template.devices = Some(devices);
-    let env = e2e::cluster(vec![template]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    env.cluster.write_kubeconfig(&kubeconfig).unwrap();
-    let k = Kubectl::new(kubeconfig);
-    let daemon = e2e::daemon(&env, e2e::test_config("")).await;
+    let (env, k, daemon, _dir) = start(template).await;
     k.apply(
         r#"
 apiVersion: resource.k8s.io/v1
@@ -461,12 +471,7 @@ where
 async fn a_claim_deleted_while_its_pod_binds_is_kept_until_the_pod_is_gone() {
     let mut template = e2e::nodes(1, "8");
     template.devices = Some(DeviceTemplate::with_count(1));
-    let env = e2e::cluster(vec![template]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    env.cluster.write_kubeconfig(&kubeconfig).unwrap();
-    let k = Kubectl::new(kubeconfig);
-    let daemon = e2e::daemon(&env, e2e::test_config("")).await;
+    let (env, k, daemon, _dir) = start(template).await;
     // The binding is delayed: the claim is deleted in between.
     env.cluster.set_faults(vec![
         "resource=pods/binding,latency-ms=2000"
@@ -533,12 +538,7 @@ spec:
 async fn a_claim_being_deleted_is_released_by_its_pending_pod() {
     let mut template = e2e::nodes(1, "8");
     template.devices = Some(DeviceTemplate::with_count(1));
-    let env = e2e::cluster(vec![template]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    env.cluster.write_kubeconfig(&kubeconfig).unwrap();
-    let k = Kubectl::new(kubeconfig);
-    let daemon = e2e::daemon(&env, e2e::test_config("")).await;
+    let (env, k, daemon, _dir) = start(template).await;
     k.apply(CLASS_AND_TEMPLATE).await;
     k.apply(
         r#"
@@ -595,4 +595,99 @@ spec:
         .expect("w0");
     assert!(!e2e::bound(&w0), "w0 is not bound");
     daemon.shutdown().await.expect("clean shutdown");
+}
+
+const NIC_CLASS_AND_CLAIM: &str = r#"
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: nic.kwok.muster.dev}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.kwok.muster.dev" && device.allowMultipleAllocations'}
+"#;
+
+/// A pod with a claim of its own for `amount` of a shared NIC's bandwidth.
+fn nic_pod(name: &str, amount: &str) -> String {
+    format!(
+        r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: {name}-net, namespace: default}}
+spec:
+  devices:
+    requests:
+    - name: net
+      exactly:
+        deviceClassName: nic.kwok.muster.dev
+        capacity: {{requests: {{bandwidth: {amount}}}}}
+---
+{}"#,
+        claiming_pod(name, "net", &format!("resourceClaimName: {name}-net"))
+    )
+}
+
+/// Consumable capacity: pods share one NIC while its bandwidth lasts, each
+/// share recorded with its ID and what it consumes (rounded up to a step);
+/// the pod that would overcommit it waits, saying so, and binds once a
+/// share is given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_share_a_device_by_its_capacity() {
+    let mut template = e2e::nodes(1, "8");
+    let mut devices = DeviceTemplate::with_count(1);
+    devices.shared = Some(muster::kwok::devices::Shared {
+        count: 1,
+        model: "kwok-nic".into(),
+        capacity: "bandwidth".into(),
+        value: "100G".into(),
+        default: "10G".into(),
+        step: Some("10G".into()),
+    });
+    template.devices = Some(devices);
+    let (env, k, _daemon, _dir) = start(template).await;
+    k.apply(NIC_CLASS_AND_CLAIM).await;
+
+    // 45G rounds up to 50G: two such shares fill the NIC.
+    k.apply(&nic_pod("a", "45G")).await;
+    k.apply(&nic_pod("b", "50G")).await;
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        ["a", "b"].iter().all(|n| p.get(*n).is_some_and(e2e::bound))
+    })
+    .await;
+    let all = claims(&env).await;
+    let mut shares = BTreeSet::new();
+    for name in ["a-net", "b-net"] {
+        let r = &all[name]
+            .status
+            .as_ref()
+            .and_then(|s| s.allocation.as_ref())
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.clone())
+            .expect("allocated")[0];
+        assert!(r.device.starts_with("nic-"), "{r:?}");
+        let consumed = r.consumed_capacity.as_ref().expect("consumedCapacity");
+        assert_eq!(consumed["bandwidth"].0, "50000000000", "{consumed:?}");
+        shares.insert(r.share_id.clone().expect("shareID"));
+    }
+    assert_eq!(shares.len(), 2, "two shares of one device");
+    assert!(
+        pods.values()
+            .all(|p| p.spec.as_ref().unwrap().node_name.is_some())
+    );
+
+    // A third share would overcommit the NIC: it waits, and says why.
+    k.apply(&nic_pod("c", "10G")).await;
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        p.get("c")
+            .and_then(e2e::pod_condition_message)
+            .is_some_and(|m| m.contains("without the capacity requested left"))
+    })
+    .await;
+    assert!(!e2e::bound(&pods["c"]));
+
+    // One share given back: the third pod takes its place.
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), "default");
+    api.delete("a", &DeleteParams::default())
+        .await
+        .expect("delete a");
+    e2e::wait_pods(&env, "default", |p| p.get("c").is_some_and(e2e::bound)).await;
 }

@@ -73,9 +73,12 @@ impl NullDevices {
                 let name = node["metadata"]["name"].as_str()?;
                 let t = devices::of_node(node)?;
                 let (_, slice) = devices::node_slice(name, node, &t);
+                // Shared devices (consumable capacity) are not handed out
+                // whole; the null scheduler leaves them alone.
                 let devices = slice["devices"]
                     .as_array()?
                     .iter()
+                    .filter(|d| d["allowMultipleAllocations"] != true)
                     .filter_map(|d| d["name"].as_str().map(str::to_string))
                     .collect();
                 Some(NodeDevices {
