@@ -89,6 +89,36 @@ impl Drop for Scheduler {
     }
 }
 
+/// On a failing run, prints the end of each scheduler's log before the
+/// temporary directory holding them goes.
+struct TailLogsOnPanic(PathBuf);
+
+impl Drop for TailLogsOnPanic {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(&self.0) else {
+            return;
+        };
+        let mut logs: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .collect();
+        logs.sort();
+        for log in logs {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(40)..];
+            eprintln!(
+                "chaos: the last lines of {}:\n{}",
+                log.display(),
+                tail.join("\n")
+            );
+        }
+    }
+}
+
 fn spawn_scheduler(dir: &Path, identity: &str) -> Scheduler {
     let log = std::fs::File::create(dir.join(format!("{identity}.log"))).expect("log file");
     let child = Command::new(env!("CARGO_BIN_EXE_muster"))
@@ -248,13 +278,26 @@ async fn allocatable(env: &Env) -> BTreeMap<String, i64> {
 /// one named claim of a GPU (created first, so they are placed early; they
 /// request no cpu, so each step's cpu arithmetic is that of its 1-cpu pods).
 async fn batch(env: &Env, tag: &str, gangs: usize, plain: usize) -> usize {
-    batch_of(env, tag, gangs, plain, true).await
+    batch_of(env, tag, gangs, plain, Gpus::All).await
 }
 
-/// [`batch`], with devices or not.
-async fn batch_of(env: &Env, tag: &str, gangs: usize, plain: usize, devices: bool) -> usize {
+/// Which pods of a batch claim GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gpus {
+    None,
+    /// Only the two pods sharing one named claim (they request no cpu, so
+    /// they fit wherever a GPU is free: a batch that fills the last free
+    /// cpus never depends on free cpus and free GPUs being on one node).
+    Shared,
+    /// The shared claim, the first gang's members and three plain pods.
+    All,
+}
+
+/// [`batch`], with the GPUs `gpus` says.
+async fn batch_of(env: &Env, tag: &str, gangs: usize, plain: usize, gpus: Gpus) -> usize {
+    let devices = gpus == Gpus::All;
     let mut pods = Vec::new();
-    if devices {
+    if gpus != Gpus::None {
         let shared = format!("shared-{tag}");
         create_named_claim(env, &shared).await;
         for i in 0..2 {
@@ -416,7 +459,7 @@ async fn stalled_pod_watch(env: &Env, cpu: &BTreeMap<String, i64>) {
     env.cluster.set_faults(vec![scheduler_only(
         "resource=pods/binding,latency-ms=1000",
     )]);
-    let n = batch_of(env, "stall", 4, total as usize - 12 + overflow, false).await;
+    let n = batch_of(env, "stall", 4, total as usize - 12 + overflow, Gpus::None).await;
     // Wait until the scheduler has seen every pod: the overflow is refused
     // because the rest hold (assumed) capacity.
     let seen = wait_audited(env, |pods| {
@@ -687,6 +730,7 @@ async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
     let keep = std::env::var_os("CHAOS_KEEP_LOGS").is_some();
     eprintln!("chaos: scheduler logs in {}", tmp.path().display());
     let dir = write_rules(tmp.path(), &env);
+    let _tails = TailLogsOnPanic(dir.clone());
     let _kept = keep.then(|| tmp.path().to_path_buf());
     if keep {
         std::mem::forget(tmp);
@@ -792,7 +836,13 @@ async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
     let n = batch(&env, "frozen", 4, 6).await;
     settle(&env, "frozen", n, &cpu).await;
     signal(&pair[frozen], "-CONT");
-    let n = batch(&env, "thawed", 2, 0).await;
+    // The frozen step's pods stay (the thawed leader's stale view lacks
+    // them), using 18 of the 24 cpus and 7 of the 12 GPUs: this batch takes
+    // the last 6 cpus with cpu-only gangs, and a GPU through the shared
+    // claim. Gang members with GPUs of their own would need a free cpu and
+    // a free GPU on one node, which the frozen step's placement may not
+    // leave.
+    let n = batch_of(&env, "thawed", 2, 0, Gpus::Shared).await;
     settle(&env, "thawed", n, &cpu).await;
     let mut thawed = pair.remove(frozen);
     // Waits for the process to exit (its own event), bounded by the hang guard.
