@@ -1,11 +1,12 @@
 //! The chaos suite, bounded for `make test`: `muster run` as separate
 //! processes against `muster cluster` whose faults change step by step, with
 //! kill -9 mid-binding and a leader frozen (SIGSTOP) while a standby takes
-//! over, then thawed (SIGCONT). The cluster publishes devices (two GPUs per
-//! node, the kwok DRA driver's ResourceSlices, one DeviceClass), and every
-//! batch but the stall step's contends for them: the first gang's members
-//! and up to three plain pods ask for a GPU each through a
-//! ResourceClaimTemplate, two pods share one named ResourceClaim. The
+//! over, then thawed (SIGCONT). The cluster publishes devices (two GPUs and
+//! a NIC many claims share per node, the kwok DRA driver's ResourceSlices,
+//! a DeviceClass for each), and every batch but the stall step's contends
+//! for them: the first gang's members and up to three plain pods ask for a
+//! GPU each through a ResourceClaimTemplate, two pods share one named
+//! ResourceClaim, and two take 30G of a NIC's bandwidth each. The
 //! cluster is audited from the outside, through the API, as an operator
 //! would:
 //!
@@ -13,7 +14,9 @@
 //!   cpu than it has;
 //! - I9 on every ResourceClaim event, and read again from the API when a
 //!   step settles: no device (driver, pool, device) is in two claims'
-//!   allocations (admin access excepted); every bound pod with claims has
+//!   allocations whole (admin access excepted), each share of a shared
+//!   device is one claim's, and (read from the API) the shares of a device
+//!   consume no more than its capacity; every bound pod with claims has
 //!   each claim allocated, reserved for it, and reaching its node;
 //! - I1 when a step settles: every gang has none or at least `minCount`
 //!   members bound;
@@ -285,11 +288,12 @@ async fn batch(env: &Env, tag: &str, gangs: usize, plain: usize) -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Gpus {
     None,
-    /// Only the two pods sharing one named claim (they request no cpu, so
-    /// they fit wherever a GPU is free: a batch that fills the last free
-    /// cpus never depends on free cpus and free GPUs being on one node).
+    /// Only the two pods sharing one named claim, and the two taking a
+    /// share of a NIC (they request no cpu, so they fit wherever a GPU or
+    /// bandwidth is free: a batch that fills the last free cpus never
+    /// depends on free cpus and free GPUs being on one node).
     Shared,
-    /// The shared claim, the first gang's members and three plain pods.
+    /// Those, the first gang's members and three plain pods.
     All,
 }
 
@@ -303,6 +307,13 @@ async fn batch_of(env: &Env, tag: &str, gangs: usize, plain: usize, gpus: Gpus) 
         for i in 0..2 {
             let p = pod(&format!("plain-{tag}-s{i}"), "0", "muster", None);
             pods.push(with_gpu(p, Gpu::Named(&shared)));
+        }
+        // Two shares of NICs (each node's NIC holds three such).
+        for i in 0..2 {
+            let claim = format!("net-{tag}-{i}");
+            create_net_claim(env, &claim).await;
+            let p = pod(&format!("plain-{tag}-n{i}"), "0", "muster", None);
+            pods.push(with_net(p, &claim));
         }
     }
     for g in 0..gangs {
@@ -723,7 +734,16 @@ async fn group_changes_while_waiting(env: &Env, cpu: &BTreeMap<String, i64>) {
 async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
     let mut rng = fastrand::Rng::with_seed(seed());
     let mut template = nodes(6, "4");
-    template.devices = Some(DeviceTemplate::with_count(DEVICES_PER_NODE));
+    let mut devices = DeviceTemplate::with_count(DEVICES_PER_NODE);
+    devices.shared = Some(muster::kwok::devices::Shared {
+        count: 1,
+        model: "kwok-nic".into(),
+        capacity: "bandwidth".into(),
+        value: "100G".into(),
+        default: "10G".into(),
+        step: Some("10G".into()),
+    });
+    template.devices = Some(devices);
     let env = cluster(vec![template]).await;
     publish_device_class(&env).await;
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -879,25 +899,32 @@ async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
 
 // ---- Devices (DRA): the class, the claims, and the I9 audit ----
 
-/// The kwok DRA driver's devices: `DEVICES_PER_NODE` GPUs on each node, in
-/// a pool named after the node, published in one ResourceSlice per node.
+/// The kwok DRA driver's devices: `DEVICES_PER_NODE` GPUs and a shared NIC
+/// (100G of bandwidth, in steps of 10G) on each node, in a pool named after
+/// the node, published in one ResourceSlice per node.
 const DRIVER: &str = muster::kwok::devices::DEFAULT_DRIVER;
 const DEVICES_PER_NODE: usize = 2;
+/// The class of the shared NICs.
+const NIC_CLASS: &str = "nic.kwok.muster.dev";
 /// A template of one GPU (each pod's own claim).
 const ONE_GPU: &str = "one-gpu";
 
-/// The DeviceClass of the driver's GPUs and a template of one.
+/// The DeviceClasses of the driver's GPUs and NICs, and a template of one
+/// GPU.
 async fn publish_device_class(env: &Env) {
-    let class: DeviceClass = serde_json::from_value(json!({
-        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-        "metadata": {"name": DRIVER},
-        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}
-    }))
-    .expect("class json");
-    Api::<DeviceClass>::all(env.client.clone())
-        .create(&PostParams::default(), &class)
-        .await
-        .expect("create device class");
+    for (name, shared) in [(DRIVER, "!"), (NIC_CLASS, "")] {
+        let class: DeviceClass = serde_json::from_value(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": format!(
+                "device.driver == \"{DRIVER}\" && {shared}device.allowMultipleAllocations")}}]}
+        }))
+        .expect("class json");
+        Api::<DeviceClass>::all(env.client.clone())
+            .create(&PostParams::default(), &class)
+            .await
+            .expect("create device class");
+    }
     let template: ResourceClaimTemplate = serde_json::from_value(json!({
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
         "metadata": {"name": ONE_GPU, "namespace": NS},
@@ -928,6 +955,32 @@ async fn create_named_claim(env: &Env, name: &str) {
         .create(&PostParams::default(), &claim)
         .await
         .expect("create claim");
+}
+
+/// A claim of its own for 30G of a shared NIC's bandwidth.
+async fn create_net_claim(env: &Env, name: &str) {
+    let claim: ResourceClaim = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"devices": {"requests": [{"name": "net", "exactly": {
+            "deviceClassName": NIC_CLASS,
+            "capacity": {"requests": {"bandwidth": "30G"}},
+        }}]}}
+    }))
+    .expect("claim json");
+    Api::<ResourceClaim>::namespaced(env.client.clone(), NS)
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("create claim");
+}
+
+/// `p` taking its share of a NIC through the claim `claim`.
+fn with_net(p: Pod, claim: &str) -> Pod {
+    let mut v = serde_json::to_value(p).expect("pod json");
+    v["spec"]["resourceClaims"] = json!([{"name": "net", "resourceClaimName": claim}]);
+    v["spec"]["containers"][0]["resources"]["claims"] = json!([{"name": "net"}]);
+    DRA_PODS.fetch_add(1, Ordering::Relaxed);
+    serde_json::from_value(v).expect("pod json")
 }
 
 /// Where a pod's claim `gpu` comes from.
@@ -1308,10 +1361,58 @@ async fn audit_i9(env: &Env) {
     if let Err(why) = devices_unshared(&claims) {
         panic!("I9: {why}");
     }
+    let slices = Api::<ResourceSlice>::all(env.client.clone())
+        .list(&lp)
+        .await
+        .expect("slices")
+        .items;
+    if let Err(why) = shares_fit(&claims, &slices) {
+        panic!("I9: {why}");
+    }
     let world = World { pods, claims };
     if let Err(why) = pods_hold_their_claims(&world, Some(&labels)) {
         panic!("I9: {why}");
     }
+}
+
+/// I9, shared devices: the shares of a device consume no more than each of
+/// its capacities (as its slice publishes them).
+fn shares_fit(
+    claims: &BTreeMap<String, ResourceClaim>,
+    slices: &[ResourceSlice],
+) -> Result<(), String> {
+    use muster::model::Quantity;
+    let mut used: BTreeMap<(String, String, String, String), Quantity> = BTreeMap::new();
+    for c in claims.values() {
+        for r in results(c) {
+            if r.share_id.is_none() || r.admin_access == Some(true) {
+                continue;
+            }
+            for (name, q) in r.consumed_capacity.clone().unwrap_or_default() {
+                let q = Quantity::parse(&q.0).map_err(|e| e.to_string())?;
+                let key = (r.driver.clone(), r.pool.clone(), r.device.clone(), name);
+                let sum = used.entry(key).or_insert(Quantity::ZERO);
+                *sum = sum.checked_add(q).ok_or("consumed capacity overflows")?;
+            }
+        }
+    }
+    for ((driver, pool, device, name), total) in used {
+        let capacity = slices
+            .iter()
+            .filter(|s| s.spec.driver == driver && s.spec.pool.name == pool)
+            .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+            .find(|d| d.name == device)
+            .and_then(|d| d.capacity.and_then(|c| c.get(&name).cloned()));
+        // A withdrawn slice leaves nothing to compare with.
+        let Some(capacity) = capacity else { continue };
+        let value = Quantity::parse(&capacity.value.0).map_err(|e| e.to_string())?;
+        if total > value {
+            return Err(format!(
+                "device {driver}/{pool}/{device}: shares consume {total} of {name}, which is {value}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The ResourceClaim a pod's claim `gpu` resolves to, if it is known.
