@@ -735,14 +735,7 @@ async fn chaos_no_partial_gang_no_overcommit_no_lost_pod() {
     let mut rng = fastrand::Rng::with_seed(seed());
     let mut template = nodes(6, "4");
     let mut devices = DeviceTemplate::with_count(DEVICES_PER_NODE);
-    devices.shared = Some(muster::kwok::devices::Shared {
-        count: 1,
-        model: "kwok-nic".into(),
-        capacity: "bandwidth".into(),
-        value: "100G".into(),
-        default: "10G".into(),
-        step: Some("10G".into()),
-    });
+    devices.shared = Some(muster::kwok::devices::Shared::nic("100G", "10G", "10G"));
     template.devices = Some(devices);
     let env = cluster(vec![template]).await;
     publish_device_class(&env).await;

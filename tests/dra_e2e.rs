@@ -634,14 +634,7 @@ spec:
 async fn pods_share_a_device_by_its_capacity() {
     let mut template = e2e::nodes(1, "8");
     let mut devices = DeviceTemplate::with_count(1);
-    devices.shared = Some(muster::kwok::devices::Shared {
-        count: 1,
-        model: "kwok-nic".into(),
-        capacity: "bandwidth".into(),
-        value: "100G".into(),
-        default: "10G".into(),
-        step: Some("10G".into()),
-    });
+    devices.shared = Some(muster::kwok::devices::Shared::nic("100G", "10G", "10G"));
     template.devices = Some(devices);
     let (env, k, _daemon, _dir) = start(template).await;
     k.apply(NIC_CLASS_AND_CLAIM).await;

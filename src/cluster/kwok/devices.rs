@@ -115,6 +115,21 @@ fn one() -> usize {
     1
 }
 
+impl Shared {
+    /// One NIC per node with `value` of `bandwidth`, a request consuming
+    /// `default` unless it says, in steps of `step`.
+    pub fn nic(value: &str, default: &str, step: &str) -> Self {
+        Shared {
+            count: 1,
+            model: default_shared_model(),
+            capacity: default_shared_capacity(),
+            value: value.into(),
+            default: default.into(),
+            step: Some(step.into()),
+        }
+    }
+}
+
 impl DeviceTemplate {
     /// `count` devices per node, everything else the defaults.
     pub fn with_count(count: usize) -> Self {
