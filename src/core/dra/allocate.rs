@@ -992,9 +992,12 @@ impl<'a> Search<'_, 'a> {
                     consumed: dev
                         .device
                         .capacity
-                        .values()
+                        .iter()
                         .zip(want)
-                        .map(|(cap, q)| (cap.published.clone(), q))
+                        .map(|((name, cap), q)| {
+                            let published = cap.consumable.as_ref().map(|c| c.published.clone());
+                            (published.unwrap_or_else(|| name.0.clone()), q)
+                        })
                         .collect(),
                 }
             });

@@ -48,7 +48,7 @@ pub fn demand(
     for (name, cap) in &device.capacity {
         let requested = resolved.iter().find(|(k, _)| k == name).map(|(_, q)| *q);
         let consumed = consumed(requested, cap).map_err(|e| format!("capacity {}: {e}", name.0))?;
-        if violates(consumed, cap.policy.as_ref()) || consumed > cap.value {
+        if violates(consumed, cap.policy()) || consumed > cap.value {
             return Ok(None);
         }
         out.push(consumed);
@@ -76,13 +76,9 @@ pub fn fits(demand: &[Quantity], used: &[Quantity], device: &Device) -> bool {
 /// What one allocation consumes of `cap`, asked `requested` (or nothing).
 fn consumed(requested: Option<Quantity>, cap: &Capacity) -> Result<Quantity, String> {
     let Some(requested) = requested else {
-        return Ok(cap
-            .policy
-            .as_ref()
-            .and_then(|p| p.default)
-            .unwrap_or(cap.value));
+        return Ok(cap.policy().and_then(|p| p.default).unwrap_or(cap.value));
     };
-    let Some(policy) = &cap.policy else {
+    let Some(policy) = cap.policy() else {
         return Ok(requested);
     };
     if let Some(range) = &policy.range {
@@ -158,9 +154,11 @@ mod tests {
                     (
                         QualifiedName::of("nic.example.com", k),
                         Capacity {
-                            published: Arc::from(*k),
                             value: q(v),
-                            policy: p.clone(),
+                            consumable: Some(Box::new(crate::dra::model::Consumable {
+                                published: Arc::from(*k),
+                                policy: p.clone(),
+                            })),
                         },
                     )
                 })

@@ -306,12 +306,26 @@ pub struct Consumption {
 /// One capacity of a device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Capacity {
-    /// The name as the slice spells it (with or without the driver's
-    /// domain): a shared allocation records its consumption under it.
-    pub published: Arc<str>,
     pub value: Quantity,
-    /// How a shared device's allocations consume it.
+    /// Set on a shared device only, and boxed: every device keeps its
+    /// capacities, and most are not shared.
+    pub consumable: Option<Box<Consumable>>,
+}
+
+/// What the allocations of a shared device need to know of a capacity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consumable {
+    /// The name as the slice spells it (with or without the driver's
+    /// domain): a share records its consumption under it.
+    pub published: Arc<str>,
+    /// How each allocation consumes it.
     pub policy: Option<RequestPolicy>,
+}
+
+impl Capacity {
+    pub fn policy(&self) -> Option<&RequestPolicy> {
+        self.consumable.as_ref()?.policy.as_ref()
+    }
 }
 
 /// `requestPolicy`: how much of a capacity one allocation of a shared
@@ -498,14 +512,13 @@ fn device(what: &str, driver: &str, d: &api::Device, per_device: bool) -> Result
         if capacity.contains_key(&name) && !k.contains('/') {
             continue;
         }
-        capacity.insert(
-            name,
-            Capacity {
+        let consumable = shared.then(|| {
+            Box::new(Consumable {
                 published: Arc::from(k.as_str()),
-                value,
                 policy,
-            },
-        );
+            })
+        });
+        capacity.insert(name, Capacity { value, consumable });
     }
     let taints = d
         .taints
