@@ -728,26 +728,16 @@ fn share_id(
     device: &super::model::DeviceId,
     n: usize,
 ) -> Arc<str> {
-    // FNV-1a, twice with different offsets, over every part.
-    let mut h = [0xcbf2_9ce4_8422_2325u64, 0x6c62_272e_07bb_0142u64];
-    let n = n.to_le_bytes();
-    let parts: [&[u8]; 7] = [
-        claim.uid.as_bytes(),
-        claim.label.as_bytes(),
-        request.as_bytes(),
-        device.driver.as_bytes(),
-        device.pool.as_bytes(),
-        device.device.as_bytes(),
-        &n,
-    ];
-    for part in parts {
-        for x in h.iter_mut() {
-            for b in part.iter().chain([&0xffu8]) {
-                *x ^= u64::from(*b);
-                *x = x.wrapping_mul(0x0000_0100_0000_01b3);
-            }
-        }
-    }
+    use std::hash::BuildHasher;
+    let parts = (
+        &*claim.uid,
+        &claim.label,
+        request,
+        (&*device.driver, &*device.pool, &*device.device),
+        n,
+    );
+    // Two fixed seeds: 128 bits, the same in every process.
+    let h = [1u64, 2].map(|seed| foldhash::quality::FixedState::with_seed(seed).hash_one(parts));
     // Version 4, RFC 4122 variant, as random UUIDs are.
     let hi = (h[0] & !0xf000) | 0x4000;
     let lo = (h[1] & !(0xc << 60)) | (0x8 << 60);

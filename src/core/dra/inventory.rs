@@ -635,10 +635,7 @@ impl InUse {
         let first = entry.shares == 1;
         self.shares.insert(key, (1, consumed));
         if first && let Some(d) = inv.device(id) {
-            for (counter, q) in consumption(d) {
-                let used = self.counters.entry(counter).or_insert(Quantity::ZERO);
-                *used = used.checked_add(q).unwrap_or(*used);
-            }
+            self.consume_counters(d);
         }
     }
 
@@ -667,11 +664,7 @@ impl InUse {
         if entry.shares == 0 {
             self.consumed.remove(id);
             if let Some(d) = inv.device(id) {
-                for (counter, q) in consumption(d) {
-                    if let Some(used) = self.counters.get_mut(&counter) {
-                        *used = used.checked_sub(q).unwrap_or(Quantity::ZERO);
-                    }
-                }
+                self.return_counters(d);
             }
         }
     }
@@ -721,12 +714,26 @@ impl InUse {
                 self.held.resize(word + 1, 0);
             }
             self.held[word] |= 1 << bit;
-            for (counter, q) in consumption(d) {
-                let used = self.counters.entry(counter).or_insert(Quantity::ZERO);
-                *used = used.checked_add(q).unwrap_or(*used);
-            }
+            self.consume_counters(d);
         }
         true
+    }
+
+    /// Adds what `d` consumes of its pool's shared counters.
+    fn consume_counters(&mut self, d: &PoolDevice) {
+        for (counter, q) in consumption(d) {
+            let used = self.counters.entry(counter).or_insert(Quantity::ZERO);
+            *used = used.checked_add(q).unwrap_or(*used);
+        }
+    }
+
+    /// Gives back what `consume_counters` added for `d`.
+    fn return_counters(&mut self, d: &PoolDevice) {
+        for (counter, q) in consumption(d) {
+            if let Some(used) = self.counters.get_mut(&counter) {
+                *used = used.checked_sub(q).unwrap_or(Quantity::ZERO);
+            }
+        }
     }
 
     /// One holder gives the device back; `true` when it is free now.
@@ -748,11 +755,7 @@ impl InUse {
             {
                 *w &= !(1 << (d.index % 64));
             }
-            for (counter, q) in consumption(d) {
-                if let Some(used) = self.counters.get_mut(&counter) {
-                    *used = used.checked_sub(q).unwrap_or(Quantity::ZERO);
-                }
-            }
+            self.return_counters(d);
         }
         true
     }
