@@ -404,6 +404,21 @@ impl Store {
         (items, next, inner.rv)
     }
 
+    /// The objects of namespace `ns` whose names start with `prefix`, in
+    /// name order: a range of the table, not a walk of the namespace.
+    pub fn list_prefixed(&self, res: &str, ns: &str, prefix: &str) -> Vec<Arc<Stored>> {
+        let inner = self.lock();
+        let Some(table) = inner.tables.get(res) else {
+            return Vec::new();
+        };
+        let from = (ns.to_string(), prefix.to_string());
+        table
+            .range(from..)
+            .take_while(|((k_ns, k_name), _)| k_ns == ns && k_name.starts_with(prefix))
+            .map(|(_, o)| o.clone())
+            .collect()
+    }
+
     /// Subscribes to changes and returns the current objects of a resource,
     /// atomically: nothing is missed or seen twice between the two.
     pub fn snapshot_and_subscribe(

@@ -177,14 +177,11 @@ fn create_template_claims(store: &Store, pod: &Stored, value: &Value) {
             continue;
         }
         // One made before whose recording was lost: adopt it. Claims made
-        // here are named `<base>-<suffix>`, so only those are decoded (not
-        // every claim of the namespace, for every new pod).
+        // here are named `<base>-<suffix>`, so only those are read: a range
+        // of the store, not every claim of the namespace for every new pod.
         let prefix = format!("{}-", claim_name_base(&pod.name, claim_name));
         let existing = store
-            .list(CLAIMS, Some(&pod.namespace), None, None, |c| {
-                c.name.starts_with(&prefix)
-            })
-            .0
+            .list_prefixed(CLAIMS, &pod.namespace, &prefix)
             .into_iter()
             .find(|c| {
                 let v = c.value();
