@@ -7,6 +7,10 @@
 //! shares past its capacity (in the cluster, and in what the scheduler
 //! holds), no pod bound where a claim of its is unallocated, not
 //! reserved for it or out of reach, and I1–I5 as everywhere.
+//!
+//! And under the same events, the per-node memos kept across cycles for
+//! like pods with claims (`framework::placement::Batch`) place every pod
+//! exactly where a fresh pass would.
 
 use std::time::Duration;
 
@@ -15,8 +19,10 @@ use muster::driver::dra_fixtures::{
     claim_deleted, claim_upserted, generated_claim, gpu_claim, gpu_class, nic_claim, nic_class,
     nic_slice, nic_slice_name, node_slice, slice_deleted, with_claims, with_template_claim,
 };
-use muster::driver::fixtures::{gang_def, group_key, member, node, pod};
-use muster::model::{PodKey, PodPhase};
+use muster::driver::fixtures::{SCHEDULER, gang_def, group_key, member, node, pod};
+use muster::engine::{Action, EngineConfig, ProfileConfig};
+use muster::framework::placement::Framework;
+use muster::model::{PodInfo, PodKey, PodPhase};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -32,16 +38,24 @@ enum Op {
         gpus: u32,
         template: bool,
     },
+    /// `count` replicas, each with its claim of `gpus` generated from one
+    /// template: what the memo across cycles serves.
+    Replicas {
+        count: u32,
+        gpus: u32,
+    },
     /// A pod sharing the claim of an earlier pod.
     SharingPod(usize),
     /// A pod with a claim for some of a shared NIC's bandwidth.
     NicPod {
         gbps: u32,
     },
-    /// A gang of `size` members, each with a claim of `gpus`.
+    /// A gang of `size` members, each with a claim of `gpus` (named, or
+    /// generated from one template).
     Gang {
         size: u32,
         gpus: u32,
+        template: bool,
     },
     DeleteClaim(usize),
     DeletePod(usize),
@@ -58,9 +72,11 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..8usize).prop_map(Op::Republish),
         1 => (0..8usize).prop_map(Op::DeleteNode),
         5 => (1..=3u32, any::<bool>()).prop_map(|(gpus, template)| Op::Pod { gpus, template }),
+        2 => (2..=5u32, 1..=2u32).prop_map(|(count, gpus)| Op::Replicas { count, gpus }),
         2 => (0..16usize).prop_map(Op::SharingPod),
         2 => (1..=60u32).prop_map(|gbps| Op::NicPod { gbps }),
-        2 => (2..=3u32, 1..=2u32).prop_map(|(size, gpus)| Op::Gang { size, gpus }),
+        2 => (2..=3u32, 1..=2u32, any::<bool>())
+            .prop_map(|(size, gpus, template)| Op::Gang { size, gpus, template }),
         1 => (0..16usize).prop_map(Op::DeleteClaim),
         2 => (0..16usize).prop_map(Op::DeletePod),
         1 => (0..16usize).prop_map(Op::FinishPod),
@@ -68,6 +84,14 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1..=2usize).prop_map(Op::FailClaimWrites),
         3 => (1..=20u64).prop_map(Op::Advance),
     ]
+}
+
+/// Failing cases are kept beside this file
+/// (`tests/dra_properties.proptest-regressions`).
+fn persistence() -> Option<Box<dyn proptest::test_runner::FailurePersistence>> {
+    Some(Box::new(
+        proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+    ))
 }
 
 #[derive(Default)]
@@ -83,6 +107,25 @@ impl World {
         self.next += 1;
         format!("{prefix}{}", self.next)
     }
+}
+
+/// Adds `p` with a claim of `gpus` of its own (`<pod>-gpus`): generated
+/// from a template, or named.
+fn add_claiming(h: &mut Harness, w: &mut World, p: PodInfo, gpus: u32, template: bool) {
+    let claim = format!("{}-gpus", p.key.name);
+    let p = match template {
+        true => {
+            let p = with_template_claim(p, "gpus", Some(&claim));
+            h.put_dra(claim_upserted(generated_claim(&p, &claim, gpus)));
+            p
+        }
+        false => {
+            h.put_dra(claim_upserted(gpu_claim("default", &claim, gpus)));
+            with_claims(p, &[("gpus", &claim)])
+        }
+    };
+    w.pods.push((p.key.clone(), claim));
+    h.put_pod(p);
 }
 
 fn apply(h: &mut Harness, w: &mut World, op: &Op) {
@@ -120,21 +163,14 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
         }
         Op::Pod { gpus, template } => {
             let name = w.name("p");
-            let claim = format!("{name}-gpus");
             let p = pod(&name, 100, 1);
-            let p = match template {
-                true => {
-                    let p = with_template_claim(p, "gpus", Some(&claim));
-                    h.put_dra(claim_upserted(generated_claim(&p, &claim, *gpus)));
-                    p
-                }
-                false => {
-                    h.put_dra(claim_upserted(gpu_claim("default", &claim, *gpus)));
-                    with_claims(p, &[("gpus", &claim)])
-                }
-            };
-            w.pods.push((p.key.clone(), claim));
-            h.put_pod(p);
+            add_claiming(h, w, p, *gpus, *template);
+        }
+        Op::Replicas { count, gpus } => {
+            for _ in 0..*count {
+                let name = w.name("r");
+                add_claiming(h, w, pod(&name, 100, 1), *gpus, true);
+            }
         }
         Op::NicPod { gbps } => {
             let name = w.name("q");
@@ -153,16 +189,16 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
             w.pods.push((p.key.clone(), claim));
             h.put_pod(p);
         }
-        Op::Gang { size, gpus } => {
+        Op::Gang {
+            size,
+            gpus,
+            template,
+        } => {
             let g = w.name("g");
             h.put_def(gang_def(&g, *size, 0));
             for m in 0..*size {
-                let name = format!("{g}-{m}");
-                let claim = format!("{name}-gpus");
-                h.put_dra(claim_upserted(gpu_claim("default", &claim, *gpus)));
-                let p = with_claims(member(&name, &group_key(&g), 100, 1), &[("gpus", &claim)]);
-                w.pods.push((p.key.clone(), claim));
-                h.put_pod(p);
+                let p = member(&format!("{g}-{m}"), &group_key(&g), 100, 1);
+                add_claiming(h, w, p, *gpus, *template);
             }
         }
         Op::DeleteClaim(i) => {
@@ -207,7 +243,7 @@ fn no_leaked_reservations(h: &Harness) -> Result<(), String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, failure_persistence: persistence(), ..ProptestConfig::default() })]
 
     #[test]
     fn devices_are_never_given_twice_nor_pods_bound_without_them(
@@ -229,6 +265,133 @@ proptest! {
         h.advance(Duration::from_secs(400));
         if let Err(e) = h.check_invariants().and_then(|()| no_leaked_reservations(&h)) {
             return Err(TestCaseError::fail(format!("after draining: {e}")));
+        }
+    }
+}
+
+/// A harness whose tie-breaks are drawn from a fixed seed, so that two
+/// of them fed the same events decide alike.
+fn seeded() -> Harness {
+    Harness::with_config(EngineConfig::new(vec![ProfileConfig::new(
+        SCHEDULER,
+        Framework::default().with_seed(7),
+    )]))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: persistence(), ..ProptestConfig::default() })]
+
+    /// I2 with devices: memos kept across cycles for like pods with claims
+    /// (forgotten as devices, slices and claims change) bind every pod
+    /// where the unmemoized pass does, at the same moment.
+    #[test]
+    fn memos_place_pods_with_claims_exactly_like_fresh_passes(
+        ops in prop::collection::vec(op(), 1..50),
+        latency in 0..3u64,
+    ) {
+        let mut twins = [seeded(), seeded()];
+        twins[1].engine.forget_memos_each_cycle();
+        let mut worlds = [World::default(), World::default()];
+        for h in &mut twins {
+            h.bind_latency = Duration::from_millis(latency * 500);
+            h.put_dra(gpu_class());
+            h.put_dra(nic_class());
+        }
+        let binds = |h: &Harness| -> Vec<(String, String)> {
+            h.binds.iter().map(|b| (b.pod.to_string(), b.node.to_string())).collect()
+        };
+        for (step, op) in ops.iter().enumerate() {
+            for (h, w) in twins.iter_mut().zip(&mut worlds) {
+                apply(h, w, op);
+                h.settle();
+            }
+            prop_assert_eq!(
+                binds(&twins[0]),
+                binds(&twins[1]),
+                "after step {} {:?}",
+                step,
+                op
+            );
+        }
+        prop_assert!(twins[0].check_invariants().is_ok());
+    }
+}
+
+/// Claims deleted under bound replicas free a device on each node without
+/// any pod moving: only the device facts tell the memo that the nodes
+/// changed, and the waiting replica goes where a fresh pass puts it (the
+/// emptier node), not to the first node found free.
+#[test]
+fn memos_forget_nodes_whose_devices_are_freed_without_a_pod_moving() {
+    let mut placed = Vec::new();
+    for memo in [true, false] {
+        let mut h = seeded();
+        if !memo {
+            h.engine.forget_memos_each_cycle();
+        }
+        let mut w = World::default();
+        h.put_dra(gpu_class());
+        for op in [
+            Op::AddNode { gpus: 8 },
+            Op::AddNode { gpus: 2 },
+            Op::Replicas { count: 11, gpus: 1 },
+        ] {
+            apply(&mut h, &mut w, &op);
+            h.settle();
+        }
+        assert_eq!(h.binds.len(), 10, "ten devices, ten replicas");
+        for node in ["n1", "n2"] {
+            let on = h
+                .binds
+                .iter()
+                .find(|b| &*b.node == node)
+                .unwrap()
+                .pod
+                .clone();
+            let (_, claim) = w.pods.iter().find(|(p, _)| *p == on).cloned().unwrap();
+            h.put_dra(claim_deleted("default", &claim));
+        }
+        h.advance(Duration::from_secs(30));
+        assert_eq!(h.binds.len(), 11, "the last replica takes a freed device");
+        placed.push(h.binds[10].node.to_string());
+    }
+    assert_eq!(placed[1], "n2", "the emptier node scores higher");
+    assert_eq!(placed[0], placed[1]);
+}
+
+/// Like replicas that fit nowhere are each told of their own claim: the
+/// memo keeps no reason naming another replica's.
+#[test]
+fn memoised_replicas_that_fit_nowhere_name_their_own_claims() {
+    let mut h = seeded();
+    let mut w = World::default();
+    h.put_dra(gpu_class());
+    for op in [
+        Op::AddNode { gpus: 1 },
+        Op::AddNode { gpus: 1 },
+        Op::Replicas { count: 2, gpus: 2 },
+    ] {
+        apply(&mut h, &mut w, &op);
+        h.settle();
+    }
+    assert!(h.binds.is_empty());
+    for (pod, claim) in &w.pods {
+        let told = h.actions_where(|a| {
+            matches!(a, Action::PodUnschedulable { pod: p, message, .. }
+                if p == pod && message.contains(&format!("default/{claim}")))
+        });
+        assert!(
+            !told.is_empty(),
+            "{pod} is not told of {claim}: {:?}",
+            h.actions
+        );
+        let others = w.pods.iter().filter(|(p, _)| p != pod);
+        for (_, other) in others {
+            let wrong = h.actions_where(|a| {
+                matches!(a, Action::PodUnschedulable { pod: p, message, .. }
+                    if p == pod && message.contains(&format!("default/{other} ")))
+            });
+            assert!(wrong.is_empty(), "{pod} is told of {other}'s claim");
         }
     }
 }

@@ -115,6 +115,9 @@ impl Assumed {
     }
 }
 
+/// Nodes `DraFacts::touched` lists before it gives way to a new epoch.
+const MAX_TOUCHED: usize = 4096;
+
 #[derive(Clone)]
 pub struct DraFacts {
     slices: HashMap<Arc<str>, Read<Slice>>,
@@ -143,6 +146,15 @@ pub struct DraFacts {
     /// Allocation searches (one per node a pod with unallocated claims is
     /// filtered on, and one per Reserve), counted from Filter's threads.
     searches: Arc<std::sync::atomic::AtomicU64>,
+    /// Moves whenever what devices every node offers may have changed:
+    /// a new inventory, or the use of a device that reaches more than one
+    /// node (`Inventory::confined_to`). Memos of per-node allocations are
+    /// valid for one epoch (`framework::placement::Batch`).
+    epoch: u64,
+    /// Nodes whose devices' use changed since the cache last took them
+    /// (`take_touched`): it marks them changed, which forgets what memos
+    /// knew of them.
+    touched: Vec<Arc<str>>,
 }
 
 impl Default for DraFacts {
@@ -162,6 +174,8 @@ impl Default for DraFacts {
             reserved: 0,
             reserve_failures: 0,
             searches: Arc::default(),
+            epoch: 1,
+            touched: Vec::new(),
         }
     }
 }
@@ -285,13 +299,11 @@ impl DraFacts {
         };
         let (was, now) = (allocated(&old), allocated(&claim));
         if !self.stale && was != now {
-            let inv = self.inventory.clone();
-            let in_use = Arc::make_mut(&mut self.in_use);
             if let Some(a) = &was {
-                in_use.unhold(a, &inv);
+                self.set_held(a, false);
             }
             if let Some(a) = &now {
-                in_use.hold(a, &inv);
+                self.set_held(a, true);
             }
         }
         self.settle_plan(&key);
@@ -322,9 +334,51 @@ impl DraFacts {
             self.forget_plan_of(user, key);
         }
         if !self.stale {
-            let inv = self.inventory.clone();
-            Arc::make_mut(&mut self.in_use).unhold(&a.allocation, &inv);
+            self.set_held(&a.allocation, false);
         }
+    }
+
+    /// Takes (or gives back) what an allocation holds, and records where
+    /// that changes what other pods can be allocated: the nodes its
+    /// devices are confined to, or everywhere (a new epoch).
+    fn set_held(&mut self, a: &Allocation, take: bool) {
+        let in_use = Arc::make_mut(&mut self.in_use);
+        match take {
+            true => in_use.hold(a, &self.inventory),
+            false => in_use.unhold(a, &self.inventory),
+        }
+        for r in a.results.iter().filter(|r| !r.admin_access) {
+            match self.inventory.confined_to(&r.device) {
+                // Left untaken for long (facts changed outside a cache),
+                // the list gives way to a new epoch, which says as much.
+                Some(_) if self.touched.len() >= MAX_TOUCHED => {
+                    self.touched.clear();
+                    self.new_epoch();
+                }
+                Some(node) => {
+                    if self.touched.last() != Some(node) {
+                        self.touched.push(node.clone());
+                    }
+                }
+                None => self.new_epoch(),
+            }
+        }
+    }
+
+    fn new_epoch(&mut self) {
+        // 2^64 changes never come; starting over would still be a change.
+        self.epoch = self.epoch.checked_add(1).unwrap_or(1);
+    }
+
+    /// See `epoch`: equal epochs, with no node named by `take_touched` in
+    /// between, mean equal answers from the allocator on every node.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The nodes whose devices' use changed since the last call.
+    pub fn take_touched(&mut self) -> Vec<Arc<str>> {
+        std::mem::take(&mut self.touched)
     }
 
     /// Keeps `extended_claims` in step with a claim replaced.
@@ -457,6 +511,8 @@ impl DraFacts {
         }
         self.inventory = Arc::new(inv);
         self.in_use = Arc::new(in_use);
+        self.touched.clear();
+        self.new_epoch();
     }
 
     /// Whether the inventory is current (`refresh` has nothing to do).
@@ -626,10 +682,8 @@ impl DraFacts {
             )
             .inspect_err(|_| self.reserve_failures += 1)
             .map_err(|e| format!("DynamicResources: {e}"))?;
-            let inv = self.inventory.clone();
-            let in_use = Arc::make_mut(&mut self.in_use);
             for (claim, allocation) in claims.iter().zip(allocations) {
-                in_use.hold(&allocation, &inv);
+                self.set_held(&allocation, true);
                 self.reserved += 1;
                 let placeholder = claim.extended && claim.uid.is_empty();
                 self.assumed.insert(

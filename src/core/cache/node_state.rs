@@ -132,6 +132,12 @@ impl NodeState {
         self.generation = next_generation();
     }
 
+    /// The use of the node's devices changed (`DraFacts`): a new stamp,
+    /// so answers remembered for it are not trusted.
+    pub fn devices_changed(&mut self) {
+        self.generation = next_generation();
+    }
+
     /// What is still free: allocatable minus requested (may be negative when a
     /// node shrank under running pods).
     pub fn free(&self) -> Resources {

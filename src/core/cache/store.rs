@@ -205,11 +205,26 @@ impl Cache {
         &mut self.facts
     }
 
-    /// The device facts to change. Not a cross-node change: only pods with
-    /// resource claims read them, and those are never memoised across
-    /// cycles (`framework::placement::batch`).
-    pub fn dra_mut(&mut self) -> &mut super::dra::DraFacts {
-        &mut self.facts.dra
+    /// Changes the device facts. Not a cross-node change: only pods with
+    /// resource claims read them, and their memos follow the facts' own
+    /// epoch (`DraFacts::epoch`); the nodes whose devices' use changed are
+    /// marked changed, as a pod placed there would mark them.
+    pub fn update_dra<R>(&mut self, f: impl FnOnce(&mut super::dra::DraFacts) -> R) -> R {
+        let r = f(&mut self.facts.dra);
+        self.devices_touched();
+        r
+    }
+
+    /// Marks the nodes `DraFacts::take_touched` names as changed.
+    fn devices_touched(&mut self) {
+        for name in self.facts.dra.take_touched() {
+            if let Some(&i) = self.node_index.get(&name)
+                && let Some(n) = self.nodes.get_mut(i)
+            {
+                n.devices_changed();
+                self.node_changes.record(i);
+            }
+        }
     }
 
     /// Changes whenever something a pod's Filter verdict or raw Score on one
@@ -455,7 +470,9 @@ impl Cache {
         }
         // DynamicResources' Reserve: the devices of the pod's claims.
         if let (Some(pod), Some(n)) = (self.pods.get(key), self.nodes.get(node_index)) {
-            self.facts.dra.reserve(&pod.info, &n.info)?;
+            let reserved = self.facts.dra.reserve(&pod.info, &n.info);
+            self.devices_touched();
+            reserved?;
         }
         self.set_state(key, PodState::Assumed { node });
         Ok(())
@@ -468,6 +485,7 @@ impl Cache {
             return false;
         }
         self.facts.dra.unreserve(key);
+        self.devices_touched();
         self.set_state(key, PodState::Pending);
         true
     }
@@ -599,6 +617,7 @@ impl Cache {
         let pod = self.pods.remove(key)?;
         self.index_claims(&pod.info, false);
         self.facts.dra.unreserve(key);
+        self.devices_touched();
         if let Some(node) = pod.state.node() {
             self.unaccount(&pod.info, node);
         }

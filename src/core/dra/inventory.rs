@@ -120,6 +120,9 @@ pub struct Pool {
     /// Why the pool's devices cannot be used, when they cannot.
     pub problem: Option<String>,
     pub devices: Vec<PoolDevice>,
+    /// The node every device of the pool is local to, when there is one:
+    /// then what its devices consume of its counters reaches no other node.
+    pub node: Option<Arc<str>>,
 }
 
 /// A pool's driver and name.
@@ -363,7 +366,33 @@ impl Inventory {
             }
         }
         self.counters.extend(counters);
+        let mut nodes = pool.devices.iter().map(|d| match &d.reach {
+            Reach::Node(n) => Some(n),
+            Reach::Selector(_) | Reach::All => None,
+        });
+        pool.node = match nodes.next() {
+            Some(Some(first)) if nodes.all(|n| n == Some(first)) => Some(first.clone()),
+            _ => None,
+        };
         pool
+    }
+
+    /// The one node whose allocations a change in the use of device `id`
+    /// can change: a node-local device's node, unless the device consumes
+    /// counters its pool shares beyond that node. `None` when the change
+    /// may reach other nodes (a device reaching several, counters shared
+    /// across nodes, a device not in the inventory).
+    pub fn confined_to(&self, id: &DeviceId) -> Option<&Arc<str>> {
+        let &(p, i) = self.by_id.get(id)?;
+        let pool = self.pools.get(p as usize)?;
+        let d = pool.devices.get(i as usize)?;
+        let Reach::Node(node) = &d.reach else {
+            return None;
+        };
+        match d.device.consumes.is_empty() || pool.node.as_ref() == Some(node) {
+            true => Some(node),
+            false => None,
+        }
     }
 
     /// Unique among the inventories of this process.

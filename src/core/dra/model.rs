@@ -715,7 +715,7 @@ pub enum Mode {
 
 /// One way to satisfy a request: the request itself (`exactly`) or one of
 /// its `firstAvailable` alternatives, tried in order.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Alternative {
     /// The name results are recorded under: `request` or `request/sub`.
     pub name: Arc<str>,
@@ -730,7 +730,7 @@ pub struct Alternative {
     pub capacity: Vec<(Arc<str>, Quantity)>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Request {
     pub name: Arc<str>,
     pub alternatives: Vec<Alternative>,
@@ -955,6 +955,16 @@ impl Claim {
     /// Whether it is reserved for the consumer with this UID.
     pub fn reserved_for_uid(&self, uid: &str) -> bool {
         self.reserved_for.iter().any(|c| *c.uid == *uid)
+    }
+
+    /// Whether the allocator asks the same of the devices for both: equal
+    /// requests and constraints, whatever the claims' names (two claims
+    /// made from one template). Where their devices are allocated, and
+    /// the messages naming them, still differ.
+    pub fn same_demand(&self, other: &Claim) -> bool {
+        self.namespace == other.namespace
+            && self.requests == other.requests
+            && self.constraints == other.constraints
     }
 }
 

@@ -36,7 +36,7 @@ impl Engine {
         // are taken out of it below.
         let releasing = matches!(&change, DraChange::ClaimUpserted { claim: Ok(c), .. }
             if c.deleting && !c.reserved_for.is_empty());
-        if !self.cache.dra_mut().apply(change) {
+        if !self.cache.update_dra(|dra| dra.apply(change)) {
             return;
         }
         if let Some(claim) = claim {
@@ -57,7 +57,7 @@ impl Engine {
     /// members other than the one popped may read it).
     pub(super) fn refresh_devices(&mut self) {
         if !self.cache.facts().dra.is_fresh() {
-            self.cache.dra_mut().refresh();
+            self.cache.update_dra(|dra| dra.refresh());
         }
     }
 
@@ -126,7 +126,7 @@ impl Engine {
             false => self.claim_reservations(pod)?,
         };
         if !claims.is_empty() {
-            self.cache.dra_mut().writing(&pod.key);
+            self.cache.update_dra(|dra| dra.writing(&pod.key));
         }
         self.outbox
             .bind(pod.key.clone(), pod.uid.clone(), node, claims);

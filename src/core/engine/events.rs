@@ -216,7 +216,8 @@ impl Engine {
     ) {
         // The claims the binding wrote were observed before this report;
         // the plans it did not write are given back if it failed.
-        self.cache.dra_mut().writes_done(key, result.is_ok());
+        self.cache
+            .update_dra(|dra| dra.writes_done(key, result.is_ok()));
         if result.is_ok() {
             // The API server placed the pod: its `Scheduled` event is due
             // whatever happened to the pod here since (deleted, recreated).

@@ -32,7 +32,12 @@ use crate::queue::Requeue;
 /// Per-node answers remembered across like members, one memo per profile,
 /// for one gang cycle (`framework::placement::Batch`).
 #[derive(Default)]
-pub(super) struct Batches(HashMap<Arc<str>, Batch>);
+pub(super) struct Batches {
+    by_profile: HashMap<Arc<str>, Batch>,
+    /// Every memo is forgotten as it is handed out: the unmemoized pass,
+    /// for tests that compare the two.
+    forget_each_use: bool,
+}
 
 impl Batches {
     /// The engine's tables, every memo forgotten: what a fresh set would
@@ -45,9 +50,15 @@ impl Batches {
 
     /// Forgets every memo, keeping the tables.
     pub(super) fn forget_all(&mut self) {
-        for b in self.0.values_mut() {
+        for b in self.by_profile.values_mut() {
             b.forget();
         }
+    }
+
+    /// See `forget_each_use`.
+    #[cfg(any(test, feature = "testkit"))]
+    pub(super) fn forget_each_use(&mut self) {
+        self.forget_each_use = true;
     }
 
     /// The memo for `scheduler`'s pods (created for `framework` on first use).
@@ -56,9 +67,14 @@ impl Batches {
         scheduler: &Arc<str>,
         framework: &Framework,
     ) -> &mut Batch {
-        self.0
+        let batch = self
+            .by_profile
             .entry(scheduler.clone())
-            .or_insert_with(|| Batch::new(framework))
+            .or_insert_with(|| Batch::new(framework));
+        if self.forget_each_use {
+            batch.forget();
+        }
+        batch
     }
 }
 

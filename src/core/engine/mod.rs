@@ -441,6 +441,15 @@ impl Engine {
         out
     }
 
+    /// Forgets the per-node memos (`framework::placement::Batch`) before
+    /// each placement, in pod and gang cycles alike: the unmemoized pass,
+    /// for tests that compare the two.
+    #[cfg(any(test, feature = "testkit"))]
+    pub fn forget_memos_each_cycle(&mut self) {
+        self.pod_memos.forget_each_cycle();
+        self.batches.forget_each_use();
+    }
+
     pub fn cache(&self) -> &Cache {
         &self.cache
     }

@@ -25,8 +25,6 @@ pub(super) struct PodMemos {
     /// The cross-node generation the memos were filled under.
     generation: Option<u64>,
     by_profile: Batches,
-    /// Forget at every cycle: the unmemoized pass, for tests to compare.
-    forget_each_cycle: bool,
 }
 
 impl PodMemos {
@@ -38,7 +36,7 @@ impl PodMemos {
         framework: &Framework,
         generation: u64,
     ) -> &mut Batch {
-        if self.generation != Some(generation) || self.forget_each_cycle {
+        if self.generation != Some(generation) {
             self.by_profile.forget_all();
             self.generation = Some(generation);
         }
@@ -46,10 +44,10 @@ impl PodMemos {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "testkit"))]
 impl PodMemos {
-    fn forget_each_cycle(&mut self) {
-        self.forget_each_cycle = true;
+    pub(super) fn forget_each_cycle(&mut self) {
+        self.by_profile.forget_each_use();
     }
 }
 

@@ -81,6 +81,41 @@ impl Hash for Constraints {
     }
 }
 
+impl Constraints {
+    /// Equal but for the names of the claims generated from templates for
+    /// each pod (two replicas' claims, made from one template, have their
+    /// own names): whether the claims ask the same is the caller's to
+    /// compare (`Claim::same_demand`).
+    pub fn same_but_generated_claims(&self, other: &Constraints) -> bool {
+        let Constraints {
+            node_selector,
+            required_affinity,
+            preferred_affinity,
+            pod_affinity,
+            tolerations,
+            host_ports,
+            resource_claims,
+            volumes,
+            spread,
+            extended,
+        } = self;
+        node_selector == &other.node_selector
+            && required_affinity == &other.required_affinity
+            && preferred_affinity == &other.preferred_affinity
+            && pod_affinity == &other.pod_affinity
+            && tolerations == &other.tolerations
+            && host_ports == &other.host_ports
+            && resource_claims.len() == other.resource_claims.len()
+            && resource_claims
+                .iter()
+                .zip(&other.resource_claims)
+                .all(|(a, b)| a.same_but_generated_name(b))
+            && volumes == &other.volumes
+            && spread == &other.spread
+            && extended == &other.extended
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

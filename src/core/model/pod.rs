@@ -445,7 +445,11 @@ impl PodInfo {
             && non_zero_memory == &other.non_zero_memory
             // Pointer first: pooled sets are shared, and equal ones mostly
             // the same allocation.
-            && (Arc::ptr_eq(constraints, &other.constraints) || constraints == &other.constraints)
+            && (Arc::ptr_eq(constraints, &other.constraints)
+                || match ignoring {
+                    Ignoring::Identity => constraints.same_but_generated_claims(&other.constraints),
+                    Ignoring::Status => constraints == &other.constraints,
+                })
             && images == &other.images
             && labels == &other.labels
             && annotations == &other.annotations
@@ -456,8 +460,9 @@ impl PodInfo {
 /// Which fields `PodInfo::same_except` passes over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ignoring {
-    /// The pod's identity: name, uid, creation and start times (two
-    /// replicas of one template compare equal; the namespace still counts).
+    /// The pod's identity: name, uid, creation and start times, and the
+    /// names of the claims generated for it from templates (two replicas
+    /// of one template compare equal; the namespace still counts).
     Identity,
     /// What moves as one pod is scheduled and runs: its binding
     /// (`spec.nodeName`), phase, start time and nominated node (the same pod

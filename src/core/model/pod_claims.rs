@@ -62,6 +62,25 @@ impl PodClaim {
         }
     }
 
+    /// Equal, or both generated from one template under names of their
+    /// own.
+    pub fn same_but_generated_name(&self, other: &PodClaim) -> bool {
+        self.name == other.name
+            && match (&self.source, &other.source) {
+                (
+                    ClaimSource::Template {
+                        template: a,
+                        generated: Generated::Claim(_),
+                    },
+                    ClaimSource::Template {
+                        template: b,
+                        generated: Generated::Claim(_),
+                    },
+                ) => a == b,
+                (a, b) => a == b,
+            }
+    }
+
     /// Whether the claim must be owned by the pod (a template's).
     pub fn owned_by_pod(&self) -> bool {
         matches!(self.source, ClaimSource::Template { .. })

@@ -494,8 +494,10 @@ pub static REGISTRY: &[Registration] = &[
         // Disabling it would bind pods as if their claims did not exist
         // (its Score, the `firstAvailable` preference, may be).
         can_disable: false,
-        // Pods with claims are never memoised across nodes (`batch`), so
-        // the shared devices some claims reach do not break per-node memos.
+        // Its answer on a node reads that node's devices and their use: a
+        // change in the use of a node's own devices marks the node changed,
+        // any other change of the device facts moves their epoch, which
+        // forgets the memos of pods with claims (`batch`).
         node_local: true,
         // A claim created, allocated or freed; devices published; a node
         // added or relabelled (devices reach nodes by name and label); a

@@ -23,11 +23,25 @@
 //! profile must be one whose per-node answers are node-local (an unknown
 //! plugin turns batching off for the profile), and the pod must not use what
 //! makes them cross-node: inter-pod affinity or anti-affinity terms, topology
-//! spread constraints (its own, or the defaults that apply to it), resource
-//! claims, volumes (a claim shared by two members conflicts across nodes),
-//! or a nominated node.
+//! spread constraints (its own, or the defaults that apply to it), volumes
+//! (a claim shared by two members conflicts across nodes), extended
+//! resources served by devices, or a nominated node.
+//!
+//! Resource claims are eligible while none is allocated (an allocated one
+//! restricts the pod to where its devices are, whatever the node), and
+//! like pods' claims ask the same of the devices (`Claim::same_demand`:
+//! replicas' claims made from one template, under names of their own).
+//! What the allocator answers on a node then depends on that node's
+//! devices and their use: a change in the use of a node's own devices
+//! marks the node changed (`Cache::update_dra`), any other change of the
+//! device facts moves their epoch (`DraFacts::epoch`), which forgets the
+//! memo. Rejections naming a claim are not kept: the next pod's message
+//! names its own claim.
+
+use std::sync::Arc;
 
 use crate::cache::{NodeChanges, NodeState};
+use crate::dra::Claim;
 use crate::framework::{Rejection, Snapshot};
 use crate::model::{Ignoring, PodInfo};
 use crate::plugins;
@@ -123,6 +137,11 @@ pub struct Batch {
     enabled: bool,
     /// The pod the memo was filled for (its signature is what counts).
     exemplar: Option<PodInfo>,
+    /// Its claims (`memoisable_claims`): like pods' claims ask the same.
+    claims: Vec<Arc<Claim>>,
+    /// The device facts' epoch the entries were written in, for pods
+    /// with claims (`DraFacts::epoch`).
+    dra_epoch: u64,
     /// Entries of other epochs are forgotten (0 is never current).
     epoch: u64,
     verdicts: Vec<Slot>,
@@ -159,6 +178,8 @@ impl Batch {
         Batch {
             enabled,
             exemplar: None,
+            claims: Vec::new(),
+            dra_epoch: 0,
             epoch: 1,
             verdicts: Vec::new(),
             reasons: Vec::new(),
@@ -176,6 +197,7 @@ impl Batch {
     /// cluster state may have changed), keeping the tables.
     pub fn forget(&mut self) {
         self.exemplar = None;
+        self.claims.clear();
         self.forget_entries();
     }
 
@@ -204,6 +226,9 @@ impl Batch {
         if !self.enabled || !eligible(pod, snapshot) {
             return false;
         }
+        let Some(claims) = memoisable_claims(pod, snapshot) else {
+            return false;
+        };
         let n = snapshot.nodes.len();
         if self.verdicts.len() != n || self.score_stamps.len() != n {
             self.verdicts = vec![Slot::default(); n];
@@ -217,11 +242,22 @@ impl Batch {
         let same = self
             .exemplar
             .as_ref()
-            .is_some_and(|e| same_signature(e, pod));
+            .is_some_and(|e| same_signature(e, pod))
+            && self.claims.len() == claims.len()
+            && self
+                .claims
+                .iter()
+                .zip(&claims)
+                .all(|(a, b)| a.same_demand(b));
+        let dra_epoch = snapshot.facts.dra.epoch();
         if !same {
             self.exemplar = Some(pod.clone());
+            self.claims = claims;
+            self.forget_entries();
+        } else if !self.claims.is_empty() && self.dra_epoch != dra_epoch {
             self.forget_entries();
         }
+        self.dra_epoch = dra_epoch;
         self.follow(snapshot.changes);
         true
     }
@@ -314,6 +350,8 @@ impl Batch {
             slot.verdict = match known {
                 Known::Pass => Verdict::Pass,
                 Known::Fail(None) => Verdict::Fail,
+                // A reason may name the claim: the next pod's is another.
+                Known::Fail(Some(_)) if !self.claims.is_empty() => Verdict::Fail,
                 Known::Fail(Some(r)) => match self.reasons.get_mut(index) {
                     Some(kept) => {
                         *kept = Some(r);
@@ -377,12 +415,26 @@ impl Batch {
 fn eligible(pod: &PodInfo, snapshot: &Snapshot<'_>) -> bool {
     pod.constraints.pod_affinity.is_empty()
         && pod.constraints.spread.constraints.is_empty()
-        && pod.constraints.resource_claims.is_empty()
         && !snapshot.facts.dra.serves_extended(pod)
         && pod.constraints.volumes.is_empty()
         && pod.nominated_node.is_none()
         && pod.node_name.is_none()
         && snapshot.facts.workloads.default_selector(pod).is_empty()
+}
+
+/// The pod's claims when the memo may serve it: none, or every one
+/// resolved, not being deleted, and with no allocation (recorded or
+/// planned). `None` when it may not.
+fn memoisable_claims(pod: &PodInfo, snapshot: &Snapshot<'_>) -> Option<Vec<Arc<Claim>>> {
+    if pod.constraints.resource_claims.is_empty() {
+        return Some(Vec::new());
+    }
+    let dra = &snapshot.facts.dra;
+    let claims = dra.pod_claims(pod).ok()?;
+    claims
+        .iter()
+        .all(|c| !c.deleting && dra.effective_allocation(c).is_none())
+        .then(|| claims.into_iter().cloned().collect())
 }
 
 /// Whether `a` and `b` get the same verdicts and scores on every node:
