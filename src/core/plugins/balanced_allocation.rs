@@ -62,12 +62,13 @@ impl BalancedAllocation {
     /// Utilisation fractions of the resources the node offers, capped at 1.
     fn fractions<'a>(
         &'a self,
+        state: &'a CycleState,
         pod: &'a PodInfo,
         node: &'a NodeState,
     ) -> impl Iterator<Item = f64> + 'a {
         self.resources.iter().filter_map(move |key| {
             let req = pod_request(key, pod, Requests::Actual);
-            allocatable_and_requested(key, node, req, Requests::Actual)
+            allocatable_and_requested(state, key, node, req, Requests::Actual)
                 .map(|(alloc, requested)| (requested as f64 / alloc as f64).min(1.0))
         })
     }
@@ -86,9 +87,9 @@ impl ScorePlugin for BalancedAllocation {
             .any(|key| pod_request(key, pod, Requests::Actual) != 0)
     }
 
-    fn score(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> i64 {
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeState) -> i64 {
         let (mut n, mut sum, mut first, mut second) = (0usize, 0.0f64, 0.0f64, 0.0f64);
-        for f in self.fractions(pod, node) {
+        for f in self.fractions(state, pod, node) {
             match n {
                 0 => first = f,
                 1 => second = f,
@@ -104,7 +105,7 @@ impl ScorePlugin for BalancedAllocation {
             _ => {
                 let mean = sum / n as f64;
                 let var = self
-                    .fractions(pod, node)
+                    .fractions(state, pod, node)
                     .map(|f| (f - mean) * (f - mean))
                     .sum::<f64>()
                     / n as f64;

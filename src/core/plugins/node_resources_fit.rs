@@ -142,6 +142,7 @@ impl NodeResourcesFit {
     /// Weighted mean over the resources the node offers, of `per_resource`.
     fn weighted_mean(
         &self,
+        state: &CycleState,
         pod: &PodInfo,
         node: &NodeState,
         per_resource: impl Fn(i64, i64) -> i64,
@@ -150,7 +151,7 @@ impl NodeResourcesFit {
         for r in &self.resources {
             let req = pod_request(&r.key, pod, Requests::NonZero);
             if let Some((alloc, requested)) =
-                allocatable_and_requested(&r.key, node, req, Requests::NonZero)
+                allocatable_and_requested(state, &r.key, node, req, Requests::NonZero)
             {
                 // Per-resource scores are 0..=100 and weights 1..=100 (validated).
                 sum = sum.saturating_add(per_resource(requested, alloc).saturating_mul(r.weight));
@@ -285,10 +286,10 @@ fn dra_served(state: &CycleState) -> Option<&super::dynamic_resources::extended:
 }
 
 impl ScorePlugin for NodeResourcesFit {
-    fn score(&self, _: &CycleState, pod: &PodInfo, node: &NodeState) -> i64 {
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeState) -> i64 {
         match self.kind {
             ScoringStrategyType::LeastAllocated => {
-                let (sum, weights) = self.weighted_mean(pod, node, |requested, capacity| {
+                let (sum, weights) = self.weighted_mean(state, pod, node, |requested, capacity| {
                     if requested > capacity {
                         0
                     } else {
@@ -298,12 +299,12 @@ impl ScorePlugin for NodeResourcesFit {
                 if weights == 0 { 0 } else { sum / weights }
             }
             ScoringStrategyType::MostAllocated => {
-                let (sum, weights) = self.weighted_mean(pod, node, |requested, capacity| {
+                let (sum, weights) = self.weighted_mean(state, pod, node, |requested, capacity| {
                     mul_div(requested.min(capacity), MAX_NODE_SCORE, capacity)
                 });
                 if weights == 0 { 0 } else { sum / weights }
             }
-            ScoringStrategyType::RequestedToCapacityRatio => self.ratio_score(pod, node),
+            ScoringStrategyType::RequestedToCapacityRatio => self.ratio_score(state, pod, node),
         }
     }
 }
@@ -311,12 +312,12 @@ impl ScorePlugin for NodeResourcesFit {
 impl NodeResourcesFit {
     /// Like the other strategies, but a resource scoring 0 is left out of the
     /// mean, and the mean is rounded (both as upstream).
-    fn ratio_score(&self, pod: &PodInfo, node: &NodeState) -> i64 {
+    fn ratio_score(&self, state: &CycleState, pod: &PodInfo, node: &NodeState) -> i64 {
         let (mut sum, mut weights) = (0i64, 0i64);
         for r in &self.resources {
             let req = pod_request(&r.key, pod, Requests::NonZero);
             let Some((capacity, requested)) =
-                allocatable_and_requested(&r.key, node, req, Requests::NonZero)
+                allocatable_and_requested(state, &r.key, node, req, Requests::NonZero)
             else {
                 continue;
             };

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::cache::NodeState;
-use crate::framework::ConfigError;
+use crate::framework::{ConfigError, CycleState};
 use crate::model::{CPU, EPHEMERAL_STORAGE, MEMORY, PodInfo, is_scalar_resource};
 
 /// A configured resource, resolved so scoring never matches strings.
@@ -63,7 +63,12 @@ pub fn pod_request(key: &ResourceKey, pod: &PodInfo, requests: Requests) -> i64 
 /// `(allocatable, already requested + pod_request)` for one resource, or `None`
 /// when the resource takes no part in this node's score: an extended resource
 /// the pod does not request or the node does not offer, or zero allocatable.
+/// An extended resource a DeviceClass serves on a node that does not
+/// advertise it counts the class's devices there instead (`state` holds
+/// what DynamicResources' PreFilter found: `dynamic_resources::extended::
+/// devices_on`).
 pub fn allocatable_and_requested(
+    state: &CycleState,
     key: &ResourceKey,
     node: &NodeState,
     pod_request: i64,
@@ -92,10 +97,11 @@ pub fn allocatable_and_requested(
             if pod_request == 0 {
                 return None;
             }
-            (
-                *alloc.scalar.get(name)?,
-                node.requested.scalar.get(name).copied().unwrap_or(0),
-            )
+            match alloc.scalar.get(name).copied() {
+                Some(a) if a > 0 => (a, node.requested.scalar.get(name).copied().unwrap_or(0)),
+                advertised => super::dynamic_resources::extended::devices_on(state, name, node)
+                    .or(advertised.map(|a| (a, 0)))?,
+            }
         }
         ResourceKey::Ignored => return None,
     };
@@ -179,15 +185,15 @@ mod tests {
         let with = node("a", &[("nvidia.com/gpu", "4")]).build();
         let without = node("b", &[("cpu", "4")]).build();
         assert_eq!(
-            allocatable_and_requested(&gpu, &with, 1, Requests::NonZero),
+            allocatable_and_requested(&CycleState::new(), &gpu, &with, 1, Requests::NonZero),
             Some((4, 1))
         );
         assert_eq!(
-            allocatable_and_requested(&gpu, &with, 0, Requests::NonZero),
+            allocatable_and_requested(&CycleState::new(), &gpu, &with, 0, Requests::NonZero),
             None
         );
         assert_eq!(
-            allocatable_and_requested(&gpu, &without, 1, Requests::NonZero),
+            allocatable_and_requested(&CycleState::new(), &gpu, &without, 1, Requests::NonZero),
             None
         );
     }
@@ -199,11 +205,23 @@ mod tests {
         let nz = pod_request(&ResourceKey::Cpu, &empty, Requests::NonZero);
         assert_eq!(nz, 100);
         assert_eq!(
-            allocatable_and_requested(&ResourceKey::Cpu, &n, nz, Requests::NonZero),
+            allocatable_and_requested(
+                &CycleState::new(),
+                &ResourceKey::Cpu,
+                &n,
+                nz,
+                Requests::NonZero
+            ),
             Some((4000, 200))
         );
         assert_eq!(
-            allocatable_and_requested(&ResourceKey::Cpu, &n, 0, Requests::Actual),
+            allocatable_and_requested(
+                &CycleState::new(),
+                &ResourceKey::Cpu,
+                &n,
+                0,
+                Requests::Actual
+            ),
             Some((4000, 0))
         );
     }

@@ -21,9 +21,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::DraState;
 use crate::cache::{DraFacts, NodeState};
 use crate::dra::allocate::{Budget, NodeView, Plan};
+use crate::dra::cel::Selector;
 use crate::dra::extended::ExtendedClaim;
+use crate::dra::inventory::{SHARED, Verdicts};
 use crate::dra::{Claim, limits};
-use crate::framework::Rejection;
+use crate::framework::{CycleState, Rejection};
 use crate::model::PodInfo;
 use crate::model::extended::DEVICE_CLASS_PREFIX;
 
@@ -33,6 +35,9 @@ pub const STATE_KEY: &str = "DynamicResources/extended";
 #[derive(Debug)]
 pub struct ExtendedState {
     pub served: BTreeMap<Arc<str>, Arc<str>>,
+    /// Each served resource's class selectors, with their verdicts: which
+    /// devices count for it when it is scored (`devices_on`).
+    selectors: BTreeMap<Arc<str>, Vec<(Selector, Verdicts)>>,
     /// The claim built and prepared for each set of resources DRA serves
     /// on a node (nodes differ only in which of the pod's resources they
     /// advertise), so Filter builds and prepares it once per set, not
@@ -113,10 +118,59 @@ pub(super) fn pre_filter(
             &*stale.name
         )));
     }
+    let inventory = dra.inventory();
+    let selectors = served
+        .iter()
+        .filter_map(|(resource, class)| {
+            let class = inventory.class(class)?;
+            let with_verdicts = class
+                .selectors
+                .iter()
+                .map(|s| (s.clone(), inventory.verdicts(s)))
+                .collect();
+            Some((resource.clone(), with_verdicts))
+        })
+        .collect();
     Ok(Some(ExtendedState {
         served,
+        selectors,
         prepared: Mutex::default(),
     }))
+}
+
+/// What `NodeResourcesFit` and `NodeResourcesBalancedAllocation` score an
+/// extended resource by where DRA serves it (the node does not advertise
+/// it), as kube-scheduler scores such a resource named in a scoring
+/// strategy: `(allocatable, requested + in use)`, where allocatable counts
+/// the devices of its class that reach the node and in use those of them
+/// allocated, whole or in shares. `None` where DRA does not serve it.
+pub fn devices_on(state: &CycleState, resource: &str, node: &NodeState) -> Option<(i64, i64)> {
+    let x = state.read::<ExtendedState>(STATE_KEY)?;
+    if !x.delegates(resource, node) {
+        return None;
+    }
+    let selectors = x.selectors.get(resource)?;
+    let d = state.read::<DraState>(super::STATE_KEY)?;
+    let inv = &*d.inventory;
+    let (mut devices, mut in_use) = (0i64, 0i64);
+    for index in inv.reachable_indexes(&node.info.name, &node.info.labels) {
+        // A selector that fails to evaluate selects nothing, as for a claim.
+        let selected = selectors
+            .iter()
+            .all(|(s, v)| inv.passes_at(&d.eval, s, v, index).unwrap_or(false));
+        if !selected {
+            continue;
+        }
+        devices = devices.saturating_add(1);
+        let shared_out = inv.flags(index) & SHARED != 0
+            && inv
+                .device_at(index)
+                .is_some_and(|dev| d.in_use.is_shared_out(&dev.id));
+        if shared_out || d.in_use.holds(index, inv) {
+            in_use = in_use.saturating_add(1);
+        }
+    }
+    Some((devices, in_use))
 }
 
 /// Filter: the pod's claims and, where DRA serves some of its extended

@@ -135,6 +135,7 @@ fn a_device_taint_rule_keeps_allocations_off_the_devices_it_picks() {
 mod extended {
     use super::*;
     use crate::driver::dra_fixtures::{gpu_class_serving, with_extended};
+    use crate::plugins::dynamic_resources::extended::devices_on;
     use crate::plugins::node_resources_fit::NodeResourcesFit;
 
     const GPU: &str = "example.com/gpu";
@@ -282,5 +283,89 @@ mod extended {
         assert!(f.dra.unreserve(&a.key));
         assert_eq!(f.dra.devices_in_use(), 0);
         f.dra.reserve(&b, &n).unwrap();
+    }
+
+    /// A scoring strategy naming a resource DRA serves scores it by the
+    /// class's devices on each node that does not advertise it: all of
+    /// them as allocatable, those allocated (whole or in shares) and the
+    /// pod's request as requested.
+    #[test]
+    fn fit_scores_a_served_resource_by_the_class_devices_on_the_node() {
+        use crate::framework::ScorePlugin;
+        use crate::plugins::node_resources_fit::{
+            NodeResourcesFitArgs, ResourceSpec, ScoringStrategyType,
+        };
+        use crate::plugins::resource_allocation::{
+            Requests, ResourceKey, allocatable_and_requested,
+        };
+        let mut f = facts_serving(&[4, 4, 0]);
+        let ns = nodes_with(4, Some(3));
+        // Two of n0's four devices are held for another pod's claim.
+        let holder = with_extended(pod("h", 100, 1), GPU, 2);
+        f.dra.reserve(&holder, &ns[0].info).unwrap();
+        let p = with_extended(pod("a", 100, 1), GPU, 1);
+        let mut s = CycleState::new();
+        DynamicResources.pre_filter(&mut s, &p, &Snapshot::new(&ns, &f));
+        assert_eq!(devices_on(&s, GPU, &ns[0]), Some((4, 2)));
+        assert_eq!(devices_on(&s, GPU, &ns[1]), Some((4, 0)));
+        assert_eq!(devices_on(&s, GPU, &ns[2]), Some((0, 0)));
+        // n3 advertises the resource: a device plugin's, counted as usual.
+        assert_eq!(devices_on(&s, GPU, &ns[3]), None);
+        let key = ResourceKey::parse(GPU);
+        let at = |i: usize| allocatable_and_requested(&s, &key, &ns[i], 1, Requests::NonZero);
+        assert_eq!(at(0), Some((4, 3)));
+        assert_eq!(at(1), Some((4, 1)));
+        assert_eq!(at(2), None, "no device: no part in the score");
+        assert_eq!(at(3), Some((4, 1)));
+        // Without DynamicResources' PreFilter a node lacking it offers none.
+        assert_eq!(
+            allocatable_and_requested(&CycleState::new(), &key, &ns[0], 1, Requests::NonZero),
+            None
+        );
+        let fit = |kind| {
+            let mut args = NodeResourcesFitArgs::default();
+            args.scoring_strategy.kind = kind;
+            args.scoring_strategy.resources = vec![ResourceSpec::new(GPU, 1)];
+            NodeResourcesFit::new(&args)
+        };
+        let most = fit(ScoringStrategyType::MostAllocated);
+        assert_eq!(most.score(&s, &p, &ns[0]), 75);
+        assert_eq!(most.score(&s, &p, &ns[1]), 25);
+        let least = fit(ScoringStrategyType::LeastAllocated);
+        assert_eq!(least.score(&s, &p, &ns[0]), 25);
+        assert_eq!(least.score(&s, &p, &ns[1]), 75);
+    }
+
+    /// A device shared out counts once as in use, however many shares.
+    #[test]
+    fn a_shared_device_counts_once_as_in_use() {
+        use crate::driver::dra_fixtures::{nic_claim, nic_class, nic_slice};
+        let mut f = ClusterFacts::default();
+        f.dra.apply(nic_class());
+        f.dra.apply(crate::cache::DraChange::ClassUpserted {
+            name: Arc::from("nic"),
+            class: Ok(Arc::new(
+                crate::dra::DeviceClass::from_api(&serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": "nic"},
+                    "spec": {
+                        "selectors": [{"cel": {"expression": "device.driver == 'nic.example.com'"}}],
+                        "extendedResourceName": "example.com/nic",
+                    },
+                })).unwrap())
+                .unwrap(),
+            )),
+        });
+        f.dra.apply(nic_slice("n0"));
+        f.dra.refresh();
+        let ns = nodes_with(1, None);
+        for (i, name) in ["a-nic", "b-nic"].iter().enumerate() {
+            f.dra.apply(claim_upserted(nic_claim("default", name, 10)));
+            let holder = with_claims(pod(&format!("h{i}"), 100, 1), &[("nic", name)]);
+            f.dra.reserve(&holder, &ns[0].info).unwrap();
+        }
+        let p = with_extended(pod("a", 100, 1), "example.com/nic", 1);
+        let mut s = CycleState::new();
+        DynamicResources.pre_filter(&mut s, &p, &Snapshot::new(&ns, &f));
+        assert_eq!(devices_on(&s, "example.com/nic", &ns[0]), Some((1, 1)));
     }
 }
