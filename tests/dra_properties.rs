@@ -16,9 +16,13 @@ use std::time::Duration;
 
 use muster::driver::Harness;
 use muster::driver::dra_fixtures::{
-    claim_deleted, claim_upserted, generated_claim, gpu_claim, gpu_class, nic_claim, nic_class,
-    nic_slice, nic_slice_name, node_slice, slice_deleted, with_claims, with_template_claim,
+    claim_deleted, claim_upserted, generated_claim, gpu_claim, gpu_class, gpu_class_serving,
+    nic_claim, nic_class, nic_slice, nic_slice_name, node_slice, slice_deleted, with_claims,
+    with_extended, with_template_claim,
 };
+
+/// The extended resource the GPU class serves in the random runs.
+const GPU_RESOURCE: &str = "example.com/gpu";
 use muster::driver::fixtures::{SCHEDULER, gang_def, group_key, member, node, pod};
 use muster::engine::{Action, EngineConfig, ProfileConfig};
 use muster::framework::placement::Framework;
@@ -46,6 +50,11 @@ enum Op {
     },
     /// A pod sharing the claim of an earlier pod.
     SharingPod(usize),
+    /// A pod asking for `gpus` of the extended resource the GPU class
+    /// serves, with no claim of its own (KEP-5004).
+    ExtendedPod {
+        gpus: i64,
+    },
     /// A pod with a claim for some of a shared NIC's bandwidth.
     NicPod {
         gbps: u32,
@@ -75,6 +84,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (2..=5u32, 1..=2u32).prop_map(|(count, gpus)| Op::Replicas { count, gpus }),
         2 => (0..16usize).prop_map(Op::SharingPod),
         2 => (1..=60u32).prop_map(|gbps| Op::NicPod { gbps }),
+        2 => (1..=3i64).prop_map(|gpus| Op::ExtendedPod { gpus }),
         2 => (2..=3u32, 1..=2u32, any::<bool>())
             .prop_map(|(size, gpus, template)| Op::Gang { size, gpus, template }),
         1 => (0..16usize).prop_map(Op::DeleteClaim),
@@ -97,7 +107,7 @@ fn persistence() -> Option<Box<dyn proptest::test_runner::FailurePersistence>> {
 #[derive(Default)]
 struct World {
     nodes: Vec<(String, usize)>,
-    /// Pods created, with the claim each uses.
+    /// Pods created, with the claim each uses (none: `""`).
     pods: Vec<(PodKey, String)>,
     next: usize,
 }
@@ -172,6 +182,12 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
                 add_claiming(h, w, pod(&name, 100, 1), *gpus, true);
             }
         }
+        Op::ExtendedPod { gpus } => {
+            let name = w.name("x");
+            let p = with_extended(pod(&name, 100, 1), GPU_RESOURCE, *gpus);
+            w.pods.push((p.key.clone(), String::new()));
+            h.put_pod(p);
+        }
         Op::NicPod { gbps } => {
             let name = w.name("q");
             let claim = format!("{name}-nic");
@@ -184,6 +200,9 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
             let Some((_, claim)) = w.pods.get(i % w.pods.len().max(1)).cloned() else {
                 return;
             };
+            if claim.is_empty() {
+                return; // an extended-resource pod's: not one to share
+            }
             let name = w.name("s");
             let p = with_claims(pod(&name, 100, 1), &[("gpus", &claim)]);
             w.pods.push((p.key.clone(), claim));
@@ -202,7 +221,9 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
             }
         }
         Op::DeleteClaim(i) => {
-            if let Some((_, claim)) = w.pods.get(i % w.pods.len().max(1)) {
+            if let Some((_, claim)) = w.pods.get(i % w.pods.len().max(1))
+                && !claim.is_empty()
+            {
                 h.put_dra(claim_deleted("default", claim));
             }
         }
@@ -252,7 +273,7 @@ proptest! {
     ) {
         let mut h = Harness::new();
         h.bind_latency = Duration::from_millis(latency * 500);
-        h.put_dra(gpu_class());
+        h.put_dra(gpu_class_serving(GPU_RESOURCE));
         h.put_dra(nic_class());
         let mut w = World::default();
         for (step, op) in ops.iter().enumerate() {
@@ -294,7 +315,7 @@ proptest! {
         let mut worlds = [World::default(), World::default()];
         for h in &mut twins {
             h.bind_latency = Duration::from_millis(latency * 500);
-            h.put_dra(gpu_class());
+            h.put_dra(gpu_class_serving(GPU_RESOURCE));
             h.put_dra(nic_class());
         }
         let binds = |h: &Harness| -> Vec<(String, String)> {
@@ -394,6 +415,36 @@ fn memoised_replicas_that_fit_nowhere_name_their_own_claims() {
             assert!(wrong.is_empty(), "{pod} is told of {other}'s claim");
         }
     }
+}
+
+/// A pod asking for an extended resource whose node goes away while its
+/// binding (which creates its extended-resource claim) is in flight gets
+/// a claim of its own on the next node, not the devices planned for the
+/// first.
+#[test]
+fn an_extended_resource_pod_whose_node_goes_away_mid_binding_gets_new_devices() {
+    let mut h = seeded();
+    h.bind_latency = Duration::from_secs(1);
+    let mut w = World::default();
+    h.put_dra(gpu_class_serving(GPU_RESOURCE));
+    for op in [Op::AddNode { gpus: 1 }, Op::AddNode { gpus: 1 }] {
+        apply(&mut h, &mut w, &op);
+    }
+    apply(&mut h, &mut w, &Op::ExtendedPod { gpus: 1 });
+    h.settle();
+    let pod_key = w.pods[0].0.clone();
+    let binding = h.actions_where(|a| matches!(a, Action::Bind { pod, .. } if *pod == pod_key));
+    let node = match binding.first() {
+        Some(Action::Bind { node, .. }) => node.to_string(),
+        other => panic!("the pod's binding is in flight: {other:?}"),
+    };
+    assert!(h.node_of(&pod_key).is_none(), "not bound yet");
+    h.delete_node(&node);
+    h.put_dra(slice_deleted(&node));
+    h.advance(Duration::from_secs(30));
+    h.check_invariants().unwrap();
+    let bound = h.node_of(&pod_key).expect("bound");
+    assert_ne!(*bound, *node);
 }
 
 /// A pod whose devices exist binds once a slice publishes them, and a

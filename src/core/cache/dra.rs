@@ -658,6 +658,20 @@ impl DraFacts {
         }
         if let Some(x) = &extended {
             let key = Self::extended_plan_key(pod);
+            // Each binding creates a claim of its own: the devices planned
+            // for an earlier binding still in flight (the pod gave its
+            // node back when the node went away) are that binding's, and
+            // may not even reach this node.
+            if self
+                .assumed
+                .get(&key)
+                .is_some_and(|a| a.users.values().any(|writing| *writing))
+            {
+                return Err(
+                    "DynamicResources: an earlier binding of the pod, which creates its extended-resource claim, is still in flight"
+                        .into(),
+                );
+            }
             if !self.assumed.contains_key(&key) {
                 claims.push(Arc::new(x.claim(&pod.key.namespace)));
             }

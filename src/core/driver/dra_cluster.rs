@@ -25,6 +25,8 @@ pub(super) struct DraCluster {
     slices: BTreeMap<Arc<str>, Arc<crate::dra::Slice>>,
     /// The next this many claim writes fail (before anything is written).
     pub(super) fail_writes: usize,
+    /// Extended-resource claims made by bindings so far (for their names).
+    extended_made: usize,
     pub(super) i9_violations: Vec<String>,
 }
 
@@ -102,6 +104,10 @@ impl Harness {
             return Err("injected claim write failure".into());
         }
         for w in writes {
+            if let Some(x) = &w.extended {
+                self.create_extended_claim(pod, uid, x, w)?;
+                continue;
+            }
             let Some(c) = self.dra.claims.get_mut(&w.claim) else {
                 return Err(format!("resourceclaims {:?} not found", &*w.claim.name));
             };
@@ -138,9 +144,73 @@ impl Harness {
         Ok(())
     }
 
+    /// The binding's extended-resource claim, created as the daemon
+    /// creates it (`generateName: <pod>-extended-resources-`, owned by the
+    /// pod) with its allocation and the pod's reservation.
+    fn create_extended_claim(
+        &mut self,
+        pod: &PodKey,
+        uid: &Arc<str>,
+        x: &crate::dra::extended::ExtendedClaim,
+        w: &ClaimReservation,
+    ) -> Result<(), String> {
+        let Some(allocation) = w.allocation.clone() else {
+            return Err("an extended-resource claim to create has no allocation".into());
+        };
+        self.dra.extended_made += 1;
+        let mut c = x.claim(&pod.namespace);
+        c.name = Arc::from(format!(
+            "{}-extended-resources-{}",
+            pod.name, self.dra.extended_made
+        ));
+        c.uid = Arc::from(format!("uid-{}", c.name));
+        c.allocation = Some(allocation);
+        c.reserved_for.push(Consumer {
+            api_group: Arc::from(""),
+            resource: Arc::from("pods"),
+            name: pod.name.clone(),
+            uid: uid.clone(),
+        });
+        let key = PodKey::new(&c.namespace, &c.name);
+        self.dra.claims.insert(key.clone(), c);
+        self.check_single_holders();
+        self.observe_claim(&key);
+        Ok(())
+    }
+
+    /// Deletes the extended-resource claims made for the pod `uid` (a
+    /// binding that failed after making one; the pod gone or finished:
+    /// its owner reference), as the daemon and the garbage collector do.
+    pub(super) fn delete_extended_claims(&mut self, uid: &str) {
+        let keys: Vec<PodKey> = self
+            .dra
+            .claims
+            .iter()
+            .filter(|(_, c)| c.extended && c.owner_pod.as_deref() == Some(uid))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            self.dra.claims.remove(&k);
+            self.send(ClusterEvent::Dra(DraChange::ClaimDeleted(k)));
+        }
+    }
+
     /// Takes `uid` out of each claim's reservations; a claim reserved for
-    /// no one is deallocated (the resourceclaim controller's part).
+    /// no one is deallocated (the resourceclaim controller's part). An
+    /// extended-resource claim named for Unreserve is deleted instead (the
+    /// daemon's `deleteClaim`).
     pub(super) fn release_claims(&mut self, uid: &str, only: Option<&[PodKey]>) {
+        if let Some(named) = only {
+            let extended: Vec<PodKey> = named
+                .iter()
+                .filter(|k| self.dra.claims.get(*k).is_some_and(|c| c.extended))
+                .cloned()
+                .collect();
+            for k in extended {
+                self.dra.claims.remove(&k);
+                self.send(ClusterEvent::Dra(DraChange::ClaimDeleted(k)));
+            }
+        }
         let keys: Vec<PodKey> = self
             .dra
             .claims
@@ -166,6 +236,38 @@ impl Harness {
             return;
         };
         let mut found = Vec::new();
+        // Extended resources the node does not advertise come from a
+        // claim the binding made for the pod.
+        let on_dra = p
+            .constraints
+            .extended
+            .iter()
+            .flat_map(|c| &c.requests)
+            .any(|r| n.allocatable.scalar.get(&r.resource).copied().unwrap_or(0) <= 0);
+        let served = on_dra && self.engine.cache().facts().dra.serves_extended(p);
+        let extended = self
+            .dra
+            .claims
+            .iter()
+            .find(|(_, c)| c.extended && c.owner_pod.as_deref() == Some(&*p.uid))
+            .map(|(k, c)| (k.clone(), c));
+        match extended {
+            None if served => found.push(format!(
+                "{pod} bound to {node} without a claim for its extended resources"
+            )),
+            None => {}
+            Some((key, c)) => {
+                let reaches = c
+                    .allocation
+                    .as_ref()
+                    .is_some_and(|a| a.reach.iter().all(|r| r.reaches(node, &n.labels)));
+                if !reaches || !c.reserved_for_uid(&p.uid) {
+                    found.push(format!(
+                        "{pod} bound to {node} with its extended-resource claim {key} unallocated, not reserved for it, or out of reach"
+                    ));
+                }
+            }
+        }
         for pc in &p.constraints.resource_claims {
             let Resolved::Claim(name) = pc.resolve() else {
                 continue;

@@ -163,6 +163,7 @@ impl Harness {
         if let Some(p) = self.pods.remove(key) {
             self.send(ClusterEvent::PodDeleted(key.clone()));
             self.release_claims(&p.uid, None);
+            self.delete_extended_claims(&p.uid);
         }
     }
 
@@ -439,6 +440,10 @@ impl Harness {
             let ok = result.is_ok();
             if ok {
                 self.check_claims_at_bind(&b.pod, &b.node);
+            } else {
+                // The daemon deletes the extended-resource claim a failed
+                // binding made.
+                self.delete_extended_claims(&b.uid);
             }
             if self.pods.get(&b.pod).is_none_or(|p| p.uid != b.uid) {
                 // The resourceclaim controller: reservations of pods that

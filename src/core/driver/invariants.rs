@@ -211,11 +211,21 @@ impl Harness {
     }
 
     /// I2 — no overcommit: on every node the requests of bound and assumed pods
-    /// fit its allocatable, for every resource.
+    /// fit its allocatable, for every resource. An extended resource the
+    /// node does not advertise and a DeviceClass serves is devices, not
+    /// allocatable: I9 speaks for it.
     pub fn check_no_overcommit(&self) -> Result<(), String> {
+        let dra = &self.engine.cache().facts().dra;
         for node in self.engine.cache().nodes() {
             let alloc = &node.info.allocatable;
-            let over: Vec<&str> = node.requested.exceeding(alloc).collect();
+            let over: Vec<&str> = node
+                .requested
+                .exceeding(alloc)
+                .filter(|r| {
+                    alloc.scalar.get(*r).copied().unwrap_or(0) > 0
+                        || dra.extended_class(r).is_none()
+                })
+                .collect();
             let pods_over = node.requested.pods > alloc.pods && alloc.pods > 0;
             if !over.is_empty() || pods_over {
                 return Err(format!(
