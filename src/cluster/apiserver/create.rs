@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::SimState;
 use super::fields::{self, Mode};
 use super::kinds::{after_create, on_create};
-use super::objects::{as_map, meta_mut, name_suffix, new_uid, now};
+use super::objects::{as_map, generated_base, meta_mut, name_suffix, new_uid, now};
 use super::registry::ResourceDef;
 use super::response::commit_error;
 use super::status::{ApiError, ApiResult};
@@ -67,7 +67,7 @@ pub fn create_checked(
         .map(str::to_string);
     let name = match (given, &generate) {
         (Some(n), _) => n,
-        (None, Some(prefix)) => format!("{prefix}{}", name_suffix()),
+        (None, Some(prefix)) => format!("{}{}", generated_base(prefix), name_suffix()),
         (None, None) => {
             return Err(ApiError::invalid(
                 &def.group,

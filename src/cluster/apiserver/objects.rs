@@ -31,6 +31,20 @@ pub fn now_micro() -> String {
         .to_string()
 }
 
+/// The longest `generateName` a real server keeps: the rest is cut, so
+/// that with its 5-character suffix the name fits a DNS label (63).
+pub const MAX_GENERATED_BASE: usize = 58;
+
+/// `generateName` as a real server uses it: cut to `MAX_GENERATED_BASE`
+/// bytes (at a character boundary; names are ASCII once validated).
+pub fn generated_base(prefix: &str) -> &str {
+    let mut end = prefix.len().min(MAX_GENERATED_BASE);
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    prefix.get(..end).unwrap_or_default()
+}
+
 /// The 5-character suffix a real server appends to `generateName`.
 pub fn name_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -96,6 +110,19 @@ pub fn condition(kind: &str, ok: bool, reason: Option<&str>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// As a real server: a long `generateName` is cut so that the name,
+    /// suffix included, fits 63 characters.
+    #[test]
+    fn a_long_generate_name_is_cut() {
+        assert_eq!(generated_base("p-"), "p-");
+        let long = format!("{}-extended-resources-", "a".repeat(60));
+        assert_eq!(generated_base(&long), "a".repeat(58));
+        assert_eq!(
+            format!("{}{}", generated_base(&long), name_suffix()).len(),
+            63
+        );
+    }
 
     #[test]
     fn uid_shape() {

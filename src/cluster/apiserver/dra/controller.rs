@@ -29,7 +29,9 @@ use tokio_util::sync::CancellationToken;
 use super::consumer::ClaimChange;
 use super::validate::default_claim_spec;
 use crate::apiserver::kubelet::Lifecycle;
-use crate::apiserver::objects::{as_map, child_mut, meta_mut, name_suffix, new_uid, now, str_at};
+use crate::apiserver::objects::{
+    as_map, child_mut, generated_base, meta_mut, name_suffix, new_uid, now, str_at,
+};
 use crate::apiserver::store::{CommitError, EventType, Store, Stored};
 
 pub const PODS: &str = "/v1/pods";
@@ -137,7 +139,7 @@ fn on_pod(store: &Store, pod: &Stored, deleted: bool) {
     let value = pod.value();
     if deleted || pod_done(&value) {
         // Its claims may be released, and those made for it deleted.
-        for claim in all(store, CLAIMS, Some(&pod.namespace)) {
+        for claim in claims_of_pod(store, pod, &value) {
             let c = claim.value();
             if reserved_uids(&c).any(|u| u == pod.uid) || owner_pod_uid(&c) == Some(&pod.uid) {
                 sync_claim(store, &claim);
@@ -148,6 +150,58 @@ fn on_pod(store: &Store, pod: &Stored, deleted: bool) {
     if value.pointer("/metadata/deletionTimestamp").is_none() {
         create_template_claims(store, pod, &value);
     }
+}
+
+/// The claims a pod may hold, as kube-controller-manager's controller finds
+/// them on the pod: those its entries name, those recorded in its status
+/// (from templates, and the scheduler's extended-resource claim), and
+/// those made for it whose recording was lost (found by the names they are
+/// generated under). Read by name and name range, never by walking every
+/// claim of the namespace for each pod that ends.
+fn claims_of_pod(store: &Store, pod: &Stored, value: &Value) -> Vec<Arc<Stored>> {
+    let entries = value
+        .pointer("/spec/resourceClaims")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let recorded = value
+        .pointer("/status/resourceClaimStatuses")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut names: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| e.get("resourceClaimName")?.as_str())
+        .chain(
+            recorded
+                .iter()
+                .filter_map(|s| s.get("resourceClaimName")?.as_str()),
+        )
+        .chain(str_at(
+            value,
+            "/status/extendedResourceClaimStatus/resourceClaimName",
+        ))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut out: Vec<Arc<Stored>> = names
+        .into_iter()
+        .filter_map(|n| store.get(CLAIMS, &pod.namespace, n))
+        .collect();
+    let mut prefixes: Vec<String> = entries
+        .iter()
+        .filter(|e| e.get("resourceClaimTemplateName").is_some())
+        .filter_map(|e| e.get("name")?.as_str())
+        .map(|entry| format!("{}-", claim_name_base(&pod.name, entry)))
+        .collect();
+    // The scheduler's `generateName` for the extended-resource claim.
+    prefixes.push(generated_base(&format!("{}-extended-resources-", pod.name)).to_string());
+    for prefix in &prefixes {
+        out.extend(store.list_prefixed(CLAIMS, &pod.namespace, prefix));
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.dedup_by(|a, b| a.name == b.name);
+    out
 }
 
 /// The pod's claims made from templates that it does not have yet.
@@ -556,6 +610,45 @@ mod tests {
             json!([{"name": "gpu", "resourceClaimName": "p-gpu-bbbbb"}])
         );
         assert_eq!(all(&store, CLAIMS, Some("ns")).len(), 2, "none made");
+    }
+
+    /// A pod that ends releases and deletes the claims made for it, found
+    /// by name: one its status records, one whose recording was lost, and
+    /// the scheduler's extended-resource claim; another pod's claim under a
+    /// similar name is left alone.
+    #[test]
+    fn an_ended_pod_frees_the_claims_made_for_it() {
+        let store = Store::new(100, 100);
+        let create = |res: &str, v: Value| store.create(&Arc::from(res), v).unwrap();
+        let claim = |name: &str, owner: &str| {
+            json!({"metadata": {"name": name, "namespace": "ns",
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p",
+                                     "uid": owner, "controller": true}]},
+                   "status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": owner}]}})
+        };
+        for (name, owner) in [
+            ("p-gpu-aaaaa", "u1"),
+            ("p-nic-bbbbb", "u1"),
+            ("p-extended-resources-ccccc", "u1"),
+            ("p-gpu-ddddd", "someone-else"),
+        ] {
+            create(CLAIMS, claim(name, owner));
+        }
+        let pod = create(
+            PODS,
+            json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+                   "spec": {"resourceClaims": [
+                       {"name": "gpu", "resourceClaimTemplateName": "one"},
+                       {"name": "nic", "resourceClaimTemplateName": "two"}]},
+                   "status": {"phase": "Succeeded",
+                       "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-aaaaa"}]}}),
+        );
+        on_pod(&store, &pod, false);
+        let left: Vec<String> = all(&store, CLAIMS, Some("ns"))
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        assert_eq!(left, ["p-gpu-ddddd"]);
     }
 
     #[test]
