@@ -1105,7 +1105,7 @@ where
             };
             if claim_event {
                 AUDITS_I9.fetch_add(1, Ordering::Relaxed);
-                if let Err(why) = devices_unshared(&world.claims) {
+                if let Err(why) = devices_audited(&world.claims, &[]) {
                     panic!("I9: {why}");
                 }
             }
@@ -1140,9 +1140,6 @@ where
     wait_world(env, |w| done(&w.pods)).await.pods
 }
 
-/// A device, as allocation results name it: (driver, pool, device).
-type DeviceId = (String, String, String);
-
 fn results(c: &ResourceClaim) -> Vec<DeviceRequestAllocationResult> {
     c.status
         .as_ref()
@@ -1152,48 +1149,37 @@ fn results(c: &ResourceClaim) -> Vec<DeviceRequestAllocationResult> {
         .unwrap_or_default()
 }
 
-/// I9, devices: no device is in two claims' allocations whole (admin
-/// access excepted), nor whole in one and shared by another, and each share
-/// of a shared device is one claim's.
-fn devices_unshared(claims: &BTreeMap<String, ResourceClaim>) -> Result<(), String> {
-    let mut whole: BTreeMap<DeviceId, &str> = BTreeMap::new();
-    let mut shares: BTreeMap<(DeviceId, String), &str> = BTreeMap::new();
-    for (name, c) in claims {
-        for r in results(c) {
-            if r.admin_access == Some(true) {
-                continue;
-            }
-            let id = (r.driver, r.pool, r.device);
-            let shown = format!("{}/{}/{}", id.0, id.1, id.2);
-            match r.share_id {
-                None => {
-                    if let Some(other) = whole.insert(id.clone(), name) {
-                        return Err(format!(
-                            "device {shown} allocated to both {other} and {name}"
-                        ));
-                    }
-                    if let Some(((_, share), other)) = shares.iter().find(|((d, _), _)| *d == id) {
-                        return Err(format!(
-                            "device {shown} allocated whole to {name} and shared ({share}) by {other}"
-                        ));
-                    }
-                }
-                Some(share) => {
-                    if let Some(other) = whole.get(&id) {
-                        return Err(format!(
-                            "device {shown} allocated whole to {other} and shared ({share}) by {name}"
-                        ));
-                    }
-                    if let Some(other) = shares.insert((id, share.clone()), name) {
-                        return Err(format!(
-                            "share {share} of device {shown} allocated to both {other} and {name}"
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
+/// I9 over the cluster's claims, by the audit the scheduler's own checks
+/// use (`muster::dra::audit`): no device is in two claims' allocations
+/// whole (admin access excepted), nor whole in one and shared by another,
+/// each share of a shared device is one claim's, and, where `slices`
+/// publish the device, its shares consume no more than its capacities.
+fn devices_audited(
+    claims: &BTreeMap<String, ResourceClaim>,
+    slices: &[muster::dra::Slice],
+) -> Result<(), String> {
+    let parsed = claims
+        .iter()
+        .map(|(name, c)| {
+            muster::dra::Claim::from_api(c)
+                .map(|c| (name.clone(), c))
+                .map_err(|e| format!("claim {name}: {e}"))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let held = parsed.iter().flat_map(|(name, c)| {
+        c.allocation
+            .iter()
+            .flat_map(|a| &a.results)
+            .map(move |r| (name.clone(), r))
+    });
+    let found = muster::dra::audit::violations(held, |id| {
+        slices
+            .iter()
+            .filter(|s| s.driver == id.driver && s.pool == id.pool)
+            .flat_map(|s| &s.devices)
+            .find(|d| d.name == id.device)
+    });
+    found.into_iter().next().map_or(Ok(()), Err)
 }
 
 /// The name of the ResourceClaim a pod's claim entry resolves to (a
@@ -1351,61 +1337,21 @@ async fn audit_i9(env: &Env) {
             })
         })
         .collect();
-    if let Err(why) = devices_unshared(&claims) {
-        panic!("I9: {why}");
-    }
-    let slices = Api::<ResourceSlice>::all(env.client.clone())
+    let slices: Vec<muster::dra::Slice> = Api::<ResourceSlice>::all(env.client.clone())
         .list(&lp)
         .await
         .expect("slices")
-        .items;
-    if let Err(why) = shares_fit(&claims, &slices) {
+        .items
+        .iter()
+        .map(|s| muster::dra::Slice::from_api(s).expect("a published slice reads"))
+        .collect();
+    if let Err(why) = devices_audited(&claims, &slices) {
         panic!("I9: {why}");
     }
     let world = World { pods, claims };
     if let Err(why) = pods_hold_their_claims(&world, Some(&labels)) {
         panic!("I9: {why}");
     }
-}
-
-/// I9, shared devices: the shares of a device consume no more than each of
-/// its capacities (as its slice publishes them).
-fn shares_fit(
-    claims: &BTreeMap<String, ResourceClaim>,
-    slices: &[ResourceSlice],
-) -> Result<(), String> {
-    use muster::model::Quantity;
-    let mut used: BTreeMap<(String, String, String, String), Quantity> = BTreeMap::new();
-    for c in claims.values() {
-        for r in results(c) {
-            if r.share_id.is_none() || r.admin_access == Some(true) {
-                continue;
-            }
-            for (name, q) in r.consumed_capacity.clone().unwrap_or_default() {
-                let q = Quantity::parse(&q.0).map_err(|e| e.to_string())?;
-                let key = (r.driver.clone(), r.pool.clone(), r.device.clone(), name);
-                let sum = used.entry(key).or_insert(Quantity::ZERO);
-                *sum = sum.checked_add(q).ok_or("consumed capacity overflows")?;
-            }
-        }
-    }
-    for ((driver, pool, device, name), total) in used {
-        let capacity = slices
-            .iter()
-            .filter(|s| s.spec.driver == driver && s.spec.pool.name == pool)
-            .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
-            .find(|d| d.name == device)
-            .and_then(|d| d.capacity.and_then(|c| c.get(&name).cloned()));
-        // A withdrawn slice leaves nothing to compare with.
-        let Some(capacity) = capacity else { continue };
-        let value = Quantity::parse(&capacity.value.0).map_err(|e| e.to_string())?;
-        if total > value {
-            return Err(format!(
-                "device {driver}/{pool}/{device}: shares consume {total} of {name}, which is {value}"
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// The ResourceClaim a pod's claim `gpu` resolves to, if it is known.
