@@ -1172,13 +1172,8 @@ fn devices_audited(
             .flat_map(|a| &a.results)
             .map(move |r| (name.clone(), r))
     });
-    let found = muster::dra::audit::violations(held, |id| {
-        slices
-            .iter()
-            .filter(|s| s.driver == id.driver && s.pool == id.pool)
-            .flat_map(|s| &s.devices)
-            .find(|d| d.name == id.device)
-    });
+    let found =
+        muster::dra::audit::violations(held, |id| muster::dra::audit::published(slices, id));
     found.into_iter().next().map_or(Ok(()), Err)
 }
 

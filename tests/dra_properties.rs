@@ -290,6 +290,14 @@ proptest! {
     }
 }
 
+/// Applies `ops`, letting the scheduler settle after each.
+fn apply_settled(h: &mut Harness, w: &mut World, ops: &[Op]) {
+    for op in ops {
+        apply(h, w, op);
+        h.settle();
+    }
+}
+
 /// A harness whose tie-breaks are drawn from a fixed seed, so that two
 /// of them fed the same events decide alike.
 fn seeded() -> Harness {
@@ -352,14 +360,15 @@ fn memos_forget_nodes_whose_devices_are_freed_without_a_pod_moving() {
         }
         let mut w = World::default();
         h.put_dra(gpu_class());
-        for op in [
-            Op::AddNode { gpus: 8 },
-            Op::AddNode { gpus: 2 },
-            Op::Replicas { count: 11, gpus: 1 },
-        ] {
-            apply(&mut h, &mut w, &op);
-            h.settle();
-        }
+        apply_settled(
+            &mut h,
+            &mut w,
+            &[
+                Op::AddNode { gpus: 8 },
+                Op::AddNode { gpus: 2 },
+                Op::Replicas { count: 11, gpus: 1 },
+            ],
+        );
         assert_eq!(h.binds.len(), 10, "ten devices, ten replicas");
         for node in ["n1", "n2"] {
             let on = h
@@ -387,14 +396,15 @@ fn memoised_replicas_that_fit_nowhere_name_their_own_claims() {
     let mut h = seeded();
     let mut w = World::default();
     h.put_dra(gpu_class());
-    for op in [
-        Op::AddNode { gpus: 1 },
-        Op::AddNode { gpus: 1 },
-        Op::Replicas { count: 2, gpus: 2 },
-    ] {
-        apply(&mut h, &mut w, &op);
-        h.settle();
-    }
+    apply_settled(
+        &mut h,
+        &mut w,
+        &[
+            Op::AddNode { gpus: 1 },
+            Op::AddNode { gpus: 1 },
+            Op::Replicas { count: 2, gpus: 2 },
+        ],
+    );
     assert!(h.binds.is_empty());
     for (pod, claim) in &w.pods {
         let told = h.actions_where(|a| {

@@ -850,11 +850,7 @@ impl<'a> Search<'_, 'a> {
         if self.inv.flags(d) & SHARED == 0 {
             return true;
         }
-        let held = self
-            .inv
-            .device_at(d)
-            .is_some_and(|dev| self.in_use.is_shared_out(&dev.id));
-        !held
+        !self.in_use.shared_out_at(d, self.inv)
             && !self
                 .chosen
                 .iter()

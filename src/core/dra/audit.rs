@@ -8,8 +8,21 @@
 
 use std::collections::BTreeMap;
 
-use super::model::{Allocated, Device, DeviceId, QualifiedName};
+use super::model::{Allocated, Device, DeviceId, QualifiedName, Slice};
 use crate::model::Quantity;
+
+/// The device `id` as `slices` publish it: what `violations` is given to
+/// find devices by when the slices are all there is (no inventory).
+pub fn published<'a>(
+    slices: impl IntoIterator<Item = &'a Slice>,
+    id: &DeviceId,
+) -> Option<&'a Device> {
+    slices
+        .into_iter()
+        .filter(|s| s.driver == id.driver && s.pool == id.pool)
+        .flat_map(|s| &s.devices)
+        .find(|d| d.name == id.device)
+}
 
 /// Every violation among `held` (holder, allocation result), described;
 /// `device` finds a device's capacities (a device it cannot find is not

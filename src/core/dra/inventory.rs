@@ -723,6 +723,15 @@ impl InUse {
         self.consumed.contains_key(d)
     }
 
+    /// `is_shared_out` for the device at `index` of `inv`: only a device
+    /// that allows multiple allocations is read.
+    pub fn shared_out_at(&self, index: u32, inv: &Inventory) -> bool {
+        inv.flags(index) & SHARED != 0
+            && inv
+                .device_at(index)
+                .is_some_and(|dev| self.is_shared_out(&dev.id))
+    }
+
     /// Marks a device (and what it consumes) taken once more; `false` when
     /// it was taken already.
     pub fn take(&mut self, id: &DeviceId, inv: &Inventory) -> bool {

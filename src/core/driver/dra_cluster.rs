@@ -189,6 +189,11 @@ impl Harness {
             .filter(|(_, c)| c.extended && c.owner_pod.as_deref() == Some(uid))
             .map(|(k, _)| k.clone())
             .collect();
+        self.delete_claims(keys);
+    }
+
+    /// Deletes the claims `keys`, and tells the scheduler.
+    fn delete_claims(&mut self, keys: Vec<PodKey>) {
         for k in keys {
             self.dra.claims.remove(&k);
             self.send(ClusterEvent::Dra(DraChange::ClaimDeleted(k)));
@@ -206,10 +211,7 @@ impl Harness {
                 .filter(|k| self.dra.claims.get(*k).is_some_and(|c| c.extended))
                 .cloned()
                 .collect();
-            for k in extended {
-                self.dra.claims.remove(&k);
-                self.send(ClusterEvent::Dra(DraChange::ClaimDeleted(k)));
-            }
+            self.delete_claims(extended);
         }
         let keys: Vec<PodKey> = self
             .dra
@@ -308,11 +310,7 @@ impl Harness {
         });
         let slices = &self.dra.slices;
         let found = crate::dra::audit::violations(held, |id| {
-            slices
-                .values()
-                .filter(|s| s.driver == id.driver && s.pool == id.pool)
-                .flat_map(|s| &s.devices)
-                .find(|d| d.name == id.device)
+            crate::dra::audit::published(slices.values().map(|s| &**s), id)
         });
         self.dra.i9_violations.extend(found);
     }

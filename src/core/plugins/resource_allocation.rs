@@ -99,8 +99,7 @@ pub fn allocatable_and_requested(
             }
             match alloc.scalar.get(name).copied() {
                 Some(a) if a > 0 => (a, node.requested.scalar.get(name).copied().unwrap_or(0)),
-                advertised => super::dynamic_resources::extended::devices_on(state, name, node)
-                    .or(advertised.map(|a| (a, 0)))?,
+                _ => super::dynamic_resources::extended::devices_on(state, name, node)?,
             }
         }
         ResourceKey::Ignored => return None,

@@ -23,7 +23,7 @@ use crate::cache::{DraFacts, NodeState};
 use crate::dra::allocate::{Budget, NodeView, Plan};
 use crate::dra::cel::Selector;
 use crate::dra::extended::ExtendedClaim;
-use crate::dra::inventory::{SHARED, Verdicts};
+use crate::dra::inventory::Verdicts;
 use crate::dra::{Claim, limits};
 use crate::framework::{CycleState, Rejection};
 use crate::model::PodInfo;
@@ -162,11 +162,7 @@ pub fn devices_on(state: &CycleState, resource: &str, node: &NodeState) -> Optio
             continue;
         }
         devices = devices.saturating_add(1);
-        let shared_out = inv.flags(index) & SHARED != 0
-            && inv
-                .device_at(index)
-                .is_some_and(|dev| d.in_use.is_shared_out(&dev.id));
-        if shared_out || d.in_use.holds(index, inv) {
+        if d.in_use.holds(index, inv) || d.in_use.shared_out_at(index, inv) {
             in_use = in_use.saturating_add(1);
         }
     }
