@@ -897,33 +897,6 @@ async fn volcano_label_gang_is_held_whole_and_status_written_without_a_status_su
     daemon.shutdown().await.expect("clean shutdown");
 }
 
-/// A PodGroup sharing DRA claims among its members: the members are refused
-/// with the reason, never placed without the claims (a pod's own
-/// `resourceClaims` are allocated, docs/dra.md).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_podgroup_with_shared_resource_claims_is_refused_naming_them() {
-    let env = cluster(vec![nodes(2, "4")]).await;
-    let daemon = start_daemon(&env).await;
-    let obj = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": "dra", "namespace": "default"},
-        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
-                 "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpus"}]}});
-    create(&env, &podgroup_resource(), Some("default"), obj).await;
-    let pods = (0..2)
-        .map(|i| pod(&format!("dra-{i}"), "1", "muster", Some("dra")))
-        .collect();
-    create_pods(&env, "default", pods).await;
-    wait_failed_scheduling(
-        &env,
-        "default",
-        "dra-0",
-        "PodGroup default/dra uses resourceClaims [gpu]: claims shared by a PodGroup's members (KEP-5729) are not supported by this scheduler; give each pod its own spec.resourceClaims",
-    )
-    .await;
-    assert_eq!(bound_count(&list_pods(&env, "default").await, "dra-"), 0);
-    daemon.shutdown().await.expect("clean shutdown");
-}
-
 /// A basic-policy PodGroup gets the condition too, once a member is placed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_basic_podgroup_is_reported_scheduled() {

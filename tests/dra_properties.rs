@@ -8,17 +8,21 @@
 //! holds), no pod bound where a claim of its is unallocated, not
 //! reserved for it or out of reach, and I1–I5 as everywhere.
 //!
+//! Gangs include PodGroups sharing a claim with their members (KEP-5729),
+//! reserved for the group.
+//!
 //! And under the same events, the per-node memos kept across cycles for
 //! like pods with claims (`framework::placement::Batch`) place every pod
-//! exactly where a fresh pass would.
+//! exactly where a fresh pass would; and the joint device search across a
+//! gang's members places a gang whenever greedy allocation does.
 
 use std::time::Duration;
 
 use muster::driver::Harness;
 use muster::driver::dra_fixtures::{
     claim_deleted, claim_upserted, generated_claim, gpu_claim, gpu_class, gpu_class_serving,
-    nic_claim, nic_class, nic_slice, nic_slice_name, node_slice, slice_deleted, with_claims,
-    with_extended, with_template_claim,
+    group_claims, nic_claim, nic_class, nic_slice, nic_slice_name, node_slice, pcie_claim,
+    pcie_slice, slice_deleted, with_claims, with_extended, with_template_claim,
 };
 
 /// The extended resource the GPU class serves in the random runs.
@@ -66,6 +70,13 @@ enum Op {
         gpus: u32,
         template: bool,
     },
+    /// A gang whose PodGroup shares a claim of `shared` GPUs with its
+    /// members (KEP-5729), each member with a claim of `gpus` of its own.
+    SharedGang {
+        size: u32,
+        gpus: u32,
+        shared: u32,
+    },
     DeleteClaim(usize),
     DeletePod(usize),
     FinishPod(usize),
@@ -87,6 +98,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (1..=3i64).prop_map(|gpus| Op::ExtendedPod { gpus }),
         2 => (2..=3u32, 1..=2u32, any::<bool>())
             .prop_map(|(size, gpus, template)| Op::Gang { size, gpus, template }),
+        2 => (2..=3u32, 0..=2u32, 1..=2u32)
+            .prop_map(|(size, gpus, shared)| Op::SharedGang { size, gpus, shared }),
         1 => (0..16usize).prop_map(Op::DeleteClaim),
         2 => (0..16usize).prop_map(Op::DeletePod),
         1 => (0..16usize).prop_map(Op::FinishPod),
@@ -218,6 +231,27 @@ fn apply(h: &mut Harness, w: &mut World, op: &Op) {
             for m in 0..*size {
                 let p = member(&format!("{g}-{m}"), &group_key(&g), 100, 1);
                 add_claiming(h, w, p, *gpus, *template);
+            }
+        }
+        Op::SharedGang { size, gpus, shared } => {
+            let g = w.name("sg");
+            let claim = format!("{g}-shared");
+            h.put_dra(claim_upserted(gpu_claim("default", &claim, *shared)));
+            let mut def = gang_def(&g, *size, 0);
+            def.extras.resource_claims = Some(group_claims(&g, &[("shared", &claim)]));
+            h.put_def(def);
+            for m in 0..*size {
+                let p = with_claims(
+                    member(&format!("{g}-{m}"), &group_key(&g), 100, 1),
+                    &[("shared", &claim)],
+                );
+                match *gpus {
+                    0 => {
+                        w.pods.push((p.key.clone(), claim.clone()));
+                        h.put_pod(p);
+                    }
+                    gpus => add_claiming(h, w, p, gpus, true),
+                }
             }
         }
         Op::DeleteClaim(i) => {
@@ -536,4 +570,54 @@ fn pods_share_a_device_until_its_capacity_is_consumed() {
     h.advance(Duration::from_secs(30));
     assert_eq!(h.node_of(&pods[2].key).as_deref(), Some("n0"));
     h.check_invariants().unwrap();
+}
+
+/// One node's GPUs, each under the PCIe root its entry names.
+fn roots() -> impl Strategy<Value = Vec<&'static str>> {
+    prop::collection::vec(prop_oneof![Just("r0"), Just("r1"), Just("r2")], 1..=6)
+}
+
+/// A member's claim: how many GPUs, and whether under one root.
+fn member_claim() -> impl Strategy<Value = (u32, bool)> {
+    (1..=3u32, any::<bool>())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: persistence(), ..ProptestConfig::default() })]
+
+    /// The joint device search never does worse than greedy allocation:
+    /// on the same nodes, a gang greedy planning binds whole is bound whole
+    /// with the search too (and it may bind gangs greedy strands), and no
+    /// device is given twice either way.
+    #[test]
+    fn the_joint_search_places_a_gang_whenever_greedy_does(
+        nodes in prop::collection::vec(roots(), 1..=2),
+        claims in prop::collection::vec(member_claim(), 2..=4),
+    ) {
+        let mut twins = [seeded(), seeded()];
+        twins[0].engine.greedy_devices();
+        for h in &mut twins {
+            h.put_dra(gpu_class());
+            for (i, r) in nodes.iter().enumerate() {
+                let name = format!("n{i}");
+                h.add_node(node(&name, 64000, 256));
+                h.put_dra(pcie_slice(&name, r));
+            }
+            let size = u32::try_from(claims.len()).unwrap_or(u32::MAX);
+            h.put_def(gang_def("g", size, 0));
+            for (m, (gpus, same_root)) in claims.iter().enumerate() {
+                let claim = format!("g-{m}-gpus");
+                h.put_dra(claim_upserted(pcie_claim("default", &claim, *gpus, *same_root)));
+                let mut p = with_claims(member(&format!("g-{m}"), &group_key("g"), 100, 1), &[("gpus", &claim)]);
+                p.created_ms = i64::try_from(m).unwrap_or(0);
+                h.put_pod(p);
+            }
+            h.settle();
+            prop_assert!(h.check_invariants().is_ok(), "{:?}", h.check_invariants());
+        }
+        let (greedy, joint) = (twins[0].binds.len(), twins[1].binds.len());
+        prop_assert!(greedy == 0 || greedy == claims.len(), "greedy bound part of a gang: {greedy}");
+        prop_assert!(joint == 0 || joint == claims.len(), "joint bound part of a gang: {joint}");
+        prop_assert!(joint >= greedy, "greedy bound {greedy}, the joint search {joint}");
+    }
 }

@@ -16,6 +16,7 @@ mod deploy;
 mod dialects_e2e;
 mod dra_e2e;
 mod dra_extended_e2e;
+mod dra_gang_e2e;
 mod dra_properties;
 mod fuzz_regressions;
 mod inter_pod_affinity_e2e;

@@ -60,6 +60,9 @@ pub struct Metrics {
     /// Allocation searches: one per node a pod with unallocated claims is
     /// filtered on, one per Reserve.
     pub dra_allocator_searches: IntCounter,
+    /// `result` = placed | failed: joint device searches of a gang member
+    /// with members placed on a node (`engine::joint_devices`).
+    pub dra_joint_searches: IntCounterVec,
     /// `result`: scheduling attempts of pods with resource claims.
     pub dra_attempt_duration: HistogramVec,
     /// Allocations planned at Reserve, not yet recorded in their claims.
@@ -210,6 +213,13 @@ impl Metrics {
                 "muster_dra_allocator_searches_total",
                 "Device allocation searches: one per node a pod with unallocated claims is filtered on, one per Reserve.",
             )?,
+            dra_joint_searches: IntCounterVec::new(
+                Opts::new(
+                    "muster_dra_joint_searches_total",
+                    "Joint device searches of a gang member with the members placed on one node: result=placed when every one of them got devices together, failed otherwise.",
+                ),
+                &["result"],
+            )?,
             dra_attempt_duration: HistogramVec::new(
                 HistogramOpts::new(
                     "muster_dra_scheduling_attempt_duration_seconds",
@@ -268,6 +278,7 @@ impl Metrics {
         r.register(Box::new(self.informer_backlog.clone()))?;
         r.register(Box::new(self.dra_allocations.clone()))?;
         r.register(Box::new(self.dra_allocator_searches.clone()))?;
+        r.register(Box::new(self.dra_joint_searches.clone()))?;
         r.register(Box::new(self.dra_attempt_duration.clone()))?;
         r.register(Box::new(self.dra_allocations_in_flight.clone()))?;
         r.register(Box::new(self.dra_devices_in_use.clone()))?;

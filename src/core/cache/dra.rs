@@ -15,12 +15,69 @@ use crate::dra::allocate::{Budget, NodeView, allocate};
 use crate::dra::cel::Evaluator;
 use crate::dra::extended::{ExtendedClaim, placeholder_name};
 use crate::dra::{Allocation, Claim, DeviceClass, InUse, Inventory, Slice, TaintRule};
-use crate::model::PodKey;
-use crate::model::pod_claims::Resolved;
-use crate::model::{NodeInfo, PodInfo};
+use crate::model::pod_claims::{GroupClaims, PodClaim, Resolved};
+use crate::model::{DefinitionKey, NodeInfo, PodInfo, PodKey};
 
 /// A ResourceClaim's namespace and name.
 pub type ResourceClaimKey = PodKey;
+
+/// The keys of the claims a pod's own entries name (its group's claims
+/// left out: they are reserved for the group, not the pod).
+fn claim_keys_of(pod: &PodInfo, group: Option<&GroupClaims>) -> Vec<ResourceClaimKey> {
+    pod.constraints
+        .resource_claims
+        .iter()
+        .filter(|pc| group.and_then(|g| g.matching(pc)).is_none())
+        .filter_map(|pc| match pc.resolve() {
+            Resolved::Claim(n) => Some(ResourceClaimKey::new(&pod.key.namespace, n)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Plans taken out of the devices held for a joint search
+/// (`DraFacts::lift_plans`): each claim's key, the claim, and its plan.
+/// Handed back to `reserve_jointly` or `put_back`; never dropped.
+#[derive(Debug, Default)]
+#[must_use]
+pub struct Lifted {
+    plans: Vec<(ResourceClaimKey, Arc<Claim>, Assumed)>,
+}
+
+impl Lifted {
+    pub fn is_empty(&self) -> bool {
+        self.plans.is_empty()
+    }
+}
+
+/// A claim a pod uses, and whom it is reserved for: the pod, or — for a
+/// claim its PodGroup shares with every member (KEP-5729) — the group.
+#[derive(Debug, Clone, Copy)]
+pub struct UsedClaim<'a> {
+    pub claim: &'a Arc<Claim>,
+    /// The pod's group, when the claim is the group's.
+    pub group: Option<&'a GroupClaims>,
+}
+
+impl UsedClaim<'_> {
+    /// The UID the claim is reserved under for `pod`: the group's for a
+    /// group's claim.
+    pub fn consumer_uid<'b>(&'b self, pod: &'b PodInfo) -> &'b str {
+        self.group.map_or(&*pod.uid, |g| &*g.uid)
+    }
+
+    /// Whether the claim is reserved for `pod` (or its group).
+    pub fn reserved(&self, pod: &PodInfo) -> bool {
+        self.claim.reserved_for_uid(self.consumer_uid(pod))
+    }
+}
+
+impl std::ops::Deref for UsedClaim<'_> {
+    type Target = Arc<Claim>;
+    fn deref(&self) -> &Arc<Claim> {
+        self.claim
+    }
+}
 
 /// Why a pod's claims cannot be used yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,6 +196,15 @@ pub struct DraFacts {
     plans_of: HashMap<PodKey, Vec<ResourceClaimKey>>,
     /// Extended-resource claims by the uid of the pod they were made for.
     extended_claims: HashMap<Arc<str>, ResourceClaimKey>,
+    /// The claims each PodGroup shares with its members (KEP-5729), as
+    /// its definition reads them (`set_group_claims`), and the groups
+    /// sharing each claim known by name (a claim's event re-runs the gate
+    /// of their members).
+    group_claims: HashMap<DefinitionKey, Arc<GroupClaims>>,
+    claim_groups: HashMap<ResourceClaimKey, Vec<DefinitionKey>>,
+    /// Recorded allocations a what-if simulation released
+    /// (`what_if_release`), to hold again when it is undone.
+    released: std::collections::HashSet<ResourceClaimKey>,
     eval: Arc<Evaluator>,
     /// Allocations planned at Reserve, and how many failed there.
     pub reserved: u64,
@@ -170,6 +236,9 @@ impl Default for DraFacts {
             assumed: HashMap::new(),
             plans_of: HashMap::new(),
             extended_claims: HashMap::new(),
+            group_claims: HashMap::new(),
+            claim_groups: HashMap::new(),
+            released: Default::default(),
             eval: Arc::new(Evaluator::new()),
             reserved: 0,
             reserve_failures: 0,
@@ -288,6 +357,7 @@ impl DraFacts {
                     && a.deleting == b.deleting
                     && a.uid == b.uid
                     && a.owner_pod == b.owner_pod
+                    && a.owner_group == b.owner_group
             }
             (None, None) => true,
             _ => false,
@@ -583,19 +653,144 @@ impl DraFacts {
         (self.slices.len(), self.classes.len(), self.claims.len())
     }
 
+    /// Records the claims a PodGroup's definition lists (`None`: none, or
+    /// the group is gone); whether that changed anything.
+    pub fn set_group_claims(
+        &mut self,
+        group: &DefinitionKey,
+        claims: Option<Arc<GroupClaims>>,
+    ) -> bool {
+        if self.group_claims.get(group) == claims.as_ref() {
+            return false;
+        }
+        let old = match claims {
+            Some(c) => self.group_claims.insert(group.clone(), c),
+            None => self.group_claims.remove(group),
+        };
+        let names = |g: &GroupClaims| -> Vec<ResourceClaimKey> {
+            g.entries
+                .iter()
+                .filter_map(|e| match e.resolve() {
+                    Resolved::Claim(n) => Some(ResourceClaimKey::new(&group.namespace, n)),
+                    _ => None,
+                })
+                .collect()
+        };
+        for key in old.as_deref().map(names).unwrap_or_default() {
+            if let Some(groups) = self.claim_groups.get_mut(&key) {
+                groups.retain(|g| g != group);
+                if groups.is_empty() {
+                    self.claim_groups.remove(&key);
+                }
+            }
+        }
+        let new = self
+            .group_claims
+            .get(group)
+            .map(|g| names(g))
+            .unwrap_or_default();
+        for key in new {
+            self.claim_groups
+                .entry(key)
+                .or_default()
+                .push(group.clone());
+        }
+        true
+    }
+
+    /// Preemption's what-if: the claims of `pod` (its own and its
+    /// extended-resource claim) whose recorded allocation is reserved only
+    /// for pods in `gone` (uids), and not released already.
+    pub fn claims_freed_by(
+        &self,
+        pod: &PodInfo,
+        gone: &dyn Fn(&str) -> bool,
+    ) -> Vec<ResourceClaimKey> {
+        let mut out = Vec::new();
+        let own = claim_keys_of(pod, self.group_claims_of(pod));
+        let extended = self
+            .extended_claim_of(&pod.uid)
+            .map(|c| ResourceClaimKey::new(&c.namespace, &c.name));
+        for key in own.into_iter().chain(extended) {
+            let Some(Ok(c)) = self.claims.get(&key) else {
+                continue;
+            };
+            if c.allocation.is_some()
+                && !c.reserved_for.is_empty()
+                && c.reserved_for.iter().all(|r| gone(&r.uid))
+                && !self.released.contains(&key)
+                && !out.contains(&key)
+            {
+                out.push(key);
+            }
+        }
+        out
+    }
+
+    /// Preemption's what-if: the claim's recorded allocation stops holding
+    /// its devices, as if its pods were gone and it was deallocated, until
+    /// `what_if_hold` (the simulation undone). Whether it was released.
+    pub fn what_if_release(&mut self, key: &ResourceClaimKey) -> bool {
+        let Some(Ok(c)) = self.claims.get(key) else {
+            return false;
+        };
+        let Some(a) = c.allocation.clone() else {
+            return false;
+        };
+        if self.stale || !self.released.insert(key.clone()) {
+            return false;
+        }
+        self.set_held(&a, false);
+        true
+    }
+
+    /// Undoes `what_if_release`.
+    pub fn what_if_hold(&mut self, key: &ResourceClaimKey) {
+        if !self.released.remove(key) {
+            return;
+        }
+        if let Some(Ok(c)) = self.claims.get(key)
+            && let Some(a) = c.allocation.clone()
+        {
+            self.set_held(&a, true);
+        }
+    }
+
+    /// The PodGroups that share the claim with their members.
+    pub fn groups_sharing(&self, claim: &ResourceClaimKey) -> &[DefinitionKey] {
+        self.claim_groups.get(claim).map_or(&[], Vec::as_slice)
+    }
+
+    /// The claims the pod's group shares, if it is a member of a group
+    /// that lists any.
+    pub fn group_claims_of(&self, pod: &PodInfo) -> Option<&GroupClaims> {
+        let group = pod.group.key()?;
+        self.group_claims.get(&group.definition).map(|g| &**g)
+    }
+
     /// The ResourceClaims the pod uses (entries a template needs none for
     /// left out), or why it cannot use them: a claim not generated yet,
-    /// missing, unreadable, being deleted, or generated for another pod.
-    pub fn pod_claims<'a>(&'a self, pod: &PodInfo) -> Result<Vec<&'a Arc<Claim>>, ClaimProblem> {
+    /// missing, unreadable, being deleted, or generated for another pod
+    /// (or, for its group's, for another group).
+    pub fn pod_claims<'a>(&'a self, pod: &PodInfo) -> Result<Vec<UsedClaim<'a>>, ClaimProblem> {
         let mut out = Vec::with_capacity(pod.constraints.resource_claims.len());
+        let group = self.group_claims_of(pod);
         for pc in &pod.constraints.resource_claims {
-            let name = match pc.resolve() {
+            let shared = group.and_then(|g| Some((g, g.matching(pc)?)));
+            let entry: &PodClaim = shared.map_or(pc, |(_, e)| e);
+            let name = match entry.resolve() {
                 Resolved::NotNeeded => continue,
                 Resolved::Pending => {
-                    return Err(ClaimProblem::waiting(format!(
-                        "waiting for the ResourceClaim of pod claim {:?} to be created from its template",
-                        &*pc.name
-                    )));
+                    return Err(ClaimProblem::waiting(match shared {
+                        Some((g, _)) => format!(
+                            "waiting for the ResourceClaim of PodGroup {} claim {:?} to be created from its template",
+                            g.group, &*pc.name
+                        ),
+                        None => format!(
+                            "waiting for the ResourceClaim of pod claim {:?} to be created from its template",
+                            &*pc.name
+                        ),
+                    }));
                 }
                 Resolved::Claim(n) => n,
             };
@@ -617,13 +812,27 @@ impl DraFacts {
                     "resourceclaim {name:?} is being deleted"
                 )));
             }
-            if pc.owned_by_pod() && claim.owner_pod.as_deref() != Some(&*pod.uid) {
-                return Err(ClaimProblem::invalid(format!(
-                    "resourceclaim {name:?} was not created for pod {}",
-                    pod.key
-                )));
+            match shared {
+                Some((g, e))
+                    if e.from_template() && claim.owner_group.as_deref() != Some(&*g.uid) =>
+                {
+                    return Err(ClaimProblem::invalid(format!(
+                        "resourceclaim {name:?} was not created for PodGroup {}/{}",
+                        pod.key.namespace, g.group
+                    )));
+                }
+                None if pc.from_template() && claim.owner_pod.as_deref() != Some(&*pod.uid) => {
+                    return Err(ClaimProblem::invalid(format!(
+                        "resourceclaim {name:?} was not created for pod {}",
+                        pod.key
+                    )));
+                }
+                _ => {}
             }
-            out.push(claim);
+            out.push(UsedClaim {
+                claim,
+                group: shared.map(|(g, _)| g),
+            });
         }
         Ok(out)
     }
@@ -633,7 +842,88 @@ impl DraFacts {
     /// on them (`unreserve`); a claim whose allocation another pod planned
     /// is relied on by this one too. A refusal names the claim.
     pub fn reserve(&mut self, pod: &PodInfo, node: &NodeInfo) -> Result<(), String> {
+        self.reserve_with(pod, node, Lifted::default())
+            .map_err(|(why, _)| why)
+    }
+
+    /// Takes the plans of `pods` that only they rely on (none of them
+    /// binding; not an extended-resource claim's) out of the devices held,
+    /// for a joint search to plan them again together with another pod's
+    /// claims (`reserve_jointly`), or to be put back (`put_back`).
+    pub fn lift_plans(&mut self, pods: &[PodKey]) -> Lifted {
+        let mut keys: Vec<ResourceClaimKey> = pods.iter().flat_map(|p| self.plans_of(p)).collect();
+        keys.sort();
+        keys.dedup();
+        let mut lifted = Lifted::default();
+        for key in keys {
+            let liftable = self.assumed.get(&key).is_some_and(|a| {
+                a.extended.is_none()
+                    && a.users
+                        .iter()
+                        .all(|(u, writing)| !*writing && pods.contains(u))
+            });
+            let claim = match self.claims.get(&key) {
+                Some(Ok(c)) if liftable && c.allocation.is_none() => c.clone(),
+                _ => continue,
+            };
+            let Some(plan) = self.assumed.remove(&key) else {
+                continue;
+            };
+            for user in plan.users.keys() {
+                self.forget_plan_of(user, &key);
+            }
+            self.set_held(&plan.allocation, false);
+            lifted.plans.push((key, claim, plan));
+        }
+        lifted
+    }
+
+    /// Puts lifted plans back as they were.
+    pub fn put_back(&mut self, lifted: Lifted) {
+        for (key, _, plan) in lifted.plans {
+            self.set_held(&plan.allocation, true);
+            self.insert_plan(key, plan);
+        }
+    }
+
+    fn insert_plan(&mut self, key: ResourceClaimKey, plan: Assumed) {
+        for user in plan.users.keys() {
+            let plans = self.plans_of.entry(user.clone()).or_default();
+            if !plans.contains(&key) {
+                plans.push(key.clone());
+            }
+        }
+        self.assumed.insert(key, plan);
+    }
+
+    /// Reserve with a joint search: the lifted plans' claims and the pod's
+    /// are allocated together on `node` (the allocator backtracks across
+    /// all of them), so a device an earlier pod was given may move to
+    /// another for this pod to fit. On success the lifted plans hold their
+    /// new devices; on failure they are put back as they were.
+    pub fn reserve_jointly(
+        &mut self,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        lifted: Lifted,
+    ) -> Result<(), String> {
+        self.reserve_with(pod, node, lifted)
+            .map_err(|(why, lifted)| {
+                self.put_back(lifted);
+                why
+            })
+    }
+
+    /// Reserve, allocating `lifted`'s claims again with the pod's; on
+    /// failure the lifted plans are handed back untouched.
+    fn reserve_with(
+        &mut self,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        lifted: Lifted,
+    ) -> Result<(), (String, Lifted)> {
         if pod.constraints.resource_claims.is_empty() && pod.constraints.extended.is_empty() {
+            self.put_back(lifted);
             return Ok(());
         }
         self.refresh();
@@ -641,20 +931,29 @@ impl DraFacts {
         if extended.is_some()
             && let Some(stale) = self.extended_claim_of(&pod.uid)
         {
-            return Err(format!(
+            let why = format!(
                 "DynamicResources: resourceclaim {:?} made for the pod's extended resources by an earlier attempt is not deleted yet",
                 &*stale.name
-            ));
+            );
+            return Err((why, lifted));
         }
         // One resolution: every claim's key (the pod relies on each plan),
         // and those with no allocation yet.
         let mut keys = Vec::new();
-        let mut claims = Vec::new();
-        for c in self.pod_claims(pod)? {
-            keys.push(ResourceClaimKey::new(&c.namespace, &c.name));
-            if self.effective_allocation(c).is_none() {
-                claims.push(c.clone());
+        let mut claims: Vec<Arc<Claim>> = lifted.plans.iter().map(|(_, c, _)| c.clone()).collect();
+        let used = match self.pod_claims(pod) {
+            Ok(used) => used,
+            Err(problem) => return Err((problem.into(), lifted)),
+        };
+        for c in used {
+            let key = ResourceClaimKey::new(&c.namespace, &c.name);
+            // A lifted plan of a claim the pod shares is allocated once.
+            if self.effective_allocation(c.claim).is_none()
+                && !lifted.plans.iter().any(|(k, _, _)| *k == key)
+            {
+                claims.push(c.claim.clone());
             }
+            keys.push(key);
         }
         if let Some(x) = &extended {
             let key = Self::extended_plan_key(pod);
@@ -667,10 +966,8 @@ impl DraFacts {
                 .get(&key)
                 .is_some_and(|a| a.users.values().any(|writing| *writing))
             {
-                return Err(
-                    "DynamicResources: an earlier binding of the pod, which creates its extended-resource claim, is still in flight"
-                        .into(),
-                );
+                let why = "DynamicResources: an earlier binding of the pod, which creates its extended-resource claim, is still in flight";
+                return Err((why.into(), lifted));
             }
             if !self.assumed.contains_key(&key) {
                 claims.push(Arc::new(x.claim(&pod.key.namespace)));
@@ -678,7 +975,9 @@ impl DraFacts {
             keys.push(key);
         }
         let extended = extended.map(Arc::new);
-        if !claims.is_empty() {
+        if claims.is_empty() {
+            self.put_back(lifted);
+        } else {
             let refs: Vec<&Claim> = claims.iter().map(|c| &**c).collect();
             let view = NodeView {
                 name: &node.name,
@@ -686,17 +985,34 @@ impl DraFacts {
             };
             self.searches
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let allocations = allocate(
+            let allocations = match allocate(
                 &refs,
                 view,
                 &self.inventory,
                 &self.in_use,
                 &self.eval,
                 Budget::default(),
-            )
-            .inspect_err(|_| self.reserve_failures += 1)
-            .map_err(|e| format!("DynamicResources: {e}"))?;
-            for (claim, allocation) in claims.iter().zip(allocations) {
+            ) {
+                Ok(a) => a,
+                Err(e) => {
+                    // A joint search failing is not a Reserve failing.
+                    if lifted.is_empty() {
+                        self.reserve_failures += 1;
+                    }
+                    return Err((format!("DynamicResources: {e}"), lifted));
+                }
+            };
+            let mut allocations = allocations.into_iter();
+            // The lifted plans first, with their new devices.
+            for ((key, _, mut plan), allocation) in lifted.plans.into_iter().zip(&mut allocations) {
+                plan.allocation = allocation;
+                self.set_held(&plan.allocation, true);
+                self.insert_plan(key, plan);
+            }
+            let own = claims
+                .get(refs.len() - allocations.len()..)
+                .unwrap_or_default();
+            for (claim, allocation) in own.iter().zip(allocations) {
                 self.set_held(&allocation, true);
                 self.reserved += 1;
                 let placeholder = claim.extended && claim.uid.is_empty();

@@ -17,7 +17,7 @@ mod selectors;
 mod store;
 pub mod volumes;
 
-pub use dra::{ClaimProblem, DraChange, DraFacts, ResourceClaimKey};
+pub use dra::{ClaimProblem, DraChange, DraFacts, Lifted, ResourceClaimKey, UsedClaim};
 pub use facts::{ClusterFacts, Labels};
 pub use groups::{GroupMembers, MemberState};
 pub use images::ImageSpread;

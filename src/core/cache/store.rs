@@ -459,23 +459,56 @@ impl Cache {
 
     /// Reserves `nodes()[node_index]` for a pending pod (Reserve).
     pub fn assume(&mut self, key: &PodKey, node_index: usize) -> Result<(), String> {
+        self.assume_jointly(key, node_index, super::dra::Lifted::default())
+    }
+
+    /// [`Cache::assume`], allocating the pod's claims together with the
+    /// lifted plans of other pods on the node (`lift_device_plans`): a
+    /// joint search across them. On failure the lifted plans are put back.
+    pub fn assume_jointly(
+        &mut self,
+        key: &PodKey,
+        node_index: usize,
+        lifted: super::dra::Lifted,
+    ) -> Result<(), String> {
         let node = match self.nodes.get(node_index) {
             Some(n) => n.info.name.clone(),
-            None => return Err(format!("node index {node_index} out of range")),
+            None => {
+                self.put_back_device_plans(lifted);
+                return Err(format!("node index {node_index} out of range"));
+            }
         };
-        match self.pods.get(key).map(|p| &p.state) {
-            Some(PodState::Pending) => {}
-            Some(other) => return Err(format!("pod {key} cannot be assumed: it is {other:?}")),
-            None => return Err(format!("pod {key} is not in the cache")),
+        let why = match self.pods.get(key).map(|p| &p.state) {
+            Some(PodState::Pending) => None,
+            Some(other) => Some(format!("pod {key} cannot be assumed: it is {other:?}")),
+            None => Some(format!("pod {key} is not in the cache")),
+        };
+        if let Some(why) = why {
+            self.put_back_device_plans(lifted);
+            return Err(why);
         }
         // DynamicResources' Reserve: the devices of the pod's claims.
         if let (Some(pod), Some(n)) = (self.pods.get(key), self.nodes.get(node_index)) {
-            let reserved = self.facts.dra.reserve(&pod.info, &n.info);
+            let reserved = self.facts.dra.reserve_jointly(&pod.info, &n.info, lifted);
             self.devices_touched();
             reserved?;
         }
         self.set_state(key, PodState::Assumed { node });
         Ok(())
+    }
+
+    /// Takes the device plans only `pods` rely on out of the devices held,
+    /// for a joint search (`DraFacts::lift_plans`); hand them to
+    /// `assume_jointly` or `put_back_device_plans`.
+    pub fn lift_device_plans(&mut self, pods: &[PodKey]) -> super::dra::Lifted {
+        self.update_dra(|dra| dra.lift_plans(pods))
+    }
+
+    /// Puts lifted device plans back as they were.
+    pub fn put_back_device_plans(&mut self, lifted: super::dra::Lifted) {
+        if !lifted.is_empty() {
+            self.update_dra(|dra| dra.put_back(lifted));
+        }
     }
 
     /// Drops a reservation (Unreserve, bind failure, expiry). Returns false when

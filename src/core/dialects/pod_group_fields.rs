@@ -3,8 +3,12 @@
 //! `parentCompositePodGroupName`, read and validated. Each reader names the
 //! field in its error; an unknown enum value is refused, never guessed.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
+use crate::model::pod_claims::{GroupClaims, entries};
+use crate::model::wire::{PodResourceClaimStatusWire, PodResourceClaimWire};
 use crate::model::{DisruptionMode, MAX_GROUP_RESOURCE_CLAIMS, PreemptionPolicy};
 
 /// `spec.priority`: a 32-bit integer when set.
@@ -69,40 +73,31 @@ pub fn preemption_policy(spec: &Value) -> Result<Option<PreemptionPolicy>, Strin
     }
 }
 
-/// `spec.resourceClaims`: the claim names, each entry with a name and exactly
-/// one of `resourceClaimName` / `resourceClaimTemplateName`, names unique, at
-/// most [`MAX_GROUP_RESOURCE_CLAIMS`].
-pub fn resource_claims(spec: &Value) -> Result<Vec<String>, String> {
+/// `spec.resourceClaims` (KEP-5729): each entry with a name and exactly
+/// one of `resourceClaimName` / `resourceClaimTemplateName`, names unique,
+/// at most [`MAX_GROUP_RESOURCE_CLAIMS`]; a template's entry resolved
+/// against `status.resourceClaimStatuses`. `None` when the group lists none.
+pub fn resource_claims(obj: &Value) -> Result<Option<Arc<GroupClaims>>, String> {
     const FIELD: &str = "spec.resourceClaims";
-    let entries = match &spec["resourceClaims"] {
-        Value::Null => return Ok(Vec::new()),
-        Value::Array(a) => a,
+    let spec: Vec<PodResourceClaimWire> = match &obj["spec"]["resourceClaims"] {
+        Value::Null => return Ok(None),
+        Value::Array(a) if a.is_empty() => return Ok(None),
+        v @ Value::Array(_) => {
+            serde_json::from_value(v.clone()).map_err(|e| format!("{FIELD}: {e}"))?
+        }
         other => return Err(format!("{FIELD} must be a list, got {other}")),
     };
-    if entries.len() > MAX_GROUP_RESOURCE_CLAIMS {
-        return Err(format!(
-            "{FIELD} has {} entries, more than the {MAX_GROUP_RESOURCE_CLAIMS} allowed",
-            entries.len()
-        ));
-    }
-    let mut names: Vec<String> = Vec::with_capacity(entries.len());
-    for (i, entry) in entries.iter().enumerate() {
-        let name = entry["name"]
-            .as_str()
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| format!("{FIELD}[{i}].name is empty"))?;
-        let named = |k: &str| entry[k].as_str().is_some_and(|v| !v.is_empty());
-        if named("resourceClaimName") == named("resourceClaimTemplateName") {
-            return Err(format!(
-                "{FIELD}[{i}] must set exactly one of resourceClaimName and resourceClaimTemplateName"
-            ));
-        }
-        if names.iter().any(|n| n == name) {
-            return Err(format!("{FIELD} names {name:?} more than once"));
-        }
-        names.push(name.to_string());
-    }
-    Ok(names)
+    // A status the controller wrote badly resolves nothing: the members
+    // wait for the claims as if not recorded yet.
+    let status: Vec<PodResourceClaimStatusWire> =
+        serde_json::from_value(obj["status"]["resourceClaimStatuses"].clone()).unwrap_or_default();
+    let entries = entries(&spec, &status, MAX_GROUP_RESOURCE_CLAIMS).map_err(|e| e.0)?;
+    let meta = &obj["metadata"];
+    Ok(Some(Arc::new(GroupClaims {
+        group: Arc::from(meta["name"].as_str().unwrap_or_default()),
+        uid: Arc::from(meta["uid"].as_str().unwrap_or_default()),
+        entries,
+    })))
 }
 
 /// `spec.parentCompositePodGroupName`, when set and not empty.
@@ -120,6 +115,7 @@ pub fn parent_composite(spec: &Value) -> Result<Option<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::pod_claims::Resolved;
     use serde_json::json;
 
     #[test]
@@ -187,35 +183,53 @@ mod tests {
 
     #[test]
     fn resource_claims_are_validated() {
+        let group = |claims: Value, status: Value| {
+            json!({"metadata": {"name": "train", "uid": "u1"},
+                   "spec": {"resourceClaims": claims},
+                   "status": {"resourceClaimStatuses": status}})
+        };
+        let read = resource_claims(&group(
+            json!([{"name": "gpu", "resourceClaimName": "c"},
+                   {"name": "nic", "resourceClaimTemplateName": "t"},
+                   {"name": "rack", "resourceClaimTemplateName": "r"}]),
+            json!([{"name": "rack", "resourceClaimName": "train-rack-x1"}]),
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!((&*read.group, &*read.uid), ("train", "u1"));
+        let resolved: Vec<_> = read.entries.iter().map(|e| e.resolve()).collect();
         assert_eq!(
-            resource_claims(&json!({"resourceClaims": [
-                {"name": "gpu", "resourceClaimName": "c"},
-                {"name": "nic", "resourceClaimTemplateName": "t"}]})),
-            Ok(vec!["gpu".to_string(), "nic".to_string()])
+            resolved,
+            [
+                Resolved::Claim("c"),
+                Resolved::Pending,
+                Resolved::Claim("train-rack-x1")
+            ]
         );
+        assert_eq!(resource_claims(&json!({"spec": {}})), Ok(None));
         for (claims, needle) in [
-            (json!([{"resourceClaimName": "c"}]), "[0].name is empty"),
-            (json!([{"name": "a"}]), "[0] must set exactly one"),
+            (json!([{"resourceClaimName": "c"}]), "[0].name: required"),
+            (json!([{"name": "a"}]), "[0]: exactly one"),
             (
                 json!([{"name": "a", "resourceClaimName": "c", "resourceClaimTemplateName": "t"}]),
-                "[0] must set exactly one",
+                "[0]: exactly one",
             ),
             (
                 json!([{"name": "a", "resourceClaimName": "c"}, {"name": "a", "resourceClaimName": "d"}]),
-                "names \"a\" more than once",
+                "duplicate name \"a\"",
             ),
             (json!("gpu"), "must be a list"),
         ] {
-            let err = resource_claims(&json!({ "resourceClaims": claims })).unwrap_err();
+            let err = resource_claims(&group(claims.clone(), Value::Null)).unwrap_err();
             assert!(err.contains(needle), "{claims}: {err}");
         }
         let many: Vec<_> = (0..33)
             .map(|i| json!({"name": format!("c{i}"), "resourceClaimName": "c"}))
             .collect();
         assert!(
-            resource_claims(&json!({ "resourceClaims": many }))
+            resource_claims(&group(json!(many), Value::Null))
                 .unwrap_err()
-                .contains("more than the 32 allowed")
+                .contains("at most 32")
         );
     }
 }

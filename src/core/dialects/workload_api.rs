@@ -57,9 +57,10 @@ pub fn membership(pod: &PodWire, namespace: &str) -> Option<GroupMembership> {
 /// Translates a `PodGroup` object (v1alpha2, v1beta1 or v1alpha3; the policy
 /// shape is the same) into a group definition. A malformed spec becomes
 /// `policy: Err` with the exact reason, so its members are held and told
-/// why; a well-formed one asking for what Muster cannot do (DRA claims, a
-/// is marked `unsupported` and refused likewise. A parent CompositePodGroup
-/// is recorded in `extras.parent_composite` (see `gang::hierarchy`).
+/// why. The claims the members share (`spec.resourceClaims`, KEP-5729) are
+/// read with the generated names the group's status records. A parent
+/// CompositePodGroup is recorded in `extras.parent_composite` (see
+/// `gang::hierarchy`).
 pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
     let meta = Meta::read(obj)?;
     let spec = &obj["spec"];
@@ -84,11 +85,8 @@ pub fn pod_group_definition(obj: &Value) -> Result<GroupDef, String> {
         Err(e) if def.policy.is_ok() => def.policy = Err(format!("{label}: {e}")),
         Err(_) => {}
     }
-    match read_fields(spec, &mut def) {
-        Ok(parent) => {
-            def.extras.parent_composite = parent;
-            def.unsupported = unsupported(&label, &def);
-        }
+    match read_fields(obj, &mut def) {
+        Ok(parent) => def.extras.parent_composite = parent,
         Err(e) if def.policy.is_ok() => def.policy = Err(format!("{label}: {e}")),
         Err(_) => {}
     }
@@ -141,23 +139,13 @@ pub(super) fn topology(
 
 /// Reads the spec fields beyond policy and topology into `def`; returns the
 /// parent composite's name, if any.
-fn read_fields(spec: &Value, def: &mut GroupDef) -> Result<Option<String>, String> {
+fn read_fields(obj: &Value, def: &mut GroupDef) -> Result<Option<String>, String> {
+    let spec = &obj["spec"];
     def.priority = pod_group_fields::priority(spec)?;
     def.extras.disruption_mode = pod_group_fields::disruption_mode(spec)?;
     def.extras.preemption_policy = pod_group_fields::preemption_policy(spec)?;
-    def.extras.resource_claims = pod_group_fields::resource_claims(spec)?;
+    def.extras.resource_claims = pod_group_fields::resource_claims(obj)?;
     pod_group_fields::parent_composite(spec)
-}
-
-/// Why a well-formed PodGroup cannot be placed by Muster, if it cannot.
-fn unsupported(label: &str, def: &GroupDef) -> Option<String> {
-    let claims = &def.extras.resource_claims;
-    (!claims.is_empty()).then(|| {
-        format!(
-            "{label} uses resourceClaims [{}]: claims shared by a PodGroup's members (KEP-5729) are not supported by this scheduler; give each pod its own spec.resourceClaims",
-            claims.join(", ")
-        )
-    })
 }
 
 /// A policy object (`schedulingPolicy`, or `policy` in v1alpha1): exactly one of
@@ -421,7 +409,7 @@ mod tests {
         );
         assert_eq!(d.unsupported, None);
 
-        // Claims are read, and refused; a parent composite is recorded.
+        // Claims are read; a parent composite is recorded.
         let mut claimed = typed.clone();
         claimed.spec.resource_claims = Some(vec![sched::PodGroupResourceClaim {
             name: "gpu".into(),
@@ -429,13 +417,10 @@ mod tests {
             resource_claim_template_name: None,
         }]);
         let d = pod_group_definition(&serde_json::to_value(&claimed).unwrap()).unwrap();
-        assert_eq!(d.extras.resource_claims, vec!["gpu".to_string()]);
-        assert_eq!(
-            d.unsupported.as_deref(),
-            Some(
-                "PodGroup ml/train uses resourceClaims [gpu]: claims shared by a PodGroup's members (KEP-5729) are not supported by this scheduler; give each pod its own spec.resourceClaims"
-            )
-        );
+        let claims = d.extras.resource_claims.as_deref().unwrap();
+        assert_eq!(claims.entries.len(), 1);
+        assert_eq!(&*claims.entries[0].name, "gpu");
+        assert_eq!(d.unsupported, None);
         let mut child = typed;
         child.spec.parent_composite_pod_group_name = Some("job".into());
         let d = pod_group_definition(&serde_json::to_value(&child).unwrap()).unwrap();

@@ -102,6 +102,7 @@ impl ExtendedClaim {
             allocation: None,
             reserved_for: Vec::new(),
             owner_pod: Some(self.pod_uid.clone()),
+            owner_group: None,
             deleting: false,
             extended: true,
             resource_version: None,

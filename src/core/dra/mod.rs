@@ -13,6 +13,7 @@ pub mod allocate;
 pub mod audit;
 pub mod capacity;
 pub mod cel;
+pub mod domains;
 pub mod extended;
 pub mod inventory;
 pub mod model;

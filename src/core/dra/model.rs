@@ -818,6 +818,19 @@ pub struct Consumer {
     pub uid: Arc<str>,
 }
 
+impl Consumer {
+    /// A PodGroup as the consumer of the claims it shares with its
+    /// members (KEP-5729).
+    pub fn pod_group(g: &crate::model::pod_claims::GroupClaims) -> Self {
+        Consumer {
+            api_group: Arc::from("scheduling.k8s.io"),
+            resource: Arc::from("podgroups"),
+            name: g.group.clone(),
+            uid: g.uid.clone(),
+        }
+    }
+}
+
 /// A ResourceClaim as the allocator reads it.
 #[derive(Debug, Clone)]
 pub struct Claim {
@@ -831,6 +844,9 @@ pub struct Claim {
     /// The UID of the pod that controls it (a claim generated from a
     /// template for that pod).
     pub owner_pod: Option<Arc<str>>,
+    /// The UID of the PodGroup that controls it (a claim generated from a
+    /// template of the group's `spec.resourceClaims`, KEP-5729).
+    pub owner_group: Option<Arc<str>>,
     /// Marked for deletion: no pod may start using it.
     pub deleting: bool,
     /// Annotated `resource.kubernetes.io/extended-resource-claim: "true"`:
@@ -936,6 +952,18 @@ impl Claim {
                 .unwrap_or_default()
                 .iter()
                 .find(|o| o.controller == Some(true) && o.kind == "Pod" && o.api_version == "v1")
+                .map(|o| Arc::from(o.uid.as_str())),
+            owner_group: c
+                .metadata
+                .owner_references
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .find(|o| {
+                    o.controller == Some(true)
+                        && o.kind == "PodGroup"
+                        && o.api_version.starts_with("scheduling.k8s.io/")
+                })
                 .map(|o| Arc::from(o.uid.as_str())),
             deleting: c.metadata.deletion_timestamp.is_some(),
             extended: c

@@ -26,6 +26,9 @@ pub struct ClaimReservation {
     /// (`claim` is then its placeholder name, `claim_uid` empty), and the
     /// pod's `status.extendedResourceClaimStatus` to record.
     pub extended: Option<Arc<super::extended::ExtendedClaim>>,
+    /// The PodGroup to reserve the claim for instead of the pod: a claim
+    /// the group shares with its members (KEP-5729).
+    pub group: Option<super::model::Consumer>,
 }
 
 /// One `spec.config[].opaque` entry of a class, and the requests (or

@@ -130,13 +130,15 @@ impl Harness {
                 }
                 _ => {}
             }
-            if !c.reserved_for_uid(uid) {
-                c.reserved_for.push(Consumer {
-                    api_group: Arc::from(""),
-                    resource: Arc::from("pods"),
-                    name: pod.name.clone(),
-                    uid: uid.clone(),
-                });
+            // A claim the pod's PodGroup shares is reserved for the group.
+            let consumer = w.group.clone().unwrap_or_else(|| Consumer {
+                api_group: Arc::from(""),
+                resource: Arc::from("pods"),
+                name: pod.name.clone(),
+                uid: uid.clone(),
+            });
+            if !c.reserved_for_uid(&consumer.uid) {
+                c.reserved_for.push(consumer);
             }
             self.check_single_holders();
             self.observe_claim(&w.claim);
@@ -270,10 +272,15 @@ impl Harness {
                 }
             }
         }
+        let group = self.engine.cache().facts().dra.group_claims_of(p);
         for pc in &p.constraints.resource_claims {
-            let Resolved::Claim(name) = pc.resolve() else {
+            // An entry matching its PodGroup's is the group's claim,
+            // reserved for the group.
+            let shared = group.and_then(|g| Some((g, g.matching(pc)?)));
+            let Resolved::Claim(name) = shared.map_or(pc, |(_, e)| e).resolve() else {
                 continue;
             };
+            let consumer = shared.map_or(&p.uid, |(g, _)| &g.uid);
             let key = PodKey::new(&pod.namespace, name);
             let Some(c) = self.dra.claims.get(&key) else {
                 found.push(format!("{pod} bound to {node} without its claim {key}"));
@@ -285,7 +292,7 @@ impl Harness {
                 ));
                 continue;
             };
-            if !c.reserved_for_uid(&p.uid) {
+            if !c.reserved_for_uid(consumer) {
                 found.push(format!(
                     "{pod} bound to {node} with claim {key} not reserved for it"
                 ));

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::cache::{DraChange, ResourceClaimKey};
 use crate::dra::{Claim, DeviceClass, Slice};
 use crate::model::PodInfo;
-use crate::model::pod_claims::{ClaimSource, Generated, PodClaim};
+use crate::model::pod_claims::{ClaimSource, Generated, GroupClaims, PodClaim};
 
 pub const DRIVER: &str = "gpu.example.com";
 /// The class every fixture device belongs to.
@@ -35,6 +35,11 @@ pub fn node_slice(node: &str, count: usize, clique: &str) -> DraChange {
             })
         })
         .collect();
+    gpu_slice(node, devices)
+}
+
+/// Node `node`'s slice of the GPU driver with `devices`.
+fn gpu_slice(node: &str, devices: Vec<Value>) -> DraChange {
     let s: api::ResourceSlice = serde_json::from_value(json!({
         "metadata": {"name": format!("{node}-{DRIVER}")},
         "spec": {
@@ -221,4 +226,97 @@ pub fn with_extended(mut pod: PodInfo, resource: &str, count: i64) -> PodInfo {
         }],
     }];
     pod
+}
+
+/// Node `node`'s slice of GPUs `gpu-0..`, each under the PCIe root its
+/// entry of `roots` names (attribute `pcieRoot`).
+pub fn pcie_slice(node: &str, roots: &[&str]) -> DraChange {
+    let devices: Vec<Value> = roots
+        .iter()
+        .enumerate()
+        .map(|(i, root)| {
+            json!({"name": format!("gpu-{i}"), "attributes": {
+                "index": {"int": i}, "pcieRoot": {"string": root}}})
+        })
+        .collect();
+    gpu_slice(node, devices)
+}
+
+/// A claim for `count` GPUs, all under one PCIe root when `same_root`.
+pub fn pcie_claim(namespace: &str, name: &str, count: u32, same_root: bool) -> Claim {
+    let constraints = match same_root {
+        true => json!([{"matchAttribute": format!("{DRIVER}/pcieRoot")}]),
+        false => json!([]),
+    };
+    claim_from(json!({
+        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-claim-{name}")},
+        "spec": {"devices": {
+            "requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU_CLASS, "count": count}}],
+            "constraints": constraints,
+        }},
+    }))
+}
+
+/// The claims a PodGroup named `group` (uid `uid-<group>`) shares with its
+/// members: `(entry, claim)` by name.
+pub fn group_claims(group: &str, claims: &[(&str, &str)]) -> Arc<GroupClaims> {
+    Arc::new(GroupClaims {
+        group: Arc::from(group),
+        uid: Arc::from(format!("uid-{group}")),
+        entries: claims
+            .iter()
+            .map(|(entry, claim)| PodClaim {
+                name: Arc::from(*entry),
+                source: ClaimSource::Named(Arc::from(*claim)),
+            })
+            .collect(),
+    })
+}
+
+pub const RACK_DRIVER: &str = "rack.example.com";
+pub const RACK_CLASS: &str = "rack.example.com";
+/// The node label a rack-unit device's slice selects its nodes by.
+pub const RACK_LABEL: &str = "example.com/rack";
+
+/// Rack `rack`'s interconnect unit: one device every node labelled
+/// [`RACK_LABEL`]` = rack` reaches (a slice with a `nodeSelector`).
+pub fn rack_unit_slice(rack: &str) -> DraChange {
+    let s: api::ResourceSlice = serde_json::from_value(json!({
+        "metadata": {"name": format!("{rack}-{RACK_DRIVER}")},
+        "spec": {
+            "driver": RACK_DRIVER,
+            "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": RACK_LABEL, "operator": "In", "values": [rack]}]}]},
+            "pool": {"name": rack, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "unit"}],
+        }
+    }))
+    .expect("slice");
+    DraChange::SliceUpserted {
+        name: Arc::from(format!("{rack}-{RACK_DRIVER}")),
+        slice: Ok(Arc::new(Slice::from_api(&s).expect("slice"))),
+    }
+}
+
+/// The rack-unit class.
+pub fn rack_class() -> DraChange {
+    let c: api::DeviceClass = serde_json::from_value(json!({
+        "metadata": {"name": RACK_CLASS},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == '{RACK_DRIVER}'")}}]},
+    }))
+    .expect("class");
+    DraChange::ClassUpserted {
+        name: Arc::from(RACK_CLASS),
+        class: Ok(Arc::new(DeviceClass::from_api(&c).expect("class"))),
+    }
+}
+
+/// A claim for one rack unit, unallocated.
+pub fn rack_claim(namespace: &str, name: &str) -> Claim {
+    claim_from(json!({
+        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-claim-{name}")},
+        "spec": {"devices": {
+            "requests": [{"name": "rack", "exactly": {"deviceClassName": RACK_CLASS}}],
+        }},
+    }))
 }

@@ -13,10 +13,10 @@ use std::time::Instant;
 
 use super::Engine;
 use crate::cache::DraChange;
-use crate::dra::{ClaimReservation, ClassConfig};
+use crate::dra::{ClaimReservation, ClassConfig, Consumer};
 use crate::framework::QueueingEvent;
-use crate::model::pod_claims::claim_keys;
-use crate::model::{PodInfo, PodKey};
+use crate::model::pod_claims::{Resolved, claim_keys};
+use crate::model::{GroupKey, PodInfo, PodKey};
 
 impl Engine {
     /// A claim, slice or class changed: update the facts; pods parked for
@@ -43,6 +43,18 @@ impl Engine {
             let (gang, cache) = (&self.gang, &self.cache);
             self.queue
                 .reevaluate_gated_pods(cache.claim_users(&claim), |p| gang.pre_enqueue(p, cache));
+            // The members of the PodGroups sharing it (KEP-5729).
+            let sharing: Vec<GroupKey> = cache
+                .facts()
+                .dra
+                .groups_sharing(&claim)
+                .iter()
+                .flat_map(|d| cache.groups_of(d).cloned())
+                .collect();
+            for group in &sharing {
+                self.queue
+                    .regate_group(group, |p| gang.pre_enqueue(p, cache));
+            }
             if releasing {
                 let users: Vec<PodKey> = self.cache.claim_users(&claim).cloned().collect();
                 for pod in users {
@@ -83,12 +95,12 @@ impl Engine {
                     ));
                 }
             };
-            if allocation.is_none() && claim.reserved_for_uid(&pod.uid) {
+            if allocation.is_none() && claim.reserved(pod) {
                 continue;
             }
             let class_config = allocation
                 .as_ref()
-                .map(|a| class_config(dra, claim, a))
+                .map(|a| class_config(dra, claim.claim, a))
                 .unwrap_or_default();
             out.push(ClaimReservation {
                 claim: key,
@@ -96,6 +108,7 @@ impl Engine {
                 allocation,
                 class_config,
                 extended: None,
+                group: claim.group.map(Consumer::pod_group),
             });
         }
         // The pod's extended-resource claim, planned at Reserve: created
@@ -111,6 +124,7 @@ impl Engine {
                 allocation: Some(plan.allocation.clone()),
                 class_config: class_config(dra, &claim, &plan.allocation),
                 extended: Some(x.clone()),
+                group: None,
             });
         }
         Ok(out)
@@ -181,19 +195,45 @@ impl Engine {
 
     /// A binding failed: the claims it may have reserved for the pod are
     /// given back (Unreserve), so a claim pinned to a node the pod will
-    /// not run on is freed.
+    /// not run on is freed. A claim the pod's PodGroup shares is given
+    /// back by the group only when no other member is bound or binding:
+    /// the members placed rely on it.
     pub(super) fn unreserve_claims(&mut self, pod: &PodInfo) {
-        let mut claims: Vec<PodKey> =
-            claim_keys(&pod.constraints.resource_claims, &pod.key.namespace).collect();
+        let dra = &self.cache.facts().dra;
+        let group = dra.group_claims_of(pod);
+        let (mut claims, mut shared) = (Vec::new(), Vec::new());
+        for pc in &pod.constraints.resource_claims {
+            let entry = group.and_then(|g| g.matching(pc));
+            let Resolved::Claim(name) = entry.unwrap_or(pc).resolve() else {
+                continue;
+            };
+            let key = PodKey::new(&pod.key.namespace, name);
+            match entry {
+                Some(_) => shared.push(key),
+                None => claims.push(key),
+            }
+        }
         // The claim made for its extended resources, if the binding
         // created one: the daemon deletes it (a claim owned by the pod and
         // marked as an extended-resource claim).
-        if let Some(c) = self.cache.facts().dra.extended_claim_of(&pod.uid) {
+        if let Some(c) = dra.extended_claim_of(&pod.uid) {
             claims.push(PodKey::new(&c.namespace, &c.name));
         }
+        let group_uid = group.map(|g| g.uid.clone());
+        let others_placed = pod
+            .group
+            .key()
+            .and_then(|g| self.cache.group(g))
+            .is_some_and(|m| m.assumed_or_bound() > 0);
         if !claims.is_empty() {
             self.outbox
                 .unreserve_claims(pod.key.clone(), pod.uid.clone(), claims);
+        }
+        if let Some(uid) = group_uid
+            && !shared.is_empty()
+            && !others_placed
+        {
+            self.outbox.unreserve_claims(pod.key.clone(), uid, shared);
         }
     }
 }
@@ -233,3 +273,6 @@ fn class_config(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod gang_tests;

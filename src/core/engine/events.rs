@@ -149,6 +149,10 @@ impl Engine {
     /// Applies a definition whose priority class is resolved.
     pub(super) fn apply_def(&mut self, def: GroupDef, now: Instant) {
         let key = def.key.clone();
+        // The claims the members share are resolved with the DRA facts.
+        let claims = def.extras.resource_claims.clone();
+        self.cache
+            .update_dra(|dra| dra.set_group_claims(&key, claims));
         let change = self.gang.upsert_def(def);
         if change == DefChange::Unchanged {
             return;
@@ -163,6 +167,7 @@ impl Engine {
 
     pub(super) fn on_def_deleted(&mut self, key: &DefinitionKey, _now: Instant) {
         self.intake.def_deleted(key);
+        self.cache.update_dra(|dra| dra.set_group_claims(key, None));
         if !self.gang.remove_def(key) {
             return;
         }

@@ -90,6 +90,9 @@ pub(super) struct Plan {
     /// Members no node could take, with why; `None` for those not tried
     /// once the quorum was out of reach.
     pub unplaced: Vec<(Arc<PodInfo>, Option<FitError>)>,
+    /// The joint device search stopped at one of its bounds
+    /// (`joint_devices`).
+    pub bounded: bool,
 }
 
 impl Engine {
@@ -130,9 +133,12 @@ impl Engine {
         let tries = match restriction {
             // The per-pod confinement of a gang already partly placed.
             Some(r) => vec![PlacementTry::within(Some(r))],
+            // The claims the PodGroup shares and has not allocated yet
+            // confine it to their devices' domains (`device_domains`).
             None => match self
                 .gang
                 .placement_tries(&members[0], &group, &self.cache, needed_u64)
+                .and_then(|tries| self.within_shared_devices(&members[0], needed, tries))
             {
                 Ok(tries) => tries,
                 Err(mut message) => {
@@ -281,6 +287,7 @@ impl Engine {
         let mut plan = Plan {
             placed: Vec::with_capacity(members.len()),
             unplaced: Vec::new(),
+            bounded: false,
         };
         for chunk in members.chunks(slices.size) {
             let domains = self.gang.slice_domains(
@@ -293,6 +300,7 @@ impl Engine {
             let mut placed = false;
             for domain in &domains {
                 let sub = self.plan(chunk.to_vec(), chunk.len(), Some(domain), batches);
+                plan.bounded |= sub.bounded;
                 if sub.unplaced.is_empty() {
                     plan.placed.extend(sub.placed);
                     placed = true;
@@ -339,6 +347,7 @@ impl Engine {
         let mut plan = Plan {
             placed: Vec::with_capacity(members.len()),
             unplaced: Vec::new(),
+            bounded: false,
         };
         let mut rest: &[Arc<PodInfo>] = members;
         let mut spill: Vec<Arc<PodInfo>> = Vec::new();
@@ -346,6 +355,7 @@ impl Engine {
             let (chunk, tail) = rest.split_at((*take).min(rest.len()));
             rest = tail;
             let sub = self.plan(chunk.to_vec(), 0, Some(domain), batches);
+            plan.bounded |= sub.bounded;
             plan.placed.extend(sub.placed);
             spill.extend(sub.unplaced.into_iter().map(|(pod, _)| pod));
         }
@@ -353,6 +363,7 @@ impl Engine {
         if !spill.is_empty() {
             let still = needed.saturating_sub(plan.placed.len());
             let sub = self.plan(spill, still, t.restriction.as_ref(), batches);
+            plan.bounded |= sub.bounded;
             plan.placed.extend(sub.placed);
             plan.unplaced.extend(sub.unplaced);
         }
@@ -413,9 +424,11 @@ impl Engine {
         batches: &mut Batches,
     ) -> Plan {
         let spare = members.len().saturating_sub(needed);
+        let mut joint = super::joint_devices::JointBudget::new();
         let mut plan = Plan {
             placed: Vec::with_capacity(members.len()),
             unplaced: Vec::new(),
+            bounded: false,
         };
         for pod in members {
             if plan.unplaced.len() > spare {
@@ -453,9 +466,15 @@ impl Engine {
                         plan.unplaced.push((pod, Some(err)));
                     }
                 },
-                Err(fit) => plan.unplaced.push((pod, Some(fit))),
+                // Fits no node as the plan's devices stand: search its
+                // devices and the co-located members' together.
+                Err(fit) => match self.place_jointly(&pod, &plan.placed, &mut joint) {
+                    Some(node) => plan.placed.push(Planned { pod, node }),
+                    None => plan.unplaced.push((pod, Some(fit))),
+                },
             }
         }
+        plan.bounded = joint.hit;
         plan
     }
 
@@ -533,6 +552,13 @@ impl Engine {
         let mut message = format!(
             "{group} cannot be placed as a whole{within}: {planned} of the {min_count} members needed could be placed; {why}"
         );
+        if plan.bounded {
+            message.push_str(&format!(
+                " (the joint device search across members stopped at its bound of {} tries or {} ms; the members' devices were chosen greedily)",
+                super::joint_devices::MAX_TRIES,
+                super::joint_devices::MAX_TIME.as_millis()
+            ));
+        }
         if let Some(note) = note {
             message.push(' ');
             message.push_str(&note);

@@ -16,16 +16,19 @@
 
 mod actions;
 mod cycle;
+mod device_domains;
 mod devices;
 mod events;
 mod gang_cycle;
 mod inputs;
 mod intake;
 mod introspection;
+mod joint_devices;
 mod owners;
 mod pod_memos;
 mod prebind;
 mod preempt;
+mod preempt_devices;
 mod preempt_gang;
 mod preemptions;
 mod priority;
@@ -258,6 +261,10 @@ pub struct Engine {
     /// The per-node memos of pods placed one cycle each, kept across
     /// cycles while the cluster outside each node stays the same.
     pod_memos: pod_memos::PodMemos,
+    /// Gang plans give each member its devices greedily, without the joint
+    /// search across members nor device domains: the baseline tests
+    /// compare the search with.
+    greedy_devices: bool,
 }
 
 impl Engine {
@@ -303,6 +310,7 @@ impl Engine {
             preemptions: preemptions::Preemptions::default(),
             batches: gang_cycle::Batches::default(),
             pod_memos: pod_memos::PodMemos::default(),
+            greedy_devices: false,
         }
     }
 
@@ -450,6 +458,14 @@ impl Engine {
         self.batches.forget_each_use();
     }
 
+    /// Gang plans give members their devices greedily, one after another,
+    /// as kube-scheduler does (no joint search, no device domains): the
+    /// baseline the joint search must never do worse than.
+    #[cfg(any(test, feature = "testkit"))]
+    pub fn greedy_devices(&mut self) {
+        self.greedy_devices = true;
+    }
+
     pub fn cache(&self) -> &Cache {
         &self.cache
     }
@@ -522,6 +538,8 @@ impl Engine {
             classes,
             claims,
             cycles: s.devices.cycles,
+            joint_searches: s.devices.joint_searches,
+            joint_placements: s.devices.joint_placements,
         };
         s.groups.waiting = self.gang.waiting().groups().count();
         s.groups.denied = self.gang.denied_groups(now);

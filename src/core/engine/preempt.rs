@@ -59,7 +59,11 @@ impl Engine {
             );
         }
         self.stats.preemption_attempts += 1;
-        let mut candidates = self.find_candidates(pod, args.num_candidates(n));
+        let want = args.num_candidates(n);
+        let mut candidates = match self.needs_devices(pod) {
+            true => self.find_device_candidates(pod, want),
+            false => self.find_candidates(pod, want),
+        };
         candidates.sort_by(|a, b| a.cost.cmp_cost(&b.cost));
         let found = candidates.len();
         let chosen = candidates

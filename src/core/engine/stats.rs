@@ -97,4 +97,8 @@ pub struct DeviceStats {
     pub claims: usize,
     /// Scheduling cycles of pods with claims.
     pub cycles: u64,
+    /// Joint device searches of gang members (`engine::joint_devices`),
+    /// and those that placed the member.
+    pub joint_searches: u64,
+    pub joint_placements: u64,
 }

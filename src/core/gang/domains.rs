@@ -23,8 +23,8 @@ use super::levels::{self, Hierarchy};
 use super::topology::{Domain, DomainIndex};
 
 /// Fitting domains tried per level, and in all, before the gang backs off.
-const TRIES_PER_LEVEL: usize = 3;
-const MAX_TRIES: usize = 8;
+pub const TRIES_PER_LEVEL: usize = 3;
+pub const MAX_TRIES: usize = 8;
 
 /// How the domains of one level are ordered (`topologyDomainOrder`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -100,6 +100,37 @@ fn intersect(a: &[usize], b: &[usize]) -> Vec<usize> {
 }
 
 impl PlacementTry {
+    /// This try inside an envelope (a composite's domain, the nodes a
+    /// shared claim's devices reach): its nodes that are in `nodes`
+    /// (ascending), labelled `label > <own label>`; `None` when none is.
+    pub fn within_envelope(&self, nodes: &[usize], label: &str, reason: &str) -> Option<Self> {
+        let inside = match &self.restriction {
+            None => nodes.to_vec(),
+            Some(r) => intersect(&r.nodes, nodes),
+        };
+        if inside.is_empty() {
+            return None;
+        }
+        let reason = match &self.restriction {
+            Some(r) => format!("{reason}; {}", r.reason),
+            None => reason.to_string(),
+        };
+        let label = match self.label.as_str() {
+            "" | "the whole cluster" => label.to_string(),
+            own => format!("{label} > {own}"),
+        };
+        Some(PlacementTry {
+            restriction: Some(NodeRestriction {
+                nodes: inside,
+                reason,
+            }),
+            label,
+            slices: self.slices.clone(),
+            pack: self.pack.clone(),
+            tier: self.tier,
+        })
+    }
+
     /// A plain try: the nodes of `restriction` (all nodes when `None`),
     /// no slices, no packing, no label.
     pub fn within(restriction: Option<NodeRestriction>) -> Self {
@@ -139,30 +170,9 @@ impl GangScheduling {
         let own = own?;
         let mut tries = Vec::new();
         for envelope in &envelopes {
-            for t in &own {
-                let nodes = match &t.restriction {
-                    None => envelope.nodes.clone(),
-                    Some(r) => intersect(&r.nodes, &envelope.nodes),
-                };
-                if nodes.is_empty() {
-                    continue;
-                }
-                let reason = match &t.restriction {
-                    Some(r) => format!("{}; {}", envelope.reason, r.reason),
-                    None => envelope.reason.clone(),
-                };
-                let label = match t.label.as_str() {
-                    "" | "the whole cluster" => envelope.label.clone(),
-                    own => format!("{} > {own}", envelope.label),
-                };
-                tries.push(PlacementTry {
-                    restriction: Some(NodeRestriction { nodes, reason }),
-                    label,
-                    slices: t.slices.clone(),
-                    pack: t.pack.clone(),
-                    tier: t.tier,
-                });
-            }
+            tries.extend(own.iter().filter_map(|t| {
+                t.within_envelope(&envelope.nodes, &envelope.label, &envelope.reason)
+            }));
         }
         tries.truncate(MAX_TRIES);
         if tries.is_empty() {

@@ -34,7 +34,10 @@ mod topology;
 pub use args::{ALIAS, DialectTimeouts, GangArgs, NAME};
 pub use declared::DeclaredTopologies;
 pub(crate) use domains::smallest;
-pub use domains::{DomainOrder, PlacementTry, SlicePlan, Tries, describe as describe_requests};
+pub use domains::{
+    DomainOrder, MAX_TRIES, PlacementTry, SlicePlan, TRIES_PER_LEVEL, Tries,
+    describe as describe_requests,
+};
 pub use gate::group_gate;
 pub use topology::copies as copies_fitting;
 

@@ -283,8 +283,8 @@ pub struct GroupExtras {
     pub disruption_mode: Option<DisruptionMode>,
     /// Workload API `spec.preemptionPolicy`, when set.
     pub preemption_policy: Option<PreemptionPolicy>,
-    /// Names of the Workload API `spec.resourceClaims` shared by the members.
-    pub resource_claims: Vec<String>,
+    /// The Workload API `spec.resourceClaims` the members share (KEP-5729).
+    pub resource_claims: Option<std::sync::Arc<super::pod_claims::GroupClaims>>,
     /// Kueue options beyond the member count and required topology.
     pub kueue: KueueOptions,
     /// `spec.parentCompositePodGroupName` (PodGroup, CompositePodGroup): the

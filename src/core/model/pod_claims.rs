@@ -1,6 +1,9 @@
 //! A pod's `spec.resourceClaims`: for each entry, which ResourceClaim it
 //! is — one named outright, or the one the resourceclaim controller
 //! generates from a template and records in `status.resourceClaimStatuses`.
+//! A PodGroup's `spec.resourceClaims` (KEP-5729) read alike
+//! ([`GroupClaims`]): a member's entry equal to one of the group's in every
+//! field is the group's one claim, reserved for the group.
 
 use std::sync::Arc;
 
@@ -81,9 +84,40 @@ impl PodClaim {
             }
     }
 
-    /// Whether the claim must be owned by the pod (a template's).
-    pub fn owned_by_pod(&self) -> bool {
+    /// Whether the claim is generated from a template (owned by the pod, or
+    /// by the group for a group's entry).
+    pub fn from_template(&self) -> bool {
         matches!(self.source, ClaimSource::Template { .. })
+    }
+}
+
+/// A PodGroup's `spec.resourceClaims` (KEP-5729): claims every member
+/// whose own entry matches shares, reserved for the group, not the pods.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GroupClaims {
+    /// The PodGroup's name and UID: the consumer its claims are reserved for.
+    pub group: Arc<str>,
+    pub uid: Arc<str>,
+    /// Each entry, a template's resolved against the group's
+    /// `status.resourceClaimStatuses`.
+    pub entries: Vec<PodClaim>,
+}
+
+impl GroupClaims {
+    /// The group's entry a pod's entry stands for: equal in every field
+    /// (name, and claim or template name), as the API matches them.
+    pub fn matching(&self, pc: &PodClaim) -> Option<&PodClaim> {
+        self.entries.iter().find(|g| {
+            g.name == pc.name
+                && match (&g.source, &pc.source) {
+                    (ClaimSource::Named(a), ClaimSource::Named(b)) => a == b,
+                    (
+                        ClaimSource::Template { template: a, .. },
+                        ClaimSource::Template { template: b, .. },
+                    ) => a == b,
+                    _ => false,
+                }
+        })
     }
 }
 
@@ -104,9 +138,19 @@ pub fn pod_claims(
     spec: &[PodResourceClaimWire],
     status: &[PodResourceClaimStatusWire],
 ) -> Result<Vec<PodClaim>, ModelError> {
-    if spec.len() > MAX_POD_CLAIMS {
+    entries(spec, status, MAX_POD_CLAIMS)
+}
+
+/// A pod's or a PodGroup's entries (at most `max`), each resolved against
+/// the object's `status.resourceClaimStatuses`.
+pub fn entries(
+    spec: &[PodResourceClaimWire],
+    status: &[PodResourceClaimStatusWire],
+    max: usize,
+) -> Result<Vec<PodClaim>, ModelError> {
+    if spec.len() > max {
         return Err(ModelError::invalid(format!(
-            "spec.resourceClaims: {} entries, at most {MAX_POD_CLAIMS} are supported",
+            "spec.resourceClaims: {} entries, at most {max} are supported",
             spec.len()
         )));
     }
@@ -197,7 +241,7 @@ mod tests {
                 Resolved::NotNeeded
             ]
         );
-        assert!(!claims[0].owned_by_pod() && claims[1].owned_by_pod());
+        assert!(!claims[0].from_template() && claims[1].from_template());
     }
 
     #[test]

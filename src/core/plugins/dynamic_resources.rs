@@ -17,9 +17,12 @@
 //! first writes each claim's `status.allocation` and `status.reservedFor`
 //! (`engine::prebind`'s `claim_writes`), so two pods never get one device.
 //!
-//! A node that cannot allocate is refused as unresolvable: preemption in
-//! Muster does not free devices (a victim's claims stay allocated until
-//! the resourceclaim controller sees it gone), so it is not tried for them.
+//! A node that cannot allocate is refused as resolvable (kube-scheduler
+//! refuses it as unresolvable): preemption looks for pods whose claims,
+//! once they are gone, free the devices (`Cache::what_if_remove` releases
+//! the devices of claims reserved only for the pods it takes off). A node
+//! an allocated claim does not reach, and a claim that cannot be used, are
+//! unresolvable.
 
 use std::sync::Arc;
 
@@ -105,11 +108,11 @@ impl PreFilterPlugin for DynamicResources {
         };
         let (mut allocated, mut unallocated) = (Vec::new(), Vec::new());
         for claim in claims {
-            let Some(a) = dra.effective_allocation(claim) else {
-                unallocated.push(claim.clone());
+            let Some(a) = dra.effective_allocation(claim.claim) else {
+                unallocated.push(claim.claim.clone());
                 continue;
             };
-            if !claim.reserved_for_uid(&pod.uid) && claim.reserved_for.len() >= MAX_RESERVED_FOR {
+            if !claim.reserved(pod) && claim.reserved_for.len() >= MAX_RESERVED_FOR {
                 return PreFilterResult::Reject(Rejection::unresolvable(format!(
                     "resourceclaim {:?} is reserved for the maximum {MAX_RESERVED_FOR} consumers",
                     &*claim.name
@@ -186,6 +189,8 @@ impl DraState {
         };
         self.searches
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Devices held by other claims may be freed by evicting their
+        // pods: resolvable, so preemption looks at the node.
         plan.fits(
             NodeView { name, labels },
             &self.inventory,
@@ -193,7 +198,7 @@ impl DraState {
             &self.eval,
             Budget::default(),
         )
-        .map_err(Rejection::unresolvable)
+        .map_err(Rejection::new)
     }
 }
 

@@ -465,6 +465,15 @@ impl SchedulerLoop {
             .inc_by(d.reserve_failures.saturating_sub(was.reserve_failures));
         m.dra_allocator_searches
             .inc_by(d.searches.saturating_sub(was.searches));
+        let placed = d.joint_placements.saturating_sub(was.joint_placements);
+        m.dra_joint_searches
+            .with_label_values(&["placed"])
+            .inc_by(placed);
+        m.dra_joint_searches.with_label_values(&["failed"]).inc_by(
+            d.joint_searches
+                .saturating_sub(was.joint_searches)
+                .saturating_sub(placed),
+        );
         let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         m.dra_allocations_in_flight.set(gauge(d.planned));
         m.dra_devices_in_use.set(gauge(d.in_use));

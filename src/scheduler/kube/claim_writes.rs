@@ -65,90 +65,159 @@ pub(super) async fn reserve(
             continue;
         }
         let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &r.claim.namespace);
-        let mut claim = api.get(&r.claim.name).await?;
-        if claim.metadata.uid.as_deref() != Some(&*r.claim_uid) {
-            return Err(conflict(format!(
-                "resourceclaim {:?} was replaced since it was allocated",
-                &*r.claim.name
-            )));
-        }
-        if claim.metadata.deletion_timestamp.is_some() {
-            return Err(conflict(format!(
-                "resourceclaim {:?} is being deleted",
-                &*r.claim.name
-            )));
-        }
-        let status = claim
-            .status
-            .get_or_insert_with(ResourceClaimStatus::default);
-        match (&r.allocation, &status.allocation) {
-            (Some(planned), None) => {
-                let protected = claim
-                    .metadata
-                    .finalizers
-                    .as_deref()
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|f| f == DELETE_PROTECTION_FINALIZER);
-                if !protected {
-                    claim
-                        .metadata
-                        .finalizers
-                        .get_or_insert_with(Vec::new)
-                        .push(DELETE_PROTECTION_FINALIZER.into());
-                    claim = api
-                        .replace(&r.claim.name, &PostParams::default(), &claim)
-                        .await?;
-                }
-                let mut allocation: AllocationResult = decode(allocation_json(planned, node))?;
-                allocation.allocation_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
-                let config = configuration(&claim, &r.class_config)?;
-                if let Some(devices) = allocation.devices.as_mut()
-                    && !config.is_empty()
-                {
-                    devices.config = Some(config);
-                }
-                let status = claim
-                    .status
-                    .get_or_insert_with(ResourceClaimStatus::default);
-                status.allocation = Some(allocation);
-            }
-            (Some(planned), Some(recorded)) => {
-                let recorded = serde_json::to_value(recorded).map_err(kube::Error::SerdeError)?;
-                if !same_results(&recorded, planned) {
-                    return Err(conflict(format!(
-                        "resourceclaim {:?} was allocated other devices meanwhile",
-                        &*r.claim.name
-                    )));
-                }
-            }
-            (None, None) => {
-                return Err(conflict(format!(
-                    "resourceclaim {:?} was deallocated meanwhile",
-                    &*r.claim.name
-                )));
-            }
-            (None, Some(_)) => {}
-        }
-        let status = claim
-            .status
-            .get_or_insert_with(ResourceClaimStatus::default);
-        let reserved = status.reserved_for.get_or_insert_with(Vec::new);
-        if !reserved.iter().any(|c| c.uid == uid) {
-            reserved.push(ResourceClaimConsumerReference {
-                api_group: None,
-                resource: "pods".into(),
-                name: pod.name.to_string(),
-                uid: uid.to_string(),
-            });
-        }
-        let answer = api
-            .replace_status(&r.claim.name, &PostParams::default(), &claim)
-            .await?;
+        let answer = reserve_claim(&api, pod, uid, node, r).await?;
         written.retain(|c| c.metadata.name != answer.metadata.name);
         written.push(answer);
     }
     Ok(())
+}
+
+/// Writes attempted for one claim when the API server refuses them because
+/// the claim changed since it was read.
+const CONFLICT_ATTEMPTS: usize = 5;
+
+/// Why one claim's write did not happen.
+enum Refused {
+    /// The claim is no longer usable as planned: final.
+    Final(kube::Error),
+    /// The API server's answer (409: the claim changed since it was read,
+    /// e.g. another member of the pod's group wrote it first).
+    Api(kube::Error),
+}
+
+impl From<kube::Error> for Refused {
+    fn from(e: kube::Error) -> Self {
+        Refused::Api(e)
+    }
+}
+
+/// Reserves one claim, read again and written again when the API server
+/// answers 409 (the claim changed since it was read): several members of
+/// a PodGroup, or several pods sharing a claim, bound together write the
+/// same claim, and each adds to what the others wrote, as kube-scheduler
+/// retries such a write on conflict. What the claim now holds is checked
+/// again each time (replaced, deleted, allocated other devices).
+async fn reserve_claim(
+    api: &Api<ResourceClaim>,
+    pod: &PodKey,
+    uid: &str,
+    node: &str,
+    r: &ClaimReservation,
+) -> Result<ResourceClaim, kube::Error> {
+    let mut attempt = 1;
+    loop {
+        match try_reserve_claim(api, pod, uid, node, r).await {
+            Ok(answer) => return Ok(answer),
+            Err(Refused::Final(e)) => return Err(e),
+            Err(Refused::Api(kube::Error::Api(s)))
+                if s.code == 409 && attempt < CONFLICT_ATTEMPTS =>
+            {
+                attempt += 1;
+            }
+            Err(Refused::Api(e)) => return Err(e),
+        }
+    }
+}
+
+/// One read and write of a claim's reservation (see `reserve_claim`).
+async fn try_reserve_claim(
+    api: &Api<ResourceClaim>,
+    pod: &PodKey,
+    uid: &str,
+    node: &str,
+    r: &ClaimReservation,
+) -> Result<ResourceClaim, Refused> {
+    let mut claim = api.get(&r.claim.name).await?;
+    if claim.metadata.uid.as_deref() != Some(&*r.claim_uid) {
+        return Err(Refused::Final(conflict(format!(
+            "resourceclaim {:?} was replaced since it was allocated",
+            &*r.claim.name
+        ))));
+    }
+    if claim.metadata.deletion_timestamp.is_some() {
+        return Err(Refused::Final(conflict(format!(
+            "resourceclaim {:?} is being deleted",
+            &*r.claim.name
+        ))));
+    }
+    let status = claim
+        .status
+        .get_or_insert_with(ResourceClaimStatus::default);
+    let mut changed = false;
+    match (&r.allocation, &status.allocation) {
+        (Some(planned), None) => {
+            changed = true;
+            let protected = claim
+                .metadata
+                .finalizers
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|f| f == DELETE_PROTECTION_FINALIZER);
+            if !protected {
+                claim
+                    .metadata
+                    .finalizers
+                    .get_or_insert_with(Vec::new)
+                    .push(DELETE_PROTECTION_FINALIZER.into());
+                claim = api
+                    .replace(&r.claim.name, &PostParams::default(), &claim)
+                    .await?;
+            }
+            let allocation = to_record(&claim, r, planned, node)?;
+            let status = claim
+                .status
+                .get_or_insert_with(ResourceClaimStatus::default);
+            status.allocation = Some(allocation);
+        }
+        (Some(planned), Some(recorded)) => {
+            let recorded = serde_json::to_value(recorded).map_err(kube::Error::SerdeError)?;
+            if !same_results(&recorded, planned) {
+                return Err(Refused::Final(conflict(format!(
+                    "resourceclaim {:?} was allocated other devices meanwhile",
+                    &*r.claim.name
+                ))));
+            }
+        }
+        (None, None) => {
+            return Err(Refused::Final(conflict(format!(
+                "resourceclaim {:?} was deallocated meanwhile",
+                &*r.claim.name
+            ))));
+        }
+        (None, Some(_)) => {}
+    }
+    let status = claim
+        .status
+        .get_or_insert_with(ResourceClaimStatus::default);
+    let reserved = status.reserved_for.get_or_insert_with(Vec::new);
+    // A claim the pod's PodGroup shares is reserved for the group
+    // (KEP-5729), once for every member.
+    let consumer = match &r.group {
+        Some(g) => ResourceClaimConsumerReference {
+            api_group: Some(g.api_group.to_string()),
+            resource: g.resource.to_string(),
+            name: g.name.to_string(),
+            uid: g.uid.to_string(),
+        },
+        None => ResourceClaimConsumerReference {
+            api_group: None,
+            resource: "pods".into(),
+            name: pod.name.to_string(),
+            uid: uid.to_string(),
+        },
+    };
+    if !reserved.iter().any(|c| c.uid == consumer.uid) {
+        reserved.push(consumer);
+        changed = true;
+    }
+    if !changed {
+        // Another member of the group wrote it all already.
+        return Ok(claim);
+    }
+    Ok(api
+        .replace_status(&r.claim.name, &PostParams::default(), &claim)
+        .await?)
 }
 
 /// The pod's extended-resource claim (KEP-5004): created owned by the pod
@@ -193,14 +262,7 @@ async fn create_extended(
             "the extended-resource claim of pod {pod} has no planned allocation"
         )));
     };
-    let mut allocation: AllocationResult = decode(allocation_json(planned, node))?;
-    allocation.allocation_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
-    let config = configuration(&claim, &r.class_config)?;
-    if let Some(devices) = allocation.devices.as_mut()
-        && !config.is_empty()
-    {
-        devices.config = Some(config);
-    }
+    let allocation = to_record(&claim, r, planned, node)?;
     claim.status = Some(ResourceClaimStatus {
         allocation: Some(allocation),
         reserved_for: Some(vec![ResourceClaimConsumerReference {
@@ -306,6 +368,25 @@ pub(super) fn observed(c: ResourceClaim) -> DraChange {
         .map(std::sync::Arc::new)
         .map_err(|e| std::sync::Arc::from(e.0.as_str()));
     DraChange::ClaimUpserted { key, claim }
+}
+
+/// The allocation to record for `claim`: the planned devices on `node`,
+/// stamped now, with the configuration of its classes and of the claim.
+fn to_record(
+    claim: &ResourceClaim,
+    r: &ClaimReservation,
+    planned: &muster_core::dra::Allocation,
+    node: &str,
+) -> Result<AllocationResult, kube::Error> {
+    let mut allocation: AllocationResult = decode(allocation_json(planned, node))?;
+    allocation.allocation_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    let config = configuration(claim, &r.class_config)?;
+    if let Some(devices) = allocation.devices.as_mut()
+        && !config.is_empty()
+    {
+        devices.config = Some(config);
+    }
+    Ok(allocation)
 }
 
 /// The configuration an allocation carries: its classes' (`FromClass`,

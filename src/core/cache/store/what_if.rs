@@ -8,7 +8,10 @@
 //! across nodes, sees the edit), and both are undone before the engine's
 //! entry point returns. Only node accounting changes: pod states, group
 //! membership and the assumed set are never touched, so no gang or queue
-//! logic can observe a simulation. The nodes edited and restored are
+//! logic can observe a simulation — and devices: a claim whose recorded
+//! allocation is reserved only for pods taken off stops holding its
+//! devices while they are off, as if the resourceclaim controller had
+//! deallocated it once they were gone. The nodes edited and restored are
 //! logged as changed (`NodeChanges`): their generations moved, and memos
 //! that follow the log must forget them.
 
@@ -31,11 +34,21 @@ pub struct WhatIf {
     /// Pods put on a node (index), to take off.
     added: Vec<(Arc<PodInfo>, usize)>,
     added_keys: HashSet<PodKey>,
+    /// The uids of the pods in `removed`, and the claims whose recorded
+    /// allocation no longer holds its devices because every pod it is
+    /// reserved for is in `removed` (`DraFacts::what_if_release`).
+    removed_uids: HashSet<Arc<str>>,
+    freed: Vec<crate::cache::ResourceClaimKey>,
 }
 
 impl WhatIf {
     pub fn is_empty(&self) -> bool {
         self.removed.is_empty() && self.added.is_empty()
+    }
+
+    /// Claims whose devices these edits released (their pods taken off).
+    pub fn freed_claims(&self) -> &[crate::cache::ResourceClaimKey] {
+        &self.freed
     }
 
     /// Pods currently taken off their nodes by these edits.
@@ -72,8 +85,45 @@ impl Cache {
         edits
             .removed_at
             .insert(info.key.clone(), edits.removed.len());
+        edits.removed_uids.insert(info.uid.clone());
+        self.release_devices(&info, edits);
         edits.removed.push((info, i));
         true
+    }
+
+    /// Releases the devices of `pod`'s claims reserved only for pods
+    /// `edits` took off.
+    fn release_devices(&mut self, pod: &PodInfo, edits: &mut WhatIf) {
+        if pod.constraints.resource_claims.is_empty() && pod.constraints.extended.is_empty() {
+            return;
+        }
+        let gone = |uid: &str| edits.removed_uids.contains(uid);
+        let freed = self.facts.dra.claims_freed_by(pod, &gone);
+        for key in freed {
+            if self.update_dra(|dra| dra.what_if_release(&key)) {
+                edits.freed.push(key);
+            }
+        }
+    }
+
+    /// Holds again the devices of the freed claims `pod` is a consumer of.
+    fn hold_devices(&mut self, pod: &PodInfo, edits: &mut WhatIf) {
+        if edits.freed.is_empty() {
+            return;
+        }
+        let dra = &self.facts.dra;
+        let mine: Vec<crate::cache::ResourceClaimKey> = edits
+            .freed
+            .iter()
+            .filter(|k| {
+                matches!(dra.claim(&k.namespace, &k.name), Some(Ok(c)) if c.reserved_for_uid(&pod.uid))
+            })
+            .cloned()
+            .collect();
+        edits.freed.retain(|k| !mine.contains(k));
+        for key in mine {
+            self.update_dra(|dra| dra.what_if_hold(&key));
+        }
     }
 
     /// Puts back one pod `edits` took off (a reprieve), keeping the rest.
@@ -86,6 +136,8 @@ impl Cache {
         if let Some((moved, _)) = edits.removed.get(pos) {
             edits.removed_at.insert(moved.key.clone(), pos);
         }
+        edits.removed_uids.remove(&info.uid);
+        self.hold_devices(&info, edits);
         self.put_back(&info, i);
         true
     }
@@ -127,6 +179,9 @@ impl Cache {
         }
         for (info, i) in edits.removed.into_iter().rev() {
             self.put_back(&info, i);
+        }
+        for key in edits.freed {
+            self.update_dra(|dra| dra.what_if_hold(&key));
         }
     }
 

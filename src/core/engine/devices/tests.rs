@@ -10,7 +10,7 @@ use crate::driver::fixtures::{SCHEDULER, arc, node, pod};
 use crate::framework::Framework;
 use crate::model::PodInfo;
 
-fn engine() -> Engine {
+pub(super) fn engine() -> Engine {
     Engine::new(EngineConfig::new(vec![ProfileConfig::new(
         SCHEDULER,
         Framework::default(),

@@ -434,7 +434,7 @@ fn memoisable_claims(pod: &PodInfo, snapshot: &Snapshot<'_>) -> Option<Vec<Arc<C
     claims
         .iter()
         .all(|c| !c.deleting && dra.effective_allocation(c).is_none())
-        .then(|| claims.into_iter().cloned().collect())
+        .then(|| claims.into_iter().map(|c| c.claim.clone()).collect())
 }
 
 /// Whether `a` and `b` get the same verdicts and scores on every node:

@@ -195,7 +195,7 @@ pub(super) fn check(
         labels: &node.info.labels,
     };
     plan.fits(view, &d.inventory, &d.in_use, &d.eval, Budget::default())
-        .map_err(|reason| Rejection::unresolvable(ext.explain(&pod.key.namespace, &reason)))
+        .map_err(|reason| Rejection::new(ext.explain(&pod.key.namespace, &reason)))
 }
 
 impl ExtendedState {
