@@ -121,18 +121,6 @@ spec:
   - {name: gpus, resourceClaimName: eight}
 "#;
 
-/// Each claim's allocated devices, and whom it is reserved for, by claim.
-async fn claims(env: &e2e::Env) -> BTreeMap<String, ResourceClaim> {
-    let api: Api<ResourceClaim> = Api::namespaced(env.client.clone(), "default");
-    api.list(&ListParams::default())
-        .await
-        .expect("claims")
-        .items
-        .into_iter()
-        .map(|c| (c.metadata.name.clone().unwrap_or_default(), c))
-        .collect()
-}
-
 fn devices_of(c: &ResourceClaim) -> Vec<(String, String)> {
     c.status
         .as_ref()
@@ -157,7 +145,7 @@ fn pcie_root(device: &str) -> usize {
 /// Every bound pod's claim: allocated on its node, reserved for it, with
 /// devices on one PCIe root; no device in two claims (I9).
 async fn check_allocations(env: &e2e::Env, pods: &BTreeMap<String, Pod>) -> usize {
-    let claims = claims(env).await;
+    let claims = e2e::claims(env).await;
     let mut seen = BTreeSet::new();
     let mut checked = 0;
     for (name, pod) in pods {
@@ -435,7 +423,7 @@ spec:
     let on = |n: &str| pods[n].spec.as_ref().and_then(|s| s.node_name.clone());
     assert_eq!(on("share-0"), Some("sim-node-0".to_string()));
     assert_eq!(on("share-1"), on("share-0"));
-    let shared = &claims(&env).await["shared-gpu"];
+    let shared = &e2e::claims(&env).await["shared-gpu"];
     let reserved: BTreeSet<String> = shared
         .status
         .iter()
@@ -646,7 +634,7 @@ async fn pods_share_a_device_by_its_capacity() {
         ["a", "b"].iter().all(|n| p.get(*n).is_some_and(e2e::bound))
     })
     .await;
-    let all = claims(&env).await;
+    let all = e2e::claims(&env).await;
     let mut shares = BTreeSet::new();
     for name in ["a-net", "b-net"] {
         let r = &all[name]

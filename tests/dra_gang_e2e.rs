@@ -1,9 +1,21 @@
 //! Devices for whole gangs end to end, with the real kubectl against
-//! `muster cluster` and the daemon: members sharing the claim their
-//! PodGroup names land where its one device is, and the claim is reserved
-//! for the PodGroup.
+//! `muster cluster` and the daemon: a PodGroup whose `spec.resourceClaims`
+//! names a template gets one ResourceClaim for the group from the
+//! simulated resourceclaim controller; its members, each with GPUs of its
+//! own, all land in the rack whose interconnect unit (a multi-node device
+//! its rack's nodes share) the group's claim got, and the claim is reserved
+//! for the PodGroup. A gang whose rack unit is taken waits whole, naming
+//! the claim, and binds once a unit frees (its holder's PodGroup deleted).
+//! Members sharing a claim their PodGroup names land where its one device
+//! is.
 
-use muster::kwok::devices::DeviceTemplate;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::api::{Api, DeleteParams};
+use muster::kwok::devices::{DeviceTemplate, MultiNode};
+use muster::kwok::templates::{RACK_LABEL, Topology};
 
 use crate::common::kubectl::Kubectl;
 use crate::e2e;
@@ -43,6 +55,185 @@ spec:
       - name: fabric
         exactly: {deviceClassName: fabric.kwok.muster.dev}
 "#;
+
+/// A gang of `size` whose PodGroup shares the rack-fabric claim, each
+/// member with two GPUs of its own.
+fn gang(name: &str, size: usize) -> String {
+    let mut yaml = format!(
+        "
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {{name: {name}, namespace: default}}
+spec:
+  schedulingPolicy: {{gang: {{minCount: {size}}}}}
+  resourceClaims:
+  - {{name: fabric, resourceClaimTemplateName: rack-fabric}}
+"
+    );
+    for i in 0..size {
+        yaml.push_str(&format!(
+            "---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}-{i}, namespace: default}}
+spec:
+  schedulerName: muster
+  schedulingGroup: {{podGroupName: {name}}}
+  containers:
+  - name: main
+    image: busybox
+    resources:
+      requests: {{cpu: 100m}}
+      claims: [{{name: fabric}}, {{name: gpus}}]
+  resourceClaims:
+  - {{name: fabric, resourceClaimTemplateName: rack-fabric}}
+  - {{name: gpus, resourceClaimTemplateName: two-gpus}}
+"
+        ));
+    }
+    yaml
+}
+
+/// The claims a PodGroup owns.
+fn owned_by_group<'a>(
+    claims: &'a BTreeMap<String, ResourceClaim>,
+    group: &str,
+) -> Vec<&'a ResourceClaim> {
+    claims
+        .values()
+        .filter(|c| {
+            c.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "PodGroup" && o.name == group && o.controller == Some(true))
+        })
+        .collect()
+}
+
+/// The racks of the pods whose names start with `prefix`, by node label.
+async fn racks_of(env: &e2e::Env, pods: &BTreeMap<String, Pod>, prefix: &str) -> Vec<String> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.client.clone());
+    let mut out = Vec::new();
+    for (name, p) in pods.iter().filter(|(n, _)| n.starts_with(prefix)) {
+        let node = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_else(|| panic!("{name} is bound"));
+        let n = nodes.get(&node).await.expect("node");
+        out.push(n.metadata.labels.unwrap_or_default()[RACK_LABEL].clone());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_shares_its_pod_groups_rack_unit_and_lands_in_that_rack() {
+    // Two racks of two nodes, two GPUs a node, one fabric unit a rack.
+    let mut template = e2e::nodes(4, "8");
+    template.topology = Topology {
+        hosts_per_rack: 2,
+        racks_per_block: 2,
+    };
+    let mut devices = DeviceTemplate::with_count(2);
+    devices.multi_node = Some(MultiNode {
+        count: 1,
+        model: "kwok-fabric".into(),
+    });
+    template.devices = Some(devices);
+    let env = e2e::cluster(vec![template]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let k = Kubectl::new(kubeconfig);
+    let daemon = e2e::daemon(&env, e2e::test_config("")).await;
+    k.apply(CLASSES).await;
+    k.apply(&gang("train", 2)).await;
+
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        e2e::names_bound(p, "train-").len() == 2
+    })
+    .await;
+    let racks = racks_of(&env, &pods, "train-").await;
+    assert_eq!(racks[0], racks[1], "members in one rack: {racks:?}");
+    let all = e2e::claims(&env).await;
+    let shared = owned_by_group(&all, "train");
+    assert_eq!(shared.len(), 1, "one claim for the group: {:?}", all.keys());
+    let claim = shared[0];
+    let status = claim.status.as_ref().expect("status");
+    let reserved: Vec<(String, String)> = status
+        .reserved_for
+        .iter()
+        .flatten()
+        .map(|r| (r.resource.clone(), r.name.clone()))
+        .collect();
+    assert_eq!(reserved, [("podgroups".to_string(), "train".to_string())]);
+    let pool = status
+        .allocation
+        .as_ref()
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.pool)
+        .collect::<Vec<_>>();
+    assert_eq!(
+        pool,
+        [format!("clique-{}", racks[0])],
+        "the unit of that rack"
+    );
+    // kubectl shows the group's claim recorded on the PodGroup.
+    let pg = k
+        .json(&[
+            "get",
+            "podgroups.v1beta1.scheduling.k8s.io",
+            "train",
+            "-o",
+            "json",
+        ])
+        .await;
+    assert_eq!(
+        pg["status"]["resourceClaimStatuses"][0]["resourceClaimName"],
+        claim.metadata.name.clone().unwrap_or_default().as_str()
+    );
+
+    // A second gang takes the other rack; a third waits whole, naming
+    // the claim its group shares.
+    k.apply(&gang("eval", 2)).await;
+    e2e::wait_pods(&env, "default", |p| e2e::names_bound(p, "eval-").len() == 2).await;
+    k.apply(&gang("late", 2)).await;
+    let waiting = e2e::wait_pods(&env, "default", |p| {
+        p.get("late-0")
+            .and_then(e2e::pod_condition_message)
+            .is_some_and(|m| m.contains("shared by PodGroup late"))
+    })
+    .await;
+    let message = e2e::pod_condition_message(&waiting["late-0"]).unwrap_or_default();
+    assert!(
+        message.contains("shared by PodGroup late") && message.contains("late-fabric-"),
+        "{message}"
+    );
+    assert!(e2e::names_bound(&waiting, "late-").is_empty());
+
+    // The first gang's PodGroup and pods go: its unit frees, and the
+    // waiting gang binds whole in that rack.
+    let pgs: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(env.client.clone(), "default", &e2e::podgroup_resource());
+    pgs.delete("train", &DeleteParams::default())
+        .await
+        .expect("delete podgroup");
+    let pods_api: Api<Pod> = Api::namespaced(env.client.clone(), "default");
+    for i in 0..2 {
+        pods_api
+            .delete(&format!("train-{i}"), &DeleteParams::default())
+            .await
+            .expect("delete pod");
+    }
+    let pods = e2e::wait_pods(&env, "default", |p| e2e::names_bound(p, "late-").len() == 2).await;
+    let late = racks_of(&env, &pods, "late-").await;
+    assert_eq!(late[0], racks[0], "the freed rack: {late:?}");
+    daemon.shutdown().await.expect("clean shutdown");
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_share_a_claim_their_pod_group_names() {

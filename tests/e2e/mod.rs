@@ -463,3 +463,16 @@ pub async fn install_owner_crds(env: &Env) {
             .expect("create CRD");
     }
 }
+
+/// The ResourceClaims of namespace `default`, by name.
+pub async fn claims(env: &Env) -> BTreeMap<String, k8s_openapi::api::resource::v1::ResourceClaim> {
+    let api: Api<k8s_openapi::api::resource::v1::ResourceClaim> =
+        Api::namespaced(env.client.clone(), "default");
+    api.list(&kube::api::ListParams::default())
+        .await
+        .expect("claims")
+        .items
+        .into_iter()
+        .map(|c| (c.metadata.name.clone().unwrap_or_default(), c))
+        .collect()
+}

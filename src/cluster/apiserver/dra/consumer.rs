@@ -54,6 +54,9 @@ pub fn ready(store: &Store, pod: &Value) -> Result<Resolved, NotReady> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     let mut out = Vec::new();
+    // Entries equal to one of the pod's PodGroup's are the group's claims
+    // (KEP-5729), made for and reserved for the group.
+    let group = super::pod_groups::group_of(store, pod).map(|g| (g.name.clone(), g.value()));
     for entry in pod
         .pointer("/spec/resourceClaims")
         .and_then(Value::as_array)
@@ -62,6 +65,9 @@ pub fn ready(store: &Store, pod: &Value) -> Result<Resolved, NotReady> {
     {
         let name = entry["name"].as_str().unwrap_or_default();
         let from_template = entry.get("resourceClaimTemplateName").is_some();
+        let shared = group
+            .as_ref()
+            .filter(|(_, g)| super::pod_groups::matching_entry(g, entry).is_some());
         let claim_name = match entry["resourceClaimName"].as_str() {
             Some(n) => n.to_string(),
             None => generated_name(pod, name).ok_or_else(|| NotReady {
@@ -69,7 +75,18 @@ pub fn ready(store: &Store, pod: &Value) -> Result<Resolved, NotReady> {
                 why: format!("claim {name:?} not created from its template yet"),
             })?,
         };
-        let claim = usable(store, ns, &claim_name, uid, from_template, "resource claim")?;
+        let user = match shared {
+            Some((group, _)) => User::Group(group),
+            None => User::Pod(uid),
+        };
+        let claim = usable(
+            store,
+            ns,
+            &claim_name,
+            user,
+            from_template,
+            "resource claim",
+        )?;
         out.push((name.to_string(), claim));
     }
     if let Some(claim) = extended_claim(store, pod, ns, uid)? {
@@ -97,17 +114,35 @@ fn extended_claim(
     else {
         return Ok(None);
     };
-    usable(store, ns, claim_name, uid, true, "extended resource claim").map(Some)
+    usable(
+        store,
+        ns,
+        claim_name,
+        User::Pod(uid),
+        true,
+        "extended resource claim",
+    )
+    .map(Some)
 }
 
-/// The claim, when it exists, was made for the pod (`owned`: one the pod
-/// controls), is allocated and is reserved for it; what it waits for
-/// otherwise. `what` names the kind of claim in the messages.
+/// Whom a claim must be made and reserved for.
+#[derive(Debug, Clone, Copy)]
+enum User<'a> {
+    /// The pod (its uid).
+    Pod(&'a str),
+    /// The pod's PodGroup (its name): a claim the group shares.
+    Group(&'a str),
+}
+
+/// The claim, when it exists, was made for its user (`owned`: generated
+/// from a template, controlled by the pod or its group), is allocated and
+/// is reserved for the user; what it waits for otherwise. `what` names the
+/// kind of claim in the messages.
 fn usable(
     store: &Store,
     ns: &str,
     claim_name: &str,
-    uid: &str,
+    user: User<'_>,
     owned: bool,
     what: &str,
 ) -> Result<Value, NotReady> {
@@ -119,7 +154,13 @@ fn usable(
         .get(CLAIMS, ns, claim_name)
         .ok_or_else(|| blocked(format!("{what} {claim_name:?} not found")))?
         .value();
-    if owned && owner_pod_uid(&claim) != Some(uid) {
+    let made_for_user = match user {
+        User::Pod(uid) => owner_pod_uid(&claim) == Some(uid),
+        User::Group(group) => {
+            super::pod_groups::owner_group(&claim).is_some_and(|o| o["name"] == group)
+        }
+    };
+    if owned && !made_for_user {
         return Err(blocked(format!(
             "{what} {claim_name:?} was not created for this pod"
         )));
@@ -130,10 +171,13 @@ fn usable(
     {
         return Err(blocked(format!("{what} {claim_name:?} is not allocated")));
     }
-    let reserved = claim
-        .pointer("/status/reservedFor")
-        .and_then(Value::as_array)
-        .is_some_and(|r| r.iter().any(|c| c["uid"] == uid));
+    let reserved = match user {
+        User::Pod(uid) => claim
+            .pointer("/status/reservedFor")
+            .and_then(Value::as_array)
+            .is_some_and(|r| r.iter().any(|c| c["uid"] == uid)),
+        User::Group(group) => super::pod_groups::reserved_for_group(&claim, group, None),
+    };
     if !reserved {
         return Err(blocked(format!(
             "{what} {claim_name:?} is not reserved for the pod"
@@ -286,6 +330,56 @@ mod tests {
         got.sort();
         assert_eq!(got, ["a", "b", "c"]);
         assert!(w.take_all().is_empty());
+    }
+
+    /// A member's entry equal to its PodGroup's resolves to the group's
+    /// claim, made for the group and ready once reserved for it; a claim
+    /// reserved for the pod alone does not do for it.
+    #[test]
+    fn a_member_starts_on_its_groups_claim_reserved_for_the_group() {
+        use super::super::pod_groups::PODGROUPS;
+        let store = Store::new(100, 100);
+        let create =
+            |res: &str, v: serde_json::Value| store.create(&std::sync::Arc::from(res), v).unwrap();
+        create(
+            PODGROUPS,
+            json!({"metadata": {"name": "pg", "namespace": "ns", "uid": "g1"},
+                   "spec": {"resourceClaims": [{"name": "rack", "resourceClaimTemplateName": "t"}]},
+                   "status": {"resourceClaimStatuses": [{"name": "rack", "resourceClaimName": "pg-rack-x"}]}}),
+        );
+        let claim = |reserved: serde_json::Value| {
+            json!({"metadata": {"name": "pg-rack-x", "namespace": "ns",
+                   "ownerReferences": [{"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                                        "name": "pg", "uid": "g1", "controller": true}]},
+                   "status": {"allocation": {"devices": {}}, "reservedFor": [reserved]}})
+        };
+        let stored = create(
+            CLAIMS,
+            claim(json!({"resource": "pods", "name": "a", "uid": "u1"})),
+        );
+        let pod = json!({"metadata": {"name": "a", "namespace": "ns", "uid": "u1"},
+            "spec": {"schedulingGroup": {"podGroupName": "pg"},
+                     "resourceClaims": [{"name": "rack", "resourceClaimTemplateName": "t"}]},
+            "status": {"resourceClaimStatuses": [{"name": "rack", "resourceClaimName": "pg-rack-x"}]}});
+        let why = ready(&store, &pod).unwrap_err();
+        assert!(
+            why.why.contains("is not reserved for the pod"),
+            "{}",
+            why.why
+        );
+        store
+            .replace(
+                &std::sync::Arc::from(CLAIMS),
+                Some(stored.rv),
+                claim(
+                    json!({"apiGroup": "scheduling.k8s.io", "resource": "podgroups",
+                             "name": "pg", "uid": "g1"}),
+                ),
+            )
+            .unwrap();
+        let claims = ready(&store, &pod).unwrap();
+        assert_eq!(claims.len(), 1);
+        assert_eq!(claims[0].0, "rack");
     }
 
     #[test]

@@ -14,7 +14,14 @@
 //! - a claim generated for a pod is deleted once that pod is gone or done
 //!   and the claim is reserved by nobody (what the garbage collector and
 //!   this controller do together on a real cluster; the simulator has no
-//!   general garbage collector).
+//!   general garbage collector);
+//! - a PodGroup's claims (KEP-5729, `pod_groups`): one claim per template
+//!   entry of the group, controlled by it and recorded in its status; a
+//!   member's entry equal to the group's gets no claim of its own but the
+//!   group's recorded in its status (a member of a group not created yet
+//!   waits for it); a `podgroups` reservation stays while the group lives,
+//!   and a claim made for a group is deleted once the group is gone and
+//!   the claim reserved by nobody.
 //!
 //! It works from the store's event stream: each pod event with resource
 //! claims and each claim event is handled on its own; a lagged stream
@@ -33,6 +40,8 @@ use crate::apiserver::objects::{
     as_map, child_mut, generated_base, meta_mut, name_suffix, new_uid, now, str_at,
 };
 use crate::apiserver::store::{CommitError, EventType, Store, Stored};
+
+use super::pod_groups::{self, GROUP_CLAIM_NAME_ANNOTATION, PODGROUPS, group_name};
 
 pub const PODS: &str = "/v1/pods";
 pub const CLAIMS: &str = "resource.k8s.io/v1/resourceclaims";
@@ -53,14 +62,22 @@ pub fn spawn(store: Arc<Store>, lifecycle: Lifecycle, shutdown: CancellationToke
 
 async fn run(store: Arc<Store>, lifecycle: Lifecycle, shutdown: CancellationToken) {
     let mut events = store.subscribe_all();
-    resync(&store);
+    let mut waiting = WaitingForGroups::default();
+    resync(&store, &mut waiting);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             ev = events.recv() => match ev {
                 Ok(ev) => match &*ev.resource {
                     PODS if mentions_claims(&ev.obj) => {
-                        on_pod(&store, &ev.obj, ev.kind == EventType::Deleted);
+                        let deleted = ev.kind == EventType::Deleted;
+                        waiting.handled(&ev.obj, on_pod(&store, &ev.obj, deleted));
+                    }
+                    PODGROUPS => {
+                        if mentions_claims(&ev.obj) {
+                            on_group(&store, &ev.obj, ev.kind == EventType::Deleted);
+                        }
+                        waiting.group_changed(&store, &ev.obj);
                     }
                     CLAIMS => {
                         if ev.kind != EventType::Deleted {
@@ -74,12 +91,13 @@ async fn run(store: Arc<Store>, lifecycle: Lifecycle, shutdown: CancellationToke
                         });
                     }
                     TEMPLATES if ev.kind != EventType::Deleted => {
-                        pods_of_namespace(&store, &ev.obj.namespace);
+                        pods_of_namespace(&store, &ev.obj.namespace, &mut waiting);
+                        groups_of_namespace(&store, &ev.obj.namespace);
                     }
                     _ => {}
                 },
                 Err(RecvError::Lagged(_)) => {
-                    resync(&store);
+                    resync(&store, &mut waiting);
                     lifecycle.claims_resynced();
                 }
                 Err(RecvError::Closed) => return,
@@ -103,25 +121,131 @@ fn all(store: &Store, res: &str, ns: Option<&str>) -> Vec<Arc<Stored>> {
     store.list(res, ns, None, None, |_| true).0
 }
 
+/// Pods that wait for their PodGroup (to exist, or to record the claim
+/// of an entry they share with it), by (namespace, group): looked at again
+/// when that group changes, never by walking the pods of a namespace.
+#[derive(Debug, Default)]
+struct WaitingForGroups {
+    pods: std::collections::HashMap<(String, String), std::collections::BTreeSet<String>>,
+}
+
+impl WaitingForGroups {
+    /// `pod` was handled; it waits for `group`, if any.
+    fn handled(&mut self, pod: &Stored, group: Option<String>) {
+        if let Some(group) = group {
+            self.pods
+                .entry((pod.namespace.clone(), group))
+                .or_default()
+                .insert(pod.name.clone());
+        }
+    }
+
+    /// `group` changed: the pods waiting for it are handled again.
+    fn group_changed(&mut self, store: &Store, group: &Stored) {
+        let key = (group.namespace.clone(), group.name.clone());
+        let Some(names) = self.pods.remove(&key) else {
+            return;
+        };
+        for name in names {
+            if let Some(pod) = store.get(PODS, &group.namespace, &name) {
+                let waits = on_pod(store, &pod, false);
+                self.handled(&pod, waits);
+            }
+        }
+    }
+}
+
 /// Every pod with claims and every claim, looked at again.
-fn resync(store: &Store) {
+fn resync(store: &Store, waiting: &mut WaitingForGroups) {
     for pod in all(store, PODS, None)
         .into_iter()
         .filter(|p| mentions_claims(p))
     {
-        on_pod(store, &pod, false);
+        waiting.handled(&pod, on_pod(store, &pod, false));
+    }
+    for group in all(store, PODGROUPS, None)
+        .into_iter()
+        .filter(|g| mentions_claims(g))
+    {
+        on_group(store, &group, false);
     }
     for claim in all(store, CLAIMS, None) {
         sync_claim(store, &claim);
     }
 }
 
-fn pods_of_namespace(store: &Store, ns: &str) {
+fn groups_of_namespace(store: &Store, ns: &str) {
+    for group in all(store, PODGROUPS, Some(ns))
+        .into_iter()
+        .filter(|g| mentions_claims(g))
+    {
+        on_group(store, &group, false);
+    }
+}
+
+/// A PodGroup with `spec.resourceClaims` changed: its claims from templates
+/// are made and recorded; a group gone (or going) releases its claims, and
+/// those made for it go.
+fn on_group(store: &Store, group: &Stored, deleted: bool) {
+    let value = group.value();
+    if deleted || value.pointer("/metadata/deletionTimestamp").is_some() {
+        for claim in claims_of_group(store, group, &value) {
+            sync_claim(store, &claim);
+        }
+        return;
+    }
+    let owner = Owner {
+        api_version: value["apiVersion"]
+            .as_str()
+            .unwrap_or("scheduling.k8s.io/v1beta1"),
+        kind: "PodGroup",
+        annotation: GROUP_CLAIM_NAME_ANNOTATION,
+        obj: group,
+    };
+    let made = template_claims(store, &owner, &value);
+    if !made.is_empty() {
+        // Its members waiting for the record hear of it (`WaitingForGroups`).
+        record(store, PODGROUPS, group, &made);
+    }
+}
+
+/// The claims a PodGroup may hold: those its entries name, those its
+/// status records, and those made for it whose recording was lost.
+fn claims_of_group(store: &Store, group: &Stored, value: &Value) -> Vec<Arc<Stored>> {
+    let entries = value
+        .pointer("/spec/resourceClaims")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut names: Vec<String> = entries
+        .iter()
+        .filter_map(|e| pod_groups::claim_of_entry(value, e))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut out: Vec<Arc<Stored>> = names
+        .iter()
+        .filter_map(|n| store.get(CLAIMS, &group.namespace, n))
+        .collect();
+    for entry in entries
+        .iter()
+        .filter(|e| e.get("resourceClaimTemplateName").is_some())
+        .filter_map(|e| e.get("name")?.as_str())
+    {
+        let prefix = format!("{}-", claim_name_base(&group.name, entry));
+        out.extend(store.list_prefixed(CLAIMS, &group.namespace, &prefix));
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.dedup_by(|a, b| a.name == b.name);
+    out
+}
+
+fn pods_of_namespace(store: &Store, ns: &str, waiting: &mut WaitingForGroups) {
     for pod in all(store, PODS, Some(ns))
         .into_iter()
         .filter(|p| mentions_claims(p))
     {
-        on_pod(store, &pod, false);
+        waiting.handled(&pod, on_pod(store, &pod, false));
     }
 }
 
@@ -135,7 +259,9 @@ pub fn pod_done(pod: &Value) -> bool {
     terminal || deleted_unscheduled
 }
 
-fn on_pod(store: &Store, pod: &Stored, deleted: bool) {
+/// Handles a pod's event; the PodGroup it waits for, if it does (to exist,
+/// or to record a claim the pod shares with it).
+fn on_pod(store: &Store, pod: &Stored, deleted: bool) -> Option<String> {
     let value = pod.value();
     if deleted || pod_done(&value) {
         // Its claims may be released, and those made for it deleted.
@@ -145,11 +271,12 @@ fn on_pod(store: &Store, pod: &Stored, deleted: bool) {
                 sync_claim(store, &claim);
             }
         }
-        return;
+        return None;
     }
-    if value.pointer("/metadata/deletionTimestamp").is_none() {
-        create_template_claims(store, pod, &value);
+    if value.pointer("/metadata/deletionTimestamp").is_some() {
+        return None;
     }
+    create_template_claims(store, pod, &value)
 }
 
 /// The claims a pod may hold, as kube-controller-manager's controller finds
@@ -204,8 +331,76 @@ fn claims_of_pod(store: &Store, pod: &Stored, value: &Value) -> Vec<Arc<Stored>>
     out
 }
 
-/// The pod's claims made from templates that it does not have yet.
-fn create_template_claims(store: &Store, pod: &Stored, value: &Value) {
+/// The object claims are made for from templates: a pod, or a PodGroup.
+struct Owner<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    /// Names the owner's claim entry a generated claim was made for.
+    annotation: &'a str,
+    obj: &'a Stored,
+}
+
+/// The pod's claims made from templates that it does not have yet; the
+/// claims of its PodGroup it shares, recorded as the group's. Returns the
+/// group it waits for: not created yet (which entries are the group's is
+/// not known, so no claim is made), or not done recording a claim the pod
+/// shares.
+fn create_template_claims(store: &Store, pod: &Stored, value: &Value) -> Option<String> {
+    let mut made = Vec::new();
+    let mut waits = false;
+    let shared = match group_name(value) {
+        None => None,
+        Some(name) => match store.get(PODGROUPS, &pod.namespace, name) {
+            Some(g) => Some(g.value()),
+            None => return Some(name.to_string()),
+        },
+    };
+    let own: Vec<&Value> = value
+        .pointer("/spec/resourceClaims")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|e| match &shared {
+            Some(g) => match pod_groups::matching_entry(g, e) {
+                Some(entry) => {
+                    // The group's: its name recorded for the pod, once made.
+                    if e.get("resourceClaimTemplateName").is_some()
+                        && let Some(entry_name) = e["name"].as_str()
+                    {
+                        match pod_groups::claim_of_entry(g, entry) {
+                            Some(claim) => made.push((entry_name.to_string(), claim)),
+                            None => waits = true,
+                        }
+                    }
+                    false
+                }
+                None => true,
+            },
+            None => true,
+        })
+        .collect();
+    let owner = Owner {
+        api_version: "v1",
+        kind: "Pod",
+        annotation: POD_CLAIM_NAME_ANNOTATION,
+        obj: pod,
+    };
+    let own = Value::Array(own.into_iter().cloned().collect());
+    let mut spec_only = value.clone();
+    if let Some(spec) = spec_only.pointer_mut("/spec") {
+        as_map(spec).insert("resourceClaims".into(), own);
+    }
+    made.extend(template_claims(store, &owner, &spec_only));
+    if !made.is_empty() {
+        record(store, PODS, pod, &made);
+    }
+    waits.then(|| group_name(value).unwrap_or_default().to_string())
+}
+
+/// The claims `owner` lacks of its `spec.resourceClaims` entries from
+/// templates, made (or found made): (entry, claim name) for each not
+/// recorded in its status yet.
+fn template_claims(store: &Store, owner: &Owner<'_>, value: &Value) -> Vec<(String, String)> {
     let wanted: Vec<(String, String)> = value
         .pointer("/spec/resourceClaims")
         .and_then(Value::as_array)
@@ -217,14 +412,12 @@ fn create_template_claims(store: &Store, pod: &Stored, value: &Value) {
             Some((name.to_string(), template.to_string()))
         })
         .collect();
-    if wanted.is_empty() {
-        return;
-    }
     let recorded = |v: &Value, name: &str| {
         v.pointer("/status/resourceClaimStatuses")
             .and_then(Value::as_array)
             .is_some_and(|s| s.iter().any(|e| e["name"] == name))
     };
+    let obj = owner.obj;
     let mut made: Vec<(String, String)> = Vec::new();
     for (claim_name, template) in &wanted {
         if recorded(value, claim_name) {
@@ -233,28 +426,31 @@ fn create_template_claims(store: &Store, pod: &Stored, value: &Value) {
         // One made before whose recording was lost: adopt it. Claims made
         // here are named `<base>-<suffix>`, so only those are read: a range
         // of the store, not every claim of the namespace for every new pod.
-        let prefix = format!("{}-", claim_name_base(&pod.name, claim_name));
+        let prefix = format!("{}-", claim_name_base(&obj.name, claim_name));
         let existing = store
-            .list_prefixed(CLAIMS, &pod.namespace, &prefix)
+            .list_prefixed(CLAIMS, &obj.namespace, &prefix)
             .into_iter()
             .find(|c| {
                 let v = c.value();
-                owner_pod_uid(&v) == Some(&pod.uid)
-                    && annotation(&v, POD_CLAIM_NAME_ANNOTATION) == Some(claim_name.as_str())
+                controller_uid(&v, owner.kind) == Some(&obj.uid)
+                    && annotation(&v, owner.annotation) == Some(claim_name.as_str())
             });
         let name = match existing {
             Some(c) => c.name.clone(),
-            None => match create_claim(store, pod, claim_name, template) {
+            None => match create_claim(store, owner, claim_name, template) {
                 Some(name) => name,
                 None => continue,
             },
         };
         made.push((claim_name.clone(), name));
     }
-    if made.is_empty() {
-        return;
-    }
-    update(store, PODS, &pod.namespace, &pod.name, &pod.uid, |p| {
+    made
+}
+
+/// Records `made` (entry, claim name) in the object's
+/// `status.resourceClaimStatuses`.
+fn record(store: &Store, res: &str, obj: &Stored, made: &[(String, String)]) {
+    update(store, res, &obj.namespace, &obj.name, &obj.uid, |p| {
         let status = child_mut(as_map(p), "status");
         let list = status
             .entry("resourceClaimStatuses")
@@ -263,7 +459,7 @@ fn create_template_claims(store: &Store, pod: &Stored, value: &Value) {
             return false;
         };
         let mut changed = false;
-        for (claim_name, name) in &made {
+        for (claim_name, name) in made {
             if !list.iter().any(|e| e["name"] == claim_name.as_str()) {
                 list.push(json!({"name": claim_name, "resourceClaimName": name}));
                 changed = true;
@@ -273,15 +469,29 @@ fn create_template_claims(store: &Store, pod: &Stored, value: &Value) {
     });
 }
 
-/// Creates the claim for `claim_name` of `pod` from `template`; its name,
-/// or None when the template does not exist (yet).
-fn create_claim(store: &Store, pod: &Stored, claim_name: &str, template: &str) -> Option<String> {
-    let Some(t) = store.get(TEMPLATES, &pod.namespace, template) else {
-        tracing::debug!(pod = %pod.name, template, "resource claim template not found yet");
+/// The uid of the controller of kind `kind` of a claim, if any.
+fn controller_uid<'a>(claim: &'a Value, kind: &str) -> Option<&'a str> {
+    match kind {
+        "Pod" => owner_pod_uid(claim),
+        _ => pod_groups::owner_group_uid(claim),
+    }
+}
+
+/// Creates the claim for `claim_name` of `owner` from `template`; its
+/// name, or None when the template does not exist (yet).
+fn create_claim(
+    store: &Store,
+    owner: &Owner<'_>,
+    claim_name: &str,
+    template: &str,
+) -> Option<String> {
+    let obj = owner.obj;
+    let Some(t) = store.get(TEMPLATES, &obj.namespace, template) else {
+        tracing::debug!(owner = %obj.name, template, "resource claim template not found yet");
         return None;
     };
     let t = t.value();
-    let base = claim_name_base(&pod.name, claim_name);
+    let base = claim_name_base(&obj.name, claim_name);
     let mut labels = t
         .pointer("/spec/metadata/labels")
         .cloned()
@@ -290,7 +500,7 @@ fn create_claim(store: &Store, pod: &Stored, claim_name: &str, template: &str) -
         .pointer("/spec/metadata/annotations")
         .cloned()
         .unwrap_or_else(|| json!({}));
-    as_map(&mut annotations).insert(POD_CLAIM_NAME_ANNOTATION.into(), json!(claim_name));
+    as_map(&mut annotations).insert(owner.annotation.into(), json!(claim_name));
     as_map(&mut labels);
     let mut spec = t
         .pointer("/spec/spec")
@@ -306,25 +516,26 @@ fn create_claim(store: &Store, pod: &Stored, claim_name: &str, template: &str) -
             "metadata": {
                 "name": name,
                 "generateName": format!("{base}-"),
-                "namespace": pod.namespace,
+                "namespace": obj.namespace,
                 "uid": new_uid(),
                 "creationTimestamp": now(),
                 "generation": 1,
                 "labels": labels,
                 "annotations": annotations,
-                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod.name,
-                    "uid": pod.uid, "controller": true, "blockOwnerDeletion": true}],
+                "ownerReferences": [{"apiVersion": owner.api_version, "kind": owner.kind,
+                    "name": obj.name, "uid": obj.uid, "controller": true,
+                    "blockOwnerDeletion": true}],
             },
             "spec": spec,
         });
         match store.create(&res, claim) {
             Ok(_) => {
-                tracing::info!(pod = %pod.name, claim = %name, "resource claim created from template");
+                tracing::info!(owner = %obj.name, kind = owner.kind, claim = %name, "resource claim created from template");
                 return Some(name);
             }
             Err(CommitError::AlreadyExists) => continue,
             Err(e) => {
-                tracing::warn!(pod = %pod.name, error = ?e, "creating a resource claim failed");
+                tracing::warn!(owner = %obj.name, error = ?e, "creating a resource claim failed");
                 return None;
             }
         }
@@ -397,13 +608,17 @@ fn sync_claim(store: &Store, claim: &Stored) {
         let kept: Vec<Value> = reserved
             .iter()
             .filter(|r| {
-                r["resource"] != "pods"
-                    || pod_alive(
-                        store,
-                        &ns,
-                        r["name"].as_str().unwrap_or_default(),
-                        r["uid"].as_str().unwrap_or_default(),
-                    )
+                let (name, uid) = (
+                    r["name"].as_str().unwrap_or_default(),
+                    r["uid"].as_str().unwrap_or_default(),
+                );
+                match r["resource"].as_str() {
+                    Some("pods") => pod_alive(store, &ns, name, uid),
+                    Some("podgroups") if r["apiGroup"] == "scheduling.k8s.io" => {
+                        pod_groups::group_alive(store, &ns, name, uid)
+                    }
+                    _ => true,
+                }
             })
             .cloned()
             .collect();
@@ -431,6 +646,14 @@ fn sync_claim(store: &Store, claim: &Stored) {
             .and_then(|r| r["name"].as_str())
             .is_some_and(|pod| pod_alive(store, &ns, pod, owner));
         if !owner_live {
+            delete_claim(store, &current);
+        }
+    } else if let Some(owner) = pod_groups::owner_group(&value) {
+        let (name, uid) = (
+            owner["name"].as_str().unwrap_or_default(),
+            owner["uid"].as_str().unwrap_or_default(),
+        );
+        if !pod_groups::group_alive(store, &ns, name, uid) {
             delete_claim(store, &current);
         }
     }
@@ -649,6 +872,105 @@ mod tests {
             .map(|c| c.name.clone())
             .collect();
         assert_eq!(left, ["p-gpu-ddddd"]);
+    }
+
+    /// A PodGroup's template entry gets one claim, controlled by the group
+    /// and recorded in its status and in its members'; a member makes a
+    /// claim of its own only for its other entries, and waits for a group
+    /// not created yet. A `podgroups` reservation stays while the group
+    /// lives; the group gone, the claim is released, deallocated and
+    /// deleted.
+    #[test]
+    fn a_pod_group_gets_one_claim_its_members_share() {
+        let store = Store::new(100, 100);
+        let create = |res: &str, v: Value| store.create(&Arc::from(res), v).unwrap();
+        create(
+            TEMPLATES,
+            json!({"metadata": {"name": "one", "namespace": "ns"},
+                   "spec": {"spec": {"devices": {"requests": []}}}}),
+        );
+        let member = create(
+            PODS,
+            json!({"metadata": {"name": "a", "namespace": "ns", "uid": "u1"},
+                   "spec": {"schedulingGroup": {"podGroupName": "pg"}, "resourceClaims": [
+                       {"name": "rack", "resourceClaimTemplateName": "one"},
+                       {"name": "gpu", "resourceClaimTemplateName": "one"}]}}),
+        );
+        on_pod(&store, &member, false);
+        assert!(
+            all(&store, CLAIMS, Some("ns")).is_empty(),
+            "waits for its group"
+        );
+        let group = create(
+            PODGROUPS,
+            json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                   "metadata": {"name": "pg", "namespace": "ns", "uid": "g1"},
+                   "spec": {"schedulingPolicy": {"gang": {"minCount": 1}},
+                            "resourceClaims": [{"name": "rack", "resourceClaimTemplateName": "one"}]}}),
+        );
+        on_group(&store, &group, false);
+        // The member, waiting for its group, is handled again.
+        assert_eq!(
+            on_pod(&store, &store.get(PODS, "ns", "a").unwrap(), false),
+            None
+        );
+        let claims = all(&store, CLAIMS, Some("ns"));
+        assert_eq!(claims.len(), 2, "{claims:?}");
+        let shared = claims
+            .iter()
+            .find(|c| c.name.starts_with("pg-rack-"))
+            .unwrap();
+        let own = claims
+            .iter()
+            .find(|c| c.name.starts_with("a-gpu-"))
+            .unwrap();
+        let v = shared.value();
+        assert_eq!(pod_groups::owner_group_uid(&v), Some("g1"));
+        assert_eq!(annotation(&v, GROUP_CLAIM_NAME_ANNOTATION), Some("rack"));
+        let group = store.get(PODGROUPS, "ns", "pg").unwrap().value();
+        assert_eq!(
+            group["status"]["resourceClaimStatuses"],
+            json!([{"name": "rack", "resourceClaimName": shared.name}])
+        );
+        let pod = store.get(PODS, "ns", "a").unwrap().value();
+        let mut recorded = pod["status"]["resourceClaimStatuses"]
+            .as_array()
+            .unwrap()
+            .clone();
+        recorded.sort_by_key(|e| e["name"].as_str().unwrap_or_default().to_string());
+        assert_eq!(
+            recorded,
+            [
+                json!({"name": "gpu", "resourceClaimName": own.name}),
+                json!({"name": "rack", "resourceClaimName": shared.name}),
+            ]
+        );
+        // Handled again: nothing more is made.
+        on_group(&store, &store.get(PODGROUPS, "ns", "pg").unwrap(), false);
+        assert_eq!(all(&store, CLAIMS, Some("ns")).len(), 2);
+
+        // Allocated and reserved for the group: kept while it lives.
+        let mut reserved = shared.value();
+        reserved["status"] = json!({"allocation": {"devices": {}}, "reservedFor": [
+            {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "pg", "uid": "g1"}]});
+        store
+            .replace(&Arc::from(CLAIMS), Some(shared.rv), reserved)
+            .unwrap();
+        sync_claim(&store, &store.get(CLAIMS, "ns", &shared.name).unwrap());
+        let kept = store.get(CLAIMS, "ns", &shared.name).unwrap().value();
+        assert!(kept.pointer("/status/allocation").is_some());
+
+        // The group goes: released, deallocated, deleted.
+        let gone = store.get(PODGROUPS, "ns", "pg").unwrap();
+        store
+            .remove(&Arc::from(PODGROUPS), "ns", "pg", Some(gone.rv))
+            .unwrap();
+        on_group(&store, &gone, true);
+        let left: Vec<String> = all(&store, CLAIMS, Some("ns"))
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        assert_eq!(left, std::slice::from_ref(&own.name));
     }
 
     #[test]

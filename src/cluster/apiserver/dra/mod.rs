@@ -8,12 +8,14 @@
 //!   reservations released, deallocation, generated claims deleted);
 //! - [`consumer`]: what the fake kubelet needs of a pod's claims to start it;
 //! - [`driver`]: a kwok-style DRA driver publishing the ResourceSlices of
-//!   nodes whose template declares devices.
+//!   nodes whose template declares devices;
+//! - [`pod_groups`]: claims PodGroups share with their members (KEP-5729).
 
 pub mod cel;
 pub mod consumer;
 pub mod controller;
 pub mod driver;
+pub mod pod_groups;
 pub mod table;
 pub mod validate;
 
