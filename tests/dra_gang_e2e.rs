@@ -7,7 +7,8 @@
 //! for the PodGroup. A gang whose rack unit is taken waits whole, naming
 //! the claim, and binds once a unit frees (its holder's PodGroup deleted).
 //! Members sharing a claim their PodGroup names land where its one device
-//! is.
+//! is. A gang greedy allocation strands (one member's GPU taken from the
+//! PCIe root the other needs whole) binds with the joint device search.
 
 use std::collections::BTreeMap;
 
@@ -300,5 +301,105 @@ spec:
         claim["status"]["allocation"]["devices"]["results"][0]["pool"],
         nodes[0].as_str()
     );
+    daemon.shutdown().await.expect("clean shutdown");
+}
+
+/// One node's GPUs under two PCIe roots: gpu-0 and gpu-1 on pci0, gpu-2 on
+/// pci1. Member a (first in queue order) wants any GPU, member b two on
+/// one root. Allocated greedily, a takes gpu-0 and b fits nowhere; the
+/// joint search gives a gpu-2, and the gang binds whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_greedy_allocation_strands_binds_with_the_joint_search() {
+    let mut template = e2e::nodes(1, "8");
+    let mut devices = DeviceTemplate::with_count(3);
+    devices.pcie_roots = 2;
+    template.devices = Some(devices);
+    let env = e2e::cluster(vec![template]).await;
+    let k = Kubectl::for_cluster(&env.cluster);
+    let daemon = e2e::daemon(&env, e2e::test_config("")).await;
+    k.apply(CLASSES).await;
+    let member = |name: &str, claim: &str| {
+        format!(
+            "---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: default}}
+spec:
+  schedulerName: muster
+  schedulingGroup: {{podGroupName: pair}}
+  containers:
+  - {{name: main, image: busybox, resources: {{requests: {{cpu: 100m}}, claims: [{{name: gpu}}]}}}}
+  resourceClaims:
+  - {{name: gpu, resourceClaimName: {claim}}}
+"
+        )
+    };
+    let yaml = format!(
+        r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: any-gpu, namespace: default}}
+spec:
+  devices:
+    requests:
+    - {{name: gpu, exactly: {{deviceClassName: gpu.kwok.muster.dev}}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: gpu-pair, namespace: default}}
+spec:
+  devices:
+    requests:
+    - {{name: gpu, exactly: {{deviceClassName: gpu.kwok.muster.dev, count: 2}}}}
+    constraints:
+    - matchAttribute: gpu.kwok.muster.dev/pcieRoot
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {{name: pair, namespace: default}}
+spec:
+  schedulingPolicy: {{gang: {{minCount: 2}}}}
+{}{}"#,
+        member("a", "any-gpu"),
+        member("b", "gpu-pair")
+    );
+    k.apply(&yaml).await;
+    let pods = e2e::wait_pods(&env, "default", |p| {
+        ["a", "b"].iter().all(|n| p.get(*n).is_some_and(e2e::bound))
+    })
+    .await;
+    assert!(pods.values().all(e2e::bound));
+    let claims = e2e::claims(&env).await;
+    let devices_of = |claim: &str| -> Vec<String> {
+        let mut d: Vec<String> = claims[claim]
+            .status
+            .as_ref()
+            .and_then(|s| s.allocation.as_ref())
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| r.device)
+            .collect();
+        d.sort();
+        d
+    };
+    assert_eq!(devices_of("any-gpu"), ["gpu-2"]);
+    assert_eq!(devices_of("gpu-pair"), ["gpu-0", "gpu-1"]);
+    // Metrics are published once a second: the wait is on their content.
+    let placed = "muster_dra_joint_searches_total{result=\"placed\"}";
+    let scrape = async {
+        loop {
+            let (_, text) = e2e::http_get(daemon.http_addr, "/metrics").await;
+            if e2e::metric(&text, placed).is_some_and(|n| n >= 1.0) {
+                break text;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    let text = tokio::time::timeout(e2e::HANG_GUARD, scrape)
+        .await
+        .expect("the joint search placed member b");
+    assert_eq!(e2e::metric(&text, placed), Some(1.0));
     daemon.shutdown().await.expect("clean shutdown");
 }
