@@ -4,17 +4,74 @@
 //! Measured: the scheduler's time from "all members in the active queue" to
 //! "1,000 `Bind` actions drained" — 1,000 cycles (filter, score, reserve,
 //! permit), the release of 999 waiting members, and the actions.
+//!
+//! `1000_members_with_claims_on_5000_nodes_x8_gpus`: the same gang, each
+//! member with a claim of its own for one GPU generated from one template,
+//! on nodes of 8 GPUs each: the device allocation of every member (Filter's
+//! search per node, memoised across like members, and Reserve's) included;
+//! the inventory built and the class's selector evaluated on every device
+//! before the timing, as in a running cluster.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use muster::driver::fixtures::{SCHEDULER, arc, gang_def, group_key, member, node};
+use muster::driver::dra_fixtures::{
+    claim_upserted, generated_claim, gpu_class, node_slice, with_template_claim,
+};
+use muster::driver::fixtures::{SCHEDULER, arc, gang_def, group_key, member, node, pod};
 use muster::engine::{Action, ClusterEvent, Engine, EngineConfig, ProfileConfig};
 use muster::framework::placement::Framework;
 
 const NODES: usize = 5_000;
 const MEMBERS: usize = 1_000;
+
+/// `loaded_engine`, with 8 GPUs a node and a claim of one GPU a member.
+fn loaded_with_devices(now: Instant, framework: &Framework) -> Engine {
+    let mut engine = Engine::new(EngineConfig::new(vec![ProfileConfig::new(
+        SCHEDULER,
+        framework.clone(),
+    )]));
+    engine.on_event(ClusterEvent::Dra(gpu_class()), now);
+    for i in 0..NODES {
+        let name = format!("node-{i:05}");
+        engine.on_event(
+            ClusterEvent::NodeUpserted(arc(node(&name, 32_000, 128))),
+            now,
+        );
+        engine.on_event(ClusterEvent::Dra(node_slice(&name, 8, "c0")), now);
+    }
+    // Outside the timing, a pod whose claim (9 GPUs) fits no node is tried
+    // on every node and deleted: the inventory is built and the class's
+    // selector evaluated on every device once, as a running cluster has
+    // them before a gang arrives.
+    let warm = with_template_claim(pod("warm", 1_000, 1), "gpu", Some("warm-gpu"));
+    engine.on_event(
+        ClusterEvent::Dra(claim_upserted(generated_claim(&warm, "warm-gpu", 9))),
+        now,
+    );
+    let key = warm.key.clone();
+    engine.on_event(ClusterEvent::PodUpserted(arc(warm)), now);
+    engine.run_until_idle(now);
+    engine.on_event(ClusterEvent::PodDeleted(key), now);
+    let g = group_key("big");
+    engine.on_event(
+        ClusterEvent::GroupDefUpserted(gang_def("big", MEMBERS as u32, 1)),
+        now,
+    );
+    for i in 0..MEMBERS {
+        let name = format!("big-{i:04}");
+        let claim = format!("{name}-gpu");
+        let p = with_template_claim(member(&name, &g, 4_000, 16), "gpu", Some(&claim));
+        engine.on_event(
+            ClusterEvent::Dra(claim_upserted(generated_claim(&p, &claim, 1))),
+            now,
+        );
+        engine.on_event(ClusterEvent::PodUpserted(arc(p)), now);
+    }
+    engine.drain_actions();
+    engine
+}
 
 fn loaded_engine(now: Instant, framework: &Framework) -> Engine {
     let mut engine = Engine::new(EngineConfig::new(vec![ProfileConfig::new(
@@ -48,20 +105,27 @@ fn gang_through_barrier(c: &mut Criterion) {
         // The same with no plugins: what the engine itself costs.
         ("1000_members_on_5000_nodes_no_plugins", Framework::empty()),
     ] {
-        bench_one(&mut group, name, &framework, now);
+        bench_one(&mut group, name, &|now| loaded_engine(now, &framework), now);
     }
+    let framework = Framework::default();
+    bench_one(
+        &mut group,
+        "1000_members_with_claims_on_5000_nodes_x8_gpus",
+        &|now| loaded_with_devices(now, &framework),
+        now,
+    );
     group.finish();
 }
 
 fn bench_one(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     name: &str,
-    framework: &Framework,
+    load: &dyn Fn(Instant) -> Engine,
     now: Instant,
 ) {
     group.bench_function(name, |b| {
         b.iter_batched(
-            || loaded_engine(now, framework),
+            || load(now),
             |mut engine| {
                 engine.run_until_idle(now);
                 let binds = engine

@@ -41,7 +41,7 @@ use crate::apiserver::objects::{
 };
 use crate::apiserver::store::{CommitError, EventType, Store, Stored};
 
-use super::pod_groups::{self, GROUP_CLAIM_NAME_ANNOTATION, PODGROUPS, group_name};
+use super::pod_groups::{self, GROUP_CLAIM_NAME_ANNOTATION, group_name};
 
 pub const PODS: &str = "/v1/pods";
 pub const CLAIMS: &str = "resource.k8s.io/v1/resourceclaims";
@@ -73,9 +73,9 @@ async fn run(store: Arc<Store>, lifecycle: Lifecycle, shutdown: CancellationToke
                         let deleted = ev.kind == EventType::Deleted;
                         waiting.handled(&ev.obj, on_pod(&store, &ev.obj, deleted));
                     }
-                    PODGROUPS => {
+                    res if pod_groups::is_podgroups(res) => {
                         if mentions_claims(&ev.obj) {
-                            on_group(&store, &ev.obj, ev.kind == EventType::Deleted);
+                            on_group(&store, res, &ev.obj, ev.kind == EventType::Deleted);
                         }
                         waiting.group_changed(&store, &ev.obj);
                     }
@@ -163,11 +163,11 @@ fn resync(store: &Store, waiting: &mut WaitingForGroups) {
     {
         waiting.handled(&pod, on_pod(store, &pod, false));
     }
-    for group in all(store, PODGROUPS, None)
+    for (res, group) in pod_groups::all(store, None)
         .into_iter()
-        .filter(|g| mentions_claims(g))
+        .filter(|(_, g)| mentions_claims(g))
     {
-        on_group(store, &group, false);
+        on_group(store, res, &group, false);
     }
     for claim in all(store, CLAIMS, None) {
         sync_claim(store, &claim);
@@ -175,18 +175,18 @@ fn resync(store: &Store, waiting: &mut WaitingForGroups) {
 }
 
 fn groups_of_namespace(store: &Store, ns: &str) {
-    for group in all(store, PODGROUPS, Some(ns))
+    for (res, group) in pod_groups::all(store, Some(ns))
         .into_iter()
-        .filter(|g| mentions_claims(g))
+        .filter(|(_, g)| mentions_claims(g))
     {
-        on_group(store, &group, false);
+        on_group(store, res, &group, false);
     }
 }
 
 /// A PodGroup with `spec.resourceClaims` changed: its claims from templates
 /// are made and recorded; a group gone (or going) releases its claims, and
 /// those made for it go.
-fn on_group(store: &Store, group: &Stored, deleted: bool) {
+fn on_group(store: &Store, res: &str, group: &Stored, deleted: bool) {
     let value = group.value();
     if deleted || value.pointer("/metadata/deletionTimestamp").is_some() {
         for claim in claims_of_group(store, group, &value) {
@@ -205,7 +205,7 @@ fn on_group(store: &Store, group: &Stored, deleted: bool) {
     let made = template_claims(store, &owner, &value);
     if !made.is_empty() {
         // Its members waiting for the record hear of it (`WaitingForGroups`).
-        record(store, PODGROUPS, group, &made);
+        record(store, res, group, &made);
     }
 }
 
@@ -350,8 +350,8 @@ fn create_template_claims(store: &Store, pod: &Stored, value: &Value) -> Option<
     let mut waits = false;
     let shared = match group_name(value) {
         None => None,
-        Some(name) => match store.get(PODGROUPS, &pod.namespace, name) {
-            Some(g) => Some(g.value()),
+        Some(name) => match pod_groups::find(store, &pod.namespace, name) {
+            Some((_, g)) => Some(g.value()),
             None => return Some(name.to_string()),
         },
     };
@@ -755,6 +755,7 @@ fn update(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apiserver::dra::pod_groups::PODGROUPS;
 
     #[test]
     fn done_pods() {
@@ -908,7 +909,7 @@ mod tests {
                    "spec": {"schedulingPolicy": {"gang": {"minCount": 1}},
                             "resourceClaims": [{"name": "rack", "resourceClaimTemplateName": "one"}]}}),
         );
-        on_group(&store, &group, false);
+        on_group(&store, PODGROUPS, &group, false);
         // The member, waiting for its group, is handled again.
         assert_eq!(
             on_pod(&store, &store.get(PODS, "ns", "a").unwrap(), false),
@@ -946,7 +947,12 @@ mod tests {
             ]
         );
         // Handled again: nothing more is made.
-        on_group(&store, &store.get(PODGROUPS, "ns", "pg").unwrap(), false);
+        on_group(
+            &store,
+            PODGROUPS,
+            &store.get(PODGROUPS, "ns", "pg").unwrap(),
+            false,
+        );
         assert_eq!(all(&store, CLAIMS, Some("ns")).len(), 2);
 
         // Allocated and reserved for the group: kept while it lives.
@@ -965,7 +971,7 @@ mod tests {
         store
             .remove(&Arc::from(PODGROUPS), "ns", "pg", Some(gone.rv))
             .unwrap();
-        on_group(&store, &gone, true);
+        on_group(&store, PODGROUPS, &gone, true);
         let left: Vec<String> = all(&store, CLAIMS, Some("ns"))
             .iter()
             .map(|c| c.name.clone())

@@ -23,9 +23,39 @@ use serde_json::Value;
 use crate::apiserver::objects::str_at;
 use crate::apiserver::store::{Store, Stored};
 
-/// Where PodGroups are stored (every served version shares the table; 1.37
-/// stores them as v1beta1).
+/// Where PodGroups are stored by default (every served version shares the
+/// table, named by the storage version: 1.37 stores them as v1beta1).
 pub const PODGROUPS: &str = "scheduling.k8s.io/v1beta1/podgroups";
+/// Every table PodGroups may be kept in: v1beta1, or v1alpha3 or v1alpha2
+/// when the simulator serves none later.
+const KEYS: [&str; 3] = [
+    PODGROUPS,
+    "scheduling.k8s.io/v1alpha3/podgroups",
+    "scheduling.k8s.io/v1alpha2/podgroups",
+];
+
+/// Is `res` (a store key) a table of `scheduling.k8s.io` PodGroups?
+pub fn is_podgroups(res: &str) -> bool {
+    KEYS.contains(&res)
+}
+
+/// The PodGroup `ns/name`, whatever version it is stored in, with the
+/// table it is kept in.
+pub fn find(store: &Store, ns: &str, name: &str) -> Option<(&'static str, std::sync::Arc<Stored>)> {
+    KEYS.iter()
+        .find_map(|key| Some((*key, store.get(key, ns, name)?)))
+}
+
+/// Every PodGroup of namespace `ns` (every namespace with `None`), with
+/// the table it is kept in.
+pub fn all(store: &Store, ns: Option<&str>) -> Vec<(&'static str, std::sync::Arc<Stored>)> {
+    KEYS.iter()
+        .flat_map(|key| {
+            let groups = store.list(key, ns, None, None, |_| true).0;
+            groups.into_iter().map(move |g| (*key, g))
+        })
+        .collect()
+}
 /// Names the group's claim a generated ResourceClaim was made for.
 pub const GROUP_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/podgroup-claim-name";
 
@@ -33,7 +63,7 @@ pub const GROUP_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/podgroup-c
 pub fn group_of(store: &Store, pod: &Value) -> Option<std::sync::Arc<Stored>> {
     let name = str_at(pod, "/spec/schedulingGroup/podGroupName").filter(|n| !n.is_empty())?;
     let ns = str_at(pod, "/metadata/namespace").unwrap_or("default");
-    store.get(PODGROUPS, ns, name)
+    find(store, ns, name).map(|(_, g)| g)
 }
 
 /// The name of the PodGroup a pod belongs to, if it names one.
