@@ -5,19 +5,21 @@
 //! the nodes it reaches, a node-local device to its one node. Which device
 //! the claim gets is the gang's domain choice.
 //!
-//! For each node, the shared claims are allocated as Reserve would from
-//! that node; nodes whose allocation takes the same devices form one
-//! domain (its nodes are those every one of the devices reaches). Each
-//! domain also counts its room: the nodes where one member's own claims
-//! fit besides, so domains can be ordered and explained ("6 of 8 members'
-//! devices free").
+//! For each node not yet reached by a domain found, the shared claims are
+//! allocated as Reserve would from that node; the devices they would get
+//! are a domain, whose nodes are those every one of the devices reaches
+//! (given by the caller, who may keep them: they change only with the
+//! inventory and the nodes' labels). Each domain also counts its room: the
+//! nodes where one member's own claims fit besides, so domains can be
+//! ordered and explained ("6 of 8 members' devices free").
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::allocate::{Budget, NodeView, Plan};
 use super::cel::Evaluator;
 use super::inventory::{InUse, Inventory};
-use super::model::{Allocation, DeviceId};
+use super::model::DeviceId;
 
 /// A node as the search sees it: its name and labels.
 pub type NodeRef<'a> = (&'a str, &'a BTreeMap<String, String>);
@@ -29,7 +31,8 @@ pub struct DeviceDomain {
     pub devices: Vec<DeviceId>,
     /// Indexes (into the nodes searched) of the nodes they reach.
     pub nodes: Vec<usize>,
-    /// Of those, the nodes where one member's own claims fit too.
+    /// Of those, the nodes where one member's own claims fit too, counted
+    /// up to the members to place.
     pub room: usize,
 }
 
@@ -58,46 +61,57 @@ pub enum Domains {
     Nowhere(BTreeMap<String, usize>),
 }
 
+/// The nodes (indexes into those searched) every one of a domain's
+/// devices reaches, given the devices and their reach; the caller may keep
+/// them (they change only with the inventory and the nodes' labels).
+pub type ReachedBy<'a> = dyn FnMut(&[DeviceId], &[super::model::Reach]) -> Arc<[usize]> + 'a;
+
 /// The domains of `shared` (prepared claims, none allocated) over `nodes`,
 /// each with its room for `own` (one member's own claims, prepared; `None`
-/// when members have none). Nodes are searched in order; the domains come
-/// in the order their first node was found.
+/// when members have none), counted up to `enough` (the members to place:
+/// a domain with that much room holds them). Nodes are searched in order,
+/// skipping those a domain found already reaches; the domains come in the
+/// order their first node was found. `reached` gives the nodes a domain's
+/// devices reach.
+#[allow(clippy::too_many_arguments)]
 pub fn device_domains(
     shared: &Plan,
     own: Option<&Plan>,
+    enough: usize,
     nodes: &[NodeRef<'_>],
     inv: &Inventory,
     in_use: &InUse,
     eval: &Evaluator,
+    reached: &mut ReachedBy<'_>,
 ) -> Domains {
-    let mut found: Vec<(Vec<DeviceId>, Allocation)> = Vec::new();
+    let mut covered = vec![false; nodes.len()];
+    let mut found: Vec<(Vec<DeviceId>, Arc<[usize]>)> = Vec::new();
     let mut why: BTreeMap<String, usize> = BTreeMap::new();
-    for (name, labels) in nodes {
-        // A node an earlier domain's devices reach would get them again.
-        let view = NodeView { name, labels };
-        if found
-            .iter()
-            .any(|(_, a)| a.reach.iter().all(|r| r.reaches(name, labels)))
-        {
+    for (i, (name, labels)) in nodes.iter().enumerate() {
+        if covered.get(i).copied().unwrap_or(true) {
             continue;
         }
+        let view = NodeView { name, labels };
         match shared.allocate(view, inv, in_use, eval, Budget::default()) {
             Ok(allocations) => {
                 let devices: Vec<DeviceId> = allocations
                     .iter()
                     .flat_map(|a| a.results.iter().map(|r| r.device.clone()))
                     .collect();
-                if found.iter().any(|(d, _)| *d == devices) {
-                    continue;
+                let reach: Vec<super::model::Reach> =
+                    allocations.into_iter().flat_map(|a| a.reach).collect();
+                let nodes_reached = reached(&devices, &reach);
+                for &j in nodes_reached.iter() {
+                    if let Some(c) = covered.get_mut(j) {
+                        *c = true;
+                    }
                 }
-                let reach = allocations.into_iter().flat_map(|a| a.reach).collect();
-                found.push((
-                    devices,
-                    Allocation {
-                        results: Vec::new(),
-                        reach,
-                    },
-                ));
+                if let Some(c) = covered.get_mut(i) {
+                    *c = true;
+                }
+                if !found.iter().any(|(d, _)| *d == devices) {
+                    found.push((devices, nodes_reached));
+                }
             }
             Err(e) => *why.entry(e.node_reason()).or_default() += 1,
         }
@@ -107,19 +121,13 @@ pub fn device_domains(
     }
     let domains = found
         .into_iter()
-        .map(|(devices, a)| {
-            let reached: Vec<usize> = nodes
-                .iter()
-                .enumerate()
-                .filter(|(_, (n, l))| a.reach.iter().all(|r| r.reaches(n, l)))
-                .map(|(i, _)| i)
-                .collect();
+        .map(|(devices, reached)| {
             let room = match own {
                 None => reached.len(),
                 Some(own) => reached
                     .iter()
-                    .filter(|&&i| {
-                        let (name, labels) = nodes[i];
+                    .filter_map(|&i| nodes.get(i))
+                    .filter(|(name, labels)| {
                         own.fits(
                             NodeView { name, labels },
                             inv,
@@ -129,14 +137,25 @@ pub fn device_domains(
                         )
                         .is_ok()
                     })
+                    .take(enough)
                     .count(),
             };
             DeviceDomain {
                 devices,
-                nodes: reached,
+                nodes: reached.to_vec(),
                 room,
             }
         })
         .collect();
     Domains::Found(domains)
+}
+
+/// The nodes (indexes) every reach in `reach` holds on.
+pub fn nodes_reached(nodes: &[NodeRef<'_>], reach: &[super::model::Reach]) -> Arc<[usize]> {
+    nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, (n, l))| reach.iter().all(|r| r.reaches(n, l)))
+        .map(|(i, _)| i)
+        .collect()
 }

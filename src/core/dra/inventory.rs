@@ -170,7 +170,18 @@ pub struct Inventory {
     verdicts: dashmap::DashMap<Arc<str>, Verdicts, foldhash::fast::RandomState>,
     /// Attribute (by name) → its values per device, for constraints.
     columns: dashmap::DashMap<QualifiedName, Arc<Column>, foldhash::fast::RandomState>,
+    /// Node (by name) → the hash of its labels and the devices of `shared`
+    /// reaching it, when there are many of them (a rack unit per rack):
+    /// each node's selectors are matched once per label set, not per search.
+    shared_reach: dashmap::DashMap<Box<str>, (u64, Arc<[u32]>), foldhash::fast::RandomState>,
 }
+
+/// Devices reaching by selector at which a node's are kept
+/// (`Inventory::shared_reach`) rather than matched on every search.
+const SHARED_REACH_KEPT_FROM: usize = 16;
+/// Nodes whose shared devices are kept at most; past this the table
+/// starts over.
+const MAX_SHARED_REACH_NODES: usize = 200_000;
 
 /// One attribute's value on every device of an inventory, as small
 /// numbers (equal values, equal numbers), looked up once per device: what
@@ -446,11 +457,49 @@ impl Inventory {
                     .get(start as usize..(start as usize).saturating_add(len as usize))
             })
             .unwrap_or_default();
-        let shared = self.shared.iter().copied().filter(move |&i| {
-            self.device_at(i)
-                .is_some_and(|d| d.reach.reaches(node, labels))
-        });
-        local.iter().copied().chain(shared)
+        let kept = (self.shared.len() >= SHARED_REACH_KEPT_FROM)
+            .then(|| self.shared_reaching(node, labels));
+        let matched = self
+            .shared
+            .iter()
+            .copied()
+            .filter(move |_| self.shared.len() < SHARED_REACH_KEPT_FROM)
+            .filter(move |&i| {
+                self.device_at(i)
+                    .is_some_and(|d| d.reach.reaches(node, labels))
+            });
+        let kept_iter = kept
+            .clone()
+            .into_iter()
+            .flat_map(|k| (0..k.len()).filter_map(move |j| k.get(j).copied()));
+        local.iter().copied().chain(matched).chain(kept_iter)
+    }
+
+    /// The devices of `shared` reaching `node`, matched once per label set
+    /// of the node and kept.
+    fn shared_reaching(&self, node: &str, labels: &BTreeMap<String, String>) -> Arc<[u32]> {
+        use std::hash::BuildHasher;
+        let hash = foldhash::fast::FixedState::default().hash_one(labels);
+        if let Some(e) = self.shared_reach.get(node)
+            && e.0 == hash
+        {
+            return e.1.clone();
+        }
+        let reaching: Arc<[u32]> = self
+            .shared
+            .iter()
+            .copied()
+            .filter(|&i| {
+                self.device_at(i)
+                    .is_some_and(|d| d.reach.reaches(node, labels))
+            })
+            .collect();
+        if self.shared_reach.len() >= MAX_SHARED_REACH_NODES {
+            self.shared_reach.clear();
+        }
+        self.shared_reach
+            .insert(Box::from(node), (hash, reaching.clone()));
+        reaching
     }
 
     /// The device at `index` (`PoolDevice::index`).

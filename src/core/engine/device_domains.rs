@@ -5,19 +5,35 @@
 //! places they could be allocated (`dra::domains`) become envelopes of the
 //! gang's placement tries, composed with its label topology and its
 //! composite's domain: the domains with room for the members still to
-//! place come first, tightest first (BestFit), at most
-//! [`TRIES_PER_LEVEL`] of them. The first member's Reserve then allocates
+//! place come first (room counted up to that many, so in the order found),
+//! then the roomiest of the rest, at most [`TRIES_PER_LEVEL`] of them. The first member's Reserve then allocates
 //! the claims inside the try's nodes, which only that domain's devices
 //! reach.
 //!
 //! A shared claim already allocated (recorded, or planned for a member)
 //! confines each member through DynamicResources' PreFilter instead.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use super::Engine;
-use crate::dra::Plan;
-use crate::dra::domains::{Domains, NodeRef, device_domains};
+use crate::dra::domains::{Domains, NodeRef, device_domains, nodes_reached};
+use crate::dra::{DeviceId, Plan};
 use crate::gang::{MAX_TRIES, PlacementTry, TRIES_PER_LEVEL};
 use crate::model::PodInfo;
+
+/// The nodes each set of devices reaches, kept while the inventory and the
+/// nodes' labels stay the same (`Cache::labels_generation`): a rack unit's
+/// nodes are found once, not per gang cycle.
+#[derive(Debug, Default)]
+pub(super) struct DeviceReach {
+    /// (inventory id, labels generation) the entries hold for.
+    key: (u64, u64),
+    by_devices: HashMap<Vec<DeviceId>, Arc<[usize]>>,
+}
+
+/// Entries kept at most; past this the table starts over.
+const MAX_REACH_ENTRIES: usize = 100_000;
 
 impl Engine {
     /// `tries` inside the domains of the claims `first`'s PodGroup shares
@@ -83,13 +99,27 @@ impl Engine {
             .iter()
             .map(|n| (&*n.info.name, &n.info.labels))
             .collect();
+        let key = (inventory.id(), self.cache.labels_generation());
+        let cache = &mut self.device_reach;
+        if cache.key != key || cache.by_devices.len() >= MAX_REACH_ENTRIES {
+            cache.key = key;
+            cache.by_devices.clear();
+        }
         let found = device_domains(
             &shared_plan,
             own_plan.as_ref(),
+            needed,
             &nodes,
             inventory,
             dra.in_use(),
             dra.evaluator(),
+            &mut |devices, reach| {
+                cache
+                    .by_devices
+                    .entry(devices.to_vec())
+                    .or_insert_with(|| nodes_reached(&nodes, reach))
+                    .clone()
+            },
         );
         let mut domains = match found {
             Domains::Found(d) => d,
@@ -104,8 +134,9 @@ impl Engine {
                 ));
             }
         };
-        // Domains with room for the members still to place first, the
-        // tightest first; then the roomiest of the rest.
+        // Domains with room for the members still to place first (room is
+        // counted up to that many: they keep the order found); then the
+        // roomiest of the rest.
         domains.sort_by_key(|d| match d.room >= needed {
             true => (0, d.room),
             false => (1, usize::MAX - d.room),

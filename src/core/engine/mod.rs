@@ -265,6 +265,8 @@ pub struct Engine {
     /// search across members nor device domains: the baseline tests
     /// compare the search with.
     greedy_devices: bool,
+    /// The nodes device domains reach (`device_domains`).
+    device_reach: device_domains::DeviceReach,
 }
 
 impl Engine {
@@ -311,6 +313,7 @@ impl Engine {
             batches: gang_cycle::Batches::default(),
             pod_memos: pod_memos::PodMemos::default(),
             greedy_devices: false,
+            device_reach: device_domains::DeviceReach::default(),
         }
     }
 
