@@ -158,24 +158,12 @@ fn rack_gangs(c: &mut Criterion) {
     let mut group = c.benchmark_group("gang");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));
-    group.bench_function(
+    bench_one(
+        &mut group,
         "100_gangs_of_8_sharing_a_rack_unit_on_5000_nodes_x8_gpus",
-        |b| {
-            b.iter_batched(
-                || loaded_with_racks(now),
-                |mut engine| {
-                    engine.run_until_idle(now);
-                    let binds = engine
-                        .drain_actions()
-                        .into_iter()
-                        .filter(|a| matches!(a, Action::Bind { .. }))
-                        .count();
-                    assert_eq!(binds, RACK_GANGS * RACK_NODES);
-                    black_box(engine)
-                },
-                BatchSize::LargeInput,
-            )
-        },
+        &loaded_with_racks,
+        RACK_GANGS * RACK_NODES,
+        now,
     );
     group.finish();
 }
@@ -212,13 +200,20 @@ fn gang_through_barrier(c: &mut Criterion) {
         // The same with no plugins: what the engine itself costs.
         ("1000_members_on_5000_nodes_no_plugins", Framework::empty()),
     ] {
-        bench_one(&mut group, name, &|now| loaded_engine(now, &framework), now);
+        bench_one(
+            &mut group,
+            name,
+            &|now| loaded_engine(now, &framework),
+            MEMBERS,
+            now,
+        );
     }
     let framework = Framework::default();
     bench_one(
         &mut group,
         "1000_members_with_claims_on_5000_nodes_x8_gpus",
         &|now| loaded_with_devices(now, &framework),
+        MEMBERS,
         now,
     );
     group.finish();
@@ -228,6 +223,7 @@ fn bench_one(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     name: &str,
     load: &dyn Fn(Instant) -> Engine,
+    binds: usize,
     now: Instant,
 ) {
     group.bench_function(name, |b| {
@@ -235,12 +231,12 @@ fn bench_one(
             || load(now),
             |mut engine| {
                 engine.run_until_idle(now);
-                let binds = engine
+                let bound = engine
                     .drain_actions()
                     .into_iter()
                     .filter(|a| matches!(a, Action::Bind { .. }))
                     .count();
-                assert_eq!(binds, MEMBERS);
+                assert_eq!(bound, binds);
                 black_box(engine)
             },
             BatchSize::LargeInput,

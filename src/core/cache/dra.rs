@@ -15,7 +15,7 @@ use crate::dra::allocate::{Budget, NodeView, allocate};
 use crate::dra::cel::Evaluator;
 use crate::dra::extended::{ExtendedClaim, placeholder_name};
 use crate::dra::{Allocation, Claim, DeviceClass, InUse, Inventory, Slice, TaintRule};
-use crate::model::pod_claims::{GroupClaims, PodClaim, Resolved};
+use crate::model::pod_claims::{GroupClaims, Resolved};
 use crate::model::{DefinitionKey, NodeInfo, PodInfo, PodKey};
 
 /// A ResourceClaim's namespace and name.
@@ -27,7 +27,7 @@ fn claim_keys_of(pod: &PodInfo, group: Option<&GroupClaims>) -> Vec<ResourceClai
     pod.constraints
         .resource_claims
         .iter()
-        .filter(|pc| group.and_then(|g| g.matching(pc)).is_none())
+        .filter(|pc| pc.in_group(group).1.is_none())
         .filter_map(|pc| match pc.resolve() {
             Resolved::Claim(n) => Some(ResourceClaimKey::new(&pod.key.namespace, n)),
             _ => None,
@@ -776,13 +776,12 @@ impl DraFacts {
         let mut out = Vec::with_capacity(pod.constraints.resource_claims.len());
         let group = self.group_claims_of(pod);
         for pc in &pod.constraints.resource_claims {
-            let shared = group.and_then(|g| Some((g, g.matching(pc)?)));
-            let entry: &PodClaim = shared.map_or(pc, |(_, e)| e);
+            let (entry, shared) = pc.in_group(group);
             let name = match entry.resolve() {
                 Resolved::NotNeeded => continue,
                 Resolved::Pending => {
                     return Err(ClaimProblem::waiting(match shared {
-                        Some((g, _)) => format!(
+                        Some(g) => format!(
                             "waiting for the ResourceClaim of PodGroup {} claim {:?} to be created from its template",
                             g.group, &*pc.name
                         ),
@@ -813,8 +812,8 @@ impl DraFacts {
                 )));
             }
             match shared {
-                Some((g, e))
-                    if e.from_template() && claim.owner_group.as_deref() != Some(&*g.uid) =>
+                Some(g)
+                    if entry.from_template() && claim.owner_group.as_deref() != Some(&*g.uid) =>
                 {
                     return Err(ClaimProblem::invalid(format!(
                         "resourceclaim {name:?} was not created for PodGroup {}/{}",
@@ -831,7 +830,7 @@ impl DraFacts {
             }
             out.push(UsedClaim {
                 claim,
-                group: shared.map(|(g, _)| g),
+                group: shared,
             });
         }
         Ok(out)
@@ -1002,16 +1001,16 @@ impl DraFacts {
                     return Err((format!("DynamicResources: {e}"), lifted));
                 }
             };
+            // The lifted plans' claims come first in `claims`, with their
+            // new devices; then the pod's own.
+            let lifted_count = lifted.plans.len();
             let mut allocations = allocations.into_iter();
-            // The lifted plans first, with their new devices.
             for ((key, _, mut plan), allocation) in lifted.plans.into_iter().zip(&mut allocations) {
                 plan.allocation = allocation;
                 self.set_held(&plan.allocation, true);
                 self.insert_plan(key, plan);
             }
-            let own = claims
-                .get(refs.len() - allocations.len()..)
-                .unwrap_or_default();
+            let own = claims.get(lifted_count..).unwrap_or_default();
             for (claim, allocation) in own.iter().zip(allocations) {
                 self.set_held(&allocation, true);
                 self.reserved += 1;

@@ -457,22 +457,20 @@ impl Inventory {
                     .get(start as usize..(start as usize).saturating_add(len as usize))
             })
             .unwrap_or_default();
-        let kept = (self.shared.len() >= SHARED_REACH_KEPT_FROM)
-            .then(|| self.shared_reaching(node, labels));
-        let matched = self
-            .shared
-            .iter()
-            .copied()
-            .filter(move |_| self.shared.len() < SHARED_REACH_KEPT_FROM)
-            .filter(move |&i| {
-                self.device_at(i)
-                    .is_some_and(|d| d.reach.reaches(node, labels))
-            });
-        let kept_iter = kept
-            .clone()
+        // Few devices reaching by selector are matched on each call; many
+        // (a rack unit per rack) are matched once per node and kept.
+        let (few, kept) = match self.shared.len() >= SHARED_REACH_KEPT_FROM {
+            true => (&[][..], Some(self.shared_reaching(node, labels))),
+            false => (self.shared.as_slice(), None),
+        };
+        let matched = few.iter().copied().filter(move |&i| {
+            self.device_at(i)
+                .is_some_and(|d| d.reach.reaches(node, labels))
+        });
+        let kept = kept
             .into_iter()
             .flat_map(|k| (0..k.len()).filter_map(move |j| k.get(j).copied()));
-        local.iter().copied().chain(matched).chain(kept_iter)
+        local.iter().copied().chain(matched).chain(kept)
     }
 
     /// The devices of `shared` reaching `node`, matched once per label set

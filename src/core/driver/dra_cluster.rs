@@ -276,11 +276,11 @@ impl Harness {
         for pc in &p.constraints.resource_claims {
             // An entry matching its PodGroup's is the group's claim,
             // reserved for the group.
-            let shared = group.and_then(|g| Some((g, g.matching(pc)?)));
-            let Resolved::Claim(name) = shared.map_or(pc, |(_, e)| e).resolve() else {
+            let (entry, shared) = pc.in_group(group);
+            let Resolved::Claim(name) = entry.resolve() else {
                 continue;
             };
-            let consumer = shared.map_or(&p.uid, |(g, _)| &g.uid);
+            let consumer = shared.map_or(&p.uid, |g| &g.uid);
             let key = PodKey::new(&pod.namespace, name);
             let Some(c) = self.dra.claims.get(&key) else {
                 found.push(format!("{pod} bound to {node} without its claim {key}"));

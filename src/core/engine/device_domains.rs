@@ -48,7 +48,7 @@ impl Engine {
         if self.greedy_devices {
             return Ok(tries);
         }
-        self.refresh_devices();
+        // The inventory is fresh: the cycle refreshed it (`schedule_one`).
         let dra = &self.cache.facts().dra;
         let Some(group) = dra.group_claims_of(first) else {
             return Ok(tries);

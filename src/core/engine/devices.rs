@@ -203,12 +203,12 @@ impl Engine {
         let group = dra.group_claims_of(pod);
         let (mut claims, mut shared) = (Vec::new(), Vec::new());
         for pc in &pod.constraints.resource_claims {
-            let entry = group.and_then(|g| g.matching(pc));
-            let Resolved::Claim(name) = entry.unwrap_or(pc).resolve() else {
+            let (entry, of_group) = pc.in_group(group);
+            let Resolved::Claim(name) = entry.resolve() else {
                 continue;
             };
             let key = PodKey::new(&pod.key.namespace, name);
-            match entry {
+            match of_group {
                 Some(_) => shared.push(key),
                 None => claims.push(key),
             }

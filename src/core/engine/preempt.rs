@@ -222,29 +222,22 @@ impl Engine {
             return Vec::new();
         };
         let start = self.preemptions.search_start(n);
-        let mut out = Vec::new();
-        let mut visited = 0;
-        for k in 0..n {
-            if out.len() >= want {
-                break;
-            }
-            visited += 1;
-            let i = (start + k) % n;
+        let (out, visited) = rotate(n, start, want, |i| {
             if !dry.considers(i) {
-                continue;
+                return None;
             }
             let node = &nodes[i];
             let going: Vec<&Arc<PodInfo>> = self.going_below(node, pod.priority).collect();
             let in_way = self.in_the_way(node, pod.priority);
             if in_way.is_empty() {
-                continue;
+                return None;
             }
             let mut sim = node.clone();
             for p in going.iter().copied().chain(&in_way) {
                 sim.remove_pod(p);
             }
             if !dry.fits(pod, &sim) {
-                continue;
+                return None;
             }
             let units = units_of(in_way.clone(), pod.priority, &|p| self.gang_facts(p));
             // Pods of a gang that may not be evicted stay where they are.
@@ -253,7 +246,7 @@ impl Engine {
                 sim.add_pod(p);
             }
             if !dry.fits(pod, &sim) {
-                continue;
+                return None;
             }
             let on_node: HashSet<&PodKey> = in_way.iter().map(|p| &p.key).collect();
             let mut victims = Vec::new();
@@ -279,15 +272,15 @@ impl Engine {
                 victims.push(unit);
             }
             if victims.is_empty() {
-                continue;
+                return None;
             }
             let cost = Cost::of(&victims, violations);
-            out.push(Candidate {
+            Some(Candidate {
                 node: i,
                 victims,
                 cost,
-            });
-        }
+            })
+        });
         self.preemptions.searched(start, visited, n);
         out
     }
@@ -405,6 +398,27 @@ impl Engine {
                 .nominate(pod.key.clone(), old.pod.uid.clone(), None);
         }
     }
+}
+
+/// Candidates from node `start` on, rotating over `n` nodes, until `want`
+/// are found (`at` says whether node `i` is one); with how many nodes were
+/// visited (kube-scheduler's `DryRunPreemption` offset).
+pub(super) fn rotate<C>(
+    n: usize,
+    start: usize,
+    want: usize,
+    mut at: impl FnMut(usize) -> Option<C>,
+) -> (Vec<C>, usize) {
+    let mut out = Vec::new();
+    let mut visited = 0;
+    for k in 0..n {
+        if out.len() >= want {
+            break;
+        }
+        visited += 1;
+        out.extend(at((start + k) % n));
+    }
+    (out, visited)
 }
 
 /// Up to five victims by name, for the preemptor's event.

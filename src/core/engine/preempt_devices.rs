@@ -41,18 +41,8 @@ impl Engine {
     ) -> Vec<Candidate> {
         let n = self.cache.nodes().len();
         let start = self.preemptions.search_start(n);
-        let mut out = Vec::new();
-        let mut visited = 0;
-        for k in 0..n {
-            if out.len() >= want {
-                break;
-            }
-            visited += 1;
-            let i = (start + k) % n;
-            if let Some(c) = self.device_candidate(pod, i) {
-                out.push(c);
-            }
-        }
+        let (out, visited) =
+            super::preempt::rotate(n, start, want, |i| self.device_candidate(pod, i));
         self.preemptions.searched(start, visited, n);
         out
     }

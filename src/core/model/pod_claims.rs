@@ -84,6 +84,19 @@ impl PodClaim {
             }
     }
 
+    /// The entry this one stands for: its PodGroup's, when `group` lists
+    /// an equal one (the claim is then the group's, reserved for the
+    /// group, which is returned too), else itself.
+    pub fn in_group<'p, 'g: 'p>(
+        &'p self,
+        group: Option<&'g GroupClaims>,
+    ) -> (&'p PodClaim, Option<&'g GroupClaims>) {
+        match group.and_then(|g| Some((g.matching(self)?, g))) {
+            Some((entry, g)) => (entry, Some(g)),
+            None => (self, None),
+        }
+    }
+
     /// Whether the claim is generated from a template (owned by the pod, or
     /// by the group for a group's entry).
     pub fn from_template(&self) -> bool {

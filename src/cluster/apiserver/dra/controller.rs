@@ -202,7 +202,7 @@ fn on_group(store: &Store, res: &str, group: &Stored, deleted: bool) {
         annotation: GROUP_CLAIM_NAME_ANNOTATION,
         obj: group,
     };
-    let made = template_claims(store, &owner, &value);
+    let made = template_claims(store, &owner, pod_groups::entries(&value), &value);
     if !made.is_empty() {
         // Its members waiting for the record hear of it (`WaitingForGroups`).
         record(store, res, group, &made);
@@ -212,11 +212,7 @@ fn on_group(store: &Store, res: &str, group: &Stored, deleted: bool) {
 /// The claims a PodGroup may hold: those its entries name, those its
 /// status records, and those made for it whose recording was lost.
 fn claims_of_group(store: &Store, group: &Stored, value: &Value) -> Vec<Arc<Stored>> {
-    let entries = value
-        .pointer("/spec/resourceClaims")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let entries = pod_groups::entries(value);
     let mut names: Vec<String> = entries
         .iter()
         .filter_map(|e| pod_groups::claim_of_entry(value, e))
@@ -286,11 +282,7 @@ fn on_pod(store: &Store, pod: &Stored, deleted: bool) -> Option<String> {
 /// generated under). Read by name and name range, never by walking every
 /// claim of the namespace for each pod that ends.
 fn claims_of_pod(store: &Store, pod: &Stored, value: &Value) -> Vec<Arc<Stored>> {
-    let entries = value
-        .pointer("/spec/resourceClaims")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let entries = pod_groups::entries(value);
     let recorded = value
         .pointer("/status/resourceClaimStatuses")
         .and_then(Value::as_array)
@@ -355,11 +347,8 @@ fn create_template_claims(store: &Store, pod: &Stored, value: &Value) -> Option<
             None => return Some(name.to_string()),
         },
     };
-    let own: Vec<&Value> = value
-        .pointer("/spec/resourceClaims")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+    let own: Vec<&Value> = pod_groups::entries(value)
+        .iter()
         .filter(|e| match &shared {
             Some(g) => match pod_groups::matching_entry(g, e) {
                 Some(entry) => {
@@ -385,27 +374,24 @@ fn create_template_claims(store: &Store, pod: &Stored, value: &Value) -> Option<
         annotation: POD_CLAIM_NAME_ANNOTATION,
         obj: pod,
     };
-    let own = Value::Array(own.into_iter().cloned().collect());
-    let mut spec_only = value.clone();
-    if let Some(spec) = spec_only.pointer_mut("/spec") {
-        as_map(spec).insert("resourceClaims".into(), own);
-    }
-    made.extend(template_claims(store, &owner, &spec_only));
+    made.extend(template_claims(store, &owner, own, value));
     if !made.is_empty() {
         record(store, PODS, pod, &made);
     }
     waits.then(|| group_name(value).unwrap_or_default().to_string())
 }
 
-/// The claims `owner` lacks of its `spec.resourceClaims` entries from
-/// templates, made (or found made): (entry, claim name) for each not
-/// recorded in its status yet.
-fn template_claims(store: &Store, owner: &Owner<'_>, value: &Value) -> Vec<(String, String)> {
-    let wanted: Vec<(String, String)> = value
-        .pointer("/spec/resourceClaims")
-        .and_then(Value::as_array)
+/// The claims `owner` lacks of its `entries` from templates (of its
+/// `spec.resourceClaims`), made (or found made): (entry, claim name) for
+/// each not recorded in the status of `value` (the owner) yet.
+fn template_claims<'a>(
+    store: &Store,
+    owner: &Owner<'_>,
+    entries: impl IntoIterator<Item = &'a Value>,
+    value: &Value,
+) -> Vec<(String, String)> {
+    let wanted: Vec<(String, String)> = entries
         .into_iter()
-        .flatten()
         .filter_map(|c| {
             let name = c.get("name")?.as_str()?;
             let template = c.get("resourceClaimTemplateName")?.as_str()?;

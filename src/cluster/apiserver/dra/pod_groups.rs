@@ -71,19 +71,23 @@ pub fn group_name(pod: &Value) -> Option<&str> {
     str_at(pod, "/spec/schedulingGroup/podGroupName").filter(|n| !n.is_empty())
 }
 
+/// `spec.resourceClaims[]` of a pod or PodGroup.
+pub fn entries(obj: &Value) -> &[Value] {
+    obj.pointer("/spec/resourceClaims")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
 /// The group's `spec.resourceClaims` entry a pod's entry stands for:
 /// equal in every field.
 pub fn matching_entry<'a>(group: &'a Value, entry: &Value) -> Option<&'a Value> {
     let field = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).map(str::to_string);
-    group
-        .pointer("/spec/resourceClaims")?
-        .as_array()?
-        .iter()
-        .find(|g| {
-            ["name", "resourceClaimName", "resourceClaimTemplateName"]
-                .iter()
-                .all(|k| field(g, k) == field(entry, k))
-        })
+    entries(group).iter().find(|g| {
+        ["name", "resourceClaimName", "resourceClaimTemplateName"]
+            .iter()
+            .all(|k| field(g, k) == field(entry, k))
+    })
 }
 
 /// The ResourceClaim a group's entry resolves to: the one it names, or the
