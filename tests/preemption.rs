@@ -432,3 +432,117 @@ fn a_rack_constrained_gang_frees_exactly_the_cheapest_rack() {
         assert!(on.starts_with("b-"), "train-{i} on {on}");
     }
 }
+
+// ---- the reprieve, in place ------------------------------------------------------
+
+/// Gang preemption candidates evaluated by how their victims were reprieved.
+fn reprieves(h: &Harness, how: &str) -> u64 {
+    let stats = h.engine.stats(h.now());
+    stats.gang_reprieves.get(how).copied().unwrap_or(0)
+}
+
+#[test]
+fn a_gang_is_planned_on_the_nodes_cheapest_to_clear_and_reprieves_the_rest_in_place() {
+    let mut h = Harness::new();
+    for i in 0..4 {
+        h.add_node(node(&format!("n{i}"), 4000, 64));
+    }
+    // Four 1-cpu pods on each node: priority 1 on n0 and n2, 5 on n1, 9
+    // on n3.
+    for (n, priority) in [("n0", 1), ("n1", 5), ("n2", 1), ("n3", 9)] {
+        for j in 0..4 {
+            running(
+                &mut h,
+                &format!("p{priority}-{n}-{j}"),
+                n,
+                1000,
+                priority,
+                0,
+            );
+        }
+    }
+    // Two members of 2 cpu: two priority-1 pods under each would do; the
+    // priority-5 and -9 pods are never touched.
+    let g = gang(&mut h, "train", 2, 2, 2000, 100);
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 2);
+    let gone = preempted(&h);
+    assert_eq!(gone.len(), 4, "{gone:?}");
+    assert!(gone.iter().all(|v| v.starts_with("p1-")), "{gone:?}");
+    assert!(reprieves(&h, "in_place") >= 1);
+    assert_eq!(reprieves(&h, "replanned"), 0);
+}
+
+#[test]
+fn members_that_must_not_share_a_node_are_re_checked_together() {
+    let mut h = Harness::new();
+    for i in 0..3 {
+        let mut n = node(&format!("n{i}"), 2000, 64);
+        n.labels
+            .insert("kubernetes.io/hostname".into(), format!("n{i}"));
+        h.add_node(n);
+    }
+    for i in 0..3 {
+        for j in 0..2 {
+            running(&mut h, &format!("low{i}{j}"), &format!("n{i}"), 1000, 1, 0);
+        }
+    }
+    // Two members of 1 cpu, each refusing the other's node: one node
+    // cleared of one pod would hold both, but they need two nodes, one
+    // victim on each.
+    let g = group_key("train");
+    h.put_def(gang_def("train", 2, 0));
+    for i in 0..2 {
+        let mut p = member(&format!("train-{i}"), &g, 1000, 1);
+        p.priority = 100;
+        std::sync::Arc::make_mut(&mut p.labels).insert("app".into(), "train".into());
+        Arc::make_mut(&mut p.constraints)
+            .pod_affinity
+            .required_anti_affinity
+            .push(muster::model::PodAffinityTerm {
+                label_selector: LabelSelector::from_map(
+                    &[("app".to_string(), "train".to_string())].into(),
+                ),
+                namespaces: vec![p.key.namespace.clone()],
+                namespace_selector: LabelSelector::nothing(),
+                topology_key: "kubernetes.io/hostname".into(),
+                match_label_keys: Vec::new(),
+                mismatch_label_keys: Vec::new(),
+            });
+        h.put_pod(p);
+    }
+    h.advance(Duration::from_secs(10));
+    checked(&h);
+    assert_eq!(h.bound_members(&g), 2);
+    assert_eq!(preempted(&h).len(), 2, "{:?}", preempted(&h));
+    let nodes: HashSet<_> = (0..2)
+        .filter_map(|i| h.node_of(&key(&format!("train-{i}"))))
+        .collect();
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+}
+
+#[test]
+fn a_gang_is_retried_when_its_last_victim_is_gone_not_after_its_backoff() {
+    let mut h = Harness::new();
+    for i in 0..2 {
+        h.add_node(node(&format!("n{i}"), 2000, 64));
+    }
+    for i in 0..2 {
+        running(&mut h, &format!("low{i}"), &format!("n{i}"), 2000, 1, 0);
+    }
+    let g = group_key("train");
+    h.put_def(gang_def("train", 2, 0));
+    for i in 0..2 {
+        let mut p = member(&format!("train-{i}"), &g, 2000, 1);
+        p.priority = 100;
+        h.put_pod(p);
+    }
+    // The victims are deleted at once; the gang's first attempt set a
+    // backoff of a second, which its retry does not wait out.
+    h.advance(Duration::from_millis(300));
+    checked(&h);
+    assert_eq!(preempted(&h), ["low0", "low1"]);
+    assert_eq!(h.bound_members(&g), 2);
+    let at = h.binds.iter().map(|b| b.at).max().unwrap_or_default();
+    assert!(at < Duration::from_millis(300), "bound at {at:?}");
+}

@@ -47,6 +47,9 @@ pub struct Metrics {
     pub preemption_victims: Histogram,
     /// `preemptor`, `victim` = pod | gang: victim units evicted.
     pub gang_preemptions: IntCounterVec,
+    /// `how` = in_place | replanned | devices: gang preemption candidates
+    /// by how their victims were reprieved.
+    pub gang_preemption_reprieves: IntCounterVec,
     /// `informer`: watch errors, each retried with backoff.
     pub informer_watch_errors: IntCounterVec,
     /// `informer`: full re-lists after the first sync (the resume version
@@ -184,6 +187,13 @@ impl Metrics {
                 ),
                 &["preemptor", "victim"],
             )?,
+            gang_preemption_reprieves: IntCounterVec::new(
+                Opts::new(
+                    "muster_gang_preemption_reprieves_total",
+                    "Gang preemption candidates evaluated, by how their victims were reprieved: in_place (the gang planned once), replanned (the in-place plan did not verify), devices (members need devices; re-planned per reprieve).",
+                ),
+                &["how"],
+            )?,
             informer_watch_errors: IntCounterVec::new(
                 Opts::new(
                     "muster_informer_watch_errors_total",
@@ -264,6 +274,7 @@ impl Metrics {
         r.register(Box::new(self.preemption_attempts.clone()))?;
         r.register(Box::new(self.preemption_victims.clone()))?;
         r.register(Box::new(self.gang_preemptions.clone()))?;
+        r.register(Box::new(self.gang_preemption_reprieves.clone()))?;
         r.register(Box::new(self.gang_early_releases.clone()))?;
         r.register(Box::new(self.gang_scheduled.clone()))?;
         r.register(Box::new(self.gang_quorum_to_bound.clone()))?;

@@ -35,20 +35,36 @@ impl Harness {
 
     /// Called with each batch of drained actions, after its binds were put in flight.
     pub(super) fn check_binds_respect_anti_affinity(&mut self, actions: &[Action]) {
-        // Every pod holding a node: bound, or with a bind in flight.
-        let mut holders: BTreeMap<&PodKey, &Arc<str>> = self
+        if !actions.iter().any(|a| matches!(a, Action::Bind { .. })) {
+            return;
+        }
+        // Every pod holding a node: bound, or with a bind in flight. A
+        // bind in flight for a pod since recreated under the same name will
+        // fail on its uid: it holds nothing.
+        let in_flight: BTreeMap<&PodKey, &Arc<str>> = self
+            .in_flight
+            .iter()
+            .filter(|b| self.pods.get(&b.pod).is_some_and(|p| p.uid == b.uid))
+            .map(|b| (&b.pod, &b.node))
+            .collect();
+        let has_terms = |p: &crate::model::PodInfo| {
+            !p.constraints.pod_affinity.required_anti_affinity.is_empty()
+        };
+        // Only a pod with terms can be violated or violate.
+        let any_bind_terms = actions.iter().any(|a| match a {
+            Action::Bind { pod, .. } => self.pods.get(pod).is_some_and(|p| has_terms(p)),
+            _ => false,
+        });
+        let holders: Vec<(&Arc<crate::model::PodInfo>, &Arc<str>)> = self
             .pods
             .values()
-            .filter(|p| p.occupies_node())
-            .filter_map(|p| p.node_name.as_ref().map(|n| (&p.key, n)))
+            .filter(|p| any_bind_terms || has_terms(p))
+            .filter_map(|p| match in_flight.get(&p.key) {
+                Some(n) => Some((p, *n)),
+                None if p.occupies_node() => p.node_name.as_ref().map(|n| (p, n)),
+                None => None,
+            })
             .collect();
-        // A bind in flight for a pod since recreated under the same name
-        // will fail on its uid: it holds nothing.
-        for b in &self.in_flight {
-            if self.pods.get(&b.pod).is_some_and(|p| p.uid == b.uid) {
-                holders.insert(&b.pod, &b.node);
-            }
-        }
         let facts = self.engine.cache().facts();
         let mut found = Vec::new();
         for action in actions {
@@ -58,13 +74,14 @@ impl Harness {
             let (Some(p), Some(n)) = (self.pods.get(pod), self.nodes.get(node)) else {
                 continue;
             };
-            for (key, other_node) in &holders {
-                let (Some(q), Some(m)) = (self.pods.get(*key), self.nodes.get(*other_node)) else {
-                    continue;
-                };
-                if q.key == p.key {
+            let p_terms = has_terms(p);
+            for &(q, other_node) in &holders {
+                if q.key == p.key || !(p_terms || has_terms(q)) {
                     continue;
                 }
+                let Some(m) = self.nodes.get(other_node) else {
+                    continue;
+                };
                 for (a, b) in [(p, q), (q, p)] {
                     let selects = |t: &PodAffinityTerm| {
                         t.matches(&b.key.namespace, &b.labels, || {
@@ -104,6 +121,8 @@ impl Harness {
 
     /// Called with each batch of drained actions, after its binds were put in flight.
     pub(super) fn check_binds_release_quorum(&mut self, actions: &[Action]) {
+        // The harness's record does not change within a batch.
+        let mut holding_of: std::collections::HashMap<GroupKey, usize> = Default::default();
         for action in actions {
             let Action::Bind { pod, .. } = action else {
                 continue;
@@ -142,7 +161,14 @@ impl Harness {
                     continue;
                 }
             };
-            let holding = self.members_holding(&group);
+            let holding = match holding_of.get(&group) {
+                Some(&n) => n,
+                None => {
+                    let n = self.members_holding(&group);
+                    holding_of.insert(group.clone(), n);
+                    n
+                }
+            };
             if holding < min_count {
                 self.i1_violations.push(format!(
                     "{pod} of {group} released with {holding}/{min_count} members bound or binding"
@@ -169,26 +195,38 @@ impl Harness {
                 gangs.push(g);
             }
         }
-        for group in gangs {
+        if gangs.is_empty() {
+            return;
+        }
+        let preempted: std::collections::HashSet<&PodKey> = self.preempted.iter().collect();
+        let mut staying: std::collections::HashMap<&GroupKey, usize> =
+            gangs.iter().map(|g| (g, 0)).collect();
+        for p in self.pods.values() {
+            // Pods of a profile without gang scheduling are plain pods.
+            if let Some(g) = p.group.key()
+                && let Some(n) = staying.get_mut(g)
+                && p.occupies_node()
+                && !self.gang_disabled.contains(&p.scheduler_name)
+                && !preempted.contains(&p.key)
+            {
+                *n += 1;
+            }
+        }
+        let mut found = Vec::new();
+        for group in &gangs {
             let Some(Ok(GroupPolicy::Gang { min_count, .. })) =
                 self.defs.get(&group.definition).map(|d| d.policy.clone())
             else {
                 continue;
             };
-            let staying = self
-                .pods
-                .values()
-                .filter(|p| p.group.key() == Some(&group) && p.occupies_node())
-                // Pods of a profile without gang scheduling are plain pods.
-                .filter(|p| !self.gang_disabled.contains(&p.scheduler_name))
-                .filter(|p| !self.preempted.contains(&p.key))
-                .count();
+            let staying = staying.get(group).copied().unwrap_or(0);
             if staying > 0 && staying < min_count as usize {
-                self.i1_violations.push(format!(
+                found.push(format!(
                     "preemption left {group} with {staying}/{min_count} members running"
                 ));
             }
         }
+        self.i1_violations.extend(found);
     }
 
     /// Members bound (not terminal) or with a bind in flight.

@@ -39,7 +39,17 @@ impl Harness {
                 _ => None,
             })
             .collect();
-        if batch.is_empty() {
+        let hard = |pod: &PodKey| {
+            self.pods.get(pod).is_some_and(|p| {
+                p.constraints
+                    .spread
+                    .with_action(WhenUnsatisfiable::DoNotSchedule)
+                    .next()
+                    .is_some()
+            })
+        };
+        // Nothing to judge unless a bind has a DoNotSchedule constraint.
+        if !batch.iter().any(|(pod, _)| hard(pod)) {
             return;
         }
         let in_batch: HashSet<&PodKey> = batch.iter().map(|(p, _)| *p).collect();

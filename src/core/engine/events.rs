@@ -132,14 +132,18 @@ impl Engine {
         let synthesized = self.intake.pod_deleted(key);
         self.apply_synthesized(synthesized, now);
         let removed = self.cache.remove_pod(key);
+        let was_victim = self.preemptions.is_going(key);
         self.preemptions.forget(key);
         self.leave_scheduling(key);
         self.gang.forget_released(key);
         let Some(removed) = removed else {
             return;
         };
-        if removed.state.node().is_some() {
+        if let Some(node) = removed.state.node() {
             self.flush_unschedulable(QueueingEvent::PodRemoved, now);
+            if was_victim {
+                self.victim_gone_from(node);
+            }
         }
         if let Some(group) = removed.info.group.key() {
             self.group_changed(group);
@@ -326,6 +330,25 @@ impl Engine {
 
     /// A cluster event: retry the pods parked as unschedulable that wait
     /// for it (the queueing events of the plugins that rejected them).
+    /// A victim left `node`: each preemptor nominated there whose nominated
+    /// nodes (its gang's, for a member) hold no more victims it waits for
+    /// is retried now, not after its backoff: its room is made.
+    fn victim_gone_from(&mut self, node: &str) {
+        for pod in self.preemptions.nominated_on(node) {
+            let left = self
+                .preemptions
+                .nominated_nodes_of(&pod)
+                .iter()
+                .filter_map(|n| self.cache.node(n))
+                .any(|n| self.going_below(n, pod.priority).next().is_some());
+            if !left {
+                let (gang, cache) = (&self.gang, &self.cache);
+                self.queue
+                    .retry_now(&pod.key, |p| gang.pre_enqueue(p, cache));
+            }
+        }
+    }
+
     pub(super) fn flush_unschedulable(&mut self, events: impl Into<EventSet>, now: Instant) {
         let (gang, cache) = (&self.gang, &self.cache);
         self.queue

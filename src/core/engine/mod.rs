@@ -32,6 +32,7 @@ mod preempt_devices;
 mod preempt_gang;
 mod preemptions;
 mod priority;
+mod reprieve_in_place;
 mod stats;
 
 use std::collections::{HashMap, HashSet};

@@ -5,14 +5,16 @@
 //!
 //! Unlike kube-scheduler 1.37, which evaluates one placement for a pod
 //! group, every placement try of the gang (the whole cluster, or each
-//! candidate domain of its topology level) is a candidate: in each, all
-//! lower-priority pods in the way are taken off (whole gangs where a
-//! member may not go alone, `preemption::units_of`), the gang is planned,
-//! the victims not under any planned member are kept, and the rest are
-//! reprieved one unit at a time, most important and budget-protected
-//! first, as long as the gang still plans. The cheapest candidate
-//! (`preemption::Cost`: budget violations, priorities, gangs broken, pods)
-//! wins: for a rack-constrained gang, the rack cheapest to free.
+//! candidate domain of its topology level) is a candidate. In each, the
+//! nodes cheapest to clear are tried first, then all of the try's nodes:
+//! the lower-priority pods in the way there are taken off (whole gangs
+//! where a member may not go alone, `preemption::units_of`), the gang is
+//! planned once and its victims reprieved in place, most important and
+//! budget-protected first (`reprieve_in_place`). Gangs that need devices,
+//! and plans the in-place reprieve cannot verify, are re-planned for each
+//! reprieve instead. The cheapest candidate (`preemption::Cost`: budget
+//! violations, priorities, gangs broken, pods) wins: for a rack-constrained
+//! gang, the rack cheapest to free.
 //!
 //! The victims are deleted and every planned member is nominated to its
 //! node; the gang waits (unschedulable, retried when pods are deleted) and
@@ -25,6 +27,7 @@ use std::time::Instant;
 
 use super::gang_cycle::{Batches, Plan};
 use super::preempt::victim_list;
+use super::reprieve_in_place::InPlace;
 use super::{Engine, EventType, ObjectRef};
 use crate::cache::WhatIf;
 use crate::framework::lifecycle::Refusal;
@@ -52,22 +55,22 @@ pub(super) enum GangPreemption {
 }
 
 /// One placement try where evicting `victims` lets the gang plan.
-struct GangCandidate {
-    label: String,
-    victims: Vec<VictimUnit>,
-    cost: Cost,
+pub(super) struct GangCandidate {
+    pub label: String,
+    pub victims: Vec<VictimUnit>,
+    pub cost: Cost,
     /// Each planned member and its node.
-    plan: Vec<(Arc<PodInfo>, Arc<str>)>,
+    pub plan: Vec<(Arc<PodInfo>, Arc<str>)>,
 }
 
 /// The gang a preemption makes room for.
-struct Preemptor<'a> {
-    group: &'a GroupKey,
-    members: &'a [Arc<PodInfo>],
+pub(super) struct Preemptor<'a> {
+    pub group: &'a GroupKey,
+    pub members: &'a [Arc<PodInfo>],
     /// Members to place (its quorum, less those already holding a node).
-    needed: usize,
-    min_count: u32,
-    priority: i32,
+    pub needed: usize,
+    pub min_count: u32,
+    pub priority: i32,
 }
 
 impl Engine {
@@ -206,6 +209,24 @@ impl Engine {
     /// (see the module doc); `None` when even evicting every
     /// lower-priority pod in reach would not let it meet its quorum.
     fn gang_candidate(&mut self, gang: &Preemptor, t: &PlacementTry) -> Option<GangCandidate> {
+        // First on the nodes cheapest to clear alone, in place.
+        if self.reprieves_in_place(gang)
+            && let Some(narrow) = self.cheapest_nodes(gang, t)
+            && let Some(c) = self.candidate_in(gang, &narrow, true)
+        {
+            return Some(c);
+        }
+        self.candidate_in(gang, t, false)
+    }
+
+    /// [`Self::gang_candidate`] within `t`'s nodes; `in_place_only`: `None`
+    /// rather than re-planning when the in-place reprieve does not verify.
+    fn candidate_in(
+        &mut self,
+        gang: &Preemptor,
+        t: &PlacementTry,
+        in_place_only: bool,
+    ) -> Option<GangCandidate> {
         let scope: Vec<usize> = match &t.restriction {
             Some(r) => r.nodes.clone(),
             None => (0..self.cache.nodes().len()).collect(),
@@ -233,7 +254,7 @@ impl Engine {
         for key in units.iter().flat_map(|u| u.keys()) {
             let _ = self.cache.what_if_remove(key, &mut edits);
         }
-        let result = self.choose_gang_victims(gang, t, units, &mut edits);
+        let result = self.choose_gang_victims(gang, t, units, &mut edits, in_place_only);
         self.cache.revert(edits);
         result
     }
@@ -246,17 +267,52 @@ impl Engine {
         t: &PlacementTry,
         units: Vec<VictimUnit>,
         edits: &mut WhatIf,
+        in_place_only: bool,
     ) -> Option<GangCandidate> {
         // Like members' per-node answers, for this candidate's re-plans
         // (a node the edits change is evaluated afresh).
         let mut batches = Batches::take_fresh(&mut self.batches);
-        let result = self.choose_with(gang, t, units, edits, &mut batches);
+        let result = self.choose_with(gang, t, units, edits, &mut batches, in_place_only);
         self.batches = batches;
         result
     }
 
-    /// `choose_gang_victims` with the memo tables lent to it.
+    /// `choose_gang_victims` with the memo tables lent to it: the gang is
+    /// planned once and reprieved around in place (`reprieve_in_place`),
+    /// else re-planned for each reprieve.
     fn choose_with(
+        &mut self,
+        gang: &Preemptor,
+        t: &PlacementTry,
+        units: Vec<VictimUnit>,
+        edits: &mut WhatIf,
+        batches: &mut Batches,
+        in_place_only: bool,
+    ) -> Option<GangCandidate> {
+        let how = match self.reprieves_in_place(gang) {
+            true => match self.reprieve_in_place(gang, t, &units, edits, batches) {
+                InPlace::Chosen(c) => {
+                    self.count_reprieve("in_place");
+                    return Some(c);
+                }
+                InPlace::NoPlan => return None,
+                InPlace::Unverified if in_place_only => return None,
+                InPlace::Unverified => "replanned",
+            },
+            false => "devices",
+        };
+        self.count_reprieve(how);
+        self.choose_by_replanning(gang, t, units, edits, batches)
+    }
+
+    fn count_reprieve(&mut self, how: &'static str) {
+        *self.stats.gang_reprieves.entry(how).or_default() += 1;
+    }
+
+    /// Plans the gang, then reprieves one unit at a time (at most
+    /// [`MAX_REPRIEVE_STEPS`]), re-planning the whole gang for each so the
+    /// plan may move away from a unit put back.
+    fn choose_by_replanning(
         &mut self,
         gang: &Preemptor,
         t: &PlacementTry,

@@ -66,6 +66,34 @@ impl Preemptions {
         self.nominations.clear(key)
     }
 
+    /// The pods nominated to `node`, whatever their priority.
+    pub fn nominated_on(&self, node: &str) -> Vec<Arc<PodInfo>> {
+        let mut pods: Vec<Arc<PodInfo>> = self
+            .nominations
+            .by_pod
+            .values()
+            .filter(|n| *n.node == *node)
+            .map(|n| n.pod.clone())
+            .collect();
+        pods.sort_by(|a, b| a.key.cmp(&b.key));
+        pods
+    }
+
+    /// The nodes `pod`, or the members of its group, are nominated to.
+    pub fn nominated_nodes_of(&self, pod: &PodInfo) -> Vec<Arc<str>> {
+        let group = pod.group.key();
+        let mut nodes: Vec<Arc<str>> = self
+            .nominations
+            .by_pod
+            .values()
+            .filter(|n| n.pod.key == pod.key || (group.is_some() && n.pod.group.key() == group))
+            .map(|n| n.node.clone())
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        nodes
+    }
+
     /// A victim's deletion was asked for.
     pub fn evicting(&mut self, victim: &PodInfo) {
         self.going.insert(victim.key.clone(), victim.uid.clone());

@@ -399,6 +399,22 @@ impl SchedulingQueue {
         self.retry_unschedulable(keys, now, &gate);
     }
 
+    /// A pod whose wait ended for a reason of its own (a preemptor whose
+    /// last victim is gone) is retried now, through the gate, without
+    /// waiting out its backoff: the wait was not a failed attempt.
+    /// Returns false when the pod is not waiting (active, gated, or not
+    /// queued).
+    pub fn retry_now(&mut self, key: &PodKey, gate: impl Fn(&PodInfo) -> Gate) -> bool {
+        let waiting = matches!(
+            self.entries.get(key).map(|e| &e.slot),
+            Some(Slot::Unschedulable(..) | Slot::Backoff(_))
+        );
+        if waiting {
+            self.activate(key, &gate);
+        }
+        waiting
+    }
+
     /// Pods parked longer than `max_in_unschedulable` are retried anyway.
     pub fn flush_stale_unschedulable(&mut self, now: Instant, gate: impl Fn(&PodInfo) -> Gate) {
         let max = self.cfg.max_in_unschedulable;

@@ -456,6 +456,12 @@ impl SchedulerLoop {
                 .with_label_values(&[preemptor, victim])
                 .inc_by(n.saturating_sub(before));
         }
+        for (&how, &n) in &s.gang_reprieves {
+            let before = st.last_stats.gang_reprieves.get(how).copied().unwrap_or(0);
+            m.gang_preemption_reprieves
+                .with_label_values(&[how])
+                .inc_by(n.saturating_sub(before));
+        }
         let (d, was) = (&s.devices, &st.last_stats.devices);
         m.dra_allocations
             .with_label_values(&["reserved"])
