@@ -2,8 +2,10 @@
 //! classes, claim templates, pods claiming from them) against the simulated
 //! cluster. Every pod is bound and starts: each of its claims (made from the
 //! template in the pod's namespace) is allocated devices of the pod's node,
-//! reserved for the pod, and no device is given twice. (Muster itself
-//! scheduling claims is `dra_e2e`.)
+//! reserved for the pod, and no device is given twice. Gangs whose
+//! PodGroup shares a rack's unit (KEP-5729) start too: the group's claim is
+//! allocated once, reserved for the PodGroup, and its members share a rack.
+//! (Muster itself scheduling claims is `dra_e2e` and `dra_gang_e2e`.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -75,12 +77,12 @@ fn read_report(dir: &Path) -> Value {
 
 /// The scenario's pods once every one is Running (the kubelet starts a pod
 /// only once its claims are allocated and reserved for it).
-async fn running_pods(env: &Env, scenario: &str) -> BTreeMap<String, Pod> {
+async fn running_pods(env: &Env, scenario: &str, count: usize) -> BTreeMap<String, Pod> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let pods = list_labelled_pods(env, &format!("{SCENARIO_LABEL}={scenario}")).await;
         let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone());
-        if pods.len() == 8
+        if pods.len() == count
             && pods
                 .values()
                 .all(|p| phase(p).as_deref() == Some("Running"))
@@ -147,27 +149,26 @@ async fn check_claims(env: &Env, pods: &BTreeMap<String, Pod>) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_null_scheduler_allocates_claims_and_its_pods_start() {
+/// A fresh cluster with no scheduler, and `muster load --bind-directly`
+/// run on it with `scenario` (YAML text): the cluster and the report.
+async fn null_scheduled(scenario: &str) -> (Env, Value) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let scenario = dir.path().join("scenario.yaml");
-    std::fs::write(&scenario, SCENARIO).expect("scenario");
+    let file = dir.path().join("scenario.yaml");
+    std::fs::write(&file, scenario).expect("scenario");
     let path = |p: &Path| p.display().to_string();
-
-    // The ceiling: the null scheduler allocates the claims itself.
-    let bare = cluster(Vec::new()).await;
-    let bare_kubeconfig = dir.path().join("bare.kubeconfig");
-    bare.cluster
-        .write_kubeconfig(&bare_kubeconfig)
+    let env = cluster(Vec::new()).await;
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.cluster
+        .write_kubeconfig(&kubeconfig)
         .expect("kubeconfig");
-    let ceiling_dir = dir.path().join("ceiling");
+    let report = dir.path().join("report");
     let out = muster_load(&[
         "--kubeconfig",
-        &path(&bare_kubeconfig),
+        &path(&kubeconfig),
         "--scenario",
-        &path(&scenario),
+        &path(&file),
         "--report-dir",
-        &path(&ceiling_dir),
+        &path(&report),
         "--bind-directly",
     ])
     .await;
@@ -176,9 +177,112 @@ async fn the_null_scheduler_allocates_claims_and_its_pods_start() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let ceiling = read_report(&ceiling_dir);
+    (env, read_report(&report))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_null_scheduler_allocates_claims_and_its_pods_start() {
+    // The ceiling: the null scheduler allocates the claims itself.
+    let (bare, ceiling) = null_scheduled(SCENARIO).await;
     assert_eq!(ceiling["pods_bound"], 8);
     assert_eq!(ceiling["pods_measured"], 6);
     assert_eq!(ceiling["null_bind_failures"], 0);
-    check_claims(&bare, &running_pods(&bare, "load-dra-null").await).await;
+    check_claims(&bare, &running_pods(&bare, "load-dra-null", 8).await).await;
+}
+
+/// Two racks of two nodes, two devices a node and one fabric unit a rack;
+/// two gangs of two whose PodGroup claims a unit and whose members take a
+/// node's two devices each.
+const GANGS: &str = r#"
+name: load-dra-gangs
+timeoutSeconds: 30
+dialect: podGroup
+nodes:
+  - {namePrefix: gpu, count: 4, capacity: {cpu: 8, memory: 32Gi, pods: 110},
+     topology: {hostsPerRack: 2, racksPerBlock: 2},
+     devices: {count: 2, model: h100, multiNode: {count: 1, model: kwok-fabric}}}
+deviceClasses:
+  - name: gpu.kwok.muster.dev
+    selectors:
+      - cel: {expression: 'device.attributes["gpu.kwok.muster.dev"].model == "h100"'}
+  - name: fabric.kwok.muster.dev
+    selectors:
+      - cel: {expression: 'device.attributes["gpu.kwok.muster.dev"].model == "kwok-fabric"'}
+resourceClaimTemplates:
+  - name: two
+    devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.kwok.muster.dev, count: 2}}]}
+  - name: unit
+    devices: {requests: [{name: fabric, exactly: {deviceClassName: fabric.kwok.muster.dev}}]}
+workloads:
+  - gang: {namePrefix: train, count: 2, size: 2, requests: {cpu: 100m},
+           groupClaimTemplates: [unit], claimTemplates: [two], measured: true,
+           expect: {outcome: bound}}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_null_scheduler_gives_a_pod_groups_claim_one_rack_and_its_members_start() {
+    let (env, r) = null_scheduled(GANGS).await;
+    assert_eq!(
+        (r["pods_bound"].as_u64(), r["null_bind_failures"].as_u64()),
+        (Some(4), Some(0))
+    );
+    // Running: each member's own claim is reserved for it and the group's
+    // for its PodGroup (the kubelet waits for both).
+    let pods = running_pods(&env, "load-dra-gangs-null", 4).await;
+    let claims: Vec<ResourceClaim> = Api::<ResourceClaim>::all(env.client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("claims")
+        .items;
+    let mut units = BTreeSet::new();
+    for gang in ["null-train-0", "null-train-1"] {
+        let group: Vec<&ResourceClaim> =
+            claims
+                .iter()
+                .filter(|c| {
+                    c.metadata.owner_references.iter().flatten().any(|o| {
+                        o.kind == "PodGroup" && o.name == gang && o.controller == Some(true)
+                    })
+                })
+                .collect();
+        let [claim] = group.as_slice() else {
+            panic!("{gang}: one claim for the group, not {}", group.len())
+        };
+        let status = claim.status.clone().expect("status");
+        let reserved: Vec<(String, String)> = status
+            .reserved_for
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| (r.resource, r.name))
+            .collect();
+        assert_eq!(reserved, [("podgroups".to_string(), gang.to_string())]);
+        let results = status
+            .allocation
+            .and_then(|a| a.devices)
+            .and_then(|d| d.results)
+            .unwrap_or_default();
+        let [unit] = results.as_slice() else {
+            panic!("{gang}: one unit")
+        };
+        assert!(units.insert(unit.pool.clone()), "{} given twice", unit.pool);
+        // Both members on nodes of that unit's rack (racks of two: gpu-0
+        // and gpu-1 are rack-0).
+        let nodes: BTreeSet<String> = pods
+            .iter()
+            .filter(|(n, _)| n.starts_with(&format!("{gang}-")))
+            .filter_map(|(_, p)| p.spec.as_ref()?.node_name.clone())
+            .collect();
+        assert_eq!(nodes.len(), 2, "{gang}: {nodes:?}");
+        let racks: BTreeSet<String> = nodes
+            .iter()
+            .map(|n| {
+                let i: usize = n
+                    .trim_start_matches(|c: char| !c.is_ascii_digit())
+                    .parse()
+                    .unwrap();
+                format!("clique-rack-{}", i / 2)
+            })
+            .collect();
+        assert_eq!(racks, [unit.pool.clone()].into_iter().collect(), "{gang}");
+    }
 }

@@ -653,3 +653,38 @@ async fn a_v1beta2_watch_sees_v1_writes() {
     let described = kubectl.ok(&["describe", "resourceclaim", "c"]).await;
     assert!(described.contains("gpu.kwok.muster.dev"), "{described}");
 }
+
+/// Two writers of one claim's status from the same read: the second, whose
+/// allocation differs from the one now recorded, loses on its stale
+/// resourceVersion (409, re-read and retry), as kube-apiserver's store
+/// checks the version before validating the update, not on the allocation
+/// being immutable (422).
+#[tokio::test]
+async fn a_stale_status_write_is_a_conflict_before_it_is_validated() {
+    let (cluster, client) = common::start(common::fast()).await;
+    let kubectl = Kubectl::for_cluster(&cluster);
+    kubectl.apply(CLAIM_V1BETA2).await;
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), "default");
+    let read = claims.get("gpus").await.expect("claim");
+    let allocated = |device: &str| {
+        let mut c = read.clone();
+        c.status = Some(
+            serde_json::from_value(json!({"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.kwok.muster.dev", "pool": "p", "device": device}]}}}))
+            .unwrap(),
+        );
+        c
+    };
+    claims
+        .replace_status("gpus", &PostParams::default(), &allocated("gpu-0"))
+        .await
+        .expect("the first writer");
+    match claims
+        .replace_status("gpus", &PostParams::default(), &allocated("gpu-1"))
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert_eq!((s.code, s.reason.as_str()), (409, "Conflict")),
+        other => panic!("expected 409, got {other:?}"),
+    }
+    cluster.shutdown().await.unwrap();
+}

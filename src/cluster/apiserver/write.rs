@@ -101,6 +101,13 @@ pub(super) fn update(state: &SimState, req: &ResourceRequest) -> ApiResult<Respo
             .store
             .get(&def.key(), ns_key(req), name)
             .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+        // A stale resourceVersion is a conflict before the update is
+        // validated, as kube-apiserver's store checks it first: a writer
+        // that lost a race re-reads rather than being told its now-stale
+        // object is invalid.
+        if expected.is_some_and(|rv| rv != current.rv) {
+            return Err(commit_error(def, name, CommitError::Conflict));
+        }
         let old = current.value();
         let mut merged = merge_update(def, req.sub.as_deref(), &old, body.clone());
         validate::decode_quantities(state, def, &mut merged);

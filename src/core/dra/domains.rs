@@ -11,7 +11,10 @@
 //! (given by the caller, who may keep them: they change only with the
 //! inventory and the nodes' labels). Each domain also counts its room: the
 //! nodes where one member's own claims fit besides, so domains can be
-//! ordered and explained ("6 of 8 members' devices free").
+//! ordered and explained ("6 of 8 members' devices free"). The search
+//! starts where the caller says (where the last one found its first
+//! domain, so a filling cluster is not searched from its full end each
+//! time) and stops once it has the domains that will be tried.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,6 +37,8 @@ pub struct DeviceDomain {
     /// Of those, the nodes where one member's own claims fit too, counted
     /// up to the members to place.
     pub room: usize,
+    /// The node (index) it was found from.
+    pub first: usize,
 }
 
 impl DeviceDomain {
@@ -66,31 +71,69 @@ pub enum Domains {
 /// them (they change only with the inventory and the nodes' labels).
 pub type ReachedBy<'a> = dyn FnMut(&[DeviceId], &[super::model::Reach]) -> Arc<[usize]> + 'a;
 
+/// Where a domains search starts and when it may stop.
+#[derive(Debug, Clone, Copy)]
+pub struct Scan {
+    /// The node searched first; the search wraps around.
+    pub start: usize,
+    /// Stop once this many domains with room for `enough` are found: the
+    /// first found are the ones tried, the rest would only be searched.
+    pub wanted: usize,
+}
+
 /// The domains of `shared` (prepared claims, none allocated) over `nodes`,
 /// each with its room for `own` (one member's own claims, prepared; `None`
 /// when members have none), counted up to `enough` (the members to place:
-/// a domain with that much room holds them). Nodes are searched in order,
-/// skipping those a domain found already reaches; the domains come in the
-/// order their first node was found. `reached` gives the nodes a domain's
-/// devices reach.
+/// a domain with that much room holds them). Nodes are searched in order
+/// from `scan.start`, skipping those a domain found already reaches, until
+/// `scan.wanted` domains with room for `enough` are found; the domains come
+/// in the order their first node was found, with that node's index.
+/// `reached` gives the nodes a domain's devices reach.
 #[allow(clippy::too_many_arguments)]
 pub fn device_domains(
     shared: &Plan,
     own: Option<&Plan>,
     enough: usize,
     nodes: &[NodeRef<'_>],
+    scan: Scan,
     inv: &Inventory,
     in_use: &InUse,
     eval: &Evaluator,
     reached: &mut ReachedBy<'_>,
 ) -> Domains {
-    let mut covered = vec![false; nodes.len()];
-    let mut found: Vec<(Vec<DeviceId>, Arc<[usize]>)> = Vec::new();
+    let n = nodes.len();
+    let mut covered = vec![false; n];
+    let mut found: Vec<DeviceDomain> = Vec::new();
     let mut why: BTreeMap<String, usize> = BTreeMap::new();
-    for (i, (name, labels)) in nodes.iter().enumerate() {
+    let mut roomy = 0usize;
+    let room_of = |reached: &[usize]| match own {
+        None => reached.len(),
+        Some(own) => reached
+            .iter()
+            .filter_map(|&i| nodes.get(i))
+            .filter(|(name, labels)| {
+                own.fits(
+                    NodeView { name, labels },
+                    inv,
+                    in_use,
+                    eval,
+                    Budget::default(),
+                )
+                .is_ok()
+            })
+            .take(enough)
+            .count(),
+    };
+    for i in (0..n).map(|k| (scan.start + k) % n.max(1)) {
+        if roomy >= scan.wanted {
+            break;
+        }
         if covered.get(i).copied().unwrap_or(true) {
             continue;
         }
+        let Some((name, labels)) = nodes.get(i) else {
+            continue;
+        };
         let view = NodeView { name, labels };
         match shared.allocate(view, inv, in_use, eval, Budget::default()) {
             Ok(allocations) => {
@@ -109,8 +152,15 @@ pub fn device_domains(
                 if let Some(c) = covered.get_mut(i) {
                     *c = true;
                 }
-                if !found.iter().any(|(d, _)| *d == devices) {
-                    found.push((devices, nodes_reached));
+                if !found.iter().any(|d| d.devices == devices) {
+                    let room = room_of(&nodes_reached);
+                    roomy += usize::from(room >= enough);
+                    found.push(DeviceDomain {
+                        devices,
+                        nodes: nodes_reached.to_vec(),
+                        room,
+                        first: i,
+                    });
                 }
             }
             Err(e) => *why.entry(e.node_reason()).or_default() += 1,
@@ -119,35 +169,7 @@ pub fn device_domains(
     if found.is_empty() {
         return Domains::Nowhere(why);
     }
-    let domains = found
-        .into_iter()
-        .map(|(devices, reached)| {
-            let room = match own {
-                None => reached.len(),
-                Some(own) => reached
-                    .iter()
-                    .filter_map(|&i| nodes.get(i))
-                    .filter(|(name, labels)| {
-                        own.fits(
-                            NodeView { name, labels },
-                            inv,
-                            in_use,
-                            eval,
-                            Budget::default(),
-                        )
-                        .is_ok()
-                    })
-                    .take(enough)
-                    .count(),
-            };
-            DeviceDomain {
-                devices,
-                nodes: reached.to_vec(),
-                room,
-            }
-        })
-        .collect();
-    Domains::Found(domains)
+    Domains::Found(found)
 }
 
 /// The nodes (indexes) every reach in `reach` holds on.

@@ -30,6 +30,9 @@ pub(super) struct DeviceReach {
     /// (inventory id, labels generation) the entries hold for.
     key: (u64, u64),
     by_devices: HashMap<Vec<DeviceId>, Arc<[usize]>>,
+    /// Where the next domains search starts: where the last one found its
+    /// first domain.
+    scan_start: usize,
 }
 
 /// Entries kept at most; past this the table starts over.
@@ -105,11 +108,16 @@ impl Engine {
             cache.key = key;
             cache.by_devices.clear();
         }
+        let scan = crate::dra::domains::Scan {
+            start: cache.scan_start % nodes.len().max(1),
+            wanted: TRIES_PER_LEVEL,
+        };
         let found = device_domains(
             &shared_plan,
             own_plan.as_ref(),
             needed,
             &nodes,
+            scan,
             inventory,
             dra.in_use(),
             dra.evaluator(),
@@ -122,7 +130,12 @@ impl Engine {
             },
         );
         let mut domains = match found {
-            Domains::Found(d) => d,
+            Domains::Found(d) => {
+                if let Some(first) = d.first() {
+                    self.device_reach.scan_start = first.first;
+                }
+                d
+            }
             Domains::Nowhere(why) => {
                 let reasons: Vec<String> = why.iter().map(|(r, n)| format!("{n} {r}")).collect();
                 return Err(format!(

@@ -20,6 +20,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::core::Request;
@@ -69,13 +70,14 @@ pub async fn start(
     name: &str,
     nodes: &[Value],
     templates: &[ClaimTemplateEntry],
+    group_templates: HashSet<String>,
     concurrency: usize,
 ) -> Result<NullBinder> {
     let mut names: Vec<String> = nodes
         .iter()
         .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
         .collect();
-    let devices = NullDevices::new(nodes, templates);
+    let devices = NullDevices::new(nodes, templates, group_templates);
     if names.is_empty() {
         let listed = Api::<Node>::all(client.clone())
             .list(&ListParams::default())
@@ -227,15 +229,37 @@ async fn place(
     bind(client, &pod.namespace, &pod.name, node).await
 }
 
-/// One status write: the claim's allocation, reserved for the pod.
+/// One status write: the claim's allocation, reserved for the pod, or for
+/// the PodGroup that controls it (read from the claim: one read per group).
 async fn allocate(
     client: &kube::Client,
     pod: &Unbound,
     a: &ClaimAllocation,
 ) -> Result<(), kube::Error> {
+    let consumer = match a.for_group {
+        false => json!({"resource": "pods", "name": pod.name, "uid": pod.uid}),
+        true => {
+            let claim = Api::<ResourceClaim>::namespaced(client.clone(), &pod.namespace)
+                .get(&a.claim)
+                .await?;
+            let owner = claim
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true) && o.kind == "PodGroup")
+                .ok_or_else(|| {
+                    kube::Error::Service(
+                        format!("claim {} is controlled by no PodGroup", a.claim).into(),
+                    )
+                })?;
+            json!({"apiGroup": "scheduling.k8s.io", "resource": "podgroups",
+                   "name": owner.name, "uid": owner.uid})
+        }
+    };
     let body = json!({"status": {
         "allocation": a.allocation,
-        "reservedFor": [{"resource": "pods", "name": pod.name, "uid": pod.uid}],
+        "reservedFor": [consumer],
     }});
     let url = format!(
         "/apis/resource.k8s.io/v1/namespaces/{}/resourceclaims",

@@ -123,6 +123,7 @@ pub async fn run(args: LoadArgs) -> Result<()> {
                 &scenario.name,
                 &nodes,
                 &scenario.resource_claim_templates,
+                scenario.group_claim_templates(),
                 args.concurrency,
             )
             .await?,

@@ -323,7 +323,12 @@ impl Scenario {
     fn claim_templates(&self) -> Vec<Manifest> {
         let mut wanted: Vec<(&str, &str)> = Vec::new();
         for w in &self.workloads {
-            for name in w.shape().claim_templates {
+            let shape = w.shape();
+            for name in shape
+                .group_claim_templates
+                .iter()
+                .chain(shape.claim_templates)
+            {
                 let key = (w.namespace(), name.as_str());
                 if !wanted.contains(&key) {
                     wanted.push(key);
@@ -417,6 +422,14 @@ impl Scenario {
                 if let Some(pc) = priority_class {
                     spec["priorityClassName"] = json!(pc);
                 }
+                if !g.group_claim_templates.is_empty() {
+                    let claims: Vec<Value> = g
+                        .group_claim_templates
+                        .iter()
+                        .map(|t| json!({"name": t, "resourceClaimTemplateName": t}))
+                        .collect();
+                    spec["resourceClaims"] = json!(claims);
+                }
                 spec
             }
             Dialect::Workload => json!({"podGroups": [{
@@ -485,17 +498,19 @@ impl Scenario {
                 "resources": {"requests": shape.requests},
             }],
         });
-        if !shape.claim_templates.is_empty() {
-            let claims: Vec<Value> = shape
-                .claim_templates
+        // The PodGroup's entries first, each equal to the group's own, so
+        // each resolves to the group's claim.
+        let templates: Vec<&String> = shape
+            .group_claim_templates
+            .iter()
+            .chain(shape.claim_templates)
+            .collect();
+        if !templates.is_empty() {
+            let claims: Vec<Value> = templates
                 .iter()
                 .map(|t| json!({"name": t, "resourceClaimTemplateName": t}))
                 .collect();
-            let uses: Vec<Value> = shape
-                .claim_templates
-                .iter()
-                .map(|t| json!({"name": t}))
-                .collect();
+            let uses: Vec<Value> = templates.iter().map(|t| json!({"name": t})).collect();
             spec["resourceClaims"] = json!(claims);
             spec["containers"][0]["resources"]["claims"] = json!(uses);
         }

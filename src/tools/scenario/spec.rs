@@ -104,6 +104,12 @@ pub struct GangWorkload {
     /// one claim per template (named after it), used by the container.
     #[serde(default)]
     pub claim_templates: Vec<String>,
+    /// DRA, PodGroup claims (KEP-5729, `dialect: podGroup` only): templates
+    /// the gang's PodGroup claims from in `spec.resourceClaims`, one claim
+    /// per template for the whole group (named after it); every member
+    /// names the same entry, so all of them share that one claim.
+    #[serde(default)]
+    pub group_claim_templates: Vec<String>,
     /// Pod priority; the scenario creates a PriorityClass with this value.
     #[serde(default)]
     pub priority: Option<i32>,
@@ -267,6 +273,8 @@ pub struct PodsWorkload {
 pub struct PodShape<'a> {
     pub requests: &'a BTreeMap<String, String>,
     pub claim_templates: &'a [String],
+    /// The PodGroup's claim templates the pod shares (gangs only).
+    pub group_claim_templates: &'a [String],
     pub priority: Option<i32>,
     pub sim_run_seconds: Option<u64>,
     pub node_selector: &'a BTreeMap<String, String>,
@@ -282,6 +290,7 @@ macro_rules! pod_shape {
                 PodShape {
                     requests: &self.requests,
                     claim_templates: &self.claim_templates,
+                    group_claim_templates: self.group_claim_templates(),
                     priority: self.priority,
                     sim_run_seconds: self.sim_run_seconds,
                     node_selector: &self.node_selector,
@@ -295,6 +304,29 @@ macro_rules! pod_shape {
 }
 pod_shape!(GangWorkload);
 pod_shape!(PodsWorkload);
+
+impl Scenario {
+    /// The templates any gang's PodGroup claims from.
+    pub fn group_claim_templates(&self) -> std::collections::HashSet<String> {
+        self.workloads
+            .iter()
+            .flat_map(|w| w.shape().group_claim_templates.iter().cloned())
+            .collect()
+    }
+}
+
+impl GangWorkload {
+    fn group_claim_templates(&self) -> &[String] {
+        &self.group_claim_templates
+    }
+}
+
+impl PodsWorkload {
+    /// Plain pods have no group to share a claim with.
+    fn group_claim_templates(&self) -> &[String] {
+        &[]
+    }
+}
 
 /// When a workload's creation starts: a phase boundary. The workload (and
 /// every one after it, until the next `start`) waits for the gate, then

@@ -210,6 +210,30 @@ fn dra_mistakes_name_their_path() {
             "nodes[0].devices",
             "devices.count",
         ),
+        (
+            with(
+                "size: 2, claimTemplates: [one]",
+                "size: 2, groupClaimTemplates: [one], claimTemplates: [one]",
+            ),
+            "workloads[1].gang.claimTemplates[0]",
+            "named twice",
+        ),
+        (
+            with(
+                "size: 2, claimTemplates: [one]",
+                "size: 2, groupClaimTemplates: [two]",
+            ),
+            "workloads[1].gang.groupClaimTemplates[0]",
+            "not declared",
+        ),
+        (
+            with(
+                "size: 2, claimTemplates: [one]",
+                "size: 2, dialect: coscheduling, groupClaimTemplates: [one]",
+            ),
+            "workloads[1].gang.groupClaimTemplates",
+            "dialect podGroup",
+        ),
     ];
     for (text, path, needle) in cases {
         let e = err(&text);
@@ -265,4 +289,76 @@ fn perf_dra_5k_has_its_documented_shape() {
     assert_eq!(fill, 2500 * devices.count as u64, "one node each");
     let measured = u64::from(shape[1].0) * u64::from(shape[1].1);
     assert!(measured <= (5000 - 2500) * devices.count as u64);
+}
+
+/// A gang's PodGroup claims from its group templates; each member names the
+/// same entries first (so they resolve to the group's claims), then its own.
+#[test]
+fn a_pod_group_claims_for_its_members_and_they_name_its_entries() {
+    let text = with(
+        "size: 2, claimTemplates: [one]",
+        "size: 2, groupClaimTemplates: [eight], claimTemplates: [one]",
+    );
+    let s = Scenario::parse(&text, "dra.yaml").unwrap();
+    assert_eq!(
+        s.group_claim_templates(),
+        ["eight".to_string()].into_iter().collect()
+    );
+    let plan = s.plan();
+    let WorkloadPlan::Gang(g) = &plan.workloads[1] else {
+        panic!("gang plan")
+    };
+    let group = g.group.as_ref().expect("a PodGroup");
+    assert_eq!(group.object["apiVersion"], "scheduling.k8s.io/v1beta1");
+    assert_eq!(
+        group.object["spec"]["resourceClaims"],
+        serde_json::json!([{"name": "eight", "resourceClaimTemplateName": "eight"}])
+    );
+    let spec = &g.pods[0].object["spec"];
+    assert_eq!(
+        spec["resourceClaims"],
+        serde_json::json!([
+            {"name": "eight", "resourceClaimTemplateName": "eight"},
+            {"name": "one", "resourceClaimTemplateName": "one"},
+        ])
+    );
+    assert_eq!(
+        spec["containers"][0]["resources"]["claims"],
+        serde_json::json!([{"name": "eight"}, {"name": "one"}])
+    );
+    // The group's template is created in the gang's namespace.
+    assert!(
+        plan.setup
+            .iter()
+            .any(|m| m.kind == Kind::ResourceClaimTemplate
+                && m.namespace.as_deref() == Some("ml")
+                && m.name == "eight")
+    );
+}
+
+/// `perf-dra-gangs-5k`: 625 racks of 8 nodes of 8 GPUs, a fabric unit per
+/// rack; 500 gangs of 8 whose PodGroup shares a unit and whose members take
+/// a node's 8 GPUs each, so each gang fills one rack.
+#[test]
+fn perf_dra_gangs_5k_has_its_documented_shape() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/scenarios");
+    let s = Scenario::load(&dir.join("perf-dra-gangs-5k.yaml")).unwrap();
+    assert_eq!(s.node_count(), 5000);
+    let devices = s.nodes[0].devices.as_ref().expect("nodes with devices");
+    assert_eq!(devices.count, 8);
+    assert_eq!(devices.multi_node.as_ref().map(|m| m.count), Some(1));
+    let [Workload::Gang(g)] = s.workloads.as_slice() else {
+        panic!("one gang workload")
+    };
+    assert_eq!((g.count, g.size, g.measured), (500, 8, true));
+    assert_eq!(g.group_claim_templates, ["rack-fabric"]);
+    let per_member: u32 = g
+        .claim_templates
+        .iter()
+        .filter_map(|t| s.resource_claim_templates.iter().find(|e| e.name == *t))
+        .filter_map(|t| t.device_count())
+        .sum();
+    assert_eq!(per_member as usize, devices.count, "a node each");
+    let racks = 5000 / 8;
+    assert!(g.count as usize <= racks);
 }

@@ -153,12 +153,38 @@ fn workloads(s: &Scenario) -> Result<(), Problem> {
     Ok(())
 }
 
-/// Each template a workload claims from is declared, and named once.
+/// Each template a workload claims from is declared, and named once (its
+/// own and its PodGroup's together: each names one claim of the pod);
+/// PodGroup claims only where the group is a `scheduling.k8s.io/v1beta1`
+/// PodGroup, the version that has `spec.resourceClaims`.
 fn claim_templates(s: &Scenario, w: &Workload, at: &dyn Fn(&str) -> String) -> Result<(), Problem> {
-    let names = w.shape().claim_templates;
-    for (j, name) in names.iter().enumerate() {
-        let path = at(&format!("claimTemplates[{j}]"));
-        if !s.resource_claim_templates.iter().any(|t| t.name == *name) {
+    let shape = w.shape();
+    if let Workload::Gang(g) = w
+        && !g.group_claim_templates.is_empty()
+        && s.gang_dialect(g) != super::spec::Dialect::PodGroup
+    {
+        return Err((
+            at("groupClaimTemplates"),
+            "PodGroup claims need dialect podGroup (scheduling.k8s.io/v1beta1)".into(),
+        ));
+    }
+    let named: Vec<(String, &String)> = shape
+        .group_claim_templates
+        .iter()
+        .enumerate()
+        .map(|(j, n)| (format!("groupClaimTemplates[{j}]"), n))
+        .chain(
+            shape
+                .claim_templates
+                .iter()
+                .enumerate()
+                .map(|(j, n)| (format!("claimTemplates[{j}]"), n)),
+        )
+        .collect();
+    let names: Vec<&String> = named.iter().map(|(_, n)| *n).collect();
+    for (j, (field, name)) in named.iter().enumerate() {
+        let path = at(field);
+        if !s.resource_claim_templates.iter().any(|t| t.name == **name) {
             return Err((
                 path,
                 format!("{name:?} is not declared in resourceClaimTemplates"),
