@@ -172,12 +172,134 @@ pub fn device_domains(
     Domains::Found(found)
 }
 
-/// The nodes (indexes) every reach in `reach` holds on.
-pub fn nodes_reached(nodes: &[NodeRef<'_>], reach: &[super::model::Reach]) -> Arc<[usize]> {
-    nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, (n, l))| reach.iter().all(|r| r.reaches(n, l)))
-        .map(|(i, _)| i)
-        .collect()
+/// The nodes (indexes) every reach in `reach` holds on. `index` narrows
+/// the nodes to check where a reach names its nodes by label (`In` on a
+/// label in every term, as a rack's slice does) or by name; the others are
+/// checked on every node.
+pub fn nodes_reached(
+    nodes: &[NodeRef<'_>],
+    reach: &[super::model::Reach],
+    index: &mut LabelIndex,
+) -> Arc<[usize]> {
+    let reaches = |i: &usize| {
+        nodes
+            .get(*i)
+            .is_some_and(|(n, l)| reach.iter().all(|r| r.reaches(n, l)))
+    };
+    match reach.iter().find_map(|r| index.candidates(nodes, r)) {
+        Some(candidates) => candidates.into_iter().filter(reaches).collect(),
+        None => (0..nodes.len()).filter(reaches).collect(),
+    }
+}
+
+/// The nodes (indexes) of each value of a label, built once per label for
+/// one list of nodes; the caller starts a new index when the nodes or their
+/// labels change.
+#[derive(Debug, Default)]
+pub struct LabelIndex {
+    by_key: std::collections::HashMap<String, std::collections::HashMap<String, Vec<usize>>>,
+}
+
+impl LabelIndex {
+    /// A superset of the nodes `r` reaches, ascending, when it can be
+    /// found without checking every node: a node's own reach, or a
+    /// selector each of whose terms has an `In` on a label.
+    fn candidates(&mut self, nodes: &[NodeRef<'_>], r: &super::model::Reach) -> Option<Vec<usize>> {
+        use super::model::Reach;
+        use crate::model::Operator;
+        let terms = match r {
+            Reach::Node(name) => {
+                return Some(
+                    nodes
+                        .iter()
+                        .position(|(n, _)| *n == &**name)
+                        .into_iter()
+                        .collect(),
+                );
+            }
+            Reach::Selector(s) => &s.terms,
+            Reach::All => return None,
+        };
+        let mut out = Vec::new();
+        for t in terms {
+            let e = t.match_expressions.iter().find(|e| e.op == Operator::In)?;
+            let values = self.by_key.entry(e.key.clone()).or_insert_with(|| {
+                let mut m: std::collections::HashMap<String, Vec<usize>> = Default::default();
+                for (i, (_, labels)) in nodes.iter().enumerate() {
+                    if let Some(v) = labels.get(&e.key) {
+                        m.entry(v.clone()).or_default().push(i);
+                    }
+                }
+                m
+            });
+            for v in &e.values {
+                out.extend(values.get(v).into_iter().flatten().copied());
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dra::model::Reach;
+    use crate::model::{NodeSelector, NodeSelectorTerm, Operator, Requirement};
+
+    fn term(key: &str, op: Operator, values: &[&str]) -> NodeSelectorTerm {
+        NodeSelectorTerm {
+            match_expressions: vec![Requirement {
+                key: key.into(),
+                op,
+                values: values.iter().map(|v| v.to_string()).collect(),
+            }],
+            match_fields: Vec::new(),
+        }
+    }
+
+    /// The index finds what checking every node finds, for selectors it
+    /// narrows (`In` in every term) and those it cannot (`NotIn`).
+    #[test]
+    fn reach_by_label_index_matches_checking_every_node() {
+        let labels: Vec<BTreeMap<String, String>> = (0..12)
+            .map(|i| {
+                let mut l = BTreeMap::new();
+                if i % 5 != 4 {
+                    l.insert("rack".to_string(), format!("r{}", i / 4));
+                }
+                l
+            })
+            .collect();
+        let names: Vec<String> = (0..12).map(|i| format!("n{i}")).collect();
+        let nodes: Vec<NodeRef<'_>> = names
+            .iter()
+            .zip(&labels)
+            .map(|(n, l)| (n.as_str(), l))
+            .collect();
+        let selector = |terms: Vec<NodeSelectorTerm>| Reach::Selector(NodeSelector { terms });
+        let cases = [
+            vec![selector(vec![term("rack", Operator::In, &["r1"])])],
+            vec![selector(vec![
+                term("rack", Operator::In, &["r0"]),
+                term("rack", Operator::In, &["r2", "r9"]),
+            ])],
+            vec![selector(vec![term("rack", Operator::NotIn, &["r1"])])],
+            vec![
+                selector(vec![term("rack", Operator::In, &["r1"])]),
+                Reach::Node("n5".into()),
+            ],
+            vec![Reach::Node("n7".into())],
+            vec![Reach::All],
+        ];
+        let mut index = LabelIndex::default();
+        for reach in cases {
+            let every: Vec<usize> = (0..nodes.len())
+                .filter(|&i| reach.iter().all(|r| r.reaches(nodes[i].0, nodes[i].1)))
+                .collect();
+            let indexed = nodes_reached(&nodes, &reach, &mut index);
+            assert_eq!(&*indexed, every.as_slice(), "{reach:?}");
+        }
+    }
 }

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Engine;
-use crate::dra::domains::{Domains, NodeRef, device_domains, nodes_reached};
+use crate::dra::domains::{Domains, LabelIndex, NodeRef, device_domains, nodes_reached};
 use crate::dra::{DeviceId, Plan};
 use crate::gang::{MAX_TRIES, PlacementTry, TRIES_PER_LEVEL};
 use crate::model::PodInfo;
@@ -33,6 +33,8 @@ pub(super) struct DeviceReach {
     /// Where the next domains search starts: where the last one found its
     /// first domain.
     scan_start: usize,
+    /// The nodes of each label value, for the reach of multi-node devices.
+    labels: LabelIndex,
 }
 
 /// Entries kept at most; past this the table starts over.
@@ -107,6 +109,7 @@ impl Engine {
         if cache.key != key || cache.by_devices.len() >= MAX_REACH_ENTRIES {
             cache.key = key;
             cache.by_devices.clear();
+            cache.labels = LabelIndex::default();
         }
         let scan = crate::dra::domains::Scan {
             start: cache.scan_start % nodes.len().max(1),
@@ -122,10 +125,11 @@ impl Engine {
             dra.in_use(),
             dra.evaluator(),
             &mut |devices, reach| {
+                let labels = &mut cache.labels;
                 cache
                     .by_devices
                     .entry(devices.to_vec())
-                    .or_insert_with(|| nodes_reached(&nodes, reach))
+                    .or_insert_with(|| nodes_reached(&nodes, reach, labels))
                     .clone()
             },
         );
