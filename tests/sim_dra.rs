@@ -688,3 +688,59 @@ async fn a_stale_status_write_is_a_conflict_before_it_is_validated() {
     }
     cluster.shutdown().await.unwrap();
 }
+
+/// A PodGroup's `spec.resourceClaims` (KEP-5729) is validated as a pod's
+/// entries are, and cannot change once created.
+#[tokio::test]
+async fn a_pod_groups_claims_are_validated_and_immutable() {
+    let (cluster, _client) = common::start(common::fast()).await;
+    let kubectl = Kubectl::for_cluster(&cluster);
+    let group = |claims: &str| {
+        format!(
+            "apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {{name: train, namespace: default}}
+spec:
+  schedulingPolicy: {{gang: {{minCount: 2}}}}
+  resourceClaims: {claims}
+"
+        )
+    };
+    let bad = kubectl
+        .fails_with(
+            &["create", "-f", "-"],
+            &group(
+                "[{name: fabric, resourceClaimTemplateName: t}, {name: fabric, resourceClaimName: c}, \
+                 {name: both, resourceClaimName: c, resourceClaimTemplateName: t}, {name: Bad_Name, resourceClaimName: c}]",
+            ),
+        )
+        .await;
+    for needle in [
+        "spec.resourceClaims[1].name: Duplicate value: \"fabric\"",
+        "spec.resourceClaims[2]: Invalid value: \"both\": must specify one of",
+        "spec.resourceClaims[3].name: Invalid value: \"Bad_Name\"",
+    ] {
+        assert!(bad.contains(needle), "{needle} in {bad}");
+    }
+    kubectl
+        .ok_with(
+            &["create", "-f", "-"],
+            &group("[{name: fabric, resourceClaimTemplateName: t}]"),
+        )
+        .await;
+    let changed = kubectl
+        .fails(&[
+            "patch",
+            "podgroups.v1beta1.scheduling.k8s.io",
+            "train",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"resourceClaims":[{"name":"fabric","resourceClaimTemplateName":"u"}]}}"#,
+        ])
+        .await;
+    assert!(
+        changed.contains("spec.resourceClaims: Invalid value: \"object\": field is immutable"),
+        "{changed}"
+    );
+    cluster.shutdown().await.unwrap();
+}

@@ -59,6 +59,15 @@ pub fn object(state: &SimState, def: &ResourceDef, name: &str, obj: &Value) -> A
             &def.group, &def.kind, name, causes,
         ));
     }
+    if is_pod_group(def) {
+        let causes = super::dra::validate::pod_group_claims(&obj["spec"]);
+        if causes.is_empty() {
+            return Ok(());
+        }
+        return Err(ApiError::invalid_fields(
+            &def.group, &def.kind, name, causes,
+        ));
+    }
     if !(def.group.is_empty() && def.kind == "Pod") {
         return Ok(());
     }
@@ -127,16 +136,28 @@ pub fn update(
     old: &Value,
     new: &Value,
 ) -> ApiResult<()> {
-    if !state.validate || def.group != super::dra::GROUP {
+    if !state.validate {
         return Ok(());
     }
-    let causes = super::dra::validate::update(&def.kind, old, new);
+    let causes = if is_pod_group(def) {
+        super::dra::validate::pod_group_update(old, new)
+    } else if def.group == super::dra::GROUP {
+        super::dra::validate::update(&def.kind, old, new)
+    } else {
+        return Ok(());
+    };
     if causes.is_empty() {
         return Ok(());
     }
     Err(ApiError::invalid_fields(
         &def.group, &def.kind, name, causes,
     ))
+}
+
+/// A `scheduling.k8s.io` PodGroup (the Workload API's), whose
+/// `spec.resourceClaims` (KEP-5729) is checked.
+fn is_pod_group(def: &ResourceDef) -> bool {
+    def.group == "scheduling.k8s.io" && def.kind == "PodGroup"
 }
 
 /// Why a Kueue `Topology` or Volcano `HyperNode` (a built-in stand-in for

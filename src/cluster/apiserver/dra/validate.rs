@@ -166,11 +166,28 @@ pub fn update(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
 /// subdomain), containers naming only the pod's claims, once each.
 pub fn pod_claims(spec: &Value) -> Vec<Cause> {
     let mut v = Causes::default();
+    claim_entries(&mut v, spec);
+    container_claims(&mut v, spec);
+    v.0
+}
+
+/// A PodGroup's `spec.resourceClaims` (KEP-5729), checked as a pod's
+/// entries are: unique DNS-label names, each with exactly one source.
+pub fn pod_group_claims(spec: &Value) -> Vec<Cause> {
+    let mut v = Causes::default();
+    claim_entries(&mut v, spec);
+    v.0
+}
+
+/// `spec.resourceClaims[]` of a pod or PodGroup: names unique DNS labels,
+/// each entry with exactly one of `resourceClaimName` /
+/// `resourceClaimTemplateName` (a DNS subdomain).
+fn claim_entries(v: &mut Causes, spec: &Value) {
     let mut names: Vec<&str> = Vec::new();
     for (i, c) in items(&spec["resourceClaims"]).iter().enumerate() {
         let at = format!("spec.resourceClaims[{i}]");
         let name = text(&c["name"]);
-        dns_label(&mut v, &c["name"], &format!("{at}.name"));
+        dns_label(v, &c["name"], &format!("{at}.name"));
         if !name.is_empty() && names.contains(&name) {
             v.duplicate(&format!("{at}.name"), name);
         }
@@ -181,7 +198,7 @@ pub fn pod_claims(spec: &Value) -> Vec<Cause> {
         ];
         let set: Vec<_> = sources.iter().filter(|(_, s)| !s.is_null()).collect();
         match set.as_slice() {
-            [(field, value)] => dns_subdomain(&mut v, value, &format!("{at}.{field}"), 253),
+            [(field, value)] => dns_subdomain(v, value, &format!("{at}.{field}"), 253),
             _ => v.invalid(
                 &at,
                 &Value::from(name),
@@ -189,6 +206,27 @@ pub fn pod_claims(spec: &Value) -> Vec<Cause> {
             ),
         }
     }
+}
+
+/// A PodGroup update: `spec.resourceClaims` is immutable.
+pub fn pod_group_update(old: &Value, new: &Value) -> Vec<Cause> {
+    let mut v = Causes::default();
+    if old.pointer("/spec/resourceClaims") != new.pointer("/spec/resourceClaims") {
+        v.invalid(
+            "spec.resourceClaims",
+            &Value::from("object"),
+            "field is immutable",
+        );
+    }
+    v.0
+}
+
+/// Containers name only the pod's claims, each (claim, request) once.
+fn container_claims(v: &mut Causes, spec: &Value) {
+    let names: Vec<&str> = items(&spec["resourceClaims"])
+        .iter()
+        .map(|c| text(&c["name"]))
+        .collect();
     for list in ["initContainers", "containers"] {
         for (i, c) in items(&spec[list]).iter().enumerate() {
             let mut used: Vec<(&str, &str)> = Vec::new();
@@ -212,7 +250,6 @@ pub fn pod_claims(spec: &Value) -> Vec<Cause> {
             }
         }
     }
-    v.0
 }
 
 /// API defaulting of a `resource.k8s.io` object of `plural`, as the server
