@@ -227,13 +227,13 @@ async fn pods_get_their_devices_and_give_them_back() {
 
     // No GPU left: the seventh waits, saying which claim and what is free.
     k.apply(&worker("w6")).await;
-    let pods = e2e::wait_pods(&env, "default", |p| {
-        p.get("w6")
-            .and_then(e2e::pod_condition_message)
-            .is_some_and(|m| m.contains("request gpu: 2 device(s) of class gpu.kwok.muster.dev"))
-    })
+    let message = e2e::wait_pod_message(
+        &env,
+        "default",
+        "w6",
+        "request gpu: 2 device(s) of class gpu.kwok.muster.dev",
+    )
     .await;
-    let message = e2e::pod_condition_message(&pods["w6"]).unwrap();
     assert!(
         message.contains("0/3 nodes are available: 3 cannot allocate claim default/w6-gpus")
             && message.contains("wanted, 0 free"),

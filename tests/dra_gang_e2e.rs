@@ -203,17 +203,12 @@ async fn a_gang_shares_its_pod_groups_rack_unit_and_lands_in_that_rack() {
     k.apply(&gang("eval", 2)).await;
     e2e::wait_pods(&env, "default", |p| e2e::names_bound(p, "eval-").len() == 2).await;
     k.apply(&gang("late", 2)).await;
-    let waiting = e2e::wait_pods(&env, "default", |p| {
-        p.get("late-0")
-            .and_then(e2e::pod_condition_message)
-            .is_some_and(|m| m.contains("shared by PodGroup late"))
-    })
-    .await;
-    let message = e2e::pod_condition_message(&waiting["late-0"]).unwrap_or_default();
+    let message = e2e::wait_pod_message(&env, "default", "late-0", "shared by PodGroup late").await;
     assert!(
         message.contains("shared by PodGroup late") && message.contains("late-fabric-"),
         "{message}"
     );
+    let waiting = e2e::list_pods(&env, "default").await;
     assert!(e2e::names_bound(&waiting, "late-").is_empty());
 
     // The first gang's PodGroup and pods go: its unit frees, and the

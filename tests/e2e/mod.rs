@@ -153,6 +153,20 @@ where
     wait_objects(api, watcher::Config::default(), done).await
 }
 
+/// Watches pods in `ns` until pod `name`'s `PodScheduled=False` message
+/// contains `needle`; returns that message.
+pub async fn wait_pod_message(env: &Env, ns: &str, name: &str, needle: &str) -> String {
+    let pods = wait_pods(env, ns, |p| {
+        p.get(name)
+            .and_then(pod_condition_message)
+            .is_some_and(|m| m.contains(needle))
+    })
+    .await;
+    pods.get(name)
+        .and_then(pod_condition_message)
+        .unwrap_or_default()
+}
+
 /// Watches the objects `api` and `config` select until `done` holds for
 /// the current set (by name); returns it.
 pub async fn wait_objects<K, F>(

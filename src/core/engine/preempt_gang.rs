@@ -169,14 +169,9 @@ impl Engine {
             };
             let (mut room, mut top, mut count) = (0u64, i32::MIN, 0usize);
             for node in r.nodes.iter().filter_map(|&i| self.cache.nodes().get(i)) {
-                let mut free = node.free();
-                for p in node.pods.iter().filter(|p| p.priority < priority) {
-                    free.add(&p.requests);
-                    if !self.is_going(p) {
-                        top = top.max(p.priority);
-                        count = count.saturating_add(1);
-                    }
-                }
+                let (free, (_, highest, _, pods)) = self.clearing(node, priority);
+                top = top.max(highest);
+                count = count.saturating_add(pods);
                 room = room.saturating_add(crate::gang::copies_fitting(&free, per_member));
             }
             if room >= needed {

@@ -41,7 +41,7 @@ use crate::preemption::{Cost, VictimUnit, reprieve_order};
 /// What clearing a node costs, compared in `Cost`'s order: whether a
 /// budget protects one of its pods, their highest priority, the gang
 /// members among them, their number.
-type Price = (bool, i32, usize, usize);
+pub(super) type Price = (bool, i32, usize, usize);
 
 /// What the in-place reprieve came to.
 pub(super) enum InPlace {
@@ -170,30 +170,12 @@ impl Engine {
             Some(r) => r.nodes.clone(),
             None => (0..nodes.len()).collect(),
         };
-        let budgets = &self.cache.facts().budgets;
-        let protected = |p: &PodInfo| {
-            budgets
-                .in_namespace(&p.key.namespace)
-                .iter()
-                .any(|b| b.disruptions_allowed <= 0 && b.covers(&p.key.namespace, &p.labels))
-        };
         let mut ranked: Vec<(Price, usize, u64)> = Vec::new();
         for &i in &scope {
             let Some(node) = nodes.get(i) else {
                 continue;
             };
-            let mut free = node.free();
-            let mut price: Price = (false, i32::MIN, 0, 0);
-            for p in node.pods.iter().filter(|p| p.priority < gang.priority) {
-                free.add(&p.requests);
-                if self.is_going(p) {
-                    continue;
-                }
-                price.0 |= protected(p);
-                price.1 = price.1.max(p.priority);
-                price.2 += usize::from(p.group.key().is_some());
-                price.3 += 1;
-            }
+            let (free, price) = self.clearing(node, gang.priority);
             let fits = crate::gang::copies_fitting(&free, per_member);
             if fits > 0 {
                 ranked.push((price, i, fits));
@@ -223,6 +205,36 @@ impl Engine {
                 .unwrap_or_default(),
         });
         Some(narrow)
+    }
+
+    /// What a node would offer with every pod below `priority` gone (the
+    /// pods already going count as gone), and what taking off those not
+    /// yet going would cost.
+    pub(super) fn clearing(
+        &self,
+        node: &crate::cache::NodeState,
+        priority: i32,
+    ) -> (crate::model::Resources, Price) {
+        let budgets = &self.cache.facts().budgets;
+        let protected = |p: &PodInfo| {
+            budgets
+                .in_namespace(&p.key.namespace)
+                .iter()
+                .any(|b| b.disruptions_allowed <= 0 && b.covers(&p.key.namespace, &p.labels))
+        };
+        let mut free = node.free();
+        let mut price: Price = (false, i32::MIN, 0, 0);
+        for p in node.pods.iter().filter(|p| p.priority < priority) {
+            free.add(&p.requests);
+            if self.is_going(p) {
+                continue;
+            }
+            price.0 |= protected(p);
+            price.1 = price.1.max(p.priority);
+            price.2 += usize::from(p.group.key().is_some());
+            price.3 += 1;
+        }
+        (free, price)
     }
 
     /// With `unit` put back: whether the members it could affect still

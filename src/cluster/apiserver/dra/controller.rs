@@ -743,6 +743,19 @@ mod tests {
     use super::*;
     use crate::apiserver::dra::pod_groups::PODGROUPS;
 
+    /// A store holding the ResourceClaimTemplate `ns/one`.
+    fn with_template_one() -> Store {
+        let store = Store::new(100, 100);
+        store
+            .create(
+                &Arc::from(TEMPLATES),
+                json!({"metadata": {"name": "one", "namespace": "ns"},
+                       "spec": {"spec": {"devices": {"requests": []}}}}),
+            )
+            .unwrap();
+        store
+    }
+
     #[test]
     fn done_pods() {
         assert!(pod_done(&json!({"status": {"phase": "Succeeded"}})));
@@ -793,13 +806,8 @@ mod tests {
     /// whose name shares the prefix is not.
     #[test]
     fn a_claim_made_before_is_adopted() {
-        let store = Store::new(100, 100);
+        let store = with_template_one();
         let create = |res: &str, v: Value| store.create(&Arc::from(res), v).unwrap();
-        create(
-            TEMPLATES,
-            json!({"metadata": {"name": "one", "namespace": "ns"},
-                   "spec": {"spec": {"devices": {"requests": []}}}}),
-        );
         let claim = |name: &str, owner: &str| {
             json!({"metadata": {"name": name, "namespace": "ns",
                 "annotations": {POD_CLAIM_NAME_ANNOTATION: "gpu"},
@@ -869,13 +877,8 @@ mod tests {
     /// deleted.
     #[test]
     fn a_pod_group_gets_one_claim_its_members_share() {
-        let store = Store::new(100, 100);
+        let store = with_template_one();
         let create = |res: &str, v: Value| store.create(&Arc::from(res), v).unwrap();
-        create(
-            TEMPLATES,
-            json!({"metadata": {"name": "one", "namespace": "ns"},
-                   "spec": {"spec": {"devices": {"requests": []}}}}),
-        );
         let member = create(
             PODS,
             json!({"metadata": {"name": "a", "namespace": "ns", "uid": "u1"},
