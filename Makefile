@@ -6,12 +6,18 @@ TOOLS := $(CURDIR)/.tools
 export MUSTER_KUBECTL ?= $(TOOLS)/kubectl
 export MUSTER_HELM ?= $(TOOLS)/helm
 
-.PHONY: all build run test tools fmt lint core unit alerts bench bench-load bench-memory sim-scale chaos fuzz fuzz-keep image clean
+.PHONY: all build run test tools fmt lint core unit alerts bench bench-load bench-explain bench-memory sim-scale chaos fuzz fuzz-keep image clean
 
 all: build
 
+## The binary, and the kubectl plugin: the same binary under kubectl's names
+## for it (`kubectl muster ...`, and `kubectl_complete-muster` for kubectl's
+## completion of it). Put target/release on PATH, or install with krew
+## (deploy/krew/muster.yaml).
 build:
 	$(CARGO) build --release
+	ln -sf muster target/release/kubectl-muster
+	ln -sf muster target/release/kubectl_complete-muster
 
 ## Run the main job: the scheduler against the embedded simulated cluster.
 run: build
@@ -70,6 +76,13 @@ alerts:
 bench:
 	$(CARGO) bench --bench placement --bench gang --bench queue
 	$(MAKE) bench-load
+
+## kubectl muster's speed: `Engine::explain` at 50,000 nodes / 200,000 pods
+## (criterion), then `muster what-if` end to end at 5,000 nodes / 50,000
+## pods against `muster cluster` (docs/performance.md).
+bench-explain:
+	$(CARGO) bench --bench explain
+	$(CARGO) bench --bench what_if
 
 ## The 5,000-node scenarios against `muster cluster` with `muster run` as a
 ## separate process, each beside a null-scheduler ceiling run; reports in

@@ -8,8 +8,8 @@
 //! `make sim-scale`, or `cargo bench --bench sim_scale`. Sizes via env:
 //! SIM_SCALE_NODES (5000), SIM_SCALE_PODS (50000), SIM_SCALE_CONCURRENCY (64).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod sim_process;
+
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt, stream};
@@ -18,6 +18,7 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::core::ObjectMeta;
 use kube::runtime::watcher;
 use serde_json::json;
+use sim_process::Server;
 
 fn env_or(key: &str, default: usize) -> usize {
     std::env::var(key)
@@ -37,46 +38,6 @@ fn vm_hwm_kib(pid: u32) -> u64 {
                 .and_then(|v| v.parse().ok())
         })
         .unwrap_or(0)
-}
-
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Server {
-    fn start(nodes: usize) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
-            .args([
-                "cluster",
-                "--listen",
-                "127.0.0.1:0",
-                "--nodes",
-                &nodes.to_string(),
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("muster cluster starts");
-        let mut url = String::new();
-        let stdout = child.stdout.take().expect("stdout is piped");
-        BufReader::new(stdout)
-            .read_line(&mut url)
-            .expect("reads the address");
-        Server {
-            child,
-            url: url.trim().to_string(),
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-    }
 }
 
 fn pod(i: usize) -> Pod {
@@ -99,7 +60,7 @@ async fn main() -> anyhow::Result<()> {
     let concurrency = env_or("SIM_SCALE_CONCURRENCY", 64);
 
     let began = Instant::now();
-    let server = Server::start(nodes);
+    let server = Server::start(nodes, None);
     let startup = began.elapsed();
     let pid = server.child.id();
     let config = kube::Config::new(server.url.parse()?);

@@ -81,7 +81,7 @@ fn two_waiting(h: &mut Harness, name: &str) {
     h.put_pod(member(&format!("{name}-0"), &g, 1000, 1));
     h.put_pod(member(&format!("{name}-1"), &g, 1000, 1));
     let mut held = member(&format!("{name}-2"), &g, 1000, 1);
-    held.scheduling_gated = true;
+    held.scheduling_gates = std::sync::Arc::from([std::sync::Arc::from("example.com/hold")]);
     h.put_pod(held);
     h.settle();
     assert_eq!(h.engine.gang().waiting().len(), 2);
@@ -384,7 +384,7 @@ fn timeout_resolution_definition_then_profile_default() {
     h.put_pod(member("own-0", &g, 100, 1));
     h.put_pod(member("own-1", &g, 100, 1));
     let mut held = member("own-2", &g, 100, 1);
-    held.scheduling_gated = true;
+    held.scheduling_gates = std::sync::Arc::from([std::sync::Arc::from("example.com/hold")]);
     h.put_pod(held);
     h.settle();
     assert_eq!(

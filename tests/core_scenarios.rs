@@ -153,7 +153,7 @@ fn barrier_times_out_and_releases_every_reservation() {
     h.put_pod(member("slow-1", &g, 1000, 1));
     // The third member exists (so the gate opens) but is held by a scheduling gate.
     let mut held = member("slow-2", &g, 1000, 1);
-    held.scheduling_gated = true;
+    held.scheduling_gates = std::sync::Arc::from([std::sync::Arc::from("example.com/hold")]);
     h.put_pod(held.clone());
     h.settle();
     checked(&h);
@@ -183,7 +183,7 @@ fn barrier_times_out_and_releases_every_reservation() {
         .count();
     assert_eq!(rejected, 1);
     // The gate is lifted: the gang completes.
-    held.scheduling_gated = false;
+    held.scheduling_gates = std::sync::Arc::from([]);
     h.put_pod(held);
     h.advance(Duration::from_secs(11));
     checked(&h);
@@ -456,7 +456,7 @@ fn plain_pod_blocked_by_a_waiting_gang_runs_when_the_gang_times_out() {
     h.put_def(gang_def("hold", 2, 1));
     h.put_pod(member("hold-0", &g, 3000, 1));
     let mut held = member("hold-1", &g, 1000, 1);
-    held.scheduling_gated = true;
+    held.scheduling_gates = std::sync::Arc::from([std::sync::Arc::from("example.com/hold")]);
     h.put_pod(held);
     h.settle();
     assert_eq!(h.engine.gang().waiting().len(), 1);
@@ -950,7 +950,7 @@ fn a_member_reserved_at_permit_says_so() {
     // The third is observed but held by a scheduling gate: the other two
     // reserve and wait at Permit for it.
     let mut held = member("grow-2", &g, 1000, 1);
-    held.scheduling_gated = true;
+    held.scheduling_gates = std::sync::Arc::from([std::sync::Arc::from("example.com/hold")]);
     h.put_pod(held);
     h.settle();
     checked(&h);

@@ -18,6 +18,7 @@ mod dra_e2e;
 mod dra_extended_e2e;
 mod dra_gang_e2e;
 mod dra_properties;
+mod explain_e2e;
 mod fuzz_regressions;
 mod inter_pod_affinity_e2e;
 mod kubectl_compat;
@@ -45,6 +46,7 @@ mod topology_e2e;
 mod topology_sources_e2e;
 mod topology_spread_e2e;
 mod volumes_e2e;
+mod what_if_e2e;
 
 /// Every test file in tests/ is a module of this binary: with `autotests`
 /// off, a file left out of the list above would never build or run.

@@ -9,7 +9,8 @@
 //! - `cache`, `queue`: the cluster state and the scheduling queue.
 //! - `framework`, `plugins`: the extension points and the filter/score
 //!   plugins; `gang`: the gang cycle, barrier and topology; `preemption`.
-//! - `engine`: the coordinator that turns events into actions.
+//! - `engine`: the coordinator that turns events into actions; `explain`:
+//!   what it answers about a pod or gang (`kubectl muster explain`).
 //! - `dispatch`: the write path's call queue (merging, holds, retries).
 //! - `driver` (feature `testkit`): the deterministic test driver that checks
 //!   the invariants after every step.
@@ -22,6 +23,7 @@ pub mod dra;
 #[cfg(any(test, feature = "testkit"))]
 pub mod driver;
 pub mod engine;
+pub mod explain;
 pub mod framework;
 pub mod gang;
 pub mod model;

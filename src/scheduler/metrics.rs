@@ -118,7 +118,10 @@ impl Metrics {
                 &["type"],
             )?,
             gang_groups: IntGaugeVec::new(
-                Opts::new("muster_gang_groups", "Gangs with pending members by state."),
+                Opts::new(
+                    "muster_gang_groups",
+                    "Gangs by state: waiting, backing_off, scheduled, and unsatisfied (scheduled gangs now below minCount).",
+                ),
                 &["state"],
             )?,
             gang_groups_by_kind: IntGaugeVec::new(

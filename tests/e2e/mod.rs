@@ -245,7 +245,21 @@ where
 }
 
 /// Watches a PodGroup until its `PodGroupInitiallyScheduled` condition satisfies `pred`.
-pub async fn wait_podgroup_condition<F>(env: &Env, ns: &str, name: &str, mut pred: F) -> Value
+pub async fn wait_podgroup_condition<F>(env: &Env, ns: &str, name: &str, pred: F) -> Value
+where
+    F: FnMut(&Value) -> bool,
+{
+    wait_podgroup_condition_of(env, ns, name, "PodGroupInitiallyScheduled", pred).await
+}
+
+/// Watches a PodGroup until its condition of `type_` satisfies `pred`.
+pub async fn wait_podgroup_condition_of<F>(
+    env: &Env,
+    ns: &str,
+    name: &str,
+    type_: &str,
+    mut pred: F,
+) -> Value
 where
     F: FnMut(&Value) -> bool,
 {
@@ -260,10 +274,7 @@ where
             {
                 let cond = o.data["status"]["conditions"]
                     .as_array()
-                    .and_then(|cs| {
-                        cs.iter()
-                            .find(|c| c["type"] == "PodGroupInitiallyScheduled")
-                    })
+                    .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
                     .cloned();
                 if let Some(c) = cond
                     && pred(&c)

@@ -107,6 +107,15 @@ async fn resource(
         if let Some(r) = &state.recorder {
             r.record(&req.headers, "create", "", "bindings", None, Some(ns));
         }
+        let asked = rbac::Asked {
+            verb: "create",
+            group: "",
+            resource: "bindings",
+            subresource: None,
+            namespace: Some(ns),
+            name: None,
+        };
+        rbac::authorize_request(state, &req.headers, &asked)?;
         let ua = request::user_agent(&req.headers);
         state
             .faults
@@ -169,6 +178,15 @@ async fn resource(
             req.namespace.as_deref(),
         );
     }
+    let asked = rbac::Asked {
+        verb,
+        group,
+        resource: plural,
+        subresource: req.sub.as_deref(),
+        namespace: req.namespace.as_deref(),
+        name: req.name.as_deref(),
+    };
+    rbac::authorize_request(state, &req.headers, &asked)?;
     state
         .faults
         .before(Target::new(verb, group, &fault_target, req.user_agent()))

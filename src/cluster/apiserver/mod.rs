@@ -26,7 +26,8 @@
 //! - [`kubeconfig`], [`cli`]: how clients and users reach it.
 //! - [`authn`], [`rbac`]: TokenReview from token users and
 //!   SubjectAccessReview from stored RBAC objects, for components that
-//!   delegate authentication and authorization.
+//!   delegate authentication and authorization; a token user's own
+//!   resource requests are authorized by the same RBAC objects.
 
 pub mod authn;
 mod binding;

@@ -1,7 +1,8 @@
 //! Authorization for delegating components: `POST
 //! /apis/authorization.k8s.io/v1/subjectaccessreviews` (create only)
 //! evaluated against the RBAC objects the cluster stores, as the RBAC
-//! authorizer does:
+//! authorizer does; and of every resource request a token user makes
+//! ([`authorize_request`]; the administrator's are all allowed):
 //!
 //! - ClusterRoleBindings grant their ClusterRole's rules everywhere, and are
 //!   the only grants of non-resource URLs (`/metrics`; a trailing `*` in a
@@ -371,6 +372,62 @@ pub(super) async fn serve_subject_access_review(
         |review| decide(state, &review["spec"]),
     )
     .await
+}
+
+/// What the request is, for [`authorize_request`].
+pub(super) struct Asked<'a> {
+    pub verb: &'a str,
+    pub group: &'a str,
+    pub resource: &'a str,
+    pub subresource: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+    pub name: Option<&'a str>,
+}
+
+/// Every resource request a token user makes is authorized against the
+/// stored RBAC objects, as kube-apiserver's RBAC authorizer does (the
+/// administrator, `system:masters`, is allowed everything); a denial is a
+/// 403 worded as kube-apiserver words it.
+pub(super) fn authorize_request(
+    state: &SimState,
+    headers: &HeaderMap,
+    asked: &Asked<'_>,
+) -> ApiResult<()> {
+    let (user, groups) = super::authn::requester(state, headers);
+    if groups.iter().any(|g| g == "system:masters") {
+        return Ok(());
+    }
+    let req = Request {
+        user: user.clone(),
+        groups,
+        verb: asked.verb.to_string(),
+        target: Target::Resource {
+            namespace: asked.namespace.unwrap_or("").to_string(),
+            group: asked.group.to_string(),
+            resource: asked.resource.to_string(),
+            subresource: asked.subresource.unwrap_or("").to_string(),
+            name: asked.name.unwrap_or("").to_string(),
+        },
+    };
+    if Policy::from_store(state).authorize(&req).0 {
+        return Ok(());
+    }
+    let resource = match asked.subresource {
+        Some(s) => format!("{}/{s}", asked.resource),
+        None => asked.resource.to_string(),
+    };
+    let object = match asked.name {
+        Some(n) => format!("{resource} {n:?}"),
+        None => resource.clone(),
+    };
+    let scope = match asked.namespace {
+        Some(ns) => format!(" in the namespace {ns:?}"),
+        None => " at the cluster scope".to_string(),
+    };
+    Err(super::status::ApiError::forbidden(format!(
+        "{object} is forbidden: User {user:?} cannot {} resource {resource:?} in API group {:?}{scope}",
+        asked.verb, asked.group
+    )))
 }
 
 /// The status of a review of `spec`.

@@ -134,6 +134,11 @@ impl ApiError {
         e
     }
 
+    /// RBAC denied the request (kube-apiserver's wording).
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }

@@ -17,6 +17,9 @@ use crate::model::{
 /// The condition the Workload API reserves for the scheduler on a PodGroup
 /// (v1beta1 and v1alpha3, Kubernetes 1.37).
 pub const POD_GROUP_CONDITION: &str = "PodGroupInitiallyScheduled";
+/// KEP-6413's live gang health: whether a scheduled gang still has
+/// `minCount` members running (`engine::Action::GroupHealth`).
+pub const POD_GROUP_SATISFIED: &str = "PodGroupSatisfied";
 /// The same condition as v1alpha2 (Kubernetes 1.36) names it.
 pub const POD_GROUP_CONDITION_V1ALPHA2: &str = "PodGroupScheduled";
 

@@ -268,7 +268,8 @@ impl Intent {
             | Action::PreBindVolumes { .. }
             | Action::UnreserveClaims { .. }
             | Action::Preempt { .. }
-            | Action::Nominate { .. } => Intent::Immediate,
+            | Action::Nominate { .. }
+            | Action::GroupHealth { .. } => Intent::Immediate,
         }
     }
 }

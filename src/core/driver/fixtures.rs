@@ -42,7 +42,7 @@ pub fn pod(name: &str, milli_cpu: i64, memory_gib: i64) -> PodInfo {
         node_name: None,
         phase: PodPhase::Pending,
         deleting: false,
-        scheduling_gated: false,
+        scheduling_gates: Arc::from([]),
         priority: 0,
         priority_class_name: None,
         preemption_policy: crate::model::PreemptionPolicy::PreemptLowerPriority,

@@ -120,7 +120,21 @@ pub enum Action {
         /// Members assumed or bound when the status was decided.
         scheduled: u32,
     },
+    /// Set the group's `PodGroupSatisfied` condition (KEP-6413): a gang
+    /// once scheduled whose running members fell below `minCount`
+    /// (`satisfied: false`), or recovered (`true`). Written on each flip,
+    /// with an event on the group (its top owner for owner-defined gangs).
+    GroupHealth {
+        group: GroupKey,
+        satisfied: bool,
+        reason: &'static str,
+        message: String,
+    },
 }
+
+/// `PodGroupSatisfied` reasons: the running members reach `minCount`, or not.
+pub const MIN_COUNT_MET: &str = "MinCountMet";
+pub const BELOW_MIN_COUNT: &str = "BelowMinCount";
 
 /// Reason of the event that records a placement (`Action::Scheduled`).
 pub const SCHEDULED_REASON: &str = "Scheduled";
@@ -143,6 +157,9 @@ pub(super) struct Outbox {
     /// Group → whether its members were short of quorum when last looked at
     /// (the gating status is written only when this flips).
     short_of_members: HashMap<GroupKey, bool>,
+    /// Scheduled groups whose running members are below `minCount` now
+    /// (`PodGroupSatisfied=False` written; True again when they recover).
+    unsatisfied: HashSet<GroupKey>,
 }
 
 impl Outbox {
@@ -268,6 +285,7 @@ impl Outbox {
     /// (it will have to be placed again) with a condition saying by whom.
     pub fn group_preempted(&mut self, group: &GroupKey, message: String) {
         self.scheduled_groups.remove(group);
+        self.unsatisfied.remove(group);
         self.group_conditions.insert(group.clone(), message.clone());
         self.short_of_members.insert(group.clone(), false);
         self.actions.push(Action::GroupStatus {
@@ -348,6 +366,82 @@ impl Outbox {
         });
     }
 
+    /// The pod's unschedulable condition as last written: reason, message.
+    pub fn pod_condition_of(&self, pod: &PodKey) -> Option<(&'static str, &str)> {
+        self.pod_conditions.get(pod).map(|(r, m)| (*r, m.as_str()))
+    }
+
+    /// The group's False condition as last written.
+    pub fn group_condition_of(&self, group: &GroupKey) -> Option<&str> {
+        self.group_conditions.get(group).map(String::as_str)
+    }
+
+    /// Whether the group's quorum was released (its status went True).
+    pub fn is_scheduled(&self, group: &GroupKey) -> bool {
+        self.scheduled_groups.contains(group)
+    }
+
+    /// Whether a scheduled group has its `minCount` running (as last
+    /// written; true until a shortfall is).
+    pub fn is_satisfied(&self, group: &GroupKey) -> bool {
+        !self.unsatisfied.contains(group)
+    }
+
+    pub fn unsatisfied_count(&self) -> usize {
+        self.unsatisfied.len()
+    }
+
+    pub fn unsatisfied_groups(&self) -> impl Iterator<Item = &GroupKey> {
+        self.unsatisfied.iter()
+    }
+
+    /// A scheduled gang's running members, against `min_count`: writes
+    /// `PodGroupSatisfied` and its event when that flips. Returns the new
+    /// state when it flipped.
+    pub fn group_health(
+        &mut self,
+        group: &GroupKey,
+        running: usize,
+        min_count: u32,
+        object: ObjectRef,
+    ) -> Option<bool> {
+        if !self.scheduled_groups.contains(group) {
+            return None;
+        }
+        let satisfied = running >= min_count as usize;
+        let flipped = match satisfied {
+            true => self.unsatisfied.remove(group),
+            false => self.unsatisfied.insert(group.clone()),
+        };
+        if !flipped {
+            return None;
+        }
+        let (reason, type_, message) = match satisfied {
+            true => (
+                MIN_COUNT_MET,
+                EventType::Normal,
+                format!("{running} of minCount {min_count} members running again"),
+            ),
+            false => (
+                BELOW_MIN_COUNT,
+                EventType::Warning,
+                format!("only {running} of minCount {min_count} members running"),
+            ),
+        };
+        self.actions.push(Action::GroupHealth {
+            group: group.clone(),
+            satisfied,
+            reason,
+            message: message.clone(),
+        });
+        let event_reason = match satisfied {
+            true => "GangSatisfied",
+            false => "GangUnsatisfied",
+        };
+        self.event(object, type_, event_reason, message);
+        Some(satisfied)
+    }
+
     pub fn scheduled_group_count(&self) -> usize {
         self.scheduled_groups.len()
     }
@@ -359,6 +453,7 @@ impl Outbox {
 
     /// The definition is gone: a new one with the same name starts afresh.
     pub fn forget_group(&mut self, group: &GroupKey) {
+        self.unsatisfied.remove(group);
         self.scheduled_groups.remove(group);
         self.group_conditions.remove(group);
         self.short_of_members.remove(group);

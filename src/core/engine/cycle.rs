@@ -337,11 +337,13 @@ impl Engine {
             }
             GangNotice::TimedOut { group, message, .. } => {
                 self.stats.gang_timeouts += 1;
+                self.releases.record(&group, now, "TimedOut", &message);
                 let scheduled = self.scheduled_members(&group);
                 self.outbox.group_unschedulable(&group, message, scheduled);
             }
             GangNotice::EarlyReleased { group, message, .. } => {
                 self.stats.gang_early_releases += 1;
+                self.releases.record(&group, now, "EarlyReleased", &message);
                 let scheduled = self.scheduled_members(&group);
                 self.outbox.group_unschedulable(&group, message, scheduled);
             }

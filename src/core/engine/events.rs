@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Engine, EventType};
+use super::{Engine, EventType, ObjectRef};
 use crate::cache::PodState;
 use crate::framework::{EventSet, QueueingEvent};
 use crate::gang::{DefChange, group_gate};
@@ -22,6 +22,16 @@ impl Engine {
     }
 
     pub(super) fn on_node_deleted(&mut self, name: &str, now: Instant) {
+        // Gangs running there lose those members (PodGroupSatisfied).
+        let groups: Vec<GroupKey> = self
+            .cache
+            .node(name)
+            .into_iter()
+            .flat_map(|n| n.pods.iter().filter_map(|p| p.group.key().cloned()))
+            .collect();
+        for g in &groups {
+            self.gang.mark_dirty(g);
+        }
         for key in self.cache.remove_node(name) {
             self.pre_binding.remove(&key);
             self.gang.withdraw(&key);
@@ -171,6 +181,7 @@ impl Engine {
 
     pub(super) fn on_def_deleted(&mut self, key: &DefinitionKey, _now: Instant) {
         self.intake.def_deleted(key);
+        self.releases.forget_definition(key);
         self.cache.update_dra(|dra| dra.set_group_claims(key, None));
         if !self.gang.remove_def(key) {
             return;
@@ -388,6 +399,37 @@ impl Engine {
         self.outbox.group_gating(group, observed, min_count, placed);
     }
 
+    /// A scheduled gang's health: its members holding a live node
+    /// (bound and not terminating, or reserved) against `minCount`. A
+    /// gang with no member left at all finished or was torn down: that is
+    /// not reported as a shortfall.
+    fn report_health(&mut self, group: &GroupKey) {
+        let Some(min_count) = self.gang.min_count(group) else {
+            return;
+        };
+        if !self.outbox.is_scheduled(group) {
+            return;
+        }
+        let cache = &self.cache;
+        let (running, observed) = cache.group(group).map_or((0, 0), |m| {
+            let alive = m
+                .bound()
+                .iter()
+                .filter(|k| {
+                    cache.pod(k).is_some_and(|c| {
+                        !c.info.deleting && c.state.node().is_some_and(|n| cache.node(n).is_some())
+                    })
+                })
+                .count();
+            (alive + m.assumed().len(), m.observed())
+        });
+        if observed == 0 && self.outbox.is_satisfied(group) {
+            return;
+        }
+        let object = ObjectRef::Group(group.clone());
+        self.outbox.group_health(group, running, min_count, object);
+    }
+
     /// The gating status of the gang composites above a child group.
     fn report_composite_gating(&mut self, group: &GroupKey) {
         let has_parent = self
@@ -415,6 +457,7 @@ impl Engine {
                 .reevaluate_gated(group, |p| gang.pre_enqueue(p, cache));
             self.report_gating(group);
             self.report_composite_gating(group);
+            self.report_health(group);
         }
         for (key, gated) in self.queue.take_gate_changes() {
             if self

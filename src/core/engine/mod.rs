@@ -19,6 +19,7 @@ mod cycle;
 mod device_domains;
 mod devices;
 mod events;
+mod explain;
 mod gang_cycle;
 mod inputs;
 mod intake;
@@ -39,7 +40,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use actions::{Action, EventType, ObjectRef, SCHEDULED_REASON, scheduled_message};
+pub use actions::{
+    Action, BELOW_MIN_COUNT, EventType, MIN_COUNT_MET, ObjectRef, SCHEDULED_REASON,
+    scheduled_message,
+};
+pub use explain::Target as ExplainTarget;
 pub use introspection::{AttemptCounts, Sample};
 pub use prebind::PRE_BIND_FAILED;
 pub use stats::{DeviceStats, DurationSummary, GroupCounts, PendingPods, Stats};
@@ -268,6 +273,8 @@ pub struct Engine {
     greedy_devices: bool,
     /// The nodes device domains reach (`device_domains`).
     device_reach: device_domains::DeviceReach,
+    /// Each gang's last release without binding, for `explain`.
+    releases: explain::Releases,
 }
 
 impl Engine {
@@ -315,6 +322,7 @@ impl Engine {
             pod_memos: pod_memos::PodMemos::default(),
             greedy_devices: false,
             device_reach: device_domains::DeviceReach::default(),
+            releases: explain::Releases::default(),
         }
     }
 
@@ -548,10 +556,12 @@ impl Engine {
         s.groups.waiting = self.gang.waiting().groups().count();
         s.groups.denied = self.gang.denied_groups(now);
         s.groups.scheduled = self.outbox.scheduled_group_count();
+        s.groups.unsatisfied = self.outbox.unsatisfied_count();
         for (state, groups) in [
             ("waiting", self.gang.waiting().groups().collect::<Vec<_>>()),
             ("backing_off", self.gang.denied_group_keys(now).collect()),
             ("scheduled", self.outbox.scheduled_groups().collect()),
+            ("unsatisfied", self.outbox.unsatisfied_groups().collect()),
         ] {
             for g in groups {
                 let n = s

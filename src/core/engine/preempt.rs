@@ -22,6 +22,7 @@ use crate::cache::{NodeState, PodState, WhatIf};
 use crate::framework::{FitError, Snapshot};
 use crate::model::{DisruptionMode, GroupKey, GroupPolicy, PodInfo, PodKey, PreemptionPolicy};
 use crate::preemption::{Cost, GangFacts, VictimUnit, reprieve_order, units_of};
+use crate::queue::QueueGroup;
 
 /// How many of the cheapest candidates are re-checked on the node table
 /// before preemption gives up for this cycle.
@@ -87,7 +88,7 @@ impl Engine {
         let preemptor = format!("pod {} ({})", pod.key, pod.uid);
         self.evict(
             &chosen.victims,
-            &preemptor,
+            (&preemptor, QueueGroup::Pod(pod.key.clone())),
             "pod",
             &pod.scheduler_name,
             &node,
@@ -323,7 +324,7 @@ impl Engine {
     pub(super) fn evict(
         &mut self,
         victims: &[VictimUnit],
-        preemptor: &str,
+        (preemptor, by): (&str, QueueGroup),
         preemptor_kind: &'static str,
         scheduler: &str,
         node: &str,
@@ -356,7 +357,7 @@ impl Engine {
                     continue;
                 }
                 count = count.saturating_add(1);
-                self.preemptions.evicting(v);
+                self.preemptions.evicting(v, by.clone());
                 self.outbox.preempt(
                     v.key.clone(),
                     v.uid.clone(),

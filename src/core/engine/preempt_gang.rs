@@ -35,7 +35,7 @@ use crate::framework::{EventSet, QueueingEvent};
 use crate::gang::PlacementTry;
 use crate::model::{GroupKey, PodInfo, PreemptionPolicy};
 use crate::preemption::{Cost, VictimUnit, reprieve_order, units_of};
-use crate::queue::Requeue;
+use crate::queue::{QueueGroup, Requeue};
 
 /// Reprieve steps (one gang plan each) per candidate; the units left when
 /// they run out stay victims (the choice is then not minimal, but the
@@ -419,7 +419,8 @@ impl Engine {
             "" => String::new(),
             l => format!(" in {l}"),
         };
-        self.evict(&chosen.victims, &preemptor, "gang", &scheduler, "");
+        let unit = QueueGroup::Group(group.clone());
+        self.evict(&chosen.victims, (&preemptor, unit), "gang", &scheduler, "");
         for (pod, node) in &chosen.plan {
             self.nominate(pod, node.clone());
         }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use crate::cache::{Cache, PodChange, PodState, WhatIf};
 use crate::model::{GroupKey, PodInfo, PodKey};
+use crate::queue::QueueGroup;
 
 /// What the engine knows of preemptions in progress.
 #[derive(Debug, Default)]
@@ -23,8 +24,9 @@ pub(super) struct Preemptions {
     nominations: Nominations,
     /// Victims whose deletion was asked for, with their uid, until the
     /// informer reports them gone: never chosen twice, their room counted
-    /// as free.
-    going: HashMap<PodKey, Arc<str>>,
+    /// as free; with whom they make room for (`QueueGroup`: the
+    /// preemptor pod, or its gang).
+    going: HashMap<PodKey, (Arc<str>, QueueGroup)>,
     /// Rotating start of the candidate search (as upstream's random offset,
     /// but reproducible).
     offset: usize,
@@ -95,13 +97,26 @@ impl Preemptions {
     }
 
     /// A victim's deletion was asked for.
-    pub fn evicting(&mut self, victim: &PodInfo) {
-        self.going.insert(victim.key.clone(), victim.uid.clone());
+    pub fn evicting(&mut self, victim: &PodInfo, preemptor: QueueGroup) {
+        self.going
+            .insert(victim.key.clone(), (victim.uid.clone(), preemptor));
     }
 
     /// Whether the pod's deletion was asked for.
     pub fn is_going(&self, key: &PodKey) -> bool {
         self.going.contains_key(key)
+    }
+
+    /// The victims evicted for `preemptor` and not gone yet, by key.
+    pub fn victims_of(&self, preemptor: &QueueGroup) -> Vec<PodKey> {
+        let mut keys: Vec<PodKey> = self
+            .going
+            .iter()
+            .filter(|(_, (_, by))| by == preemptor)
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.sort();
+        keys
     }
 
     pub fn going_count(&self) -> usize {
@@ -120,7 +135,11 @@ impl Preemptions {
     /// before this scheduler started) is held room for; a victim recreated
     /// under its name is a new pod.
     pub fn observe(&mut self, pod: &Arc<PodInfo>, change: &PodChange, served: bool) {
-        if self.going.get(&pod.key).is_some_and(|uid| *uid != pod.uid) {
+        if self
+            .going
+            .get(&pod.key)
+            .is_some_and(|(uid, _)| *uid != pod.uid)
+        {
             self.going.remove(&pod.key);
         }
         match change.current {

@@ -42,6 +42,9 @@ pub struct GroupCounts {
     pub denied: usize,
     /// Groups whose quorum was released at least once.
     pub scheduled: usize,
+    /// Scheduled groups whose running members are below `minCount` now
+    /// (`PodGroupSatisfied=False`).
+    pub unsatisfied: usize,
     /// The same three counts by (state, the kind that defines the group:
     /// `PodGroup`, `Job`, `LeaderWorkerSet`, ...), for
     /// `muster_gang_groups_by_kind`.

@@ -176,7 +176,7 @@ fn a_gang_with_a_gated_member_reserves_nothing() {
     e.on_event(ClusterEvent::GroupDefUpserted(gang_def("pg", 2, 1)), t0);
     let a = member("a", &g, 1000, 1);
     let mut b = member("b", &g, 1000, 1);
-    b.scheduling_gated = true;
+    b.scheduling_gates = std::sync::Arc::from([std::sync::Arc::from("example.com/hold")]);
     e.on_event(ClusterEvent::PodUpserted(arc(a.clone())), t0);
     e.on_event(ClusterEvent::PodUpserted(arc(b.clone())), t0);
     e.run_until_idle(t0);
@@ -188,7 +188,7 @@ fn a_gang_with_a_gated_member_reserves_nothing() {
         Action::PodUnschedulable { message, .. }
             if message.starts_with("waiting for 1/2 members of PodGroup default/pg"))));
     // The gate lifts: the freed member pulls the other in, both placed at once.
-    b.scheduling_gated = false;
+    b.scheduling_gates = std::sync::Arc::from([]);
     let t1 = t0 + Duration::from_millis(1);
     e.on_event(ClusterEvent::PodUpserted(arc(b)), t1);
     e.run_until_idle(t1);

@@ -13,7 +13,7 @@ use super::{GangScheduling, tasks};
 /// scheduling gates, its ResourceClaims (DynamicResources), its membership
 /// and its group.
 pub(super) fn pre_enqueue(gang: &GangScheduling, pod: &PodInfo, cache: &Cache) -> Gate {
-    if pod.scheduling_gated {
+    if pod.is_scheduling_gated() {
         return Err(Gated::waiting(
             "SchedulingGated",
             "Scheduling is blocked due to non-empty scheduling gates",

@@ -233,6 +233,11 @@ impl GangScheduling {
         key.absent_message(container_observed)
     }
 
+    /// Every definition observed.
+    pub fn defs(&self) -> impl Iterator<Item = &GroupDef> {
+        self.defs.values()
+    }
+
     pub fn def(&self, key: &DefinitionKey) -> Option<&GroupDef> {
         self.defs.get(key)
     }

@@ -61,7 +61,7 @@ fn gate_messages() {
     f.cache.upsert_pod(arc(member("m1", &g, 100, 1)));
     assert_eq!(gate(&f, &m), Ok(()));
     let mut gated = m.clone();
-    gated.scheduling_gated = true;
+    gated.scheduling_gates = std::sync::Arc::from([std::sync::Arc::from("example.com/hold")]);
     assert!(gate(&f, &gated).is_err());
     let mut invalid = pod("bad", 1, 1);
     invalid.group = GroupMembership::Invalid("x".into());

@@ -124,8 +124,9 @@ pub struct PodInfo {
     pub phase: PodPhase,
     /// Set when the pod is being deleted (`deletionTimestamp`).
     pub deleting: bool,
-    /// `spec.schedulingGates` non-empty: not ready for scheduling.
-    pub scheduling_gated: bool,
+    /// `spec.schedulingGates`, by name: not ready for scheduling while any
+    /// is left (kept by name so that `explain` can say which).
+    pub scheduling_gates: Arc<[Arc<str>]>,
     pub priority: i32,
     pub priority_class_name: Option<Arc<str>>,
     /// `spec.preemptionPolicy`: `Never` keeps the pod from preempting others.
@@ -158,6 +159,11 @@ pub struct PodInfo {
 }
 
 impl PodInfo {
+    /// Any `spec.schedulingGates` left: the pod waits at PreEnqueue.
+    pub fn is_scheduling_gated(&self) -> bool {
+        !self.scheduling_gates.is_empty()
+    }
+
     /// Takes the pools' copies of what this pod repeats of other pods (its
     /// label map, its shared strings), as the pod informer does.
     pub fn share_with(&mut self, pools: &mut super::shared::PodPools) {
@@ -320,7 +326,12 @@ impl PodInfo {
                 .map(Arc::from),
             phase: PodPhase::parse(w.status.phase.as_deref()),
             deleting: w.metadata.deletion_timestamp.is_some(),
-            scheduling_gated: !w.spec.scheduling_gates.is_empty(),
+            scheduling_gates: w
+                .spec
+                .scheduling_gates
+                .iter()
+                .map(|g| Arc::from(g.name.as_str()))
+                .collect(),
             priority: w.spec.priority.unwrap_or(0),
             priority_class_name: w
                 .spec
@@ -403,7 +414,7 @@ impl PodInfo {
             node_name,
             phase,
             deleting,
-            scheduling_gated,
+            scheduling_gates,
             priority,
             priority_class_name,
             preemption_policy,
@@ -436,7 +447,7 @@ impl PodInfo {
         compared
             && scheduler_name == &other.scheduler_name
             && deleting == &other.deleting
-            && scheduling_gated == &other.scheduling_gated
+            && scheduling_gates == &other.scheduling_gates
             && priority == &other.priority
             && priority_class_name == &other.priority_class_name
             && preemption_policy == &other.preemption_policy

@@ -190,6 +190,31 @@ impl SchedulingQueue {
         }
     }
 
+    /// A queued pod's place in the active order (wherever it waits).
+    pub fn order_of(&self, key: &PodKey) -> Option<&OrderKey> {
+        self.entries.get(key).map(|e| &e.order)
+    }
+
+    /// Until when a pod in backoff waits.
+    pub fn backoff_until(&self, key: &PodKey) -> Option<Instant> {
+        match self.entries.get(key).map(|e| &e.slot) {
+            Some(Slot::Backoff(t)) => Some(*t),
+            _ => None,
+        }
+    }
+
+    /// The active pods of scheduler `profile`, each with its order: what
+    /// `explain` ranks a pod among. Walks the active heap.
+    pub fn active_of<'a>(
+        &'a self,
+        profile: &'a str,
+    ) -> impl Iterator<Item = (&'a Arc<PodInfo>, &'a OrderKey)> + 'a {
+        self.active.iter().filter_map(move |(k, order)| {
+            let e = self.entries.get(k)?;
+            (*e.info.scheduler_name == *profile).then_some((&e.info, order))
+        })
+    }
+
     pub fn attempts(&self, key: &PodKey) -> u32 {
         self.attempts.get(key).copied().unwrap_or(0)
     }

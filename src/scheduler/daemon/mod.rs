@@ -245,10 +245,12 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
     let debug = Arc::new(RwLock::new(Arc::new(String::from("starting\n"))));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
+    let (explain_tx, explain_rx) = mpsc::channel(server::explain::QUEUED_REQUESTS);
     let server_state = ServerState {
         metrics: metrics.clone(),
         health: health.clone(),
         debug: debug.clone(),
+        explain: Some(explain_tx),
     };
     let (serving, scheme) = match &opts.serving {
         ServingOptions::Insecure => (Serving::Insecure, "http"),
@@ -351,6 +353,7 @@ pub async fn start(client: kube::Client, opts: DaemonOptions) -> Result<RunningD
         metrics: metrics.clone(),
         health: health.clone(),
         debug,
+        explain: explain_rx,
         observed: obs_rx,
         informers: informer_names,
         task_ended,

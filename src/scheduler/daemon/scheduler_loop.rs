@@ -21,6 +21,7 @@ use crate::kube::informers::{Observed, Signal};
 use crate::kube::writer::{BindOutcome, BindStage, Writer};
 use crate::metrics::Metrics;
 use crate::server::Health;
+use crate::server::explain::ExplainRequest;
 use muster_core::dialects::owners::OwnerChange;
 use muster_core::dispatch::ApiCall;
 use muster_core::engine::{Action, AttemptCounts, ClusterEvent, Engine, Sample, Stats};
@@ -40,6 +41,8 @@ pub struct SchedulerLoop {
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
     pub debug: Arc<RwLock<Arc<String>>>,
+    /// `/explain` questions: answered between cycles, never behind a turn.
+    pub explain: mpsc::Receiver<ExplainRequest>,
     pub observed: mpsc::Receiver<Observed>,
     /// Every informer started: scheduling waits until each has listed.
     pub informers: Vec<&'static str>,
@@ -108,6 +111,7 @@ impl SchedulerLoop {
                     return Ok(());
                 }
                 _ = self.leading.changed() => {}
+                Some(req) = self.explain.recv() => self.answer(req),
                 obs = self.observed.recv() => match obs {
                     Some(o) => {
                         self.observe(&mut st, o);
@@ -161,6 +165,13 @@ impl SchedulerLoop {
             more = leading && st.pending_sync.is_empty() && self.schedule_some(now);
             self.flush_actions(&mut st, leading)?;
         }
+    }
+
+    /// Answers one `/explain` question from the engine as it stands.
+    fn answer(&self, req: ExplainRequest) {
+        let answers = self.engine.explain(&req.target, Instant::now());
+        // The asker may have given up; nothing to do then.
+        let _ = req.reply.send(answers);
     }
 
     fn bind_finished(&mut self, outcome: BindOutcome) {
@@ -298,6 +309,10 @@ impl SchedulerLoop {
             let Some(cycle) = self.engine.schedule_one(now) else {
                 return false;
             };
+            // A question waits one cycle at most, not a whole turn.
+            while let Ok(req) = self.explain.try_recv() {
+                self.answer(req);
+            }
             placed_this_turn = placed_this_turn.saturating_add(cycle.scheduled);
             // A gang cycle attempts every member of its gang in one call:
             // each attempt is counted under its own result.
@@ -421,6 +436,9 @@ impl SchedulerLoop {
         m.gang_groups
             .with_label_values(&["scheduled"])
             .set(s.groups.scheduled as i64);
+        m.gang_groups
+            .with_label_values(&["unsatisfied"])
+            .set(s.groups.unsatisfied as i64);
         // Reset first: a kind with no groups left must not keep its last value.
         m.gang_groups_by_kind.reset();
         for ((state, kind), n) in &s.groups.by_kind {

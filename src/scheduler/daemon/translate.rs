@@ -136,6 +136,31 @@ impl Directory {
                 reason: reason.to_string(),
                 message,
             }),
+            Action::GroupHealth {
+                group,
+                satisfied,
+                reason,
+                message,
+            } => {
+                // Only the Workload API's kinds have conditions; the other
+                // dialects (and top owners) get the engine's event alone.
+                if !matches!(
+                    group.definition.source,
+                    GroupSource::PodGroup | GroupSource::CompositePodGroup
+                ) {
+                    return None;
+                }
+                let resource = self.definition_resource(&group)?;
+                Some(ApiCall::GroupCondition {
+                    type_: workload_api::POD_GROUP_SATISFIED.into(),
+                    reason: reason.into(),
+                    resource,
+                    namespace: group.namespace().to_string(),
+                    name: group.definition.name.to_string(),
+                    status: satisfied,
+                    message,
+                })
+            }
             Action::GroupStatus {
                 group,
                 phase,

@@ -124,12 +124,7 @@ pub(super) async fn attempt_with(
         } => {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), namespace, &api_resource(resource));
-            let patch = condition_patch(type_, *status, reason, message);
-            // Custom resources do not support strategic merge; conditions are
-            // replaced as a whole list, which is what we own anyway.
-            api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map(|_| ())
+            set_condition(&api, name, type_, *status, reason, message).await
         }
         ApiCall::GroupStatus {
             resource,
@@ -330,6 +325,8 @@ async fn record_event(
 }
 
 /// A `status.conditions` patch setting one condition.
+/// A pod condition as a strategic merge patch (pods merge `conditions` by
+/// type).
 fn condition_patch(type_: &str, status: bool, reason: &str, message: &str) -> serde_json::Value {
     json!({"status": {"conditions": [{
         "type": type_,
@@ -338,6 +335,73 @@ fn condition_patch(type_: &str, status: bool, reason: &str, message: &str) -> se
         "message": message,
         "lastTransitionTime": Time(k8s_openapi::jiff::Timestamp::now()),
     }]}})
+}
+
+/// Read-modify-write conflicts retried before the call fails (and the
+/// dispatcher retries it later).
+const CONDITION_CONFLICT_RETRIES: usize = 3;
+
+/// Sets one condition in the object's `status.conditions`, leaving the
+/// others (its other types, other writers') as they are: the list is read,
+/// the condition of `type_` replaced (its `lastTransitionTime` kept when
+/// the status did not change), and the status written back under the read
+/// `resourceVersion`; a conflict is read again. Custom resources have no
+/// strategic merge, and a merge patch would replace the whole list.
+async fn set_condition(
+    api: &Api<DynamicObject>,
+    name: &str,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+) -> Result<(), kube::Error> {
+    let mut tries = 0;
+    loop {
+        let mut obj = api.get_status(name).await?;
+        let conditions = with_condition(&obj.data, type_, status, reason, message);
+        if obj.data.get("status").is_none_or(|s| !s.is_object()) {
+            obj.data["status"] = json!({});
+        }
+        obj.data["status"]["conditions"] = conditions;
+        match api.replace_status(name, &PostParams::default(), &obj).await {
+            Err(kube::Error::Api(e)) if e.code == 409 && tries < CONDITION_CONFLICT_RETRIES => {
+                tries += 1;
+            }
+            r => return r.map(|_| ()),
+        }
+    }
+}
+
+/// The object's conditions with the one of `type_` set.
+fn with_condition(
+    data: &serde_json::Value,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+) -> serde_json::Value {
+    let status_word = if status { "True" } else { "False" };
+    let mut list: Vec<serde_json::Value> = data["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let old = list.iter().position(|c| c["type"] == type_);
+    let since = match old.map(|i| &list[i]) {
+        Some(c) if c["status"] == status_word => c["lastTransitionTime"].clone(),
+        _ => json!(Time(k8s_openapi::jiff::Timestamp::now())),
+    };
+    let condition = json!({
+        "type": type_,
+        "status": status_word,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    });
+    match old {
+        Some(i) => list[i] = condition,
+        None => list.push(condition),
+    }
+    serde_json::Value::Array(list)
 }
 
 /// FNV-1a over the parts: stable across runs and replicas, so a restarted

@@ -353,6 +353,7 @@ mod tests {
             metrics: Arc::new(Metrics::new().unwrap()),
             health: Arc::new(Health::default()),
             debug: Arc::new(RwLock::new(Arc::new("queue: pod team-a/secret-0\n".into()))),
+            explain: None,
         };
         state.health.synced.store(true, Ordering::Relaxed);
         let auth = Auth::new(

@@ -1,5 +1,6 @@
 //! The daemon's HTTP endpoints: `/metrics`, `/healthz`, `/livez`, `/readyz`,
-//! `/debug/queue` and `/debug/leader`. Handlers read only what the scheduling
+//! `/debug/queue`, `/debug/leader` and `/explain` ([`explain`], the one
+//! endpoint that asks the loop rather than reading what it published). Handlers read only what the scheduling
 //! loop publishes (`Health` atomics, the metrics registry, a swapped debug
 //! snapshot); they never lock the loop's state.
 //!
@@ -16,6 +17,7 @@
 
 pub mod auth;
 mod cache;
+pub mod explain;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -82,6 +84,8 @@ pub struct ServerState {
     pub health: Arc<Health>,
     /// A text rendering of queue and gang state, replaced by the loop periodically.
     pub debug: Arc<RwLock<Arc<String>>>,
+    /// Where `/explain` asks the scheduling loop; `None` serves no `/explain`.
+    pub explain: Option<explain::ExplainSender>,
 }
 
 pub fn router(state: ServerState) -> Router {
@@ -92,6 +96,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/readyz", get(readyz))
         .route("/debug/queue", get(debug))
         .route("/debug/leader", get(debug_leader))
+        .route("/explain", get(explain::explain))
         .with_state(state)
 }
 
@@ -226,6 +231,7 @@ mod tests {
             metrics: Arc::new(Metrics::new().unwrap()),
             health: Arc::new(Health::default()),
             debug: Arc::new(RwLock::new(Arc::new("queue: empty".into()))),
+            explain: None,
         }
     }
 
