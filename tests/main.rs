@@ -31,6 +31,8 @@ mod parsers_proptest;
 mod preemption;
 mod preemption_e2e;
 mod preemption_properties;
+mod reservation_properties;
+mod reservations_e2e;
 mod scenario_phases_e2e;
 mod sim_api;
 mod sim_dra;

@@ -26,6 +26,13 @@ pub struct Metrics {
     /// `Job`, `LeaderWorkerSet`, ...).
     pub gang_groups_by_kind: IntGaugeVec,
     pub gang_permit_wait: Histogram,
+    /// Reservations held now, and the nodes they hold room on.
+    pub reservations: IntGauge,
+    pub reserved_nodes: IntGauge,
+    /// Pods placed on reserved room by backfill.
+    pub backfilled_pods: IntCounter,
+    /// From a reservation being made to its gang starting.
+    pub reservation_to_start: Histogram,
     pub gang_timeouts: IntCounter,
     pub gang_early_releases: IntCounter,
     pub gang_scheduled: IntCounter,
@@ -134,6 +141,25 @@ impl Metrics {
             gang_permit_wait: Histogram::with_opts(
                 HistogramOpts::new("muster_gang_permit_wait_seconds", "Time a gang member waited at the permit barrier.")
                     .buckets(duration_buckets()),
+            )?,
+            reservations: IntGauge::new(
+                "muster_reservations",
+                "Reservations held now: gangs that waited reserveAfterSeconds with room held for them.",
+            )?,
+            reserved_nodes: IntGauge::new(
+                "muster_reserved_nodes",
+                "Nodes on which reservations hold room now.",
+            )?,
+            backfilled_pods: IntCounter::new(
+                "muster_backfilled_pods_total",
+                "Pods placed on reserved room because their declared end falls before the reservation's expected start.",
+            )?,
+            reservation_to_start: Histogram::with_opts(
+                HistogramOpts::new(
+                    "muster_reservation_to_start_seconds",
+                    "Time from a reservation being made to its gang starting.",
+                )
+                .buckets(exponential_buckets(0.1, 2.0, 16).unwrap_or_default()),
             )?,
             gang_timeouts: IntCounter::new(
                 "muster_gang_timeouts_total",
@@ -274,6 +300,10 @@ impl Metrics {
         r.register(Box::new(self.gang_groups_by_kind.clone()))?;
         r.register(Box::new(self.gang_permit_wait.clone()))?;
         r.register(Box::new(self.gang_timeouts.clone()))?;
+        r.register(Box::new(self.reservations.clone()))?;
+        r.register(Box::new(self.reserved_nodes.clone()))?;
+        r.register(Box::new(self.backfilled_pods.clone()))?;
+        r.register(Box::new(self.reservation_to_start.clone()))?;
         r.register(Box::new(self.preemption_attempts.clone()))?;
         r.register(Box::new(self.preemption_victims.clone()))?;
         r.register(Box::new(self.gang_preemptions.clone()))?;

@@ -13,6 +13,8 @@ use crate::model::{
 /// Annotation on a group definition that sets its gang timeout when the dialect
 /// has no field of its own (gang-semantics.md, "Timeout resolution").
 pub const SCHEDULE_TIMEOUT_ANNOTATION: &str = "muster.dev/schedule-timeout-seconds";
+/// A group's own `reserveAfterSeconds` (0: never reserve for it).
+pub const RESERVE_AFTER_ANNOTATION: &str = "muster.dev/reserve-after-seconds";
 
 /// The metadata fields a translator needs, read from a JSON object.
 pub struct Meta<'a> {
@@ -59,6 +61,37 @@ impl<'a> Meta<'a> {
             return Err(format!("{field} must be a positive integer, got {v:?}"));
         }
         Ok(Some(Timeout::capped(seconds, field, digits)))
+    }
+}
+
+/// `muster.dev/reserve-after-seconds` on a definition object: seconds
+/// within a day, 0 allowed, into each definition the object declares; an
+/// unreadable value makes each of them invalid, naming it (never ignored).
+pub fn with_reserve_after(obj: &Value, mut defs: Vec<GroupDef>) -> Vec<GroupDef> {
+    for d in &mut defs {
+        read_reserve_after(obj, d);
+    }
+    defs
+}
+
+/// [`with_reserve_after`] for one definition.
+pub fn read_reserve_after(obj: &Value, def: &mut GroupDef) {
+    let Some(v) = obj["metadata"]["annotations"][RESERVE_AFTER_ANNOTATION].as_str() else {
+        return;
+    };
+    let parsed = v
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|s| *s <= MAX_SCHEDULE_TIMEOUT.as_secs());
+    match parsed {
+        Some(s) => def.extras.reserve_after = Some(Duration::from_secs(s)),
+        None => {
+            def.policy = Err(format!(
+                "annotation {RESERVE_AFTER_ANNOTATION} must be a whole number of seconds between 0 and {}, got {v:?}",
+                MAX_SCHEDULE_TIMEOUT.as_secs()
+            ))
+        }
     }
 }
 

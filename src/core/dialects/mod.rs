@@ -18,7 +18,8 @@ pub mod volcano;
 pub mod workload_api;
 pub mod workload_v1alpha1;
 
-pub use common::{GangStatus, SCHEDULE_TIMEOUT_ANNOTATION};
+use common::with_reserve_after;
+pub use common::{GangStatus, RESERVE_AFTER_ANNOTATION, SCHEDULE_TIMEOUT_ANNOTATION};
 pub use kueue::{KueueGroups, Synthesized};
 pub use workload_api::pod_group_definition;
 pub use workload_v1alpha1::workload_definitions;
@@ -60,7 +61,7 @@ pub const DEFINITION_SOURCES: &[DefinitionSource] = &[
         kind: "PodGroup",
         plural: "podgroups",
         status_subresource: true,
-        translate: |obj| pod_group_definition(obj).map(|d| vec![d]),
+        translate: |obj| pod_group_definition(obj).map(|d| with_reserve_after(obj, vec![d])),
     },
     DefinitionSource {
         name: "compositepodgroups.scheduling.k8s.io",
@@ -70,7 +71,7 @@ pub const DEFINITION_SOURCES: &[DefinitionSource] = &[
         kind: "CompositePodGroup",
         plural: "compositepodgroups",
         status_subresource: true,
-        translate: |obj| composite::definition(obj).map(|d| vec![d]),
+        translate: |obj| composite::definition(obj).map(|d| with_reserve_after(obj, vec![d])),
     },
     DefinitionSource {
         name: "workloads.scheduling.k8s.io",
@@ -81,7 +82,7 @@ pub const DEFINITION_SOURCES: &[DefinitionSource] = &[
         kind: "Workload",
         plural: "workloads",
         status_subresource: true,
-        translate: workload_definitions,
+        translate: |obj| workload_definitions(obj).map(|d| with_reserve_after(obj, d)),
     },
     DefinitionSource {
         name: "podgroups.scheduling.x-k8s.io",
@@ -91,7 +92,7 @@ pub const DEFINITION_SOURCES: &[DefinitionSource] = &[
         kind: "PodGroup",
         plural: "podgroups",
         status_subresource: true,
-        translate: |obj| coscheduling::definition(obj).map(|d| vec![d]),
+        translate: |obj| coscheduling::definition(obj).map(|d| with_reserve_after(obj, vec![d])),
     },
     DefinitionSource {
         name: "podgroups.scheduling.volcano.sh",
@@ -101,7 +102,7 @@ pub const DEFINITION_SOURCES: &[DefinitionSource] = &[
         kind: "PodGroup",
         plural: "podgroups",
         status_subresource: false,
-        translate: |obj| volcano::definition(obj).map(|d| vec![d]),
+        translate: |obj| volcano::definition(obj).map(|d| with_reserve_after(obj, vec![d])),
     },
 ];
 

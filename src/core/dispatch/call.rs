@@ -269,7 +269,8 @@ impl Intent {
             | Action::UnreserveClaims { .. }
             | Action::Preempt { .. }
             | Action::Nominate { .. }
-            | Action::GroupHealth { .. } => Intent::Immediate,
+            | Action::GroupHealth { .. }
+            | Action::GroupReservation { .. } => Intent::Immediate,
         }
     }
 }

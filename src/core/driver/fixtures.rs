@@ -46,6 +46,7 @@ pub fn pod(name: &str, milli_cpu: i64, memory_gib: i64) -> PodInfo {
         priority: 0,
         priority_class_name: None,
         preemption_policy: crate::model::PreemptionPolicy::PreemptLowerPriority,
+        active_deadline_seconds: None,
         created_ms: 0,
         started_ms: 0,
         nominated_node: None,

@@ -83,6 +83,10 @@ struct Eviction {
     marked: bool,
 }
 
+/// The wall clock (Unix ms) at the harness's start: pods' declared ends
+/// (`started_ms` + `activeDeadlineSeconds`) are read against it.
+pub const WALL_START_MS: i64 = 1_700_000_000_000;
+
 impl Harness {
     /// An engine with one profile (`fixtures::SCHEDULER`, kube-scheduler's
     /// default plugins) and default timings.
@@ -306,6 +310,8 @@ impl Harness {
     /// due, until nothing changes.
     pub fn settle(&mut self) {
         loop {
+            let wall = WALL_START_MS.saturating_add(self.elapsed().as_millis() as i64);
+            self.engine.set_wall_clock(self.now, wall);
             self.engine.run_until_idle(self.now);
             self.drain();
             let writes = self.apply_status_writes();

@@ -10,4 +10,4 @@ mod harness;
 mod invariants;
 mod spread_invariant;
 
-pub use harness::{BindRecord, Harness};
+pub use harness::{BindRecord, Harness, WALL_START_MS};

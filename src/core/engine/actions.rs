@@ -130,7 +130,22 @@ pub enum Action {
         reason: &'static str,
         message: String,
     },
+    /// Set the group's `Reserved` condition: room is held for it
+    /// (`reserved: true`, the nodes and expected start in `message`), or
+    /// no longer (why).
+    GroupReservation {
+        group: GroupKey,
+        reserved: bool,
+        message: String,
+    },
 }
+
+/// The condition a reservation sets on its group (Muster's own type:
+/// upstream has no reservations).
+pub const RESERVED_CONDITION: &str = "Reserved";
+/// The `Reserved` condition's reasons (`Action::GroupReservation`).
+pub const RESERVED: &str = "Reserved";
+pub const RESERVATION_ENDED: &str = "ReservationEnded";
 
 /// `PodGroupSatisfied` reasons: the running members reach `minCount`, or not.
 pub const MIN_COUNT_MET: &str = "MinCountMet";
@@ -440,6 +455,15 @@ impl Outbox {
         };
         self.event(object, type_, event_reason, message);
         Some(satisfied)
+    }
+
+    /// A reservation made (`true`) or ended for `group`.
+    pub fn group_reservation(&mut self, group: &GroupKey, reserved: bool, message: String) {
+        self.actions.push(Action::GroupReservation {
+            group: group.clone(),
+            reserved,
+            message,
+        });
     }
 
     pub fn scheduled_group_count(&self) -> usize {

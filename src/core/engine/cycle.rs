@@ -62,11 +62,16 @@ impl Engine {
             &pod.key,
             whole.as_ref().map(|(g, _)| g),
         );
+        // Room reserved for gangs at least as important, likewise.
+        let own_group = pod.group.key().cloned();
+        self.hold_reservations(&pod, own_group.as_ref(), now);
+        let key = pod.key.clone();
         match whole {
             Some((group, min_count)) => self.run_gang_cycle(pod, group, min_count, now),
             None => self.run_cycle(pod, now),
         }
         self.take_off_nominated();
+        self.release_reservations(&key);
         self.in_cycle = None;
         self.apply_gang_outcomes(now);
         Some(self.attempt_counts().since(before))
@@ -329,6 +334,7 @@ impl Engine {
                     allowed.len()
                 );
                 let scheduled = self.scheduled_members(&group);
+                self.gang_started(&group, now);
                 // A composite's report has no members of its own to track.
                 if self.outbox.group_scheduled(&group, message, scheduled) && !allowed.is_empty() {
                     self.sample(Sample::GangReleased);

@@ -125,6 +125,9 @@ impl Engine {
         let placed_pods_changed = newly_placed || (relabelled && change.current.node().is_some());
         if change.released_resources() {
             self.flush_unschedulable(QueueingEvent::PodRemoved, now);
+            if let Some(node) = change.previous.as_ref().and_then(PodState::node) {
+                self.reserved_room_freed(&node.clone());
+            }
         }
         if placed_pods_changed {
             self.flush_unschedulable(QueueingEvent::PodPlaced, now);
@@ -154,9 +157,11 @@ impl Engine {
             if was_victim {
                 self.victim_gone_from(node);
             }
+            self.reserved_room_freed(node);
         }
         if let Some(group) = removed.info.group.key() {
             self.group_changed(group);
+            self.reserved_member_gone(group, now);
         }
     }
 
@@ -179,9 +184,10 @@ impl Engine {
         self.flush_unschedulable(QueueingEvent::Gang, now);
     }
 
-    pub(super) fn on_def_deleted(&mut self, key: &DefinitionKey, _now: Instant) {
+    pub(super) fn on_def_deleted(&mut self, key: &DefinitionKey, now: Instant) {
         self.intake.def_deleted(key);
         self.releases.forget_definition(key);
+        self.reservations_forget(key, now);
         self.cache.update_dra(|dra| dra.set_group_claims(key, None));
         if !self.gang.remove_def(key) {
             return;

@@ -294,6 +294,23 @@ impl Engine {
             a.domains_tried = tried.clone();
             a.domain_chosen = chosen.clone();
         }
+        if let Some(r) = self.reservations.get(group) {
+            e.reservation = Some(crate::explain::Reservation {
+                nodes: r.members.iter().map(|(_, n)| n.to_string()).collect(),
+                held_seconds: now.saturating_duration_since(r.made).as_secs_f64(),
+                expected_start_seconds: self.reservations.expected_start_in(r, now),
+            });
+            if matches!(
+                e.phase,
+                Phase::Queued | Phase::BackingOff | Phase::Unschedulable
+            ) {
+                e.phase = Phase::Reserved;
+                e.summary = format!(
+                    "room reserved on {} node(s); it binds once that room is free",
+                    r.members.len()
+                );
+            }
+        }
         // The gang's own phase, before anything its pods say.
         if self.gang.def(&group.definition).is_none() {
             e.phase = Phase::WaitingForDefinition;
@@ -338,6 +355,7 @@ impl Engine {
             }
             Ok(_) => {
                 if matches!(e.phase, Phase::Unschedulable | Phase::BackingOff)
+                    && e.reservation.is_none()
                     && let Some(m) = self.outbox.group_condition_of(group)
                 {
                     e.summary = format!("{}: {m}", e.phase.words());

@@ -4,18 +4,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Target;
-use crate::driver::fixtures::{SCHEDULER, arc, gang_def, group_key, member, node, pod};
-use crate::engine::{Action, ClusterEvent, Engine, EngineConfig, ProfileConfig};
+use crate::driver::fixtures::{arc, gang_def, group_key, member, node, pod};
+use crate::engine::tests::engine;
+use crate::engine::{Action, ClusterEvent, Engine};
 use crate::explain::Phase;
-use crate::framework::placement::Framework;
 use crate::model::{GroupSource, PodInfo, PodKey};
-
-fn engine() -> Engine {
-    Engine::new(EngineConfig::new(vec![ProfileConfig::new(
-        SCHEDULER,
-        Framework::default(),
-    )]))
-}
 
 fn pod_group(name: &str) -> Target {
     Target::parse("default", &format!("podgroup/{name}")).expect("a target")

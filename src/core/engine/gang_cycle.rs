@@ -156,6 +156,7 @@ impl Engine {
                         }
                     }
                     let refusal = Refusal::group_wide("FailedScheduling", message);
+                    self.gang_failed(&group, &members, now);
                     return self.refuse_all(members, refusal, now);
                 }
             },
@@ -237,6 +238,7 @@ impl Engine {
             super::preempt_gang::GangPreemption::Done => return,
             super::preempt_gang::GangPreemption::NotDone(note) => note,
         };
+        self.gang_failed(&group, &members, now);
         if let Some((label, plan)) = best {
             self.abandon(&group, min_count, plan, &label, note, now);
         }

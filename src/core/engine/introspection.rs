@@ -62,6 +62,8 @@ pub enum Sample {
     QuorumToAllBound(Duration),
     /// A preemption chose its victims: how many pods it evicts.
     PreemptionVictims(usize),
+    /// A reserved gang started: how long after its reservation was made.
+    ReservationStarted(Duration),
 }
 
 /// Samples kept at most between two drains; older ones are dropped so a
@@ -140,6 +142,37 @@ impl Engine {
         }
     }
 
+    /// Each reservation: its gang, nodes, age and expected start.
+    fn reservations_text(&self, now: Instant, out: &mut String) {
+        let total = self.reservations.len();
+        if total == 0 {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "reservations: {total} holding {} node(s); {} pod(s) backfilled",
+            self.reservations.reserved_nodes(),
+            self.reservations.backfilled
+        );
+        for (g, r) in self.reservations.iter().take(SHOWN) {
+            let nodes: Vec<&str> = r.members.iter().map(|(_, n)| &**n).collect();
+            let start = match self.reservations.expected_start_in(r, now) {
+                Some(s) => format!("expected start in {s:.0}s"),
+                None => "start unknown".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "  {g} (priority {}): [{}] for {:.0}s; {start}",
+                r.priority,
+                nodes.join(", "),
+                now.saturating_duration_since(r.made).as_secs_f64()
+            );
+        }
+        if total > SHOWN {
+            let _ = writeln!(out, "  ... and {} more", total - SHOWN);
+        }
+    }
+
     /// A short human-readable state dump for `/debug/queue`.
     pub fn debug_text(&self, now: Instant) -> String {
         let q = self.queue.counts();
@@ -196,6 +229,7 @@ impl Engine {
             let _ = writeln!(out, "  ... and {} more", total - SHOWN);
         }
         self.devices_text(&mut out);
+        self.reservations_text(now, &mut out);
         let a = self.attempt_counts();
         let _ = writeln!(
             out,

@@ -34,6 +34,7 @@ mod preempt_gang;
 mod preemptions;
 mod priority;
 mod reprieve_in_place;
+mod reservations;
 mod stats;
 
 use std::collections::{HashMap, HashSet};
@@ -41,13 +42,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use actions::{
-    Action, BELOW_MIN_COUNT, EventType, MIN_COUNT_MET, ObjectRef, SCHEDULED_REASON,
-    scheduled_message,
+    Action, BELOW_MIN_COUNT, EventType, MIN_COUNT_MET, ObjectRef, RESERVATION_ENDED, RESERVED,
+    RESERVED_CONDITION, SCHEDULED_REASON, scheduled_message,
 };
 pub use explain::Target as ExplainTarget;
 pub use introspection::{AttemptCounts, Sample};
 pub use prebind::PRE_BIND_FAILED;
-pub use stats::{DeviceStats, DurationSummary, GroupCounts, PendingPods, Stats};
+pub use stats::{DeviceStats, DurationSummary, GroupCounts, PendingPods, ReservationStats, Stats};
 
 use crate::cache::{Cache, SelectingKind};
 use crate::dialects::owners::OwnerChange;
@@ -275,6 +276,9 @@ pub struct Engine {
     device_reach: device_domains::DeviceReach,
     /// Each gang's last release without binding, for `explain`.
     releases: explain::Releases,
+    /// Room held for gangs that kept failing, and backfill
+    /// (`reservations`).
+    reservations: reservations::Reservations,
 }
 
 impl Engine {
@@ -323,6 +327,7 @@ impl Engine {
             greedy_devices: false,
             device_reach: device_domains::DeviceReach::default(),
             releases: explain::Releases::default(),
+            reservations: reservations::Reservations::default(),
         }
     }
 
@@ -400,6 +405,7 @@ impl Engine {
     pub fn tick(&mut self, now: Instant) {
         self.gang.expire(now, &self.cache);
         self.expire_pre_bindings(now);
+        self.expire_reservations(now);
         self.apply_gang_outcomes(now);
         let (gang, cache) = (&self.gang, &self.cache);
         let gate = |p: &PodInfo| gang.pre_enqueue(p, cache);
@@ -424,6 +430,7 @@ impl Engine {
             self.queue.next_deadline(),
             self.gang.next_deadline(),
             self.pre_binding.next_deadline(),
+            self.reservations.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -557,6 +564,11 @@ impl Engine {
         s.groups.denied = self.gang.denied_groups(now);
         s.groups.scheduled = self.outbox.scheduled_group_count();
         s.groups.unsatisfied = self.outbox.unsatisfied_count();
+        s.reservations = ReservationStats {
+            active: self.reservations.len(),
+            reserved_nodes: self.reservations.reserved_nodes(),
+            backfilled: self.reservations.backfilled,
+        };
         for (state, groups) in [
             ("waiting", self.gang.waiting().groups().collect::<Vec<_>>()),
             ("backing_off", self.gang.denied_group_keys(now).collect()),

@@ -51,8 +51,20 @@ pub struct GroupCounts {
     pub by_kind: BTreeMap<(&'static str, &'static str), usize>,
 }
 
+/// Reservations (`engine::reservations`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReservationStats {
+    /// Reservations held now.
+    pub active: usize,
+    /// Nodes they hold room on.
+    pub reserved_nodes: usize,
+    /// Pods placed on reserved room by backfill, since the engine started.
+    pub backfilled: u64,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
+    pub reservations: ReservationStats,
     /// `scheduler_schedule_attempts_total{result="scheduled"}` (reached Permit and was allowed or parked).
     pub attempts_scheduled: u64,
     /// `...{result="unschedulable"}`.

@@ -4,14 +4,14 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::driver::fixtures::{SCHEDULER, arc, gang_def, group_key, member, node, pod};
 
-fn engine() -> Engine {
+pub(super) fn engine() -> Engine {
     Engine::new(EngineConfig::new(vec![ProfileConfig::new(
         SCHEDULER,
         Framework::default(),
     )]))
 }
 
-fn binds(actions: &[Action]) -> Vec<(String, String)> {
+pub(super) fn binds(actions: &[Action]) -> Vec<(String, String)> {
     actions
         .iter()
         .filter_map(|a| match a {

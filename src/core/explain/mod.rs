@@ -34,6 +34,8 @@ pub enum Phase {
     Unschedulable,
     /// Preempting: victims are being evicted for it.
     Preempting,
+    /// Not placed yet, with room reserved for it (`reservation`).
+    Reserved,
     /// Members hold nodes and wait at Permit for the rest.
     AtPermit,
     /// Released to bind (or waiting in PreBind for its claims).
@@ -54,6 +56,7 @@ impl Phase {
             Phase::BackingOff => "backing off",
             Phase::Unschedulable => "unschedulable",
             Phase::Preempting => "preempting",
+            Phase::Reserved => "reserved",
             Phase::AtPermit => "waiting at Permit",
             Phase::Binding => "binding",
             Phase::Bound => "bound",
@@ -102,6 +105,22 @@ pub struct Explanation {
     pub last_release: Option<Release>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption: Option<Preemption>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<Reservation>,
+}
+
+/// Room held for the gang (reservations and backfill).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reservation {
+    /// The nodes room is held on, one member each.
+    pub nodes: Vec<String>,
+    /// Seconds since it was made.
+    pub held_seconds: f64,
+    /// Seconds until the last pod it waits for declared it ends; `None`
+    /// when one of them declares no end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_start_seconds: Option<f64>,
 }
 
 impl Explanation {
@@ -122,6 +141,7 @@ impl Explanation {
             last_attempt: None,
             last_release: None,
             preemption: None,
+            reservation: None,
         }
     }
 }

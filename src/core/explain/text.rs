@@ -107,6 +107,19 @@ pub fn render(e: &Explanation) -> String {
             let _ = writeln!(out, "  {} ({}): {}", p.pod, p.reason, p.message);
         }
     }
+    if let Some(r) = &e.reservation {
+        let start = r.expected_start_seconds.map_or_else(
+            || "start unknown".to_string(),
+            |s| format!("expected start in {s:.0}s"),
+        );
+        let _ = writeln!(
+            out,
+            "Reservation: {} node(s) [{}], held {:.0}s; {start}",
+            r.nodes.len(),
+            r.nodes.join(", "),
+            r.held_seconds
+        );
+    }
     if let Some(p) = &e.preemption {
         let _ = writeln!(out, "Preemption:");
         for n in &p.nominated {

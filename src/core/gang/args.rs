@@ -35,6 +35,38 @@ pub struct GangArgs {
     /// rack, host), the hierarchy used when the cluster declares none (no
     /// Kueue `Topology`, no Volcano `HyperNode`). Empty: none.
     pub topology_levels: Vec<Arc<str>>,
+    /// Reservations and backfill (`engine::reservations`).
+    pub reservations: ReservationArgs,
+}
+
+/// `reserveAfterSeconds`, `maxReservations`, `maxReservedFraction`,
+/// `reservationTimeoutSeconds`: when a gang that keeps failing gets room
+/// held for it, and how much may be held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReservationArgs {
+    /// How long a gang waits (from its first failed attempt) before it gets
+    /// a reservation; zero turns reservations off. A group's
+    /// `muster.dev/reserve-after-seconds` overrides it.
+    pub reserve_after: Duration,
+    /// Reservations held at once in the profile.
+    pub max_reservations: u32,
+    /// The most of the cluster's nodes reservations may hold, in
+    /// thousandths (`maxReservedFraction` 0.5 is 500).
+    pub max_reserved_per_mille: u32,
+    /// A reservation whose gang has not started this long after it was
+    /// made ends (its gang may get another after waiting again).
+    pub timeout: Duration,
+}
+
+impl Default for ReservationArgs {
+    fn default() -> Self {
+        ReservationArgs {
+            reserve_after: Duration::from_secs(60),
+            max_reservations: 1,
+            max_reserved_per_mille: 500,
+            timeout: Duration::from_secs(600),
+        }
+    }
 }
 
 impl Default for GangArgs {
@@ -47,6 +79,7 @@ impl Default for GangArgs {
             domain_order: super::DomainOrder::BestFit,
             plan_whole_gangs: true,
             topology_levels: Vec::new(),
+            reservations: ReservationArgs::default(),
         }
     }
 }
@@ -120,6 +153,10 @@ struct WireArgs {
     plan_whole_gangs: Option<bool>,
     topology_domain_order: Option<String>,
     topology_levels: Option<Vec<String>>,
+    reserve_after_seconds: Option<i64>,
+    max_reservations: Option<i64>,
+    max_reserved_fraction: Option<f64>,
+    reservation_timeout_seconds: Option<i64>,
 }
 
 /// `dialectTimeoutSeconds`: seconds per dialect.
@@ -159,6 +196,7 @@ fn timeout(field: String, s: i64) -> Result<Duration, ConfigError> {
 /// for Coscheduling, whose argument it is, and Volcano).
 pub fn decode_args(path: &str, value: serde_json::Value) -> Result<GangArgs, ConfigError> {
     let raw: WireArgs = args::decode(path, value)?;
+    let reservations = reservation_args(path, &raw)?;
     let d = GangArgs::default();
     let permit_waiting_time = match raw.permit_waiting_time_seconds {
         None => d.permit_waiting_time,
@@ -227,6 +265,65 @@ pub fn decode_args(path: &str, value: serde_json::Value) -> Result<GangArgs, Con
         domain_order,
         plan_whole_gangs: raw.plan_whole_gangs.unwrap_or(true),
         topology_levels,
+        reservations,
+    })
+}
+
+/// The reservation fields, bounded: seconds within a day (0 allowed for
+/// `reserveAfterSeconds`, turning reservations off), 0–1,000 reservations,
+/// a fraction within [0, 1].
+fn reservation_args(path: &str, raw: &WireArgs) -> Result<ReservationArgs, ConfigError> {
+    let d = ReservationArgs::default();
+    let seconds = |field: &str, v: Option<i64>, min: i64, default: Duration| match v {
+        None => Ok(default),
+        Some(s) if s >= min && s.unsigned_abs() <= MAX_SCHEDULE_TIMEOUT.as_secs() => {
+            Ok(Duration::from_secs(s.unsigned_abs()))
+        }
+        Some(s) => Err(ConfigError::at(
+            format!("{path}.{field}"),
+            format!(
+                "must be between {min} and {} (24 hours), got {s}",
+                MAX_SCHEDULE_TIMEOUT.as_secs()
+            ),
+        )),
+    };
+    let reserve_after = seconds(
+        "reserveAfterSeconds",
+        raw.reserve_after_seconds,
+        0,
+        d.reserve_after,
+    )?;
+    let timeout = seconds(
+        "reservationTimeoutSeconds",
+        raw.reservation_timeout_seconds,
+        1,
+        d.timeout,
+    )?;
+    let max_reservations = match raw.max_reservations {
+        None => d.max_reservations,
+        Some(n) if (0..=1000).contains(&n) => n as u32,
+        Some(n) => {
+            return Err(ConfigError::at(
+                format!("{path}.maxReservations"),
+                format!("must be between 0 and 1000, got {n}"),
+            ));
+        }
+    };
+    let max_reserved_per_mille = match raw.max_reserved_fraction {
+        None => d.max_reserved_per_mille,
+        Some(f) if (0.0..=1.0).contains(&f) => (f * 1000.0).round() as u32,
+        Some(f) => {
+            return Err(ConfigError::at(
+                format!("{path}.maxReservedFraction"),
+                format!("must be between 0 and 1, got {f}"),
+            ));
+        }
+    };
+    Ok(ReservationArgs {
+        reserve_after,
+        max_reservations,
+        max_reserved_per_mille,
+        timeout,
     })
 }
 
@@ -243,6 +340,33 @@ fn topology_levels(path: &str, keys: Vec<String>) -> Result<Vec<Arc<str>>, Confi
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn reservation_args_decode_and_bound() {
+        let a = decode_args(
+            "a",
+            json!({"reserveAfterSeconds": 0, "maxReservations": 3, "maxReservedFraction": 0.25, "reservationTimeoutSeconds": 30}),
+        )
+        .unwrap();
+        assert_eq!(
+            a.reservations,
+            ReservationArgs {
+                reserve_after: Duration::ZERO,
+                max_reservations: 3,
+                max_reserved_per_mille: 250,
+                timeout: Duration::from_secs(30),
+            }
+        );
+        for (field, bad) in [
+            ("reserveAfterSeconds", json!(-1)),
+            ("maxReservations", json!(1001)),
+            ("maxReservedFraction", json!(1.5)),
+            ("reservationTimeoutSeconds", json!(0)),
+        ] {
+            let e = decode_args("a", json!({ field: bad })).unwrap_err();
+            assert!(e.to_string().contains(&format!("a.{field}")), "{e}");
+        }
+    }
 
     #[test]
     fn decodes_and_bounds() {

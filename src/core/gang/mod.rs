@@ -31,7 +31,7 @@ mod runtime;
 mod tasks;
 mod topology;
 
-pub use args::{ALIAS, DialectTimeouts, GangArgs, NAME};
+pub use args::{ALIAS, DialectTimeouts, GangArgs, NAME, ReservationArgs};
 pub use declared::DeclaredTopologies;
 pub(crate) use domains::smallest;
 pub use domains::{
@@ -285,6 +285,12 @@ impl GangScheduling {
 
     pub fn next_deadline(&self) -> Option<Instant> {
         self.timers.first().map(|(t, _)| *t)
+    }
+
+    /// Ends the group's denial: the room it waited for is free (a
+    /// reservation's), so it is tried at once.
+    pub fn lift_denial(&mut self, group: &GroupKey) {
+        self.denied.remove(group);
     }
 
     /// Groups currently denied.

@@ -290,6 +290,9 @@ pub struct GroupExtras {
     /// `spec.parentCompositePodGroupName` (PodGroup, CompositePodGroup): the
     /// parent composite, in the definition's own namespace.
     pub parent_composite: Option<String>,
+    /// `muster.dev/reserve-after-seconds`: the profile's
+    /// `reserveAfterSeconds` for this group (0: never reserve for it).
+    pub reserve_after: Option<std::time::Duration>,
 }
 
 /// The most levels a CompositePodGroup hierarchy may have, counting the

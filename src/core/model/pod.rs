@@ -114,6 +114,9 @@ impl std::fmt::Display for PodKey {
     }
 }
 
+/// The longest `activeDeadlineSeconds` read as a declared end (a year).
+pub const MAX_ACTIVE_DEADLINE_SECONDS: i64 = 365 * 24 * 3600;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodInfo {
     pub key: PodKey,
@@ -131,6 +134,9 @@ pub struct PodInfo {
     pub priority_class_name: Option<Arc<str>>,
     /// `spec.preemptionPolicy`: `Never` keeps the pod from preempting others.
     pub preemption_policy: PreemptionPolicy,
+    /// `spec.activeDeadlineSeconds`: how long it may run from its start,
+    /// its declared end (at most a year; more reads as no end).
+    pub active_deadline_seconds: Option<u32>,
     pub created_ms: i64,
     /// `status.startTime` (creation when unset): among equally important
     /// victims, preemption evicts the one that started last.
@@ -339,6 +345,11 @@ impl PodInfo {
                 .as_deref()
                 .filter(|s| !s.is_empty())
                 .map(Arc::from),
+            active_deadline_seconds: w
+                .spec
+                .active_deadline_seconds
+                .filter(|s| (1..=MAX_ACTIVE_DEADLINE_SECONDS).contains(s))
+                .map(|s| s as u32),
             preemption_policy: match w.spec.preemption_policy.as_deref() {
                 None | Some("") | Some("PreemptLowerPriority") => {
                     PreemptionPolicy::PreemptLowerPriority
@@ -418,6 +429,7 @@ impl PodInfo {
             priority,
             priority_class_name,
             preemption_policy,
+            active_deadline_seconds,
             created_ms,
             // A start time is both identity (a timestamp) and status: every
             // kind of comparison passes over it.
@@ -451,6 +463,7 @@ impl PodInfo {
             && priority == &other.priority
             && priority_class_name == &other.priority_class_name
             && preemption_policy == &other.preemption_policy
+            && active_deadline_seconds == &other.active_deadline_seconds
             && requests == &other.requests
             && non_zero_milli_cpu == &other.non_zero_milli_cpu
             && non_zero_memory == &other.non_zero_memory

@@ -164,6 +164,9 @@ pub struct PodSpecWire {
     pub priority_class_name: Option<String>,
     /// `Never` or `PreemptLowerPriority` (the default).
     pub preemption_policy: Option<String>,
+    /// Seconds the pod may run from its start: its declared end, which
+    /// reservations' backfill reads.
+    pub active_deadline_seconds: Option<i64>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
     pub affinity: Option<AffinityWire>,

@@ -22,7 +22,9 @@ use Handling::*;
 pub const POD_SPEC_FIELDS: &[(&str, Handling)] = &[
     (
         "activeDeadlineSeconds",
-        NotPlacement("enforced by the kubelet once running"),
+        Honoured(
+            "the pod's declared end (enforced by the kubelet): reservations rank nodes by when their pods end, and a pod ending before a reservation's expected start may backfill its room",
+        ),
     ),
     (
         "affinity",

@@ -159,6 +159,8 @@ impl SchedulerLoop {
             st.was_leading = leading;
 
             let now = Instant::now();
+            // Pods' declared ends are wall-clock times (reservations).
+            self.engine.set_wall_clock(now, unix_ms());
             if self.engine.next_deadline().is_some_and(|d| d <= now) {
                 self.engine.tick(now);
             }
@@ -358,6 +360,9 @@ impl SchedulerLoop {
                 Sample::QuorumToAllBound(d) => {
                     self.metrics.gang_quorum_to_bound.observe(d.as_secs_f64())
                 }
+                Sample::ReservationStarted(d) => {
+                    self.metrics.reservation_to_start.observe(d.as_secs_f64())
+                }
             }
         }
         if !leading {
@@ -455,6 +460,15 @@ impl SchedulerLoop {
             .set(i64::try_from(cache.pod_count()).unwrap_or(i64::MAX));
         m.gang_timeouts
             .inc_by(s.gang_timeouts.saturating_sub(st.last_stats.gang_timeouts));
+        m.reservations
+            .set(i64::try_from(s.reservations.active).unwrap_or(i64::MAX));
+        m.reserved_nodes
+            .set(i64::try_from(s.reservations.reserved_nodes).unwrap_or(i64::MAX));
+        m.backfilled_pods.inc_by(
+            s.reservations
+                .backfilled
+                .saturating_sub(st.last_stats.reservations.backfilled),
+        );
         m.gang_early_releases.inc_by(
             s.gang_early_releases
                 .saturating_sub(st.last_stats.gang_early_releases),
@@ -512,4 +526,11 @@ impl SchedulerLoop {
             Arc::new(self.engine.debug_text(now));
         st.last_stats = s;
     }
+}
+
+/// Unix milliseconds now.
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

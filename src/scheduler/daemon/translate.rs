@@ -141,25 +141,24 @@ impl Directory {
                 satisfied,
                 reason,
                 message,
+            } => self.condition(
+                &group,
+                workload_api::POD_GROUP_SATISFIED,
+                satisfied,
+                reason,
+                message,
+            ),
+            Action::GroupReservation {
+                group,
+                reserved,
+                message,
             } => {
-                // Only the Workload API's kinds have conditions; the other
-                // dialects (and top owners) get the engine's event alone.
-                if !matches!(
-                    group.definition.source,
-                    GroupSource::PodGroup | GroupSource::CompositePodGroup
-                ) {
-                    return None;
-                }
-                let resource = self.definition_resource(&group)?;
-                Some(ApiCall::GroupCondition {
-                    type_: workload_api::POD_GROUP_SATISFIED.into(),
-                    reason: reason.into(),
-                    resource,
-                    namespace: group.namespace().to_string(),
-                    name: group.definition.name.to_string(),
-                    status: satisfied,
-                    message,
-                })
+                let reason = match reserved {
+                    true => muster_core::engine::RESERVED,
+                    false => muster_core::engine::RESERVATION_ENDED,
+                };
+                let type_ = muster_core::engine::RESERVED_CONDITION;
+                self.condition(&group, type_, reserved, reason, message)
             }
             Action::GroupStatus {
                 group,
@@ -217,6 +216,34 @@ impl Directory {
                 })
             }
         }
+    }
+
+    /// A condition of Muster's own on the group (`PodGroupSatisfied`,
+    /// `Reserved`): only the Workload API's kinds have conditions; the other
+    /// dialects (and top owners) get the engine's event alone.
+    fn condition(
+        &self,
+        group: &GroupKey,
+        type_: &str,
+        status: bool,
+        reason: &str,
+        message: String,
+    ) -> Option<ApiCall> {
+        if !matches!(
+            group.definition.source,
+            GroupSource::PodGroup | GroupSource::CompositePodGroup
+        ) {
+            return None;
+        }
+        Some(ApiCall::GroupCondition {
+            resource: self.definition_resource(group)?,
+            namespace: group.namespace().to_string(),
+            name: group.definition.name.to_string(),
+            type_: type_.into(),
+            status,
+            reason: reason.into(),
+            message,
+        })
     }
 
     fn event_target(&self, object: &ObjectRef) -> Option<EventTarget> {

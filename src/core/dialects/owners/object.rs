@@ -75,6 +75,7 @@ pub fn read_owner(source: &OwnerSource, obj: &Value) -> Result<OwnerObject, Stri
         Err(e) => GroupDef::new(key.clone(), Err(format!("{key}: {e}")), meta.created_ms),
     };
     read_topology(obj, source, &mut def);
+    crate::dialects::common::read_reserve_after(obj, &mut def);
     Ok(OwnerObject {
         def,
         parent: parent_of(obj, meta.namespace),
