@@ -97,14 +97,16 @@ async fn gang_timeout_rejects_every_waiting_member() {
         .await;
         assert_eq!(e.reason.as_deref(), Some("FailedScheduling"), "{e:?}");
     }
-    let cond =
-        wait_podgroup_condition(&env, "default", "slow", |c| c["reason"] == "Unschedulable").await;
-    assert!(
-        cond["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("timed out")),
-        "{cond}"
-    );
+    // The condition goes False ("3 of 3 members observed") before the
+    // timeout's write lands: wait for the latter.
+    let cond = wait_podgroup_condition(&env, "default", "slow", |c| {
+        c["reason"] == "Unschedulable"
+            && c["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("timed out"))
+    })
+    .await;
+    assert_eq!(cond["status"], "False", "{cond}");
     assert!(names_bound(&list_pods(&env, "default").await, "slow-").is_empty());
     daemon.shutdown().await.expect("clean shutdown");
 }

@@ -32,6 +32,7 @@ impl Engine {
         for g in &groups {
             self.gang.mark_dirty(g);
         }
+        self.reserved_node_gone(name, now);
         for key in self.cache.remove_node(name) {
             self.pre_binding.remove(&key);
             self.gang.withdraw(&key);

@@ -348,6 +348,22 @@ impl Engine {
         }
     }
 
+    /// A node was deleted: a reservation holding room there ends (its gang
+    /// may get another, elsewhere, at its next failure).
+    pub(super) fn reserved_node_gone(&mut self, node: &str, now: Instant) {
+        let hit: Vec<GroupKey> = self
+            .reservations
+            .by_group
+            .iter()
+            .filter(|(_, r)| r.nodes().any(|n| **n == *node))
+            .map(|(g, _)| g.clone())
+            .collect();
+        for g in hit {
+            let why = format!("reserved node {node} was deleted");
+            self.end_reservation(&g, &why, false, now);
+        }
+    }
+
     /// The definition is gone: so are its reservations.
     pub(super) fn reservations_forget(&mut self, def: &crate::model::DefinitionKey, now: Instant) {
         self.reservations

@@ -284,3 +284,13 @@ fn a_reservation_ends_when_its_pods_are_gone() {
     e.run_until_idle(t1);
     assert_eq!(binds(&e.drain_actions()), [("anyone".into(), "n0".into())]);
 }
+
+#[test]
+fn a_reservation_on_a_deleted_node_ends() {
+    let (mut e, t0) = starving(None);
+    let t1 = t0 + Duration::from_secs(61);
+    assert_eq!(events(&one_ends(&mut e, "n0", 0, t1), "Reserved"), 1);
+    e.on_event(ClusterEvent::NodeDeleted(Arc::from("n0")), t1);
+    let actions = e.drain_actions();
+    assert_eq!(events(&actions, "ReservationEnded"), 1, "{actions:?}");
+}
