@@ -1,7 +1,8 @@
 //! What-if against what the engine then does: on random small clusters,
 //! the answer is checked by running the same cluster and the same pods to
 //! the end (bindings confirmed, victims deleted, time moved past every
-//! backoff): it fits where it said, evicts whom it said, or never binds.
+//! backoff): it fits where it said, evicts whom it said (and then binds
+//! every member), or never binds.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -149,8 +150,12 @@ proptest! {
                 prop_assert!(evicted.is_empty());
             }
             Verdict::FitsByPreemption => {
+                // Whom it evicts is what it said; once they are gone the
+                // gang is planned again (as kube-scheduler plans a
+                // nominated pod again), so where it lands may differ from
+                // the nominated nodes, but every member lands.
                 prop_assert_eq!(&evicted, &said_victims);
-                prop_assert_eq!(nodes(&bound), nodes(&placed));
+                prop_assert_eq!(bound.len(), nodes(&placed).len());
             }
             Verdict::DoesNotFit => {
                 prop_assert!(bound.is_empty(), "bound {:?} though it said no", bound);
