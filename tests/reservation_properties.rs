@@ -51,8 +51,16 @@ fn free_cores(h: &Harness) -> Vec<i64> {
         .collect()
 }
 
+/// Failing cases are kept beside this file
+/// (`tests/reservation_properties.proptest-regressions`).
+fn persistence() -> Option<Box<dyn proptest::test_runner::FailurePersistence>> {
+    Some(Box::new(
+        proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+    ))
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: persistence(), ..ProptestConfig::default() })]
 
     #[test]
     fn a_reserved_gang_binds_and_nothing_more_important_waits(
