@@ -185,10 +185,10 @@ impl Engine {
         self.flush_unschedulable(QueueingEvent::Gang, now);
     }
 
-    pub(super) fn on_def_deleted(&mut self, key: &DefinitionKey, now: Instant) {
+    pub(super) fn on_def_deleted(&mut self, key: &DefinitionKey, _now: Instant) {
         self.intake.def_deleted(key);
         self.releases.forget_definition(key);
-        self.reservations_forget(key, now);
+        self.reservations_forget(key);
         self.cache.update_dra(|dra| dra.set_group_claims(key, None));
         if !self.gang.remove_def(key) {
             return;

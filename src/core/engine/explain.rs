@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::{Engine, PodLocation};
 use crate::explain::{
     Ahead, Explanation, Gang, LastAttempt, Member, Nominated, Permit, Phase, PodReason, Preemption,
-    Queue, Release, Source,
+    Queue, Release, Source, quorum_summary,
 };
 use crate::model::{
     DefinitionKey, GroupKey, GroupMembership, GroupPolicy, GroupSource, OwnerKind, PodInfo, PodKey,
@@ -279,18 +279,11 @@ impl Engine {
         } else if let Some(m) = self.outbox.group_condition_of(group) {
             e.last_attempt = Some(LastAttempt {
                 group_message: Some(m.to_string()),
-                pods: Vec::new(),
-                domains_tried: Vec::new(),
-                domain_chosen: None,
+                ..LastAttempt::default()
             });
         }
         if let Some((tried, chosen)) = self.gang.considered_domains().get(group) {
-            let a = e.last_attempt.get_or_insert_with(|| LastAttempt {
-                group_message: None,
-                pods: Vec::new(),
-                domains_tried: Vec::new(),
-                domain_chosen: None,
-            });
+            let a = e.last_attempt.get_or_insert_with(LastAttempt::default);
             a.domains_tried = tried.clone();
             a.domain_chosen = chosen.clone();
         }
@@ -324,25 +317,12 @@ impl Engine {
             }
             Ok(GroupPolicy::Gang { min_count, .. }) if present < min_count as usize => {
                 e.phase = Phase::WaitingForQuorum;
-                let mut s = format!("{present}/{min_count} present");
-                let gated_pods: Vec<String> = members
+                let gated: Vec<(String, String)> = members
                     .iter()
                     .filter(|p| p.is_scheduling_gated() && p.node_name.is_none())
-                    .take(5)
-                    .map(|p| format!("{} gated by {}", p.key.name, p.scheduling_gates.join(", ")))
+                    .map(|p| (p.key.name.to_string(), p.scheduling_gates.join(", ")))
                     .collect();
-                if !gated_pods.is_empty() {
-                    s.push_str(", ");
-                    s.push_str(&gated_pods.join(", "));
-                    if gated > gated_pods.len() {
-                        s.push_str(&format!(" and {} more gated", gated - gated_pods.len()));
-                    }
-                }
-                let missing = (min_count as usize).saturating_sub(members.len());
-                if missing > 0 {
-                    s.push_str(&format!("; {missing} member(s) not created yet"));
-                }
-                e.summary = s;
+                e.summary = quorum_summary(present, min_count, members.len(), &gated);
             }
             Ok(GroupPolicy::Gang { min_count, .. }) if e.phase == Phase::Bound => {
                 let satisfied = !self.outbox.is_scheduled(group) || self.outbox.is_satisfied(group);
@@ -476,10 +456,8 @@ impl Engine {
         let reasons = self.reasons(pods);
         if !reasons.is_empty() {
             e.last_attempt = Some(LastAttempt {
-                group_message: None,
                 pods: reasons,
-                domains_tried: Vec::new(),
-                domain_chosen: None,
+                ..LastAttempt::default()
             });
         }
         if matches!(e.phase, Phase::Unschedulable | Phase::BackingOff)

@@ -261,8 +261,7 @@ impl Engine {
         if self.reservations.reserved_nodes().saturating_add(needed) > allowed {
             return;
         }
-        let Some((slots, expected_start_ms)) = self.pick_room(group, &members[..needed], now)
-        else {
+        let Some((slots, expected_start_ms)) = self.pick_room(group, &members[..needed]) else {
             return;
         };
         let reservation = Reservation {
@@ -339,7 +338,9 @@ impl Engine {
     /// A member of `group` left: with none of its members waiting any more,
     /// its reservation (and its failing record) end.
     pub(super) fn reserved_member_gone(&mut self, group: &GroupKey, now: Instant) {
-        if !self.queue.members_of(group).is_empty() {
+        let tracked = self.reservations.failing.contains_key(group)
+            || self.reservations.by_group.contains_key(group);
+        if !tracked || !self.queue.members_of(group).is_empty() {
             return;
         }
         self.reservations.failing.remove(group);
@@ -365,7 +366,7 @@ impl Engine {
     }
 
     /// The definition is gone: so are its reservations.
-    pub(super) fn reservations_forget(&mut self, def: &crate::model::DefinitionKey, now: Instant) {
+    pub(super) fn reservations_forget(&mut self, def: &crate::model::DefinitionKey) {
         self.reservations
             .failing
             .retain(|g, _| g.definition != *def);
@@ -378,7 +379,6 @@ impl Engine {
             .collect();
         for g in gone {
             self.reservations.by_group.remove(&g);
-            let _ = now;
         }
     }
 
@@ -405,7 +405,7 @@ impl Engine {
         }
     }
 
-    fn end_reservation(&mut self, group: &GroupKey, why: &str, started: bool, _now: Instant) {
+    fn end_reservation(&mut self, group: &GroupKey, why: &str, started: bool, now: Instant) {
         if self.reservations.by_group.remove(group).is_none() {
             return;
         }
@@ -423,7 +423,7 @@ impl Engine {
         );
         self.outbox.group_reservation(group, false, message);
         // Its room is free for others again.
-        self.flush_unschedulable(crate::framework::QueueingEvent::PodRemoved, _now);
+        self.flush_unschedulable(crate::framework::QueueingEvent::PodRemoved, now);
     }
 
     /// The nodes where `members` could start soonest, one member each,
@@ -432,12 +432,7 @@ impl Engine {
     /// ends, then the rest); a node is ranked by how many of those declare
     /// no end, then the latest declared end, then how many there are. The
     /// member must pass Filter there once they are gone.
-    fn pick_room(
-        &mut self,
-        group: &GroupKey,
-        members: &[Arc<PodInfo>],
-        _now: Instant,
-    ) -> Option<Room> {
+    fn pick_room(&mut self, group: &GroupKey, members: &[Arc<PodInfo>]) -> Option<Room> {
         let taken: HashSet<Arc<str>> = self
             .reservations
             .by_group

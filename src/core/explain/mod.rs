@@ -146,6 +146,39 @@ impl Explanation {
     }
 }
 
+/// The answer for a gang short of quorum, whoever reads it (the engine,
+/// or the plugin from API objects): `2/3 present, muster-0 gated by
+/// example.com/hold; 1 member(s) not created yet`. `gated` is each member
+/// held by scheduling gates, with its gates; `observed` counts every member
+/// that exists.
+pub fn quorum_summary(
+    present: usize,
+    min_count: u32,
+    observed: usize,
+    gated: &[(String, String)],
+) -> String {
+    /// Gated members named; the rest are counted.
+    const NAMED: usize = 5;
+    let mut s = format!("{present}/{min_count} present");
+    let named: Vec<String> = gated
+        .iter()
+        .take(NAMED)
+        .map(|(pod, gates)| format!("{pod} gated by {gates}"))
+        .collect();
+    if !named.is_empty() {
+        s.push_str(", ");
+        s.push_str(&named.join(", "));
+        if gated.len() > named.len() {
+            s.push_str(&format!(" and {} more gated", gated.len() - named.len()));
+        }
+    }
+    let missing = (min_count as usize).saturating_sub(observed);
+    if missing > 0 {
+        s.push_str(&format!("; {missing} member(s) not created yet"));
+    }
+    s
+}
+
 /// The gang a target belongs to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -245,7 +278,7 @@ pub struct Permit {
 }
 
 /// Why the last attempt did not place it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LastAttempt {
     /// The gang's reason, as written to its status.

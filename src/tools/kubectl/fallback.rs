@@ -11,7 +11,9 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 
 use muster_core::dialects::definition_source;
 use muster_core::engine::ExplainTarget;
-use muster_core::explain::{Explanation, Gang, LastAttempt, Member, Phase, PodReason, Source};
+use muster_core::explain::{
+    Explanation, Gang, LastAttempt, Member, Phase, PodReason, Source, quorum_summary,
+};
 use muster_core::model::{GroupKey, GroupMembership, GroupPolicy, PodInfo};
 
 /// Events read per pod.
@@ -151,19 +153,15 @@ pub async fn explain(
     (e.phase, e.summary) = if e.members.is_empty() {
         (Phase::WaitingForQuorum, "no member pod exists".into())
     } else if min_count.is_some_and(|m| present < m as usize) {
-        let m = min_count.unwrap_or(0);
-        let gates: Vec<String> = e
+        let gated: Vec<(String, String)> = e
             .members
             .iter()
             .filter(|p| p.state == "schedulingGated")
-            .take(5)
-            .map(|p| format!("{} gated by {}", p.name, p.scheduling_gates.join(", ")))
+            .map(|p| (p.name.clone(), p.scheduling_gates.join(", ")))
             .collect();
-        let mut s = format!("{present}/{m} present");
-        if !gates.is_empty() {
-            s = format!("{s}, {}", gates.join(", "));
-        }
-        (Phase::WaitingForQuorum, s)
+        let m = min_count.unwrap_or(0);
+        let summary = quorum_summary(present, m, e.members.len(), &gated);
+        (Phase::WaitingForQuorum, summary)
     } else if e
         .members
         .iter()
@@ -192,8 +190,7 @@ pub async fn explain(
         e.last_attempt = Some(LastAttempt {
             group_message,
             pods: reasons,
-            domains_tried: Vec::new(),
-            domain_chosen: None,
+            ..LastAttempt::default()
         });
     }
     Ok(vec![e])
