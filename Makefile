@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools
 export MUSTER_KUBECTL ?= $(TOOLS)/kubectl
 export MUSTER_HELM ?= $(TOOLS)/helm
 
-.PHONY: all build run test tools fmt lint core unit alerts bench bench-load bench-explain bench-memory sim-scale chaos fuzz fuzz-keep image clean
+.PHONY: all build run test tools upstream fmt lint core unit alerts bench bench-load bench-explain bench-memory sim-scale chaos fuzz fuzz-keep image clean
 
 all: build
 
@@ -27,6 +27,13 @@ run: build
 ## each checked against its pinned sha256 (a no-op when both match).
 tools:
 	bash tests/support/fetch-tools.sh
+
+## Build the pinned upstream kube-apiserver, kube-controller-manager,
+## kube-scheduler, etcd and kwok (tests/upstream/go.mod) into .tools/upstream/
+## for the real-cluster tests; built once per pinned version into a cache
+## outside the checkout (MUSTER_UPSTREAM_CACHE), a no-op when built. Needs Go.
+upstream:
+	bash tests/support/build-upstream.sh
 
 fmt:
 	$(CARGO) fmt --all
