@@ -261,11 +261,15 @@ async fn explain_answers_for_quorum_racks_and_preemption_through_kubectl() {
         victims.iter().all(|v| v.starts_with("default/low-")),
         "{victims:?}"
     );
-    let text = stdout(&plugin(&k, &dir, &["explain", "podgroup/hi"]).await);
+    let why = json["preemption"]["whyVictims"].to_string();
+    assert!(why.contains("leaves no room for default/hi-"), "{json}");
+    // kubectl's `TYPE NAME` form answers as `TYPE/NAME` does.
+    let text = stdout(&plugin(&k, &dir, &["explain", "podgroup", "hi"]).await);
     assert!(
         text.contains("victims still terminating: default/low-"),
         "{text}"
     );
+    assert!(text.contains("leaves no room for default/hi-"), "{text}");
 
     // The scheduler cannot be reached: the API objects answer, saying so.
     let json = explain_json(

@@ -251,3 +251,64 @@ async fn a_rack_constrained_gang_frees_exactly_one_rack() {
     assert_eq!(nodes_of(&pods, "ra-").len(), 2, "rack a untouched");
     assert_eq!(count(&pods, "rb-"), 0, "rack b freed");
 }
+
+/// The interleaved layout: four nodes of 4 cores; low gangs `lo-a` and
+/// `lo-b` (disruptionMode all, four members of 2 cores) with one member of
+/// each on every node; a high gang of four 2-core members. Evicting one low
+/// gang frees 2 cores on every node, which is enough: the other gang stays
+/// whole, and the Preempting event says why the victims could not be
+/// spared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interleaved_low_gangs_lose_one_gang_not_both() {
+    let mut t = e2e::nodes(4, "4");
+    t.name_prefix = "pr".to_string();
+    let (env, k, _d) = start(vec![t]).await;
+    let mode = "  disruptionMode: {all: {}}\n";
+    let mut low = podgroup("lo-a", 4, "low", mode) + &podgroup("lo-b", 4, "low", mode);
+    for g in ["lo-a", "lo-b"] {
+        for i in 0..4 {
+            low += &pod(
+                &format!("{g}-{i}"),
+                "2",
+                "low",
+                Some(g),
+                Some(&format!("pr-{i}")),
+            );
+        }
+    }
+    k.apply(&low).await;
+    wait_pods(&env, "default", |p| {
+        p.values().filter(|p| bound(p)).count() == 8
+    })
+    .await;
+    let mut high = podgroup("hi", 4, "high", "");
+    for i in 0..4 {
+        high += &pod(&format!("hi-{i}"), "2", "high", Some("hi"), None);
+    }
+    k.apply(&high).await;
+    let e = wait_event(&env, "default", |e| {
+        e.reason.as_deref() == Some("Preempting")
+    })
+    .await;
+    let message = e.message.unwrap_or_default();
+    assert!(
+        message.starts_with("preempting 4 pod(s) (1 gang(s) whole)"),
+        "{message}"
+    );
+    assert!(
+        message.contains("leaves no room for default/hi-"),
+        "{message}"
+    );
+    let pods = wait_pods(&env, "default", |p| nodes_of(p, "hi-").len() == 4).await;
+    let (a, b) = (
+        nodes_of(&pods, "lo-a-").len(),
+        nodes_of(&pods, "lo-b-").len(),
+    );
+    assert!(
+        matches!((a, b), (4, 0) | (0, 4)),
+        "exactly one low gang evicted, whole: lo-a {a}, lo-b {b} bound"
+    );
+    let mut hi = nodes_of(&pods, "hi-");
+    hi.sort();
+    assert_eq!(hi, ["pr-0", "pr-1", "pr-2", "pr-3"], "one member a node");
+}

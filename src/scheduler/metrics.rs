@@ -219,7 +219,7 @@ impl Metrics {
             gang_preemption_reprieves: IntCounterVec::new(
                 Opts::new(
                     "muster_gang_preemption_reprieves_total",
-                    "Gang preemption candidates evaluated, by how their victims were reprieved: in_place (the gang planned once), replanned (the in-place plan did not verify), devices (members need devices; re-planned per reprieve).",
+                    "Victim units of gang preemption candidates, by how their reprieve was decided: in_place (put back against the plan held), replanned (put back after planning the gang again), evicted (could not be put back); exact (candidates chosen by the exact search), elsewhere (victims another placement does without).",
                 ),
                 &["how"],
             )?,

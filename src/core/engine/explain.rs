@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::{Engine, PodLocation};
 use crate::explain::{
     Ahead, Explanation, Gang, LastAttempt, Member, Nominated, Permit, Phase, PodReason, Preemption,
-    Queue, Release, Source, quorum_summary,
+    Queue, Release, Source, VictimReason, quorum_summary,
 };
 use crate::model::{
     DefinitionKey, GroupKey, GroupMembership, GroupPolicy, GroupSource, OwnerKind, PodInfo, PodKey,
@@ -468,7 +468,8 @@ impl Engine {
         if !victims.is_empty() || !nominated.is_empty() {
             e.preemption = Some(Preemption {
                 nominated,
-                victims_terminating: victims.iter().map(|k| k.to_string()).collect(),
+                victims_terminating: victims.iter().map(|(k, _)| k.to_string()).collect(),
+                why_victims: why_victims(&victims),
             });
         }
         e.members = members;
@@ -626,3 +627,19 @@ fn count(n: usize) -> u32 {
 #[cfg(test)]
 #[path = "explain_tests.rs"]
 mod tests;
+
+/// Each distinct reason a victim could not be spared, with the victims it
+/// applies to (a gang evicted whole shares one).
+fn why_victims(victims: &[(PodKey, Arc<str>)]) -> Vec<VictimReason> {
+    let mut out: Vec<VictimReason> = Vec::new();
+    for (key, why) in victims {
+        match out.iter_mut().find(|r| *r.why == **why) {
+            Some(r) => r.pods.push(key.to_string()),
+            None => out.push(VictimReason {
+                why: why.to_string(),
+                pods: vec![key.to_string()],
+            }),
+        }
+    }
+    out
+}

@@ -130,6 +130,7 @@ impl Engine {
             return self.park_short(&group, min_count, members, now);
         }
         let needed_u64 = u64::try_from(needed).unwrap_or(u64::MAX);
+        let confined = restriction.is_some();
         let tries = match restriction {
             // The per-pod confinement of a gang already partly placed.
             Some(r) => vec![PlacementTry::within(Some(r))],
@@ -233,8 +234,14 @@ impl Engine {
         }
         self.gang.note_domains(&group, considered, None);
         // PostFilter: the gang fits nowhere as the cluster stands; it may
-        // make room by preempting lower-priority work (`preempt_gang`).
-        let note = match self.preempt_for_gang(&group, &members, needed, min_count, &tries, now) {
+        // make room by preempting lower-priority work (`preempt_gang`), in
+        // any domain of its required level, not only in those whose room
+        // looked enough and did not plan.
+        let weigh = match confined {
+            true => tries,
+            false => self.with_every_required_domain(&members[0], &group, needed, tries),
+        };
+        let note = match self.preempt_for_gang(&group, &members, needed, min_count, &weigh, now) {
             super::preempt_gang::GangPreemption::Done => return,
             super::preempt_gang::GangPreemption::NotDone(note) => note,
         };
@@ -242,6 +249,29 @@ impl Engine {
         if let Some((label, plan)) = best {
             self.abandon(&group, min_count, plan, &label, note, now);
         }
+    }
+
+    /// `tries` and every other domain of the group's required level (within
+    /// the domains of the devices its PodGroup shares, as `tries` are).
+    fn with_every_required_domain(
+        &mut self,
+        first: &PodInfo,
+        group: &GroupKey,
+        needed: usize,
+        mut tries: Vec<PlacementTry>,
+    ) -> Vec<PlacementTry> {
+        let every = self.gang.required_domains(group, &self.cache);
+        if every.is_empty() {
+            return tries;
+        }
+        if let Ok(every) = self.within_shared_devices(first, needed, every) {
+            for t in every {
+                if !tries.iter().any(|u| u.label == t.label) {
+                    tries.push(t);
+                }
+            }
+        }
+        tries
     }
 
     /// Plans the members in one try's place, the way the try asks.

@@ -15,6 +15,7 @@
 //! event included.
 
 mod actions;
+mod cheapest_victims;
 mod cycle;
 mod device_domains;
 mod devices;
@@ -33,7 +34,7 @@ mod preempt_devices;
 mod preempt_gang;
 mod preemptions;
 mod priority;
-mod reprieve_in_place;
+mod reprieve;
 mod reservations;
 mod stats;
 

@@ -17,11 +17,12 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use super::cheapest_victims::cheaper_sets;
 use super::{Engine, EventType, ObjectRef};
 use crate::cache::{NodeState, PodState, WhatIf};
 use crate::framework::{FitError, Snapshot};
 use crate::model::{DisruptionMode, GroupKey, GroupPolicy, PodInfo, PodKey, PreemptionPolicy};
-use crate::preemption::{Cost, GangFacts, VictimUnit, reprieve_order, units_of};
+use crate::preemption::{Blocker, Cost, GangFacts, VictimUnit, reprieve_order, units_of};
 use crate::queue::QueueGroup;
 
 /// How many of the cheapest candidates are re-checked on the node table
@@ -33,6 +34,26 @@ pub(super) struct Candidate {
     pub node: usize,
     pub victims: Vec<VictimUnit>,
     pub cost: Cost,
+}
+
+impl Candidate {
+    /// Node `node` with `victims`, each needed for the preemptor there
+    /// (`blocker`).
+    pub(super) fn blocked(
+        node: usize,
+        mut victims: Vec<VictimUnit>,
+        cost: Cost,
+        blocker: &Blocker,
+    ) -> Self {
+        for u in &mut victims {
+            u.blocked = Some(blocker.clone());
+        }
+        Candidate {
+            node,
+            victims,
+            cost,
+        }
+    }
 }
 
 impl Engine {
@@ -98,8 +119,9 @@ impl Engine {
             EventType::Normal,
             "Preempting",
             format!(
-                "preempting {victims} pod(s) on node {node}: {}",
-                victim_list(&chosen.victims)
+                "preempting {victims} pod(s) on node {node}: {} ({})",
+                victim_list(&chosen.victims),
+                victim_reasons(&chosen.victims)
             ),
         );
         self.nominate(pod, node.clone());
@@ -250,6 +272,11 @@ impl Engine {
                 return None;
             }
             let on_node: HashSet<&PodKey> = in_way.iter().map(|p| &p.key).collect();
+            let blocker = Blocker {
+                pod: pod.key.clone(),
+                node: Some(node.info.name.clone()),
+            };
+            let all_units = units.clone();
             let mut victims = Vec::new();
             let mut violations = 0usize;
             for (unit, violates) in reprieve_order(units, &self.cache.facts().budgets) {
@@ -267,6 +294,8 @@ impl Engine {
                 for p in &here {
                     sim.remove_pod(p);
                 }
+                let mut unit = unit;
+                unit.blocked = Some(blocker.clone());
                 if violates {
                     violations = violations.saturating_add(unit.pods.len());
                 }
@@ -276,6 +305,27 @@ impl Engine {
                 return None;
             }
             let cost = Cost::of(&victims, violations);
+            // Where the node's choices are few, a cheaper set that fits
+            // (`cheapest_victims`).
+            let budgets = &self.cache.facts().budgets;
+            if let Some(cheaper) = cheaper_sets(&all_units, budgets, &cost) {
+                for p in victims.iter().flat_map(|u| u.pods.iter()) {
+                    if on_node.contains(&p.key) {
+                        sim.add_pod(p);
+                    }
+                }
+                for (cost, set) in cheaper {
+                    let mut without = sim.clone();
+                    for p in set.iter().flat_map(|u| u.pods.iter()) {
+                        if on_node.contains(&p.key) {
+                            without.remove_pod(p);
+                        }
+                    }
+                    if dry.fits(pod, &without) {
+                        return Some(Candidate::blocked(i, set, cost, &blocker));
+                    }
+                }
+            }
             Some(Candidate {
                 node: i,
                 victims,
@@ -332,6 +382,7 @@ impl Engine {
         let message = format!("{scheduler}: preempting to accommodate a higher priority pod");
         let mut count = 0usize;
         for unit in victims {
+            let why: Arc<str> = Arc::from(unit.why_evicted());
             let victim_kind = if unit.gang.is_some() { "gang" } else { "pod" };
             let n = self
                 .stats
@@ -357,7 +408,7 @@ impl Engine {
                     continue;
                 }
                 count = count.saturating_add(1);
-                self.preemptions.evicting(v, by.clone());
+                self.preemptions.evicting(v, by.clone(), why.clone());
                 self.outbox.preempt(
                     v.key.clone(),
                     v.uid.clone(),
@@ -420,6 +471,21 @@ pub(super) fn rotate<C>(
         out.extend(at((start + k) % n));
     }
     (out, visited)
+}
+
+/// Why the first victim units could not be spared, for the preemptor's
+/// event (an event's message is short: three named, then a count).
+pub(super) fn victim_reasons(victims: &[VictimUnit]) -> String {
+    const NAMED: usize = 3;
+    let mut text: Vec<String> = victims
+        .iter()
+        .take(NAMED)
+        .map(VictimUnit::why_evicted)
+        .collect();
+    if victims.len() > NAMED {
+        text.push(format!("{} more unit(s) likewise", victims.len() - NAMED));
+    }
+    text.join("; ")
 }
 
 /// Up to five victims by name, for the preemptor's event.

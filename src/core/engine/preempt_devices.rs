@@ -11,7 +11,8 @@
 //! (`Cache::what_if_remove`): the full PreFilter and Filter on that node.
 //! The reprieve is kube-scheduler's: the units most important first (and
 //! budget-protected ones before others) are put back while the pod still
-//! fits. The victims' claims are freed only when they are gone: the
+//! fits; where the node's choices are few, a cheaper set that fits is
+//! searched for exactly (`cheapest_victims`). The victims' claims are freed only when they are gone: the
 //! resourceclaim controller deallocates them, and the pod is retried on
 //! that claim event.
 
@@ -19,11 +20,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::Engine;
+use super::cheapest_victims::cheaper_sets;
 use super::preempt::Candidate;
 use crate::cache::WhatIf;
 use crate::framework::Snapshot;
 use crate::model::{PodInfo, PodKey};
-use crate::preemption::{Cost, reprieve_order, units_of};
+use crate::preemption::{Blocker, Cost, VictimUnit, reprieve_order, units_of};
 
 impl Engine {
     /// Whether `pod` asks for devices: its candidates are found on the
@@ -59,12 +61,17 @@ impl Engine {
         if in_way.is_empty() {
             return None;
         }
+        let blocker = Blocker {
+            pod: pod.key.clone(),
+            node: Some(node.info.name.clone()),
+        };
         let units = units_of(in_way.clone(), pod.priority, &|p| self.gang_facts(p));
         let evictable: HashSet<PodKey> = units.iter().flat_map(|u| u.keys()).cloned().collect();
         let mut edits = WhatIf::default();
         for key in going.iter().chain(evictable.iter()) {
             let _ = self.cache.what_if_remove(key, &mut edits);
         }
+        let all_units = units.clone();
         let found = self.fits_on(pod, i).then(|| {
             let on_node: HashSet<&PodKey> = in_way.iter().map(|p| &p.key).collect();
             let mut victims = Vec::new();
@@ -88,18 +95,57 @@ impl Engine {
                 if violates {
                     violations = violations.saturating_add(unit.pods.len());
                 }
+                let mut unit = unit;
+                unit.blocked = Some(blocker.clone());
                 victims.push(unit);
             }
             (victims, violations)
         });
+        let found = found
+            .filter(|(v, _)| !v.is_empty())
+            .map(|(victims, violations)| {
+                let cost = Cost::of(&victims, violations);
+                self.cheaper_on(pod, i, &all_units, &blocker, &mut edits, &cost)
+                    .unwrap_or(Candidate {
+                        node: i,
+                        victims,
+                        cost,
+                    })
+            });
         self.cache.revert(edits);
-        let (victims, violations) = found.filter(|(v, _)| !v.is_empty())?;
-        let cost = Cost::of(&victims, violations);
-        Some(Candidate {
-            node: i,
-            victims,
-            cost,
-        })
+        found
+    }
+
+    /// Where node `i`'s choices are few, the cheapest set of `units`
+    /// cheaper than `than`'s with which the pod fits there
+    /// (`cheapest_victims`). `edits` are as the reprieve left them and are
+    /// reverted by the caller.
+    fn cheaper_on(
+        &mut self,
+        pod: &Arc<PodInfo>,
+        i: usize,
+        units: &[VictimUnit],
+        blocker: &Blocker,
+        edits: &mut WhatIf,
+        than: &Cost,
+    ) -> Option<Candidate> {
+        let cheaper = cheaper_sets(units, &self.cache.facts().budgets, than)?;
+        for key in units.iter().flat_map(|u| u.keys()) {
+            self.cache.what_if_restore(key, edits);
+        }
+        for (cost, set) in cheaper {
+            for key in set.iter().flat_map(|u| u.keys()) {
+                let _ = self.cache.what_if_remove(key, edits);
+            }
+            let fits = self.fits_on(pod, i);
+            for key in set.iter().flat_map(|u| u.keys()) {
+                self.cache.what_if_restore(key, edits);
+            }
+            if fits {
+                return Some(Candidate::blocked(i, set, cost, blocker));
+            }
+        }
+        None
     }
 
     /// PreFilter and Filter for `pod` on node `i` of the node table as it

@@ -6,28 +6,30 @@
 //! Unlike kube-scheduler 1.37, which evaluates one placement for a pod
 //! group, every placement try of the gang (the whole cluster, or each
 //! candidate domain of its topology level) is a candidate. In each, the
-//! nodes cheapest to clear are tried first, then all of the try's nodes:
-//! the lower-priority pods in the way there are taken off (whole gangs
-//! where a member may not go alone, `preemption::units_of`), the gang is
-//! planned once and its victims reprieved in place, most important and
-//! budget-protected first (`reprieve_in_place`). Gangs that need devices,
-//! and plans the in-place reprieve cannot verify, are re-planned for each
-//! reprieve instead. The cheapest candidate (`preemption::Cost`: budget
-//! violations, priorities, gangs broken, pods) wins: for a rack-constrained
-//! gang, the rack cheapest to free.
+//! lower-priority pods in the way are grouped into victim units (whole
+//! gangs where a member may not go alone, `preemption::units_of`); the
+//! cheapest units that could make room are taken off first
+//! (`cheapest_units`, priced per unit: a gang evicted whole costs all its
+//! pods), else every unit; the gang is planned and the units reprieved,
+//! most important and budget-protected first, each put back whenever any
+//! plan of the gang in the try still fits (`reprieve`). The cheapest
+//! candidate (`preemption::Cost`: budget violations, priorities, pods,
+//! gangs broken) wins: for a rack-constrained gang, the rack cheapest to
+//! free. Its victims are then offered to every other try once more
+//! (`spare_elsewhere`), so no victim is evicted that any placement of the
+//! gang could do without (invariant I11).
 //!
 //! The victims are deleted and every planned member is nominated to its
 //! node; the gang waits (unschedulable, retried when pods are deleted) and
 //! is planned afresh once its victims are gone, with the nominated room
 //! held for it against less important pods.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::gang_cycle::{Batches, Plan};
-use super::preempt::victim_list;
-use super::reprieve_in_place::InPlace;
+use super::gang_cycle::Batches;
+use super::preempt::{victim_list, victim_reasons};
 use super::{Engine, EventType, ObjectRef};
 use crate::cache::WhatIf;
 use crate::framework::lifecycle::Refusal;
@@ -36,11 +38,6 @@ use crate::gang::PlacementTry;
 use crate::model::{GroupKey, PodInfo, PreemptionPolicy};
 use crate::preemption::{Cost, VictimUnit, reprieve_order, units_of};
 use crate::queue::{QueueGroup, Requeue};
-
-/// Reprieve steps (one gang plan each) per candidate; the units left when
-/// they run out stay victims (the choice is then not minimal, but the
-/// cycle's cost stays bounded).
-const MAX_REPRIEVE_STEPS: usize = 32;
 
 /// Placements evaluated in full per gang preemption; when a required level
 /// has more domains, the most promising are kept (`shortlist`).
@@ -118,7 +115,8 @@ impl Engine {
             return GangPreemption::Done;
         }
         self.stats.preemption_attempts += 1;
-        let tries = self.shortlist(tries, &first.requests, needed, priority);
+        let all_tries = tries;
+        let tries = self.shortlist(tries, &first.room_requests(), needed, priority);
         let gang = Preemptor {
             group,
             members,
@@ -141,6 +139,7 @@ impl Engine {
             )));
         };
         let chosen = candidates.swap_remove(best);
+        let chosen = self.spare_elsewhere(&gang, all_tries, chosen);
         self.execute_gang_preemption(group, members, chosen, now);
         GangPreemption::Done
     }
@@ -169,7 +168,7 @@ impl Engine {
             };
             let (mut room, mut top, mut count) = (0u64, i32::MIN, 0usize);
             for node in r.nodes.iter().filter_map(|&i| self.cache.nodes().get(i)) {
-                let (free, (_, highest, _, pods)) = self.clearing(node, priority);
+                let (free, highest, pods) = self.clearing(node, priority);
                 top = top.max(highest);
                 count = count.saturating_add(pods);
                 room = room.saturating_add(crate::gang::copies_fitting(&free, per_member));
@@ -186,6 +185,36 @@ impl Engine {
             .collect()
     }
 
+    /// What a node would offer with every pod below `priority` gone (the
+    /// pods already going count as gone), and the highest priority and
+    /// number of those not yet going.
+    fn clearing(
+        &self,
+        node: &crate::cache::NodeState,
+        priority: i32,
+    ) -> (crate::model::Resources, i32, usize) {
+        let mut free = node.free();
+        let (mut highest, mut pods) = (i32::MIN, 0usize);
+        for p in node.pods.iter().filter(|p| p.priority < priority) {
+            free.add(&p.requests);
+            if !self.is_going(p) {
+                highest = highest.max(p.priority);
+                pods += 1;
+            }
+        }
+        (free, highest, pods)
+    }
+
+    /// Whether a PodDisruptionBudget with no disruption left covers `p`.
+    fn protected(&self, p: &PodInfo) -> bool {
+        self.cache
+            .facts()
+            .budgets
+            .in_namespace(&p.key.namespace)
+            .iter()
+            .any(|b| b.disruptions_allowed <= 0 && b.covers(&p.key.namespace, &p.labels))
+    }
+
     /// Lower-priority pods still terminating (deleted, or preempted by us)
     /// on the nodes the gang's members are nominated to.
     fn terminating_for_gang(&self, members: &[Arc<PodInfo>], priority: i32) -> usize {
@@ -200,28 +229,10 @@ impl Engine {
             .count()
     }
 
-    /// Finds the victims that let the gang plan within `t`, fewest first
-    /// (see the module doc); `None` when even evicting every
-    /// lower-priority pod in reach would not let it meet its quorum.
+    /// Finds the victims that let the gang plan within `t` (see the module
+    /// doc); `None` when even evicting every lower-priority pod in reach
+    /// would not let it meet its quorum.
     fn gang_candidate(&mut self, gang: &Preemptor, t: &PlacementTry) -> Option<GangCandidate> {
-        // First on the nodes cheapest to clear alone, in place.
-        if self.reprieves_in_place(gang)
-            && let Some(narrow) = self.cheapest_nodes(gang, t)
-            && let Some(c) = self.candidate_in(gang, &narrow, true)
-        {
-            return Some(c);
-        }
-        self.candidate_in(gang, t, false)
-    }
-
-    /// [`Self::gang_candidate`] within `t`'s nodes; `in_place_only`: `None`
-    /// rather than re-planning when the in-place reprieve does not verify.
-    fn candidate_in(
-        &mut self,
-        gang: &Preemptor,
-        t: &PlacementTry,
-        in_place_only: bool,
-    ) -> Option<GangCandidate> {
         let scope: Vec<usize> = match &t.restriction {
             Some(r) => r.nodes.clone(),
             None => (0..self.cache.nodes().len()).collect(),
@@ -246,159 +257,212 @@ impl Engine {
             // Nothing to take off: the plan that failed would fail again.
             return None;
         }
-        for key in units.iter().flat_map(|u| u.keys()) {
-            let _ = self.cache.what_if_remove(key, &mut edits);
+        // Like members' per-node answers, for this candidate's plans (a
+        // node the edits change is evaluated afresh).
+        let mut batches = Batches::take_fresh(&mut self.batches);
+        let mut result =
+            self.candidate_from(gang, t, &scope, units.clone(), &mut edits, &mut batches);
+        if let Some(greedy) = result.take() {
+            for key in units.iter().flat_map(|u| u.keys()) {
+                self.cache.what_if_restore(key, &mut edits);
+            }
+            result = Some(self.cheaper_victims(gang, t, &units, greedy, &mut edits, &mut batches));
         }
-        let result = self.choose_gang_victims(gang, t, units, &mut edits, in_place_only);
+        self.batches = batches;
         self.cache.revert(edits);
         result
     }
 
-    /// With every unit of `units` taken off (in `edits`), plans the gang,
-    /// keeps only the units it needs and reprieves what it can.
-    fn choose_gang_victims(
+    /// The cheapest units that could make room first (`cheapest_units`),
+    /// reprieved; when the gang does not plan with those off, every unit.
+    fn candidate_from(
         &mut self,
         gang: &Preemptor,
         t: &PlacementTry,
-        units: Vec<VictimUnit>,
-        edits: &mut WhatIf,
-        in_place_only: bool,
-    ) -> Option<GangCandidate> {
-        // Like members' per-node answers, for this candidate's re-plans
-        // (a node the edits change is evaluated afresh).
-        let mut batches = Batches::take_fresh(&mut self.batches);
-        let result = self.choose_with(gang, t, units, edits, &mut batches, in_place_only);
-        self.batches = batches;
-        result
-    }
-
-    /// `choose_gang_victims` with the memo tables lent to it: the gang is
-    /// planned once and reprieved around in place (`reprieve_in_place`),
-    /// else re-planned for each reprieve.
-    fn choose_with(
-        &mut self,
-        gang: &Preemptor,
-        t: &PlacementTry,
+        scope: &[usize],
         units: Vec<VictimUnit>,
         edits: &mut WhatIf,
         batches: &mut Batches,
-        in_place_only: bool,
     ) -> Option<GangCandidate> {
-        let how = match self.reprieves_in_place(gang) {
-            true => match self.reprieve_in_place(gang, t, &units, edits, batches) {
-                InPlace::Chosen(c) => {
-                    self.count_reprieve("in_place");
-                    return Some(c);
-                }
-                InPlace::NoPlan => return None,
-                InPlace::Unverified if in_place_only => return None,
-                InPlace::Unverified => "replanned",
-            },
-            false => "devices",
+        let (first, rest) = self.cheapest_units(gang, scope, units);
+        for key in first.iter().flat_map(|u| u.keys()) {
+            let _ = self.cache.what_if_remove(key, edits);
+        }
+        if rest.is_empty() {
+            return self.reprieve_units(gang, t, first, edits, batches);
+        }
+        if let Some(c) = self.reprieve_units(gang, t, first.clone(), edits, batches) {
+            return Some(c);
+        }
+        for key in rest.iter().flat_map(|u| u.keys()) {
+            let _ = self.cache.what_if_remove(key, edits);
+        }
+        let all = first.into_iter().chain(rest).collect();
+        self.reprieve_units(gang, t, all, edits, batches)
+    }
+
+    /// Splits `units` into the cheapest that would make room for the
+    /// members to place within `scope` (one like the first member each)
+    /// judged by resources alone, and the rest. Units are taken in
+    /// `Cost`'s order — one a budget protects last, then the lowest
+    /// priority, the fewest pods, the youngest, then where they sit — and
+    /// a unit counts only for its pods inside `scope`. A gang evicted
+    /// whole costs as many pods as it has, wherever they are: a gang
+    /// spread over four nodes may free more room for its price than two
+    /// nodes' worth of pods. When no subset makes room, every unit.
+    fn cheapest_units(
+        &self,
+        gang: &Preemptor,
+        scope: &[usize],
+        units: Vec<VictimUnit>,
+    ) -> (Vec<VictimUnit>, Vec<VictimUnit>) {
+        let Some(per_member) = gang.members.first().map(|m| m.room_requests()) else {
+            return (units, Vec::new());
         };
-        self.count_reprieve(how);
-        self.choose_by_replanning(gang, t, units, edits, batches)
+        let per_member = &per_member;
+        let nodes = self.cache.nodes();
+        let mut free: HashMap<usize, (crate::model::Resources, u64)> = HashMap::new();
+        let mut room = 0u64;
+        for &i in scope {
+            if let Some(node) = nodes.get(i) {
+                let f = node.free();
+                let copies = crate::gang::copies_fitting(&f, per_member);
+                room = room.saturating_add(copies);
+                free.insert(i, (f, copies));
+            }
+        }
+        let needed = u64::try_from(gang.needed).unwrap_or(u64::MAX);
+        let mut order: Vec<(usize, VictimUnit)> = units.into_iter().enumerate().collect();
+        let key = |(at, u): &(usize, VictimUnit)| {
+            (
+                u.pods.iter().any(|p| self.protected(p)),
+                u.priority,
+                u.pods.len(),
+                std::cmp::Reverse(u.started_ms),
+                *at,
+            )
+        };
+        order.sort_by_cached_key(key);
+        let mut taken = 0usize;
+        for (_, unit) in &order {
+            if room >= needed {
+                break;
+            }
+            taken += 1;
+            for p in &unit.pods {
+                let Some(i) = p
+                    .node_name
+                    .as_deref()
+                    .and_then(|n| self.cache.node_index(n))
+                else {
+                    continue;
+                };
+                if let Some((f, copies)) = free.get_mut(&i) {
+                    f.add(&p.requests);
+                    let now = crate::gang::copies_fitting(f, per_member);
+                    room = room.saturating_add(now.saturating_sub(*copies));
+                    *copies = now;
+                }
+            }
+        }
+        let mut units: Vec<VictimUnit> = order.into_iter().map(|(_, u)| u).collect();
+        if room < needed {
+            return (units, Vec::new());
+        }
+        let rest = units.split_off(taken);
+        (units, rest)
     }
 
-    fn count_reprieve(&mut self, how: &'static str) {
-        *self.stats.gang_reprieves.entry(how).or_default() += 1;
-    }
-
-    /// Plans the gang, then reprieves one unit at a time (at most
-    /// [`MAX_REPRIEVE_STEPS`]), re-planning the whole gang for each so the
-    /// plan may move away from a unit put back.
-    fn choose_by_replanning(
+    /// Puts back each victim of `chosen` that the gang can do without in
+    /// any placement try, most important first: the chosen try's reprieve
+    /// kept back all it could there, but another try (another domain of
+    /// the required level) may place the gang with one of them left.
+    fn spare_elsewhere(
         &mut self,
         gang: &Preemptor,
-        t: &PlacementTry,
-        units: Vec<VictimUnit>,
-        edits: &mut WhatIf,
-        batches: &mut Batches,
-    ) -> Option<GangCandidate> {
-        self.plan_to_quorum(gang, t, batches)?;
-        // Every unit may be reprieved, budget-protected and most important
-        // first, so the plan can move away from them (units not under the
-        // final plan are put back below, whether or not their turn came).
-        let mut victims = Vec::new();
-        let mut violations = 0usize;
-        let mut steps = 0usize;
-        for (unit, violates) in reprieve_order(units, &self.cache.facts().budgets) {
-            if steps < MAX_REPRIEVE_STEPS {
-                steps += 1;
-                for key in unit.keys() {
-                    self.cache.what_if_restore(key, edits);
-                }
-                if self.plan_to_quorum(gang, t, batches).is_some() {
+        tries: &[PlacementTry],
+        mut chosen: GangCandidate,
+    ) -> GangCandidate {
+        if tries.len() < 2 || chosen.victims.is_empty() {
+            return chosen;
+        }
+        let mut edits = WhatIf::default();
+        let going: Vec<_> = self
+            .cache
+            .nodes()
+            .iter()
+            .flat_map(|n| self.going_below(n, gang.priority))
+            .map(|p| p.key.clone())
+            .collect();
+        for key in going
+            .iter()
+            .chain(chosen.victims.iter().flat_map(|u| u.keys()))
+        {
+            let _ = self.cache.what_if_remove(key, &mut edits);
+        }
+        let per_member = gang.members.first().map(|m| m.room_requests());
+        let needed = u64::try_from(gang.needed).unwrap_or(u64::MAX);
+        let mut batches = Batches::take_fresh(&mut self.batches);
+        let victims = std::mem::take(&mut chosen.victims);
+        let budgets = self.cache.facts().budgets.clone();
+        let mut kept = Vec::new();
+        for (unit, violates) in reprieve_order(victims, &budgets) {
+            for key in unit.keys() {
+                self.cache.what_if_restore(key, &mut edits);
+            }
+            let mut moved = None;
+            for t in tries {
+                if let Some(per) = &per_member
+                    && self.room_in(t, per) < needed
+                {
                     continue;
                 }
-                for key in unit.keys() {
-                    let _ = self.cache.what_if_remove(key, edits);
+                if let Ok(held) = self.hold_plan(gang, t, &mut batches) {
+                    self.release(&held);
+                    moved = Some((t.label.clone(), held.plan()));
+                    break;
                 }
             }
-            if violates {
-                violations = violations.saturating_add(unit.pods.len());
-            }
-            victims.push(unit);
-        }
-        // The plan the victims make room for (the last reprieve may have
-        // been tried on a different table).
-        let mut placed = self.plan_to_quorum(gang, t, batches)?;
-        // Victims with no pod under a planned member are not in the way:
-        // put them back, and keep that only if the gang still plans.
-        let used: HashSet<Arc<str>> = placed.iter().map(|(_, node)| node.clone()).collect();
-        let under = |u: &VictimUnit| {
-            u.pods
-                .iter()
-                .any(|p| p.node_name.as_ref().is_some_and(|n| used.contains(n)))
-        };
-        let spare: Vec<VictimUnit> = victims.iter().filter(|u| !under(u)).cloned().collect();
-        if !spare.is_empty() {
-            for key in spare.iter().flat_map(|u| u.keys()) {
-                self.cache.what_if_restore(key, edits);
-            }
-            if let Some(without_spare) = self.plan_to_quorum(gang, t, batches) {
-                placed = without_spare;
-                let back: HashSet<&crate::model::PodKey> =
-                    spare.iter().flat_map(|u| u.keys()).collect();
-                victims.retain(|u| !u.keys().any(|k| back.contains(k)));
-                let left: usize = victims.iter().map(|u| u.pods.len()).sum();
-                violations = violations.min(left);
-            } else {
-                for key in spare.iter().flat_map(|u| u.keys()) {
-                    let _ = self.cache.what_if_remove(key, edits);
+            match moved {
+                Some((label, plan)) => {
+                    self.count_reprieve(super::reprieve::Decision::Elsewhere);
+                    chosen.label = label;
+                    chosen.plan = plan;
+                }
+                None => {
+                    for key in unit.keys() {
+                        let _ = self.cache.what_if_remove(key, &mut edits);
+                    }
+                    kept.push((unit, violates));
                 }
             }
         }
-        let cost = Cost::of(&victims, violations);
-        Some(GangCandidate {
-            label: t.label.clone(),
-            victims,
-            cost,
-            plan: placed,
-        })
+        self.batches = batches;
+        self.cache.revert(edits);
+        let violations = kept
+            .iter()
+            .filter(|(_, v)| *v)
+            .map(|(u, _)| u.pods.len())
+            .sum();
+        chosen.victims = kept.into_iter().map(|(u, _)| u).collect();
+        chosen.cost = Cost::of(&chosen.victims, violations);
+        chosen
     }
 
-    /// Plans the gang within `t` on the node table as it stands (victims
-    /// taken off by the caller's edits) and takes the plan back: each
-    /// planned member and its node when the plan meets the quorum.
-    fn plan_to_quorum(
-        &mut self,
-        gang: &Preemptor,
-        t: &PlacementTry,
-        batches: &mut Batches,
-    ) -> Option<Vec<(Arc<PodInfo>, Arc<str>)>> {
-        let plan: Plan = self.plan_try(gang.members, gang.needed, t, batches);
-        let fits = self
-            .gang
-            .placement_feasible(&self.cache, gang.group, gang.min_count);
-        let placed = fits.then(|| {
-            plan.placed
+    /// How many members like `per_member` `t`'s nodes hold as they stand.
+    fn room_in(&self, t: &PlacementTry, per_member: &crate::model::Resources) -> u64 {
+        let nodes = self.cache.nodes();
+        let count =
+            |n: &crate::cache::NodeState| crate::gang::copies_fitting(&n.free(), per_member);
+        match &t.restriction {
+            Some(r) => r
+                .nodes
                 .iter()
-                .map(|p| (p.pod.clone(), p.node.clone()))
-                .collect()
-        });
-        self.undo(&plan);
-        placed
+                .filter_map(|&i| nodes.get(i))
+                .map(count)
+                .fold(0u64, u64::saturating_add),
+            None => nodes.iter().map(count).fold(0u64, u64::saturating_add),
+        }
     }
 
     fn execute_gang_preemption(
@@ -430,8 +494,9 @@ impl Engine {
                 EventType::Normal,
                 "Preempting",
                 format!(
-                    "preempting {evicted} pod(s) ({gangs} gang(s) whole){within}: {}",
-                    victim_list(&chosen.victims)
+                    "preempting {evicted} pod(s) ({gangs} gang(s) whole){within}: {} ({})",
+                    victim_list(&chosen.victims),
+                    victim_reasons(&chosen.victims)
                 ),
             );
         }

@@ -18,15 +18,24 @@ use crate::cache::{Cache, PodChange, PodState, WhatIf};
 use crate::model::{GroupKey, PodInfo, PodKey};
 use crate::queue::QueueGroup;
 
+/// A victim on its way out.
+#[derive(Debug)]
+struct Going {
+    uid: Arc<str>,
+    /// Whom it makes room for: the preemptor pod, or its gang.
+    by: QueueGroup,
+    /// Why the preemptor could not spare it
+    /// (`VictimUnit::why_evicted`).
+    why: Arc<str>,
+}
+
 /// What the engine knows of preemptions in progress.
 #[derive(Debug, Default)]
 pub(super) struct Preemptions {
     nominations: Nominations,
-    /// Victims whose deletion was asked for, with their uid, until the
-    /// informer reports them gone: never chosen twice, their room counted
-    /// as free; with whom they make room for (`QueueGroup`: the
-    /// preemptor pod, or its gang).
-    going: HashMap<PodKey, (Arc<str>, QueueGroup)>,
+    /// Victims whose deletion was asked for, until the informer reports
+    /// them gone: never chosen twice, their room counted as free.
+    going: HashMap<PodKey, Going>,
     /// Rotating start of the candidate search (as upstream's random offset,
     /// but reproducible).
     offset: usize,
@@ -96,10 +105,17 @@ impl Preemptions {
         nodes
     }
 
-    /// A victim's deletion was asked for.
-    pub fn evicting(&mut self, victim: &PodInfo, preemptor: QueueGroup) {
-        self.going
-            .insert(victim.key.clone(), (victim.uid.clone(), preemptor));
+    /// A victim's deletion was asked for, for `preemptor`, and why it
+    /// could not be spared.
+    pub fn evicting(&mut self, victim: &PodInfo, preemptor: QueueGroup, why: Arc<str>) {
+        self.going.insert(
+            victim.key.clone(),
+            Going {
+                uid: victim.uid.clone(),
+                by: preemptor,
+                why,
+            },
+        );
     }
 
     /// Whether the pod's deletion was asked for.
@@ -107,16 +123,17 @@ impl Preemptions {
         self.going.contains_key(key)
     }
 
-    /// The victims evicted for `preemptor` and not gone yet, by key.
-    pub fn victims_of(&self, preemptor: &QueueGroup) -> Vec<PodKey> {
-        let mut keys: Vec<PodKey> = self
+    /// The victims evicted for `preemptor` and not gone yet, by key, each
+    /// with why it could not be spared.
+    pub fn victims_of(&self, preemptor: &QueueGroup) -> Vec<(PodKey, Arc<str>)> {
+        let mut victims: Vec<(PodKey, Arc<str>)> = self
             .going
             .iter()
-            .filter(|(_, (_, by))| by == preemptor)
-            .map(|(k, _)| k.clone())
+            .filter(|(_, g)| g.by == *preemptor)
+            .map(|(k, g)| (k.clone(), g.why.clone()))
             .collect();
-        keys.sort();
-        keys
+        victims.sort();
+        victims
     }
 
     pub fn going_count(&self) -> usize {
@@ -135,11 +152,7 @@ impl Preemptions {
     /// before this scheduler started) is held room for; a victim recreated
     /// under its name is a new pod.
     pub fn observe(&mut self, pod: &Arc<PodInfo>, change: &PodChange, served: bool) {
-        if self
-            .going
-            .get(&pod.key)
-            .is_some_and(|(uid, _)| *uid != pod.uid)
-        {
+        if self.going.get(&pod.key).is_some_and(|g| g.uid != pod.uid) {
             self.going.remove(&pod.key);
         }
         match change.current {

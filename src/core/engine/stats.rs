@@ -88,10 +88,9 @@ pub struct Stats {
     /// `muster_gang_preemptions_total`: victim units evicted, by
     /// (preemptor, victim) kind, each `pod` or `gang`.
     pub preemptions_by_kind: BTreeMap<(&'static str, &'static str), u64>,
-    /// `muster_gang_preemption_reprieves_total`: gang preemption
-    /// candidates evaluated, by how their victims were reprieved:
-    /// `in_place` (one plan), `replanned` (the in-place plan did not
-    /// verify), `devices` (members need devices: re-planned).
+    /// `muster_gang_preemption_reprieves_total`: victim units of gang
+    /// preemption candidates by how their reprieve was decided
+    /// (`engine::reprieve::Decision`'s labels).
     pub gang_reprieves: BTreeMap<&'static str, u64>,
     /// Nominations given up because the preemptor could not use the room.
     pub nominations_released: u64,

@@ -324,6 +324,19 @@ pub struct Preemption {
     /// Victims evicted for it and not gone yet.
     #[serde(default)]
     pub victims_terminating: Vec<String>,
+    /// Why those victims could not be spared: each reason with the victims
+    /// it applies to.
+    #[serde(default)]
+    pub why_victims: Vec<VictimReason>,
+}
+
+/// Why victims of a preemption could not be put back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VictimReason {
+    /// "putting default/lo-b back leaves no room for default/hi-1 on node-2".
+    pub why: String,
+    pub pods: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

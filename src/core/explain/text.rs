@@ -134,6 +134,9 @@ pub fn render(e: &Explanation) -> String {
                 p.victims_terminating.join(", ")
             );
         }
+        for r in &p.why_victims {
+            let _ = writeln!(out, "  {} ({})", r.why, r.pods.join(", "));
+        }
     }
     out
 }

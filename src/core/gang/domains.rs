@@ -246,7 +246,7 @@ impl GangScheduling {
             min_resources: None,
         };
         let out: Vec<Envelope> = index
-            .domains(cache, &pod.requests, false)
+            .domains(cache, &pod.room_requests(), false)
             .best_fit(&need, TRIES_PER_LEVEL)
             .into_iter()
             .map(|(v, nodes, _)| envelope(v, nodes))
@@ -325,7 +325,7 @@ impl GangScheduling {
         for (tier, level) in levels.into_iter().enumerate() {
             let key = level_key(&hierarchy, level);
             let index = self.level_index(cache, &hierarchy, level);
-            let domains = index.domains(cache, &pod.requests, min_resources.is_some());
+            let domains = index.domains(cache, &pod.room_requests(), min_resources.is_some());
             let need = super::topology::Need {
                 remaining: needed.max(1),
                 min_resources: min_resources.as_ref(),
@@ -448,7 +448,7 @@ impl GangScheduling {
             Some(o) => nodes.iter().all(|n| o.nodes.binary_search(n).is_ok()),
         };
         index
-            .domains(cache, &pod.requests, false)
+            .domains(cache, &pod.room_requests(), false)
             .iter()
             .filter(|(_, nodes, _)| inside(nodes))
             .map(|(value, nodes, d)| InnerDomain {

@@ -427,7 +427,8 @@ impl GangScheduling {
                     min_resources: def.min_resources.as_ref().filter(|_| placed == 0),
                 };
                 let index = topology::index_for(&mut self.topology_index, cache, key);
-                let domains = index.domains(cache, &pod.requests, need.min_resources.is_some());
+                let domains =
+                    index.domains(cache, &pod.room_requests(), need.min_resources.is_some());
                 match topology::choose(domains.rooms(), &need, &choice.avoid) {
                     Ok(v) => v,
                     Err(_) if preferred => {

@@ -165,6 +165,24 @@ pub struct PodInfo {
 }
 
 impl PodInfo {
+    /// What a room estimate counts of this pod on a node (how many like it
+    /// a node or domain holds): its requests, less the extended resources a
+    /// DeviceClass may serve, which DynamicResources allocates from
+    /// devices where a node does not advertise them. The estimate may then
+    /// be optimistic, never pessimistic: Filter decides.
+    pub fn room_requests(&self) -> Resources {
+        let mut r = self.requests.clone();
+        for x in self
+            .constraints
+            .extended
+            .iter()
+            .flat_map(|c| c.requests.iter())
+        {
+            r.scalar.remove(&x.resource);
+        }
+        r
+    }
+
     /// Any `spec.schedulingGates` left: the pod waits at PreEnqueue.
     pub fn is_scheduling_gated(&self) -> bool {
         !self.scheduling_gates.is_empty()

@@ -97,6 +97,8 @@ mod tests {
             gang: gang.then(|| GroupKey::new(DefinitionKey::new("d", GroupSource::PodGroup, "g"))),
             priority,
             started_ms,
+            blocked: None,
+            keep_at_least: None,
         }
     }
 

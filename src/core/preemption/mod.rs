@@ -17,4 +17,4 @@ mod units;
 
 pub use args::{NAME, PreemptionArgs, decode_args};
 pub use cost::Cost;
-pub use units::{GangFacts, VictimUnit, reprieve_order, units_of};
+pub use units::{Blocker, GangFacts, VictimUnit, reprieve_order, split_by_budgets, units_of};

@@ -37,6 +37,23 @@ pub struct VictimUnit {
     pub priority: i32,
     /// The earliest start among its pods.
     pub started_ms: i64,
+    /// Why the reprieve could not put it back, once it is a victim.
+    pub blocked: Option<Blocker>,
+    /// For a gang whose `disruptionMode` is `single`, taken whole only
+    /// because too many of its members are in the way: its `minCount`. The
+    /// reprieve may put that many members back together, and then more one
+    /// by one, leaving only single members as victims.
+    pub keep_at_least: Option<usize>,
+}
+
+/// Why a victim could not be put back: the preemptor's pod (a gang's
+/// member, or the pod itself) that would then have no room.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocker {
+    pub pod: PodKey,
+    /// The node it was checked on; `None` when no node of the placement
+    /// tried would take it.
+    pub node: Option<Arc<str>>,
 }
 
 impl VictimUnit {
@@ -48,11 +65,46 @@ impl VictimUnit {
             gang,
             priority,
             started_ms,
+            blocked: None,
+            keep_at_least: None,
         }
+    }
+
+    /// One pod, evicted alone.
+    pub fn of_pod(pod: Arc<PodInfo>) -> Self {
+        VictimUnit::new(vec![pod], None)
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &PodKey> {
         self.pods.iter().map(|p| &p.key)
+    }
+
+    /// The unit as a person names it: its gang, else its pod.
+    pub fn name(&self) -> String {
+        match (&self.gang, self.pods.first()) {
+            (Some(g), _) => g.to_string(),
+            (None, Some(p)) => p.key.to_string(),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// Why it was not reprieved, in words: "putting default/lo-b back
+    /// leaves no room for default/hi-1 on node-2".
+    pub fn why_evicted(&self) -> String {
+        match &self.blocked {
+            Some(Blocker {
+                pod,
+                node: Some(node),
+            }) => format!(
+                "putting {} back leaves no room for {pod} on {node}",
+                self.name()
+            ),
+            Some(Blocker { pod, node: None }) => format!(
+                "putting {} back leaves no room for {pod} on any node",
+                self.name()
+            ),
+            None => format!("{} is in the way", self.name()),
+        }
     }
 }
 
@@ -85,7 +137,11 @@ pub fn units_of(
         if !whole {
             units.extend(members.into_iter().map(|p| VictimUnit::new(vec![p], None)));
         } else if facts.running.iter().all(|p| p.priority < below) {
-            units.push(VictimUnit::new(facts.running, Some(group)));
+            let mut unit = VictimUnit::new(facts.running, Some(group));
+            if facts.mode == DisruptionMode::Single {
+                unit.keep_at_least = Some(facts.min_count as usize);
+            }
+            units.push(unit);
         }
     }
     // Most important first: kube-scheduler's `MoreImportantPod` (higher

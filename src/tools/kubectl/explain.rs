@@ -24,8 +24,10 @@ pub struct ExplainArgs {
     /// What to explain: pod/NAME (or NAME), podgroup/NAME, workload/NAME,
     /// compositepodgroup/NAME, podgroup.scheduling.x-k8s.io/NAME,
     /// podgroup.scheduling.volcano.sh/NAME, or a top owner (job/NAME,
-    /// jobset/NAME, lws/NAME, ...).
+    /// jobset/NAME, lws/NAME, ...). kubectl's `TYPE NAME` form works too.
     pub target: String,
+    /// The name, when TARGET is a type alone (`explain podgroup NAME`).
+    pub name: Option<String>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
@@ -41,14 +43,26 @@ pub enum Output {
     Json,
 }
 
+/// The `TYPE/NAME` asked about, from kubectl's forms: `TYPE/NAME`,
+/// `TYPE NAME`, or a bare pod `NAME`.
+pub fn resource_of(target: &str, name: Option<&str>) -> Result<String, String> {
+    match (target.contains('/'), name) {
+        (true, None) => Ok(target.to_string()),
+        (false, None) => Ok(format!("pod/{target}")),
+        (false, Some(name)) if !name.is_empty() && !name.contains('/') => {
+            Ok(format!("{target}/{name}"))
+        }
+        (_, Some(name)) => Err(format!(
+            "there is no need to specify a resource type as a separate argument when passing arguments in resource/name form (got {target:?} and {name:?})"
+        )),
+    }
+}
+
 /// Runs `explain`; the exit code says whether every answer is bound.
 pub async fn run(args: ExplainArgs) -> Result<Exit> {
     let user = connect::user_config(&args.cluster).await?;
     let namespace = connect::namespace(&args.cluster, &user);
-    let resource = match args.target.contains('/') {
-        true => args.target.clone(),
-        false => format!("pod/{}", args.target),
-    };
+    let resource = resource_of(&args.target, args.name.as_deref()).map_err(anyhow::Error::msg)?;
     let target = ExplainTarget::parse(&namespace, &resource).map_err(anyhow::Error::msg)?;
     let api = Client::try_from(user.clone()).context("a client for the cluster")?;
     let answers = match ask_scheduler(&args.scheduler, &user, &api, &namespace, &resource).await {
@@ -123,4 +137,24 @@ async fn ask_scheduler(
         }
     }
     anyhow::bail!("{}", last.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resource_of;
+
+    #[test]
+    fn every_kubectl_form_names_the_same_resource() {
+        assert_eq!(
+            resource_of("podgroup/hi", None).as_deref(),
+            Ok("podgroup/hi")
+        );
+        assert_eq!(
+            resource_of("podgroup", Some("hi")).as_deref(),
+            Ok("podgroup/hi")
+        );
+        assert_eq!(resource_of("hi-0", None).as_deref(), Ok("pod/hi-0"));
+        assert!(resource_of("podgroup/hi", Some("lo")).is_err());
+        assert!(resource_of("podgroup", Some("a/b")).is_err());
+    }
 }
