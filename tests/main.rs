@@ -34,6 +34,7 @@ mod preemption_minimal;
 mod preemption_properties;
 mod real_cluster;
 mod real_cluster_e2e;
+mod real_gangs_e2e;
 mod reservation_properties;
 mod reservations_e2e;
 mod scenario_phases_e2e;

@@ -1008,3 +1008,119 @@ where
         ),
     }
 }
+
+/// The real kubectl (v1.37, from .tools/) with the admin's kubeconfig.
+pub fn kubectl(env: &Env) -> crate::common::kubectl::Kubectl {
+    crate::common::kubectl::Kubectl::new(env.cluster.kubeconfig.clone())
+}
+
+/// Pods in `ns`, by name, listed once.
+pub async fn list_pods(env: &Env, ns: &str) -> BTreeMap<String, Pod> {
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), ns);
+    api.list(&Default::default())
+        .await
+        .expect("list pods")
+        .items
+        .into_iter()
+        .map(|p| (p.metadata.name.clone().unwrap_or_default(), p))
+        .collect()
+}
+
+/// Creates an object of resource `ar` (in `ns` when given) from JSON.
+pub async fn create_object(env: &Env, ar: &kube::core::ApiResource, ns: Option<&str>, obj: Value) {
+    let obj: DynamicObject = serde_json::from_value(obj).expect("object json");
+    let api: Api<DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(env.client.clone(), ns, ar),
+        None => Api::all_with(env.client.clone(), ar),
+    };
+    api.create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "create {} {}: {e}",
+                ar.kind,
+                obj.metadata.name.as_deref().unwrap_or_default()
+            )
+        });
+}
+
+/// An API resource by group, version, kind and plural.
+pub fn resource(group: &str, version: &str, kind: &str, plural: &str) -> kube::core::ApiResource {
+    kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(group, version, kind),
+        plural,
+    )
+}
+
+/// Watches core/v1 events in `ns` until one matches (within the e2e hang
+/// guard; on timeout panics with [`describe`] of the namespace).
+pub async fn wait_event<F>(env: &Env, ns: &str, mut matches: F) -> k8s_openapi::api::core::v1::Event
+where
+    F: FnMut(&k8s_openapi::api::core::v1::Event) -> bool,
+{
+    use futures::StreamExt;
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(env.client.clone(), ns);
+    let mut stream = Box::pin(watcher::watcher(api, watcher::Config::default()));
+    let wait = async {
+        while let Some(ev) = stream.next().await {
+            if let watcher::Event::Apply(e) | watcher::Event::InitApply(e) =
+                ev.expect("event watch")
+                && matches(&e)
+            {
+                return e;
+            }
+        }
+        panic!("event watch ended");
+    };
+    match tokio::time::timeout(HANG_GUARD, wait).await {
+        Ok(e) => e,
+        Err(_) => panic!(
+            "no matching event in {ns} within {HANG_GUARD:?}:\n{}",
+            describe(env, ns).await
+        ),
+    }
+}
+
+/// Watches a v1beta1 PodGroup until its condition of `type_` satisfies
+/// `pred`; returns the condition (on timeout panics with [`describe`]).
+pub async fn wait_podgroup_condition<F>(
+    env: &Env,
+    ns: &str,
+    name: &str,
+    type_: &str,
+    mut pred: F,
+) -> Value
+where
+    F: FnMut(&Value) -> bool,
+{
+    use futures::StreamExt;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), ns, &podgroup_resource());
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = Box::pin(watcher::watcher(api, cfg));
+    let wait = async {
+        while let Some(ev) = stream.next().await {
+            if let watcher::Event::Apply(o) | watcher::Event::InitApply(o) =
+                ev.expect("podgroup watch")
+            {
+                let cond = o.data["status"]["conditions"]
+                    .as_array()
+                    .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+                    .cloned();
+                if let Some(c) = cond
+                    && pred(&c)
+                {
+                    return c;
+                }
+            }
+        }
+        panic!("podgroup watch ended");
+    };
+    match tokio::time::timeout(HANG_GUARD, wait).await {
+        Ok(c) => c,
+        Err(_) => panic!(
+            "podgroup {ns}/{name}: condition {type_} not reached within {HANG_GUARD:?}:\n{}",
+            describe(env, ns).await
+        ),
+    }
+}
