@@ -12,7 +12,7 @@ use super::kinds::{after_create, on_create};
 use super::objects::{as_map, generated_base, meta_mut, name_suffix, new_uid, now};
 use super::registry::ResourceDef;
 use super::response::commit_error;
-use super::status::{ApiError, ApiResult};
+use super::status::{ApiError, ApiResult, Cause};
 use super::store::{CommitError, Stored};
 use super::{validate, views};
 
@@ -185,13 +185,37 @@ fn validate_name(def: &ResourceDef, name: &str) -> ApiResult<()> {
     if ok {
         Ok(())
     } else {
-        Err(ApiError::invalid(
+        // One cause naming the field, as the real server's validation reports it.
+        Err(ApiError::invalid_fields(
             &def.group,
             &def.kind,
             name,
-            &format!(
-                "metadata.name: Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
-            ),
+            vec![Cause::invalid(
+                "metadata.name".into(),
+                name,
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+            )],
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::registry::Registry;
+
+    #[test]
+    fn an_invalid_name_is_one_cause_on_metadata_name() {
+        let registry = Registry::new(&std::collections::BTreeSet::new());
+        let def = registry.lookup("", "v1", "nodes").expect("nodes");
+        assert!(validate_name(&def, "good-name").is_ok());
+        let err = validate_name(&def, "Bad_Name").expect_err("invalid");
+        assert_eq!((err.code, err.reason), (422, "Invalid"));
+        let causes = &err.details.expect("details").causes;
+        assert_eq!(causes.len(), 1);
+        assert_eq!(
+            (causes[0].reason, causes[0].field.as_str()),
+            ("FieldValueInvalid", "metadata.name")
+        );
     }
 }

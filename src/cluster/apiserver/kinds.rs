@@ -2,6 +2,7 @@
 //! and priority resolution, node status from the fake kubelet, namespace
 //! phase and cascading deletion, CRD acceptance and (un)registration.
 
+use muster_core::model::Quantity;
 use serde_json::{Value, json};
 
 use super::SimState;
@@ -105,11 +106,64 @@ fn default_pod(state: &SimState, pod: &mut Value) -> ApiResult<Option<String>> {
         .map(str::to_string);
     let status = child_mut(as_map(pod), "status");
     status.insert("phase".into(), json!("Pending"));
-    status.insert("qosClass".into(), json!("BestEffort"));
+    let qos = qos_class(&pod["spec"]);
+    let status = child_mut(as_map(pod), "status");
+    status.insert("qosClass".into(), json!(qos));
     if node.is_some() {
         set_condition(status, condition("PodScheduled", true, None));
     }
     Ok(node)
+}
+
+/// The pod's quality-of-service class, as the API server computes it for
+/// `status.qosClass`: `BestEffort` when no container (init containers
+/// included) requests or limits cpu or memory; `Guaranteed` when every
+/// container limits both and requests no other amount than its limit
+/// (a request left out counts as the limit); otherwise `Burstable`.
+/// Pod-level `spec.resources`, when set, decide alone.
+fn qos_class(spec: &Value) -> &'static str {
+    const COMPUTE: [&str; 2] = ["cpu", "memory"];
+    let amount = |r: &Value, kind: &str, name: &str| {
+        r[kind][name]
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| r[kind][name].as_number().map(|n| n.to_string()))
+    };
+    let pod_level = &spec["resources"];
+    let all: Vec<&Value> = if pod_level.is_object() {
+        vec![pod_level]
+    } else {
+        ["containers", "initContainers"]
+            .iter()
+            .flat_map(|l| spec[*l].as_array().into_iter().flatten())
+            .map(|c| &c["resources"])
+            .collect()
+    };
+    let any = all.iter().any(|r| {
+        COMPUTE.iter().any(|n| {
+            amount(r, "requests", n).is_some_and(|q| !is_zero(&q))
+                || amount(r, "limits", n).is_some_and(|q| !is_zero(&q))
+        })
+    });
+    if !any {
+        return "BestEffort";
+    }
+    let guaranteed = all.iter().all(|r| {
+        COMPUTE.iter().all(|n| match amount(r, "limits", n) {
+            None => false,
+            Some(limit) => amount(r, "requests", n)
+                .is_none_or(|req| Quantity::parse(&req).ok() == Quantity::parse(&limit).ok()),
+        })
+    });
+    if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+fn is_zero(q: &str) -> bool {
+    Quantity::parse(q).is_ok_and(|v| v == Quantity::ZERO)
 }
 
 /// A host-network pod's container ports are ports on the host: the API
@@ -225,6 +279,36 @@ pub(super) fn after_delete(state: &SimState, def: &ResourceDef, obj: &Stored) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qos_class_follows_requests_and_limits() {
+        let pod = |resources: Value| json!({"containers": [{"name": "a", "resources": resources}]});
+        assert_eq!(qos_class(&pod(json!({}))), "BestEffort");
+        assert_eq!(
+            qos_class(&pod(json!({"requests": {"cpu": "100m", "memory": "64Mi"}}))),
+            "Burstable"
+        );
+        assert_eq!(
+            qos_class(&pod(json!({"limits": {"cpu": "1", "memory": "1Gi"}}))),
+            "Guaranteed"
+        );
+        assert_eq!(
+            qos_class(&pod(json!({"requests": {"cpu": "1000m", "memory": "1Gi"},
+                                  "limits": {"cpu": "1", "memory": "1Gi"}}))),
+            "Guaranteed"
+        );
+        assert_eq!(
+            qos_class(&pod(
+                json!({"requests": {"cpu": "500m"}, "limits": {"cpu": "1", "memory": "1Gi"}})
+            )),
+            "Burstable"
+        );
+        // Only cpu and memory count.
+        assert_eq!(
+            qos_class(&pod(json!({"requests": {"nvidia.com/gpu": "1"}}))),
+            "BestEffort"
+        );
+    }
 
     #[test]
     fn host_network_pods_get_host_ports() {

@@ -269,6 +269,14 @@ fn raw_quantity(q: &Value) -> Option<String> {
 fn pod(obj: &Value) -> Vec<Cause> {
     let spec = &obj["spec"];
     let mut causes = Vec::new();
+    // A pod runs at least one container.
+    if spec["containers"].as_array().is_none_or(Vec::is_empty) {
+        causes.push(Cause {
+            reason: "FieldValueRequired",
+            field: "spec.containers".into(),
+            message: "Required value".into(),
+        });
+    }
     for (path, map) in resource_maps(spec) {
         non_negative(map, &path, &mut causes);
     }
@@ -365,6 +373,19 @@ mod tests {
             pod(&json!({"spec": {"containers": [{"resources": {"requests": {"cpu": "x"}}}]}}))
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_pod_without_containers_is_invalid() {
+        for spec in [json!({}), json!({"containers": []})] {
+            let causes = pod(&json!({"spec": spec}));
+            assert_eq!(causes.len(), 1, "{causes:?}");
+            assert_eq!(
+                (causes[0].reason, causes[0].field.as_str()),
+                ("FieldValueRequired", "spec.containers")
+            );
+        }
+        assert!(pod(&json!({"spec": {"containers": [{"name": "a"}]}})).is_empty());
     }
 
     #[test]
