@@ -493,6 +493,17 @@ impl RealCluster {
             .await
     }
 
+    /// A client authenticating with a bearer `token` (a service account's,
+    /// from the TokenRequest API), under the name `name` in the cluster's
+    /// directory.
+    pub async fn client_with_token(&self, name: &str, token: &str) -> kube::Client {
+        let path = self.path.join(format!("{name}.kubeconfig"));
+        let server = format!("https://{}", self.api_addr);
+        fs::write(&path, kubeconfig(&server, &self.ca_file, name, token))
+            .expect("write a kubeconfig");
+        self.client_with(&path).await
+    }
+
     async fn client_with(&self, kubeconfig: &Path) -> kube::Client {
         let kc = Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
         let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
