@@ -58,6 +58,51 @@ impl<'a> Choices<'a> {
         Choices { units, bits, count }
     }
 
+    /// `mask`'s cost but for budget violations (counted as none): a bound
+    /// no lower than which its exact cost can be; `None` when it would
+    /// leave a gang running below its `minCount`.
+    fn bound(&self, mask: u32) -> Option<Cost> {
+        let mut cost = Cost {
+            pdb_violations: 0,
+            highest_priority: i32::MIN,
+            priority_sum: 0,
+            gangs_broken: 0,
+            pods: 0,
+            earliest_start_of_highest: i64::MAX,
+        };
+        let add = |p: &PodInfo, cost: &mut Cost| {
+            if p.priority > cost.highest_priority {
+                cost.highest_priority = p.priority;
+                cost.earliest_start_of_highest = p.started_ms;
+            } else if p.priority == cost.highest_priority {
+                cost.earliest_start_of_highest = cost.earliest_start_of_highest.min(p.started_ms);
+            }
+            cost.priority_sum = cost
+                .priority_sum
+                .saturating_add(i64::from(p.priority) - i64::from(i32::MIN));
+            cost.pods += 1;
+        };
+        for (u, &(first, n)) in self.units.iter().zip(&self.bits) {
+            let chosen = (0..n).filter(|i| mask & (1 << (first + i)) != 0).count();
+            if chosen == 0 {
+                continue;
+            }
+            if n == 1 || chosen == n {
+                cost.gangs_broken += usize::from(u.gang.is_some());
+                u.pods.iter().for_each(|p| add(p, &mut cost));
+                continue;
+            }
+            if n - chosen < u.keep_at_least.unwrap_or(n) {
+                return None;
+            }
+            (0..n)
+                .filter(|i| mask & (1 << (first + i)) != 0)
+                .filter_map(|i| u.pods.get(i))
+                .for_each(|p| add(p, &mut cost));
+        }
+        Some(cost)
+    }
+
     /// The victim units set `mask` stands for, or `None` when it would
     /// leave a gang running below its `minCount`.
     fn victims(&self, mask: u32) -> Option<Vec<VictimUnit>> {
@@ -86,6 +131,21 @@ impl<'a> Choices<'a> {
     }
 }
 
+/// Whether `units` are few enough choices to search exactly.
+pub(super) fn searchable(units: &[VictimUnit]) -> bool {
+    let mut count = 0usize;
+    for u in units {
+        count += match u.keep_at_least {
+            Some(min) if min < u.pods.len() => u.pods.len(),
+            _ => 1,
+        };
+        if count > MAX_CHOICES {
+            return false;
+        }
+    }
+    true
+}
+
 /// Every set of victims from `units` that costs less than `than`, cheapest
 /// first (ties in a fixed order); `None` when there are more than
 /// [`MAX_CHOICES`] choices to make.
@@ -94,12 +154,18 @@ pub(super) fn cheaper_sets(
     budgets: &Budgets,
     than: &Cost,
 ) -> Option<Vec<(Cost, Vec<VictimUnit>)>> {
-    let choices = Choices::new(units);
-    if choices.count > MAX_CHOICES {
+    if !searchable(units) {
         return None;
     }
+    let choices = Choices::new(units);
     let mut cheaper: Vec<(Cost, u32, Vec<VictimUnit>)> = Vec::new();
     for mask in 1..(1u32 << choices.count) {
+        if !choices
+            .bound(mask)
+            .is_some_and(|b| b.cmp_cost(than).is_lt())
+        {
+            continue;
+        }
         let Some(victims) = choices.victims(mask) else {
             continue;
         };
@@ -128,9 +194,7 @@ impl Engine {
         edits: &mut WhatIf,
         batches: &mut Batches,
     ) -> GangCandidate {
-        let Some(per_member) = gang.members.first().map(|m| m.room_requests()) else {
-            return greedy;
-        };
+        let per_member = &gang.least;
         let Some(cheaper) = cheaper_sets(units, &self.cache.facts().budgets, &greedy.cost) else {
             return greedy;
         };
@@ -144,7 +208,7 @@ impl Engine {
             if plans >= MAX_PLANS {
                 break;
             }
-            if self.room_without(&scope, &per_member, &victims) < needed {
+            if self.room_without(&scope, per_member, &victims) < needed {
                 continue;
             }
             plans += 1;

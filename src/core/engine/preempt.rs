@@ -314,7 +314,18 @@ impl Engine {
                         sim.add_pod(p);
                     }
                 }
+                let wanted = pod.room_requests();
                 for (cost, set) in cheaper {
+                    // Only a set that frees enough by resources is tried.
+                    let mut free = sim.free();
+                    for p in set.iter().flat_map(|u| u.pods.iter()) {
+                        if on_node.contains(&p.key) {
+                            free.add(&p.requests);
+                        }
+                    }
+                    if crate::gang::copies_fitting(&free, &wanted) == 0 {
+                        continue;
+                    }
                     let mut without = sim.clone();
                     for p in set.iter().flat_map(|u| u.pods.iter()) {
                         if on_node.contains(&p.key) {

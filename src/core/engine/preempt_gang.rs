@@ -68,6 +68,10 @@ pub(super) struct Preemptor<'a> {
     pub needed: usize,
     pub min_count: u32,
     pub priority: i32,
+    /// The least any member asks of a node (`room_requests`, resource by
+    /// resource): room bounds counted with it are optimistic for every
+    /// member, so they never rule out a plan that would fit.
+    pub least: crate::model::Resources,
 }
 
 impl Engine {
@@ -123,6 +127,7 @@ impl Engine {
             needed,
             min_count,
             priority,
+            least: least_of(members),
         };
         let mut candidates = Vec::new();
         for t in &tries {
@@ -260,14 +265,17 @@ impl Engine {
         // Like members' per-node answers, for this candidate's plans (a
         // node the edits change is evaluated afresh).
         let mut batches = Batches::take_fresh(&mut self.batches);
-        let mut result =
-            self.candidate_from(gang, t, &scope, units.clone(), &mut edits, &mut batches);
-        if let Some(greedy) = result.take() {
-            for key in units.iter().flat_map(|u| u.keys()) {
-                self.cache.what_if_restore(key, &mut edits);
-            }
-            result = Some(self.cheaper_victims(gang, t, &units, greedy, &mut edits, &mut batches));
-        }
+        let result = match super::cheapest_victims::searchable(&units) {
+            false => self.candidate_from(gang, t, &scope, units, &mut edits, &mut batches),
+            true => self
+                .candidate_from(gang, t, &scope, units.clone(), &mut edits, &mut batches)
+                .map(|greedy| {
+                    for key in units.iter().flat_map(|u| u.keys()) {
+                        self.cache.what_if_restore(key, &mut edits);
+                    }
+                    self.cheaper_victims(gang, t, &units, greedy, &mut edits, &mut batches)
+                }),
+        };
         self.batches = batches;
         self.cache.revert(edits);
         result
@@ -316,10 +324,7 @@ impl Engine {
         scope: &[usize],
         units: Vec<VictimUnit>,
     ) -> (Vec<VictimUnit>, Vec<VictimUnit>) {
-        let Some(per_member) = gang.members.first().map(|m| m.room_requests()) else {
-            return (units, Vec::new());
-        };
-        let per_member = &per_member;
+        let per_member = &gang.least;
         let nodes = self.cache.nodes();
         let mut free: HashMap<usize, (crate::model::Resources, u64)> = HashMap::new();
         let mut room = 0u64;
@@ -400,7 +405,6 @@ impl Engine {
         {
             let _ = self.cache.what_if_remove(key, &mut edits);
         }
-        let per_member = gang.members.first().map(|m| m.room_requests());
         let needed = u64::try_from(gang.needed).unwrap_or(u64::MAX);
         let mut batches = Batches::take_fresh(&mut self.batches);
         let victims = std::mem::take(&mut chosen.victims);
@@ -412,9 +416,7 @@ impl Engine {
             }
             let mut moved = None;
             for t in tries {
-                if let Some(per) = &per_member
-                    && self.room_in(t, per) < needed
-                {
+                if self.room_in(t, &gang.least) < needed {
                     continue;
                 }
                 if let Ok(held) = self.hold_plan(gang, t, &mut batches) {
@@ -450,7 +452,7 @@ impl Engine {
     }
 
     /// How many members like `per_member` `t`'s nodes hold as they stand.
-    fn room_in(&self, t: &PlacementTry, per_member: &crate::model::Resources) -> u64 {
+    pub(super) fn room_in(&self, t: &PlacementTry, per_member: &crate::model::Resources) -> u64 {
         let nodes = self.cache.nodes();
         let count =
             |n: &crate::cache::NodeState| crate::gang::copies_fitting(&n.free(), per_member);
@@ -528,4 +530,26 @@ impl Engine {
             );
         }
     }
+}
+
+/// The least any of `members` asks of a node, resource by resource (a
+/// resource some member does not ask for counts as none).
+fn least_of(members: &[Arc<PodInfo>]) -> crate::model::Resources {
+    let mut all = members.iter().map(|m| m.room_requests());
+    let Some(mut least) = all.next() else {
+        return crate::model::Resources::default();
+    };
+    for r in all {
+        least.milli_cpu = least.milli_cpu.min(r.milli_cpu);
+        least.memory = least.memory.min(r.memory);
+        least.ephemeral_storage = least.ephemeral_storage.min(r.ephemeral_storage);
+        least.pods = least.pods.min(r.pods);
+        least
+            .scalar
+            .retain(|name, v| r.scalar.get(name).is_some_and(|w| *w > 0) && *v > 0);
+        for (name, v) in least.scalar.iter_mut() {
+            *v = (*v).min(r.scalar.get(name).copied().unwrap_or(0));
+        }
+    }
+    least
 }

@@ -250,13 +250,23 @@ impl Engine {
             }
         }
         self.release(&r.held);
-        match self.hold_plan(r.gang, r.t, batches) {
-            Ok(moved) => {
-                r.held = moved;
-                self.count_reprieve(Decision::Replanned);
-                return PutBack::Kept;
+        // A plan is tried only where the placement's room (by resources,
+        // counted for the least member) could hold the gang at all.
+        let needed = u64::try_from(r.gang.needed).unwrap_or(u64::MAX);
+        if self.room_in(r.t, &r.gang.least) >= needed {
+            match self.hold_plan(r.gang, r.t, batches) {
+                Ok(moved) => {
+                    r.held = moved;
+                    self.count_reprieve(Decision::Replanned);
+                    return PutBack::Kept;
+                }
+                Err(b) => blocked = blocked.or(b),
             }
-            Err(b) => blocked = blocked.or(b),
+        } else if blocked.is_none() {
+            blocked = r.gang.members.first().map(|m| Blocker {
+                pod: m.key.clone(),
+                node: None,
+            });
         }
         for p in pods {
             let _ = self.cache.what_if_remove(&p.key, edits);
