@@ -8,9 +8,10 @@
 //! candidate domain of its topology level) is a candidate. In each, the
 //! lower-priority pods in the way are grouped into victim units (whole
 //! gangs where a member may not go alone, `preemption::units_of`); the
-//! cheapest units that could make room are taken off first
-//! (`cheapest_units`, priced per unit: a gang evicted whole costs all its
-//! pods), else every unit; the gang is planned and the units reprieved,
+//! cheapest units that could make room are taken off first, chosen two
+//! ways and the cheaper result kept (`units_in_cost_order`,
+//! `units_node_by_node`; priced per unit: a gang evicted whole costs all
+//! its pods), else every unit; the gang is planned and the units reprieved,
 //! most important and budget-protected first, each put back whenever any
 //! plan of the gang in the try still fits (`reprieve`). The cheapest
 //! candidate (`preemption::Cost`: budget violations, priorities, pods,
@@ -35,7 +36,7 @@ use crate::cache::WhatIf;
 use crate::framework::lifecycle::Refusal;
 use crate::framework::{EventSet, QueueingEvent};
 use crate::gang::PlacementTry;
-use crate::model::{GroupKey, PodInfo, PreemptionPolicy};
+use crate::model::{GroupKey, PodInfo, PreemptionPolicy, Resources};
 use crate::preemption::{Cost, VictimUnit, reprieve_order, units_of};
 use crate::queue::{QueueGroup, Requeue};
 
@@ -281,8 +282,10 @@ impl Engine {
         result
     }
 
-    /// The cheapest units that could make room first (`cheapest_units`),
-    /// reprieved; when the gang does not plan with those off, every unit.
+    /// The cheapest units that could make room first, reprieved — two
+    /// selections, each judged by resources alone, the cheaper candidate
+    /// kept (`units_in_cost_order`, `units_node_by_node`); when the gang
+    /// plans with neither, every unit.
     fn candidate_from(
         &mut self,
         gang: &Preemptor,
@@ -292,90 +295,198 @@ impl Engine {
         edits: &mut WhatIf,
         batches: &mut Batches,
     ) -> Option<GangCandidate> {
-        let (first, rest) = self.cheapest_units(gang, scope, units);
-        for key in first.iter().flat_map(|u| u.keys()) {
+        let mut selections: Vec<Vec<usize>> = Vec::new();
+        for sel in [
+            self.units_in_cost_order(gang, scope, &units),
+            self.units_node_by_node(gang, scope, &units),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if sel.len() < units.len() && !selections.contains(&sel) {
+                selections.push(sel);
+            }
+        }
+        let mut best: Option<GangCandidate> = None;
+        for sel in selections {
+            let chosen: Vec<VictimUnit> =
+                sel.iter().filter_map(|&i| units.get(i).cloned()).collect();
+            for key in chosen.iter().flat_map(|u| u.keys()) {
+                let _ = self.cache.what_if_remove(key, edits);
+            }
+            let found = self.reprieve_units(gang, t, chosen, edits, batches);
+            for key in units.iter().flat_map(|u| u.keys()) {
+                self.cache.what_if_restore(key, edits);
+            }
+            if let Some(c) = found
+                && best
+                    .as_ref()
+                    .is_none_or(|b| c.cost.cmp_cost(&b.cost).is_lt())
+            {
+                best = Some(c);
+            }
+        }
+        if best.is_some() {
+            return best;
+        }
+        for key in units.iter().flat_map(|u| u.keys()) {
             let _ = self.cache.what_if_remove(key, edits);
         }
-        if rest.is_empty() {
-            return self.reprieve_units(gang, t, first, edits, batches);
-        }
-        if let Some(c) = self.reprieve_units(gang, t, first.clone(), edits, batches) {
-            return Some(c);
-        }
-        for key in rest.iter().flat_map(|u| u.keys()) {
-            let _ = self.cache.what_if_remove(key, edits);
-        }
-        let all = first.into_iter().chain(rest).collect();
-        self.reprieve_units(gang, t, all, edits, batches)
+        self.reprieve_units(gang, t, units, edits, batches)
     }
 
-    /// Splits `units` into the cheapest that would make room for the
-    /// members to place within `scope` (one like the first member each)
-    /// judged by resources alone, and the rest. Units are taken in
-    /// `Cost`'s order — one a budget protects last, then the lowest
-    /// priority, the fewest pods, the youngest, then where they sit — and
-    /// a unit counts only for its pods inside `scope`. A gang evicted
-    /// whole costs as many pods as it has, wherever they are: a gang
-    /// spread over four nodes may free more room for its price than two
-    /// nodes' worth of pods. When no subset makes room, every unit.
-    fn cheapest_units(
+    /// Free room per node of `scope` as the table stands, and how many
+    /// members like the least one it holds in all.
+    fn room_by_node(
         &self,
         gang: &Preemptor,
         scope: &[usize],
-        units: Vec<VictimUnit>,
-    ) -> (Vec<VictimUnit>, Vec<VictimUnit>) {
-        let per_member = &gang.least;
+    ) -> (HashMap<usize, (Resources, u64)>, u64) {
         let nodes = self.cache.nodes();
-        let mut free: HashMap<usize, (crate::model::Resources, u64)> = HashMap::new();
+        let mut free = HashMap::new();
         let mut room = 0u64;
         for &i in scope {
             if let Some(node) = nodes.get(i) {
                 let f = node.free();
-                let copies = crate::gang::copies_fitting(&f, per_member);
+                let copies = crate::gang::copies_fitting(&f, &gang.least);
                 room = room.saturating_add(copies);
                 free.insert(i, (f, copies));
             }
         }
+        (free, room)
+    }
+
+    /// Takes `unit` off the room count (its pods inside `scope` only);
+    /// returns the room it adds.
+    fn take_off(
+        &self,
+        gang: &Preemptor,
+        unit: &VictimUnit,
+        free: &mut HashMap<usize, (Resources, u64)>,
+    ) -> u64 {
+        let mut added = 0u64;
+        for p in &unit.pods {
+            let Some(i) = p
+                .node_name
+                .as_deref()
+                .and_then(|n| self.cache.node_index(n))
+            else {
+                continue;
+            };
+            if let Some((f, copies)) = free.get_mut(&i) {
+                f.add(&p.requests);
+                let now = crate::gang::copies_fitting(f, &gang.least);
+                added = added.saturating_add(now.saturating_sub(*copies));
+                *copies = now;
+            }
+        }
+        added
+    }
+
+    /// The units, in `Cost`'s order — one a budget protects last, then the
+    /// lowest priority, the fewest pods, the youngest, then where they sit
+    /// — taken until the room they free would hold the members to place;
+    /// `None` when all of them would not. A unit counts only for its pods
+    /// inside `scope`; a gang evicted whole costs all its pods, wherever
+    /// they are, and frees room on every node it runs on (two gangs
+    /// interleaved over four nodes: one of them makes room on all four).
+    fn units_in_cost_order(
+        &self,
+        gang: &Preemptor,
+        scope: &[usize],
+        units: &[VictimUnit],
+    ) -> Option<Vec<usize>> {
+        let (mut free, mut room) = self.room_by_node(gang, scope);
         let needed = u64::try_from(gang.needed).unwrap_or(u64::MAX);
-        let mut order: Vec<(usize, VictimUnit)> = units.into_iter().enumerate().collect();
-        let key = |(at, u): &(usize, VictimUnit)| {
+        let mut order: Vec<usize> = (0..units.len()).collect();
+        order.sort_by_cached_key(|&at| {
+            let u = &units[at];
             (
                 u.pods.iter().any(|p| self.protected(p)),
                 u.priority,
                 u.pods.len(),
                 std::cmp::Reverse(u.started_ms),
-                *at,
+                at,
             )
-        };
-        order.sort_by_cached_key(key);
-        let mut taken = 0usize;
-        for (_, unit) in &order {
+        });
+        let mut taken = Vec::new();
+        for at in order {
             if room >= needed {
                 break;
             }
-            taken += 1;
-            for p in &unit.pods {
-                let Some(i) = p
+            taken.push(at);
+            room = room.saturating_add(self.take_off(gang, &units[at], &mut free));
+        }
+        (room >= needed).then_some(taken)
+    }
+
+    /// Node by node: the node whose units not yet taken cost least (in
+    /// `Cost`'s order: a budget-protected one, the highest priority, the
+    /// pods) has them all taken, until the room freed would hold the
+    /// members to place. Units shared by nodes are paid once, so nodes
+    /// whose pods belong to gangs already taken come next: where whole
+    /// nodes must be freed of gangs spread over them, this frees fewer
+    /// gangs than taking units one by one.
+    fn units_node_by_node(
+        &self,
+        gang: &Preemptor,
+        scope: &[usize],
+        units: &[VictimUnit],
+    ) -> Option<Vec<usize>> {
+        let (mut free, mut room) = self.room_by_node(gang, scope);
+        let needed = u64::try_from(gang.needed).unwrap_or(u64::MAX);
+        let mut on_node: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (at, u) in units.iter().enumerate() {
+            for p in &u.pods {
+                if let Some(i) = p
                     .node_name
                     .as_deref()
                     .and_then(|n| self.cache.node_index(n))
-                else {
-                    continue;
-                };
-                if let Some((f, copies)) = free.get_mut(&i) {
-                    f.add(&p.requests);
-                    let now = crate::gang::copies_fitting(f, per_member);
-                    room = room.saturating_add(now.saturating_sub(*copies));
-                    *copies = now;
+                    && free.contains_key(&i)
+                {
+                    let list = on_node.entry(i).or_default();
+                    if list.last() != Some(&at) {
+                        list.push(at);
+                    }
                 }
             }
         }
-        let mut units: Vec<VictimUnit> = order.into_iter().map(|(_, u)| u).collect();
-        if room < needed {
-            return (units, Vec::new());
+        let mut nodes: Vec<usize> = on_node.keys().copied().collect();
+        nodes.sort_unstable();
+        let mut is_taken = vec![false; units.len()];
+        let mut taken = Vec::new();
+        while room < needed {
+            let price = |i: usize| {
+                let mut price = (false, i32::MIN, 0usize);
+                for &at in on_node.get(&i).into_iter().flatten() {
+                    if is_taken[at] {
+                        continue;
+                    }
+                    let u = &units[at];
+                    price.0 |= u.pods.iter().any(|p| self.protected(p));
+                    price.1 = price.1.max(u.priority);
+                    price.2 += u.pods.len();
+                }
+                price
+            };
+            let next = nodes
+                .iter()
+                .copied()
+                .filter(|i| {
+                    on_node
+                        .get(i)
+                        .is_some_and(|l| l.iter().any(|&at| !is_taken[at]))
+                })
+                .min_by_key(|&i| (price(i), i))?;
+            for &at in on_node.get(&next).into_iter().flatten() {
+                if !is_taken[at] {
+                    is_taken[at] = true;
+                    taken.push(at);
+                    room = room.saturating_add(self.take_off(gang, &units[at], &mut free));
+                }
+            }
         }
-        let rest = units.split_off(taken);
-        (units, rest)
+        Some(taken)
     }
 
     /// Puts back each victim of `chosen` that the gang can do without in
