@@ -25,7 +25,8 @@
 //! is planned afresh once its victims are gone, with the nominated room
 //! held for it against less important pods.
 
-use std::collections::{HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -43,6 +44,10 @@ use crate::queue::{QueueGroup, Requeue};
 /// Placements evaluated in full per gang preemption; when a required level
 /// has more domains, the most promising are kept (`shortlist`).
 const MAX_CANDIDATE_PLACEMENTS: usize = 8;
+
+/// What evicting units costs, in `Cost`'s order: whether a budget
+/// protects one of their pods, their highest priority, their pods.
+type NodePrice = (bool, i32, usize);
 
 /// What gang preemption came to.
 pub(super) enum GangPreemption {
@@ -405,7 +410,7 @@ impl Engine {
                 u.pods.iter().any(|p| self.protected(p)),
                 u.priority,
                 u.pods.len(),
-                std::cmp::Reverse(u.started_ms),
+                Reverse(u.started_ms),
                 at,
             )
         });
@@ -435,6 +440,18 @@ impl Engine {
     ) -> Option<Vec<usize>> {
         let (mut free, mut room) = self.room_by_node(gang, scope);
         let needed = u64::try_from(gang.needed).unwrap_or(u64::MAX);
+        // Each unit's price, and the nodes of `scope` it sits on.
+        let price_of: Vec<NodePrice> = units
+            .iter()
+            .map(|u| {
+                (
+                    u.pods.iter().any(|p| self.protected(p)),
+                    u.priority,
+                    u.pods.len(),
+                )
+            })
+            .collect();
+        let mut unit_nodes: Vec<Vec<usize>> = vec![Vec::new(); units.len()];
         let mut on_node: HashMap<usize, Vec<usize>> = HashMap::new();
         for (at, u) in units.iter().enumerate() {
             for p in &u.pods {
@@ -443,46 +460,51 @@ impl Engine {
                     .as_deref()
                     .and_then(|n| self.cache.node_index(n))
                     && free.contains_key(&i)
+                    && !unit_nodes[at].contains(&i)
                 {
-                    let list = on_node.entry(i).or_default();
-                    if list.last() != Some(&at) {
-                        list.push(at);
-                    }
+                    unit_nodes[at].push(i);
+                    on_node.entry(i).or_default().push(at);
                 }
             }
         }
-        let mut nodes: Vec<usize> = on_node.keys().copied().collect();
-        nodes.sort_unstable();
         let mut is_taken = vec![false; units.len()];
+        let node_price = |i: usize, is_taken: &[bool]| {
+            let mut price = (false, i32::MIN, 0usize);
+            for &at in on_node.get(&i).into_iter().flatten() {
+                if !is_taken[at] {
+                    let (protected, priority, pods) = price_of[at];
+                    price.0 |= protected;
+                    price.1 = price.1.max(priority);
+                    price.2 += pods;
+                }
+            }
+            price
+        };
+        // Cheapest node first; a node's price only falls as units are
+        // taken, and each fall is pushed again, so an entry that no longer
+        // matches its node's price is stale and skipped.
+        let mut heap: BinaryHeap<Reverse<(NodePrice, usize)>> = on_node
+            .keys()
+            .map(|&i| Reverse((node_price(i, &is_taken), i)))
+            .collect();
         let mut taken = Vec::new();
         while room < needed {
-            let price = |i: usize| {
-                let mut price = (false, i32::MIN, 0usize);
-                for &at in on_node.get(&i).into_iter().flatten() {
-                    if is_taken[at] {
-                        continue;
-                    }
-                    let u = &units[at];
-                    price.0 |= u.pods.iter().any(|p| self.protected(p));
-                    price.1 = price.1.max(u.priority);
-                    price.2 += u.pods.len();
-                }
-                price
-            };
-            let next = nodes
-                .iter()
-                .copied()
-                .filter(|i| {
-                    on_node
-                        .get(i)
-                        .is_some_and(|l| l.iter().any(|&at| !is_taken[at]))
-                })
-                .min_by_key(|&i| (price(i), i))?;
+            let Reverse((price, next)) = heap.pop()?;
+            if price.2 == 0 || price != node_price(next, &is_taken) {
+                continue;
+            }
             for &at in on_node.get(&next).into_iter().flatten() {
-                if !is_taken[at] {
-                    is_taken[at] = true;
-                    taken.push(at);
-                    room = room.saturating_add(self.take_off(gang, &units[at], &mut free));
+                if is_taken[at] {
+                    continue;
+                }
+                is_taken[at] = true;
+                taken.push(at);
+                room = room.saturating_add(self.take_off(gang, &units[at], &mut free));
+                for &i in &unit_nodes[at] {
+                    let now = node_price(i, &is_taken);
+                    if now.2 > 0 {
+                        heap.push(Reverse((now, i)));
+                    }
                 }
             }
         }
