@@ -222,26 +222,35 @@ pub fn names_bound<'a>(pods: &'a BTreeMap<String, Pod>, prefix: &str) -> Vec<&'a
 }
 
 /// Watches events in `ns` until one matches.
-pub async fn wait_event<F>(env: &Env, ns: &str, mut matches: F) -> k8s_openapi::api::core::v1::Event
+pub async fn wait_event<F>(env: &Env, ns: &str, matches: F) -> k8s_openapi::api::core::v1::Event
 where
     F: FnMut(&k8s_openapi::api::core::v1::Event) -> bool,
 {
-    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(env.client.clone(), ns);
-    let mut stream = Box::pin(watcher::watcher(api, watcher::Config::default()));
-    let wait = async {
-        while let Some(ev) = stream.next().await {
-            if let watcher::Event::Apply(e) | watcher::Event::InitApply(e) =
-                ev.expect("event watch")
-                && matches(&e)
-            {
-                return e;
-            }
-        }
-        panic!("event watch ended");
-    };
-    tokio::time::timeout(HANG_GUARD, wait)
+    tokio::time::timeout(HANG_GUARD, next_event(&env.client, ns, matches))
         .await
         .expect("event arrived before the hang guard")
+}
+
+/// The first event in `ns` (listed or arriving) that `matches`, with no
+/// hang guard: the simulated and the real cluster's waits add their own.
+pub async fn next_event<F>(
+    client: &kube::Client,
+    ns: &str,
+    mut matches: F,
+) -> k8s_openapi::api::core::v1::Event
+where
+    F: FnMut(&k8s_openapi::api::core::v1::Event) -> bool,
+{
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
+    let mut stream = Box::pin(watcher::watcher(api, watcher::Config::default()));
+    while let Some(ev) = stream.next().await {
+        if let watcher::Event::Apply(e) | watcher::Event::InitApply(e) = ev.expect("event watch")
+            && matches(&e)
+        {
+            return e;
+        }
+    }
+    panic!("event watch ended");
 }
 
 /// Watches a PodGroup until its `PodGroupInitiallyScheduled` condition satisfies `pred`.
@@ -258,36 +267,50 @@ pub async fn wait_podgroup_condition_of<F>(
     ns: &str,
     name: &str,
     type_: &str,
+    pred: F,
+) -> Value
+where
+    F: FnMut(&Value) -> bool,
+{
+    tokio::time::timeout(
+        HANG_GUARD,
+        podgroup_condition(&env.client, ns, name, type_, pred),
+    )
+    .await
+    .expect("condition reached before the hang guard")
+}
+
+/// A v1beta1 PodGroup's condition of `type_` once it satisfies `pred`
+/// (watched), with no hang guard: the simulated and the real cluster's
+/// waits add their own.
+pub async fn podgroup_condition<F>(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    type_: &str,
     mut pred: F,
 ) -> Value
 where
     F: FnMut(&Value) -> bool,
 {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(env.client.clone(), ns, &podgroup_resource());
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &podgroup_resource());
     let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut stream = Box::pin(watcher::watcher(api, cfg));
-    let wait = async {
-        while let Some(ev) = stream.next().await {
-            if let watcher::Event::Apply(o) | watcher::Event::InitApply(o) =
-                ev.expect("podgroup watch")
+    while let Some(ev) = stream.next().await {
+        if let watcher::Event::Apply(o) | watcher::Event::InitApply(o) = ev.expect("podgroup watch")
+        {
+            let cond = o.data["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+                .cloned();
+            if let Some(c) = cond
+                && pred(&c)
             {
-                let cond = o.data["status"]["conditions"]
-                    .as_array()
-                    .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
-                    .cloned();
-                if let Some(c) = cond
-                    && pred(&c)
-                {
-                    return c;
-                }
+                return c;
             }
         }
-        panic!("podgroup watch ended");
-    };
-    tokio::time::timeout(HANG_GUARD, wait)
-        .await
-        .expect("condition reached before the hang guard")
+    }
+    panic!("podgroup watch ended");
 }
 
 /// GET a path on the daemon's HTTP endpoint; returns (status, body).

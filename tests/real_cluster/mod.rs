@@ -1065,24 +1065,11 @@ pub fn resource(group: &str, version: &str, kind: &str, plural: &str) -> kube::c
 
 /// Watches core/v1 events in `ns` until one matches (within the e2e hang
 /// guard; on timeout panics with [`describe`] of the namespace).
-pub async fn wait_event<F>(env: &Env, ns: &str, mut matches: F) -> k8s_openapi::api::core::v1::Event
+pub async fn wait_event<F>(env: &Env, ns: &str, matches: F) -> k8s_openapi::api::core::v1::Event
 where
     F: FnMut(&k8s_openapi::api::core::v1::Event) -> bool,
 {
-    use futures::StreamExt;
-    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(env.client.clone(), ns);
-    let mut stream = Box::pin(watcher::watcher(api, watcher::Config::default()));
-    let wait = async {
-        while let Some(ev) = stream.next().await {
-            if let watcher::Event::Apply(e) | watcher::Event::InitApply(e) =
-                ev.expect("event watch")
-                && matches(&e)
-            {
-                return e;
-            }
-        }
-        panic!("event watch ended");
-    };
+    let wait = crate::e2e::next_event(&env.client, ns, matches);
     match tokio::time::timeout(HANG_GUARD, wait).await {
         Ok(e) => e,
         Err(_) => panic!(
@@ -1099,34 +1086,12 @@ pub async fn wait_podgroup_condition<F>(
     ns: &str,
     name: &str,
     type_: &str,
-    mut pred: F,
+    pred: F,
 ) -> Value
 where
     F: FnMut(&Value) -> bool,
 {
-    use futures::StreamExt;
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(env.client.clone(), ns, &podgroup_resource());
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut stream = Box::pin(watcher::watcher(api, cfg));
-    let wait = async {
-        while let Some(ev) = stream.next().await {
-            if let watcher::Event::Apply(o) | watcher::Event::InitApply(o) =
-                ev.expect("podgroup watch")
-            {
-                let cond = o.data["status"]["conditions"]
-                    .as_array()
-                    .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
-                    .cloned();
-                if let Some(c) = cond
-                    && pred(&c)
-                {
-                    return c;
-                }
-            }
-        }
-        panic!("podgroup watch ended");
-    };
+    let wait = crate::e2e::podgroup_condition(&env.client, ns, name, type_, pred);
     match tokio::time::timeout(HANG_GUARD, wait).await {
         Ok(c) => c,
         Err(_) => panic!(

@@ -22,8 +22,8 @@ use super::gang_cycle::Batches;
 use super::preempt_gang::{GangCandidate, Preemptor};
 use crate::cache::WhatIf;
 use crate::gang::PlacementTry;
+use crate::model::PodInfo;
 use crate::model::disruption::Budgets;
-use crate::model::{PodInfo, Resources};
 use crate::preemption::{Cost, VictimUnit, split_by_budgets};
 
 /// Choices up to which every subset is weighed (2^12 sets).
@@ -194,7 +194,6 @@ impl Engine {
         edits: &mut WhatIf,
         batches: &mut Batches,
     ) -> GangCandidate {
-        let per_member = &gang.least;
         let Some(cheaper) = cheaper_sets(units, &self.cache.facts().budgets, &greedy.cost) else {
             return greedy;
         };
@@ -208,7 +207,7 @@ impl Engine {
             if plans >= MAX_PLANS {
                 break;
             }
-            if self.room_without(&scope, per_member, &victims) < needed {
+            if self.room_without(gang, &scope, &victims) < needed {
                 continue;
             }
             plans += 1;
@@ -236,22 +235,12 @@ impl Engine {
         greedy
     }
 
-    /// How many members like `per_member` `scope`'s nodes would hold with
-    /// `victims` gone, by resources alone.
-    fn room_without(&self, scope: &[usize], per_member: &Resources, victims: &[VictimUnit]) -> u64 {
-        let nodes = self.cache.nodes();
-        let mut room = 0u64;
-        for &i in scope {
-            let Some(node) = nodes.get(i) else {
-                continue;
-            };
-            let mut free = node.free();
-            for p in victims.iter().flat_map(|u| u.pods.iter()) {
-                if p.node_name.as_deref() == Some(&*node.info.name) {
-                    free.add(&p.requests);
-                }
-            }
-            room = room.saturating_add(crate::gang::copies_fitting(&free, per_member));
+    /// How many members like the least one `scope`'s nodes would hold
+    /// with `victims` gone, by resources alone.
+    fn room_without(&self, gang: &Preemptor, scope: &[usize], victims: &[VictimUnit]) -> u64 {
+        let (mut free, mut room) = self.room_by_node(gang, scope);
+        for u in victims {
+            room = room.saturating_add(self.take_off(gang, u, &mut free));
         }
         room
     }

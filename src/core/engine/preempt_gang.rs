@@ -342,7 +342,7 @@ impl Engine {
 
     /// Free room per node of `scope` as the table stands, and how many
     /// members like the least one it holds in all.
-    fn room_by_node(
+    pub(super) fn room_by_node(
         &self,
         gang: &Preemptor,
         scope: &[usize],
@@ -363,7 +363,7 @@ impl Engine {
 
     /// Takes `unit` off the room count (its pods inside `scope` only);
     /// returns the room it adds.
-    fn take_off(
+    pub(super) fn take_off(
         &self,
         gang: &Preemptor,
         unit: &VictimUnit,
