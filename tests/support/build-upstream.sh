@@ -2,7 +2,9 @@
 # Builds the upstream components that the real-cluster tests run
 # (tests/real_cluster) from the Go modules pinned in tests/upstream/:
 # kube-apiserver, kube-controller-manager, kube-scheduler and kwok from
-# tests/upstream/go.mod, etcd from tests/upstream/cmd/etcd/go.mod.
+# tests/upstream/go.mod, etcd from tests/upstream/cmd/etcd/go.mod; and the
+# oracle (tests/upstream/cmd/oracle), which answers the differential test
+# tests/oracle.rs with kube-scheduler's own plugins, DRA allocator and CEL.
 #
 # The binaries are built once per pinned version into a cache outside the
 # checkout, keyed by a hash of the modules' files, the Go version and the
@@ -31,6 +33,7 @@ components=(
   "kube-scheduler|.|k8s.io/kubernetes/cmd/kube-scheduler"
   "kwok|.|sigs.k8s.io/kwok/cmd/kwok"
   "etcd|cmd/etcd|muster.dev/tests/upstream/cmd/etcd"
+  "oracle|.|muster.dev/tests/upstream/cmd/oracle"
 )
 module_dirs=(. cmd/etcd)
 
@@ -83,7 +86,7 @@ key=$(
     for d in "${module_dirs[@]}"; do
       for f in go.mod go.sum; do echo "== $d/$f"; cat "$src/$d/$f"; done
     done
-    for f in tools.go cmd/etcd/main.go; do echo "== $f"; cat "$src/$f"; done
+    for f in tools.go cmd/etcd/main.go cmd/oracle/main.go; do echo "== $f"; cat "$src/$f"; done
     echo "== $(go env GOVERSION GOOS GOARCH | tr '\n' ' ')"
     echo "== $kube_ldflags | $kwok_ldflags | $etcd_ldflags | -trimpath"
   } | sha256sum | cut -c1-16
