@@ -530,6 +530,16 @@ fn unschedulable(pods: &BTreeMap<String, Pod>) -> Vec<String> {
         .collect()
 }
 
+/// A pod sent back from Permit whose claims are gone: it waits for them
+/// (`WaitingForResourceClaims` at the gate), or, refused before the gate
+/// saw the deletion, for room (`Unschedulable`).
+fn waiting_for_claims(p: &Pod) -> bool {
+    matches!(
+        condition_reason(p),
+        Some("WaitingForResourceClaims") | Some("Unschedulable")
+    )
+}
+
 /// The reason of a pod's `PodScheduled` condition, if any.
 fn condition_reason(p: &Pod) -> Option<&str> {
     p.status
@@ -1434,7 +1444,7 @@ async fn claims_deleted_under_pods(env: &Env, cpu: &BTreeMap<String, i64>) {
         audit_no_overcommit(pods, cpu);
         early.iter().all(|n| {
             pods.get(n)
-                .is_some_and(|p| !bound(p) && condition_reason(p) == Some("Unschedulable"))
+                .is_some_and(|p| !bound(p) && waiting_for_claims(p))
         })
     })
     .await;

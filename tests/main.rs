@@ -58,6 +58,8 @@ mod tenant_input_e2e;
 mod topology_e2e;
 mod topology_sources_e2e;
 mod topology_spread_e2e;
+mod unschedulable_e2e;
+mod unschedulable_reasons;
 mod volumes_e2e;
 mod what_if_e2e;
 

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::dra::ClaimReservation;
+use crate::framework::PendingReason;
 use crate::model::volumes::ClaimWrite;
 use crate::model::{GroupKey, GroupPhase, PodKey};
 
@@ -63,7 +64,7 @@ pub enum Action {
     /// message, never per retry.
     PodUnschedulable {
         pod: PodKey,
-        reason: &'static str,
+        reason: PendingReason,
         message: String,
     },
     /// Record the `Scheduled` event: the binding of the pod to `node`
@@ -164,7 +165,7 @@ pub fn scheduled_message(pod: &PodKey, node: &str) -> String {
 pub(super) struct Outbox {
     actions: Vec<Action>,
     /// Pod → the unschedulable condition last written.
-    pod_conditions: HashMap<PodKey, (&'static str, String)>,
+    pod_conditions: HashMap<PodKey, (PendingReason, String)>,
     /// Group → the False condition last written.
     group_conditions: HashMap<GroupKey, String>,
     /// Groups whose status went True (terminal).
@@ -257,7 +258,7 @@ impl Outbox {
     }
 
     /// Writes the pod's condition if it changed; returns whether it did.
-    pub fn pod_condition(&mut self, pod: &PodKey, reason: &'static str, message: &str) -> bool {
+    pub fn pod_condition(&mut self, pod: &PodKey, reason: PendingReason, message: &str) -> bool {
         if let Some((r, m)) = self.pod_conditions.get(pod)
             && *r == reason
             && m == message
@@ -382,7 +383,7 @@ impl Outbox {
     }
 
     /// The pod's unschedulable condition as last written: reason, message.
-    pub fn pod_condition_of(&self, pod: &PodKey) -> Option<(&'static str, &str)> {
+    pub fn pod_condition_of(&self, pod: &PodKey) -> Option<(PendingReason, &str)> {
         self.pod_conditions.get(pod).map(|(r, m)| (*r, m.as_str()))
     }
 

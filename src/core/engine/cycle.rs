@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::{AttemptCounts, Engine, EventType, Sample};
 use crate::framework::QueueingEvent;
 use crate::framework::lifecycle::{PermitVerdict, PreFilterVerdict, Refusal, Verdict};
-use crate::framework::{FitError, Framework, Placement, Snapshot};
+use crate::framework::{FitError, Framework, PendingReason, Placement, Snapshot};
 use crate::gang::GangNotice;
 use crate::model::{GroupKey, PodInfo, PodKey};
 use crate::plugins::registry;
@@ -21,7 +21,7 @@ use crate::queue::Requeue;
 /// `PodScheduled=False` reason of a member reserved at Permit: it holds a
 /// node and waits for its gang (not `Unschedulable`, which would tell a
 /// cluster autoscaler it needs room).
-pub const WAITING_AT_PERMIT: &str = "WaitingAtPermit";
+pub const WAITING_AT_PERMIT: PendingReason = PendingReason::WaitingAtPermit;
 
 /// PreFilter, Filter and Score of `pod` on the node at `index` alone.
 pub(super) fn schedule_on(
@@ -131,8 +131,10 @@ impl Engine {
                     message.push(' ');
                     message.push_str(&more);
                 }
+                let condition = self.room_reason(&pod, restriction.as_ref(), now);
                 let refusal = Refusal::new("FailedScheduling", message)
-                    .waking_on(registry::requeue_on(&fit.rejected_by));
+                    .waking_on(registry::requeue_on(&fit.rejected_by))
+                    .because(condition);
                 return self.refuse(pod, refusal, now);
             }
         };
@@ -158,6 +160,32 @@ impl Engine {
             return;
         }
         self.permit_assumed(pod, placement.node_name, now);
+    }
+
+    /// The reason of a pod no node took: `WaitingForReservation` when it
+    /// fits with the room held for gangs ahead of it taken off, else
+    /// `Unschedulable` (capacity is missing).
+    fn room_reason(
+        &mut self,
+        pod: &Arc<PodInfo>,
+        restriction: Option<&crate::framework::NodeRestriction>,
+        now: Instant,
+    ) -> PendingReason {
+        let fits = self.without_reservations(pod, now, |e| {
+            let Some(profile) = e.profiles.get_mut(&pod.scheduler_name) else {
+                return false;
+            };
+            let snapshot = Snapshot::of_cache(&e.cache);
+            let mut start = 0;
+            profile
+                .framework
+                .schedule_within(pod, &snapshot, &mut start, restriction)
+                .is_ok()
+        });
+        match fits {
+            Some(true) => PendingReason::WaitingForReservation,
+            _ => PendingReason::Unschedulable,
+        }
     }
 
     /// kube-scheduler's second Filter pass (`RunFilterPluginsWithNominatedPods`):
@@ -271,7 +299,7 @@ impl Engine {
     pub(super) fn report_refusal(&mut self, key: &PodKey, refusal: &Refusal, always_event: bool) {
         let changed = self
             .outbox
-            .pod_condition(key, "Unschedulable", &refusal.message);
+            .pod_condition(key, refusal.condition, &refusal.message);
         if changed || always_event {
             self.outbox.event(
                 self.pod_ref(key),

@@ -519,13 +519,13 @@ impl Engine {
             };
             let same = seen
                 .iter()
-                .position(|(r, _)| r.message == message && r.reason == reason);
+                .position(|(r, _)| r.message == message && r.reason == reason.as_str());
             match same {
                 Some(i) => seen[i].1 += 1,
                 None if seen.len() < REASONS_SHOWN => seen.push((
                     PodReason {
                         pod: p.key.to_string(),
-                        reason: reason.into(),
+                        reason: reason.as_str().into(),
                         message: message.into(),
                     },
                     0,

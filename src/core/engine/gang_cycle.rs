@@ -22,7 +22,7 @@ use std::time::Instant;
 use super::Engine;
 use crate::framework::lifecycle::{PreFilterVerdict, Refusal};
 use crate::framework::placement::{Batch, FitError, Framework};
-use crate::framework::{EventSet, NodeRestriction, QueueingEvent, Snapshot};
+use crate::framework::{EventSet, NodeRestriction, PendingReason, QueueingEvent, Snapshot};
 use crate::gang::placement_score::{self, Candidate, packing_score};
 use crate::gang::{PlacementTry, SlicePlan};
 use crate::model::{GroupKey, PodInfo};
@@ -76,6 +76,15 @@ impl Batches {
         }
         batch
     }
+}
+
+/// What a gang that found no placement learnt before giving up: what
+/// preemption said, and whether it would fit but for reservations held for
+/// gangs ahead of it.
+#[derive(Default)]
+pub(super) struct AfterPreemption {
+    pub note: Option<String>,
+    pub reservation_ahead: bool,
 }
 
 /// One member's place in a plan.
@@ -227,7 +236,14 @@ impl Engine {
             if !(still_assumed || self.redo(&plan)) {
                 // The cache refused a node the plan had: plan afresh next time.
                 self.gang.note_domains(&group, considered, None);
-                return self.abandon(&group, min_count, plan, &label, None, now);
+                return self.abandon(
+                    &group,
+                    min_count,
+                    plan,
+                    &label,
+                    AfterPreemption::default(),
+                    now,
+                );
             }
             self.gang.note_domains(&group, considered, Some(label));
             return self.commit(&group, plan, now);
@@ -245,10 +261,48 @@ impl Engine {
             super::preempt_gang::GangPreemption::Done => return,
             super::preempt_gang::GangPreemption::NotDone(note) => note,
         };
+        let ahead =
+            self.fits_but_for_reservations(&members, &group, needed, min_count, &weigh, now);
         self.gang_failed(&group, &members, now);
         if let Some((label, plan)) = best {
-            self.abandon(&group, min_count, plan, &label, note, now);
+            let after = AfterPreemption {
+                note,
+                reservation_ahead: ahead,
+            };
+            self.abandon(&group, min_count, plan, &label, after, now);
         }
+    }
+
+    /// Whether the gang would plan in one of `tries` with the room held for
+    /// gangs ahead of it taken off (then it waits for a reservation, not
+    /// for capacity). Plans nothing when no reservation was held.
+    fn fits_but_for_reservations(
+        &mut self,
+        members: &[Arc<PodInfo>],
+        group: &GroupKey,
+        needed: usize,
+        min_count: u32,
+        tries: &[PlacementTry],
+        now: Instant,
+    ) -> bool {
+        let Some(first) = members.first().cloned() else {
+            return false;
+        };
+        self.without_reservations(&first, now, |e| {
+            let mut batches = Batches::take_fresh(&mut e.batches);
+            let mut fits = false;
+            for t in tries {
+                let plan = e.plan_try(members, needed, t, &mut batches);
+                fits = e.gang.placement_feasible(&e.cache, group, min_count);
+                e.undo(&plan);
+                if fits {
+                    break;
+                }
+            }
+            e.batches = batches;
+            fits
+        })
+        .unwrap_or(false)
     }
 
     /// `tries` and every other domain of the group's required level (within
@@ -546,9 +600,13 @@ impl Engine {
         min_count: u32,
         plan: Plan,
         label: &str,
-        note: Option<String>,
+        after: AfterPreemption,
         now: Instant,
     ) {
+        let AfterPreemption {
+            note,
+            reservation_ahead,
+        } = after;
         let tasks = self.gang.task_shortfall_with(
             group,
             &self.cache,
@@ -595,7 +653,16 @@ impl Engine {
             message.push(' ');
             message.push_str(&note);
         }
-        let refusal = Refusal::group_wide("FailedScheduling", message).waking_on(wake);
+        // Members short of the quorum because others are not ready wait
+        // for members, not for capacity.
+        let condition = match first_unplaced {
+            None => PendingReason::WaitingForMembers,
+            Some(_) if reservation_ahead => PendingReason::WaitingForReservation,
+            Some(_) => PendingReason::Unschedulable,
+        };
+        let refusal = Refusal::group_wide("FailedScheduling", message)
+            .waking_on(wake)
+            .because(condition);
         let members = plan
             .placed
             .into_iter()
@@ -628,7 +695,8 @@ impl Engine {
             self.stats.attempts_unschedulable += 1;
             self.report_refusal(
                 &pod.key,
-                &Refusal::new("FailedScheduling", message.clone()),
+                &Refusal::new("FailedScheduling", message.clone())
+                    .because(PendingReason::WaitingForMembers),
                 false,
             );
             // The next member to become ready pulls them back; any event

@@ -24,7 +24,8 @@ use crate::queue::Requeue;
 
 /// `PodScheduled=False` reason of a pod whose PreBind failed (kube-scheduler
 /// reports PreBind failures as scheduler errors).
-pub const PRE_BIND_FAILED: &str = "SchedulerError";
+pub const PRE_BIND_FAILED: crate::framework::PendingReason =
+    crate::framework::PendingReason::SchedulerError;
 
 /// A pod waiting for its claims to be bound.
 #[derive(Debug, Clone)]

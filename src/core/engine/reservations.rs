@@ -558,3 +558,29 @@ fn fits(shape: &Resources, free: &Resources) -> bool {
 #[cfg(test)]
 #[path = "reservations_tests.rs"]
 mod tests;
+
+impl Engine {
+    /// Runs `f` with the reservations held for `pod`'s cycle taken off, and
+    /// holds them again after; `None` (and `f` not run) when none were held.
+    /// What a refusal's reason asks: would the pod, or its gang, fit but for
+    /// the room held for a gang ahead of it (`WaitingForReservation`, not
+    /// `Unschedulable`: an autoscaler must not scale for room that is there).
+    pub(super) fn without_reservations<T>(
+        &mut self,
+        pod: &PodInfo,
+        now: Instant,
+        f: impl FnOnce(&mut Engine) -> T,
+    ) -> Option<T> {
+        if self.reservations.held.is_empty() {
+            return None;
+        }
+        let held = std::mem::take(&mut self.reservations.held);
+        self.cache.revert(held);
+        let backfill = std::mem::take(&mut self.reservations.backfill_nodes);
+        let out = f(self);
+        let own = pod.group.key().cloned();
+        self.hold_reservations(pod, own.as_ref(), now);
+        self.reservations.backfill_nodes = backfill;
+        Some(out)
+    }
+}

@@ -29,6 +29,9 @@ pub struct Refusal {
     /// The cluster events that can lift it (the rejecting plugins' queueing
     /// events); every event unless narrowed with `waking_on`.
     pub wake_on: crate::framework::EventSet,
+    /// The reason of the pod's `PodScheduled=False` condition:
+    /// `Unschedulable` (capacity missing) unless set with `because`.
+    pub condition: crate::framework::PendingReason,
 }
 
 impl Refusal {
@@ -38,7 +41,14 @@ impl Refusal {
             message: message.into(),
             group_wide: false,
             wake_on: crate::framework::EventSet::ALL,
+            condition: crate::framework::PendingReason::Unschedulable,
         }
+    }
+
+    /// The refusal is not about capacity: the pod's condition names `why`.
+    pub fn because(mut self, why: crate::framework::PendingReason) -> Self {
+        self.condition = why;
+        self
     }
 
     /// A refusal every pending member of the group shares.

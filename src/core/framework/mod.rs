@@ -11,6 +11,7 @@
 pub mod args;
 pub mod cycle_state;
 pub mod lifecycle;
+pub mod pending;
 pub mod placement;
 pub mod queueing;
 pub mod snapshot;
@@ -19,6 +20,7 @@ use std::borrow::Cow;
 
 pub use args::{Args, ConfigError, PluginArgs};
 pub use cycle_state::CycleState;
+pub use pending::PendingReason;
 pub use placement::{FitError, Framework, Placement};
 pub use queueing::{EventSet, QueueingEvent};
 pub use snapshot::Snapshot;

@@ -2,6 +2,7 @@
 //! tried: scheduler-name conflicts and `minResources`.
 
 use crate::cache::Cache;
+use crate::framework::PendingReason;
 use crate::model::{GroupKey, GroupMembership, GroupPolicy, PodInfo};
 use crate::plugins::dynamic_resources;
 use crate::queue::{Gate, Gated};
@@ -15,7 +16,7 @@ use super::{GangScheduling, tasks};
 pub(super) fn pre_enqueue(gang: &GangScheduling, pod: &PodInfo, cache: &Cache) -> Gate {
     if pod.is_scheduling_gated() {
         return Err(Gated::waiting(
-            "SchedulingGated",
+            PendingReason::SchedulingGated,
             "Scheduling is blocked due to non-empty scheduling gates",
         ));
     }
@@ -34,7 +35,7 @@ pub(super) fn pre_enqueue(gang: &GangScheduling, pod: &PodInfo, cache: &Cache) -
 pub fn group_gate(gang: &GangScheduling, group: &GroupKey, cache: &Cache) -> Gate {
     if gang.def(&group.definition).is_none() {
         return Err(Gated::waiting(
-            "Unschedulable",
+            PendingReason::WaitingForDefinition,
             gang.absent_message(&group.definition),
         ));
     }
@@ -53,12 +54,19 @@ fn hierarchy_gate(gang: &GangScheduling, group: &GroupKey, cache: &Cache) -> Gat
         return Ok(());
     }
     match gang.ancestors(&group.definition) {
-        Err(ChainError::Missing(msg)) => return Err(Gated::waiting("Unschedulable", msg)),
+        Err(ChainError::Missing(msg)) => {
+            return Err(Gated::waiting(PendingReason::WaitingForDefinition, msg));
+        }
         Err(ChainError::Invalid(msg)) => return Err(Gated::invalid(msg)),
         Ok(_) => {}
     }
     gang.chain_satisfied(group, cache, Count::Observed)
-        .map_err(|short| Gated::waiting("Unschedulable", format!("waiting for {short}")))
+        .map_err(|short| {
+            Gated::waiting(
+                PendingReason::WaitingForMembers,
+                format!("waiting for {short}"),
+            )
+        })
 }
 
 /// The group's own definition and quorum.
@@ -70,7 +78,7 @@ fn own_gate(gang: &GangScheduling, group: &GroupKey, cache: &Cache) -> Gate {
             let observed = cache.group(group).map_or(0, |m| m.observed());
             if observed < usize::try_from(min_count).unwrap_or(usize::MAX) {
                 return Err(Gated::waiting(
-                    "Unschedulable",
+                    PendingReason::WaitingForMembers,
                     format!("waiting for {observed}/{min_count} pods of {group}"),
                 ));
             }
@@ -83,7 +91,7 @@ fn own_gate(gang: &GangScheduling, group: &GroupKey, cache: &Cache) -> Gate {
                 });
             match short {
                 Some(t) => Err(Gated::waiting(
-                    "Unschedulable",
+                    PendingReason::WaitingForMembers,
                     format!("waiting for pods of {group}: {t} observed (spec.minTaskMember)"),
                 )),
                 None => Ok(()),

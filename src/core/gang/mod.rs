@@ -485,7 +485,10 @@ impl GangScheduling {
             return PreFilterVerdict::Proceed;
         };
         if let Some(msg) = gate::scheduler_conflict(group, cache) {
-            return PreFilterVerdict::Refuse(Refusal::group_wide("FailedScheduling", msg));
+            return PreFilterVerdict::Refuse(
+                Refusal::group_wide("FailedScheduling", msg)
+                    .because(crate::framework::PendingReason::InvalidGroup),
+            );
         }
         if let Some(msg) = gate::min_resources_shortfall(self, group, cache) {
             return PreFilterVerdict::Refuse(Refusal::new("FailedScheduling", msg));

@@ -76,7 +76,10 @@ pub fn pre_enqueue(pod: &PodInfo, dra: &DraFacts) -> Gate {
     }
     match dra.pod_claims(pod) {
         Ok(_) => Ok(()),
-        Err(problem) if problem.waiting => Err(Gated::waiting("Unschedulable", problem.message)),
+        Err(problem) if problem.waiting => Err(Gated::waiting(
+            crate::framework::PendingReason::WaitingForResourceClaims,
+            problem.message,
+        )),
         Err(problem) => Err(Gated::invalid(problem.message)),
     }
 }

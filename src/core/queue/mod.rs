@@ -22,14 +22,15 @@ use priority_queue::PriorityQueue;
 
 pub use order::{OrderKey, QueueGroup};
 
-use crate::framework::{EventSet, QueueingEvent};
+use crate::framework::{EventSet, PendingReason, QueueingEvent};
 use crate::model::{GroupKey, PodInfo, PodKey, PodMap, PodSet, deadline};
 
 /// Why a pod may not enter the active queue yet (a PreEnqueue verdict).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gated {
-    /// Condition reason, e.g. `SchedulingGated` or `Unschedulable`.
-    pub reason: &'static str,
+    /// Condition reason: what the pod waits for (never `Unschedulable`
+    /// unless capacity is what is missing).
+    pub reason: PendingReason,
     /// What the pod waits for, written to its `PodScheduled=False` condition.
     pub message: String,
     /// Something is wrong with the pod or its group (not merely early): a
@@ -39,7 +40,7 @@ pub struct Gated {
 
 impl Gated {
     /// A pod waiting for something that is expected to happen.
-    pub fn waiting(reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn waiting(reason: PendingReason, message: impl Into<String>) -> Self {
         Gated {
             reason,
             message: message.into(),
@@ -47,10 +48,11 @@ impl Gated {
         }
     }
 
-    /// A pod that cannot be scheduled until a user fixes something.
+    /// A pod that cannot be scheduled until a user fixes something: no
+    /// capacity would help, so it is not `Unschedulable`.
     pub fn invalid(message: impl Into<String>) -> Self {
         Gated {
-            reason: "Unschedulable",
+            reason: PendingReason::InvalidGroup,
             message: message.into(),
             warning: true,
         }

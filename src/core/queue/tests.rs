@@ -16,7 +16,7 @@ fn plain(name: &str, created_ms: i64) -> (Arc<PodInfo>, OrderKey) {
 }
 
 fn waiting(msg: &str) -> Gated {
-    Gated::waiting("Unschedulable", msg)
+    Gated::waiting(crate::framework::PendingReason::WaitingForMembers, msg)
 }
 
 #[test]

@@ -116,7 +116,7 @@ impl Directory {
             } => Some(ApiCall::PodCondition {
                 pod,
                 status: false,
-                reason: reason.to_string(),
+                reason: reason.as_str().to_string(),
                 message,
             }),
             Action::Scheduled { pod, uid, node } => Some(ApiCall::Event {
