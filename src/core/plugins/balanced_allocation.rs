@@ -1,12 +1,17 @@
-//! `NodeResourcesBalancedAllocation`: prefers nodes whose utilisation fractions
-//! (after placing the pod) are close to each other across resources.
+//! `NodeResourcesBalancedAllocation`: prefers nodes whose utilisation
+//! fractions the pod brings closer to each other across resources.
 //!
-//! score = (1 − std) × 100, where std is the standard deviation of the
+//! balance = (1 − std) × 100, where std is the standard deviation of the
 //! per-resource fractions `requested / allocatable` (each capped at 1); with
-//! exactly two resources that is `|f1 − f2| / 2`. Actual requests are used, not
-//! the non-zero defaults, and a pod requesting none of the resources is not
-//! scored at all (kube-scheduler skips best-effort pods so they do not pile up
-//! on one node).
+//! exactly two resources that is `|f1 − f2| / 2`. As kube-scheduler 1.37,
+//! the score is the improvement the pod makes: with `with` the balance
+//! after placing it and `without` the balance before, score =
+//! 50 + (50 + with − without) / 2 (integer division), around 75 when the
+//! pod changes little, towards 100 when it evens the node out, towards 50
+//! when it skews it. Actual requests are used, not the non-zero defaults,
+//! and a pod requesting none of the resources is not scored at all
+//! (kube-scheduler skips best-effort pods so they do not pile up on one
+//! node).
 
 use crate::cache::NodeState;
 use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, ScorePlugin, Snapshot};
@@ -59,18 +64,57 @@ impl BalancedAllocation {
         }
     }
 
-    /// Utilisation fractions of the resources the node offers, capped at 1.
+    /// Utilisation fractions of the resources the node offers, capped at 1,
+    /// with the pod placed (`with_pod`) or before. Which resources count is
+    /// decided by the pod's requests either way, as upstream.
     fn fractions<'a>(
         &'a self,
         state: &'a CycleState,
         pod: &'a PodInfo,
         node: &'a NodeState,
+        with_pod: bool,
     ) -> impl Iterator<Item = f64> + 'a {
         self.resources.iter().filter_map(move |key| {
             let req = pod_request(key, pod, Requests::Actual);
-            allocatable_and_requested(state, key, node, req, Requests::Actual)
-                .map(|(alloc, requested)| (requested as f64 / alloc as f64).min(1.0))
+            allocatable_and_requested(state, key, node, req, Requests::Actual).map(
+                |(alloc, requested)| {
+                    let requested = match with_pod {
+                        true => requested,
+                        false => requested.saturating_sub(req),
+                    };
+                    (requested as f64 / alloc as f64).min(1.0)
+                },
+            )
         })
+    }
+
+    /// (1 − std) × 100 of the fractions.
+    fn balance(&self, state: &CycleState, pod: &PodInfo, node: &NodeState, with_pod: bool) -> i64 {
+        let (mut n, mut sum, mut first, mut second) = (0usize, 0.0f64, 0.0f64, 0.0f64);
+        for f in self.fractions(state, pod, node, with_pod) {
+            match n {
+                0 => first = f,
+                1 => second = f,
+                _ => {}
+            }
+            n += 1;
+            sum += f;
+        }
+        let std = match n {
+            0 | 1 => 0.0,
+            // The common cpu+memory case, without a second pass.
+            2 => ((first - second) / 2.0).abs(),
+            _ => {
+                let mean = sum / n as f64;
+                let var = self
+                    .fractions(state, pod, node, with_pod)
+                    .map(|f| (f - mean) * (f - mean))
+                    .sum::<f64>()
+                    / n as f64;
+                var.sqrt()
+            }
+        };
+        ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
     }
 }
 
@@ -88,31 +132,10 @@ impl ScorePlugin for BalancedAllocation {
     }
 
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeState) -> i64 {
-        let (mut n, mut sum, mut first, mut second) = (0usize, 0.0f64, 0.0f64, 0.0f64);
-        for f in self.fractions(state, pod, node) {
-            match n {
-                0 => first = f,
-                1 => second = f,
-                _ => {}
-            }
-            n += 1;
-            sum += f;
-        }
-        let std = match n {
-            0 | 1 => 0.0,
-            // The common cpu+memory case, without a second pass.
-            2 => ((first - second) / 2.0).abs(),
-            _ => {
-                let mean = sum / n as f64;
-                let var = self
-                    .fractions(state, pod, node)
-                    .map(|f| (f - mean) * (f - mean))
-                    .sum::<f64>()
-                    / n as f64;
-                var.sqrt()
-            }
-        };
-        ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+        let with = self.balance(state, pod, node, true);
+        let without = self.balance(state, pod, node, false);
+        let half = MAX_NODE_SCORE / 2;
+        half + (half + with - without) / 2
     }
 }
 
@@ -150,29 +173,25 @@ mod tests {
     use crate::plugins::test_util::{node, pod_requesting};
 
     #[test]
-    fn two_resources_use_half_the_difference() {
+    fn two_resources_use_half_the_difference_and_score_the_improvement() {
         let s = CycleState::new();
         let ba = BalancedAllocation::default();
         // After placing: cpu 3000/4000 = 0.75, memory 5000/10000 = 0.5
-        // std = 0.125 -> (1 - 0.125) * 100 = 87
+        // std = 0.125 -> (1 - 0.125) * 100 = 87; before: empty, 100.
+        // 50 + (50 + 87 - 100) / 2 = 68 (kube-scheduler 1.37).
         let n = node("n", &[("cpu", "4"), ("memory", "10000")]).build();
-        assert_eq!(
-            ba.score(&s, &pod_requesting(&[("cpu", "3"), ("memory", "5000")]), &n),
-            87
-        );
+        let p = pod_requesting(&[("cpu", "3"), ("memory", "5000")]);
+        assert_eq!(ba.balance(&s, &p, &n, true), 87);
+        assert_eq!(ba.score(&s, &p, &n), 68);
         // Already requested counts; fractions cap at 1.
         let busy = node("n", &[("cpu", "4"), ("memory", "10000")])
             .with_pod(pod_requesting(&[("cpu", "4")]))
             .build();
-        // cpu min(1, 7000/4000) = 1, memory 0.5 -> std 0.25 -> 75
-        assert_eq!(
-            ba.score(
-                &s,
-                &pod_requesting(&[("cpu", "3"), ("memory", "5000")]),
-                &busy
-            ),
-            75
-        );
+        // cpu min(1, 7000/4000) = 1, memory 0.5 -> std 0.25 -> 75; before:
+        // cpu 1, memory 0 -> 50; 50 + (50 + 75 - 50) / 2 = 87: the pod
+        // evens the node out.
+        assert_eq!(ba.balance(&s, &p, &busy, true), 75);
+        assert_eq!(ba.score(&s, &p, &busy), 87);
     }
 
     #[test]
@@ -187,8 +206,10 @@ mod tests {
         )
         .build();
         let p = pod_requesting(&[("cpu", "1"), ("memory", "2"), ("nvidia.com/gpu", "3")]);
-        // fractions .25 .5 .75, mean .5, std sqrt(0.125/3) = 0.2041 -> 79
-        assert_eq!(ba.score(&s, &p, &n), 79);
+        // fractions .25 .5 .75, mean .5, std sqrt(0.125/3) = 0.2041 -> 79;
+        // before: 100; 50 + (50 + 79 - 100) / 2 = 64.
+        assert_eq!(ba.balance(&s, &p, &n, true), 79);
+        assert_eq!(ba.score(&s, &p, &n), 64);
     }
 
     #[test]
