@@ -393,7 +393,9 @@ impl Plan {
                 Ok(false) => continue,
                 Ok(true) => {}
             }
-            if !c.alternative.admin_access && inv.flags(i) & CONSUMES != 0 {
+            // Counters are charged with admin access too (kube-scheduler
+            // 1.37): only the search accounts for them.
+            if inv.flags(i) & CONSUMES != 0 {
                 return None;
             }
             matching += 1;
@@ -811,7 +813,6 @@ impl<'a> Search<'_, 'a> {
             return self.request(next);
         }
         let left = slot.need - picked;
-        let admin = self.plan.choices[slot.choice].alternative.admin_access;
         let mut i = from;
         while i + left <= slot.end {
             let d = self.flat[i];
@@ -826,8 +827,7 @@ impl<'a> Search<'_, 'a> {
                 continue;
             }
             let mark = self.consumed.len();
-            if !admin
-                && self.inv.flags(d) & CONSUMES != 0
+            if self.inv.flags(d) & CONSUMES != 0
                 && self.first_use(d)
                 && let Some(dev) = self.inv.device_at(d)
             {
@@ -850,11 +850,7 @@ impl<'a> Search<'_, 'a> {
         if self.inv.flags(d) & SHARED == 0 {
             return true;
         }
-        !self.in_use.shared_out_at(d, self.inv)
-            && !self
-                .chosen
-                .iter()
-                .any(|(o, dev)| *dev == d && !self.plan.choices[*o].alternative.admin_access)
+        !self.in_use.shared_out_at(d, self.inv) && !self.chosen.iter().any(|(_, dev)| *dev == d)
     }
 
     /// Whether a share of the shared device at index `d` for `choice` fits
@@ -902,8 +898,10 @@ impl<'a> Search<'_, 'a> {
             return false;
         }
         // Candidates are free of other claims already (or monitored with
-        // admin access); what remains is the pool's shared counters.
-        if !c.alternative.admin_access && self.first_use(d) && !self.counters_fit(d) {
+        // admin access); what remains is the pool's shared counters, which
+        // an allocation with admin access consumes too, as kube-scheduler
+        // 1.37's allocator charges them.
+        if self.first_use(d) && !self.counters_fit(d) {
             return false;
         }
         let name = &c.alternative.name;

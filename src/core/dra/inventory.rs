@@ -330,7 +330,10 @@ impl Inventory {
             }
         }
         let mut names = HashSet::new();
-        for s in &current {
+        // As kube-scheduler 1.37's allocator: a slice that defines shared
+        // counters is a counter-set slice, and devices listed beside them
+        // are not offered (the API server refuses such a slice).
+        for s in current.iter().filter(|s| s.shared_counters.is_empty()) {
             for d in &s.devices {
                 if !names.insert(d.name.clone()) {
                     pool.problem = Some(format!(

@@ -405,14 +405,85 @@ fn tainted_devices_need_a_toleration() {
     assert!(run(&[&t], "n1", &inv, &InUse::default()).is_ok());
 }
 
+/// The slice of pool `node` (one of its two) that defines `sets`, the
+/// pool's shared counters, and lists no device.
+fn counter_slice(node: &str, sets: serde_json::Value) -> Slice {
+    let s: api::ResourceSlice = serde_json::from_value(json!({
+        "metadata": {"name": format!("{node}-counters")},
+        "spec": {"driver": DRIVER, "nodeName": node,
+            "pool": {"name": node, "generation": 0, "resourceSliceCount": 2},
+            "sharedCounters": sets},
+    }))
+    .unwrap();
+    Slice::from_api(&s).unwrap()
+}
+
+/// As kube-scheduler 1.37's allocator: a slice that defines shared
+/// counters is a counter-set slice; devices listed beside them are not
+/// offered (found by the upstream oracle, tests/oracle.rs).
 #[test]
-fn partitions_share_their_pools_counters() {
+fn devices_beside_shared_counters_are_not_offered() {
     let s: api::ResourceSlice = serde_json::from_value(json!({
         "metadata": {"name": "n1"},
         "spec": {
             "driver": DRIVER, "nodeName": "n1",
             "pool": {"name": "n1", "generation": 0, "resourceSliceCount": 1},
             "sharedCounters": [{"name": "gpu0", "counters": {"memory": {"value": "80Gi"}}}],
+            "devices": [{"name": "whole", "consumesCounters": [
+                {"counterSet": "gpu0", "counters": {"memory": {"value": "80Gi"}}}]}],
+        }
+    }))
+    .unwrap();
+    let s = Slice::from_api(&s).unwrap();
+    let inv = Inventory::new([&s], [gpus()]);
+    let one = claim(json!({"devices": {"requests": [exact("r", 1)]}}));
+    assert!(run(&[&one], "n1", &inv, &InUse::default()).is_err());
+}
+
+/// As kube-scheduler 1.37's allocator: devices allocated with admin access
+/// consume their pool's shared counters too (found by the upstream oracle,
+/// tests/oracle.rs).
+#[test]
+fn admin_access_consumes_shared_counters() {
+    let counters = counter_slice(
+        "n1",
+        json!([{"name": "gpu0", "counters": {"memory": {"value": "80Gi"}}}]),
+    );
+    let part = |name: &str| {
+        json!({"name": name, "consumesCounters": [
+            {"counterSet": "gpu0", "counters": {"memory": {"value": "40Gi"}}}]})
+    };
+    let s: api::ResourceSlice = serde_json::from_value(json!({
+        "metadata": {"name": "n1"},
+        "spec": {"driver": DRIVER, "nodeName": "n1",
+            "pool": {"name": "n1", "generation": 0, "resourceSliceCount": 2},
+            "devices": [part("a"), part("b"), part("c")]},
+    }))
+    .unwrap();
+    let s = Slice::from_api(&s).unwrap();
+    let inv = Inventory::new([&s, &counters], [gpus()]);
+    let admin = |count: u32| {
+        claim(json!({"devices": {"requests": [{"name": "r", "exactly": {
+            "deviceClassName": "gpu", "count": count, "adminAccess": true}}]}}))
+    };
+    assert!(run(&[&admin(2)], "n1", &inv, &InUse::default()).is_ok());
+    assert!(
+        run(&[&admin(3)], "n1", &inv, &InUse::default()).is_err(),
+        "three halves exceed the counter, with admin access too"
+    );
+}
+
+#[test]
+fn partitions_share_their_pools_counters() {
+    let counters = counter_slice(
+        "n1",
+        json!([{"name": "gpu0", "counters": {"memory": {"value": "80Gi"}}}]),
+    );
+    let s: api::ResourceSlice = serde_json::from_value(json!({
+        "metadata": {"name": "n1"},
+        "spec": {
+            "driver": DRIVER, "nodeName": "n1",
+            "pool": {"name": "n1", "generation": 0, "resourceSliceCount": 2},
             "devices": [
                 {"name": "whole", "consumesCounters": [{"counterSet": "gpu0", "counters": {"memory": {"value": "80Gi"}}}]},
                 {"name": "half-a", "consumesCounters": [{"counterSet": "gpu0", "counters": {"memory": {"value": "40Gi"}}}]},
@@ -422,7 +493,7 @@ fn partitions_share_their_pools_counters() {
     }))
     .unwrap();
     let s = Slice::from_api(&s).unwrap();
-    let inv = Inventory::new([&s], [gpus()]);
+    let inv = Inventory::new([&s, &counters], [gpus()]);
     let two = claim(json!({"devices": {"requests": [exact("r", 2)]}}));
     let a = run(&[&two], "n1", &inv, &InUse::default()).unwrap();
     assert_eq!(
@@ -857,10 +928,13 @@ fn a_request_policy_needs_a_shared_device_and_selectors_see_sharing() {
 
 #[test]
 fn a_shared_device_consumes_its_counters_once() {
+    let counters = counter_slice(
+        "n1",
+        json!([{"name": "port", "counters": {"lanes": {"value": "1"}}}]),
+    );
     let s: api::ResourceSlice = serde_json::from_value(json!({
         "metadata": {"name": "n1"},
-        "spec": {"driver": DRIVER, "nodeName": "n1", "pool": {"name": "n1", "generation": 0, "resourceSliceCount": 1},
-            "sharedCounters": [{"name": "port", "counters": {"lanes": {"value": "1"}}}],
+        "spec": {"driver": DRIVER, "nodeName": "n1", "pool": {"name": "n1", "generation": 0, "resourceSliceCount": 2},
             "devices": [
                 {"name": "vf", "allowMultipleAllocations": true,
                  "capacity": {"bandwidth": {"value": "100G"}},
@@ -870,7 +944,10 @@ fn a_shared_device_consumes_its_counters_once() {
     }))
     .unwrap();
     let n1 = Slice::from_api(&s).unwrap();
-    let inv = Inventory::new([&n1], [class("gpu", "device.allowMultipleAllocations")]);
+    let inv = Inventory::new(
+        [&n1, &counters],
+        [class("gpu", "device.allowMultipleAllocations")],
+    );
     let a = named(
         json!({"devices": {"requests": [bandwidth("r", "10G")]}}),
         "a",
