@@ -8,7 +8,7 @@ TOOLS := $(CURDIR)/.tools
 export MUSTER_KUBECTL ?= $(TOOLS)/kubectl
 export MUSTER_HELM ?= $(TOOLS)/helm
 
-.PHONY: all build run test tools upstream fmt lint core unit alerts bench bench-load bench-explain bench-memory sim-scale chaos fuzz fuzz-keep image clean
+.PHONY: all build run test tools upstream fmt lint core unit alerts bench bench-load bench-explain bench-memory sim-scale chaos fuzz fuzz-keep oracle image clean
 
 all: build
 
@@ -70,6 +70,17 @@ unit:
 ## upstream binaries are built or found first; without Go it stops, saying
 ## what to install).
 test: tools upstream lint core unit
+
+## The differential test against kube-scheduler 1.37's own code
+## (tests/oracle.rs, docs/plugins.md and docs/dra.md: "Agreement with
+## kube-scheduler"): ORACLE_CASES generated cases of each kind (placement,
+## device allocation; a fifth as many CEL selector cases) from ORACLE_SEED,
+## answered by the upstream oracle (make upstream) and by Muster's core.
+## `make test` runs 150 of each.
+ORACLE_CASES ?= 2000
+ORACLE_SEED ?= 47
+oracle: upstream
+	ORACLE_CASES=$(ORACLE_CASES) ORACLE_SEED=$(ORACLE_SEED) $(CARGO) test --test muster oracle::
 
 ## promtool unit tests of the shipped alerts (tests/alerts/): the rules of
 ## deploy/manifests/prometheusrule.yaml (the chart renders the same; `make

@@ -26,6 +26,7 @@ mod kwok_manifests;
 mod load_dra_e2e;
 mod load_e2e;
 mod metrics_auth_e2e;
+mod oracle;
 mod owners_e2e;
 mod parsers_proptest;
 mod preemption;
