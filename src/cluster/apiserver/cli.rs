@@ -62,6 +62,15 @@ pub struct ClusterArgs {
     /// gracePeriodSeconds / terminationGracePeriodSeconds.
     #[arg(long, value_parser = parse_duration)]
     pub max_termination_grace: Option<Duration>,
+    /// YAML file of node pools the simulated cluster-autoscaler grows for
+    /// ProvisioningRequests (`autoscaling.x-k8s.io/v1`, served only with
+    /// pools; see docs/simulate.md).
+    #[arg(long)]
+    pub node_pools: Option<PathBuf>,
+    /// How long a provisioned ProvisioningRequest's capacity stays booked,
+    /// e.g. 10m, 30s.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub booking: Duration,
 }
 
 fn parse_token_user(s: &str) -> Result<TokenUser, String> {
@@ -103,6 +112,11 @@ impl ClusterArgs {
             history: self.history,
             token_users: self.token_users.clone(),
             max_termination_grace: self.max_termination_grace,
+            node_pools: match &self.node_pools {
+                Some(path) => crate::kwok::pools::load(path).map_err(anyhow::Error::msg)?,
+                None => Vec::new(),
+            },
+            booking: self.booking,
             ..SimConfig::default()
         })
     }

@@ -13,6 +13,7 @@
 //! - [`patch`], [`selectors`], [`status`], [`objects`], `protobuf`: request mechanics;
 //!   `quantity`: resource quantities decoded (capped) as the server decodes them.
 //! - [`kubelet`]: the fake kubelet (kwok-style node and pod lifecycle) (node templates are `crate::kwok`).
+//! - [`autoscaler`]: the simulated cluster-autoscaler: ProvisioningRequests served from node pools (nodes appear, all or nothing).
 //! - [`provisioner`]: the simulated PV controller and CSI external-provisioner (claims get volumes).
 //! - `termination`: graceful pod deletion; `eviction`: the `pods/eviction`
 //!   subresource; `disruption`: PodDisruptionBudget status (the disruption
@@ -30,6 +31,7 @@
 //!   resource requests are authorized by the same RBAC objects.
 
 pub mod authn;
+pub mod autoscaler;
 mod binding;
 pub mod cli;
 mod convert;
@@ -77,6 +79,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::kwok::pools::NodePool;
 use crate::kwok::templates::{self, NodeTemplate};
 pub use authn::TokenUser;
 use authn::Tokens;
@@ -121,6 +124,11 @@ pub struct SimConfig {
     /// Longest grace a deleted pod is given before the fake kubelet removes
     /// it (load tests); `None` honours each pod's own.
     pub max_termination_grace: Option<Duration>,
+    /// Node pools the simulated cluster-autoscaler grows for
+    /// ProvisioningRequests; with none, `autoscaling.x-k8s.io` is not served.
+    pub node_pools: Vec<NodePool>,
+    /// How long a provisioned request's capacity stays booked.
+    pub booking: Duration,
 }
 
 impl Default for SimConfig {
@@ -138,6 +146,8 @@ impl Default for SimConfig {
             record_requests: false,
             token_users: Vec::new(),
             validate: true,
+            node_pools: Vec::new(),
+            booking: Duration::from_secs(600),
             max_termination_grace: None,
         }
     }
@@ -150,6 +160,18 @@ impl SimConfig {
             count: n,
             ..NodeTemplate::default()
         });
+        self
+    }
+
+    /// Node pools for the simulated cluster-autoscaler (`autoscaler`).
+    pub fn with_pools(mut self, pools: Vec<NodePool>) -> Self {
+        self.node_pools.extend(pools);
+        self
+    }
+
+    /// How long a provisioned request's capacity stays booked.
+    pub fn booking(mut self, d: Duration) -> Self {
+        self.booking = d;
         self
     }
 
@@ -269,7 +291,7 @@ impl SimCluster {
             shutdown.clone(),
         );
         let state = Arc::new(SimState {
-            registry: Registry::new(&config.without_groups),
+            registry: Registry::new(&served_groups(&config)),
             store,
             lifecycle,
             faults: Arc::new(Faults::new(config.faults.clone())),
@@ -289,6 +311,16 @@ impl SimCluster {
             shutdown.clone(),
         );
         dra::driver::spawn(state.store.clone(), shutdown.clone());
+        if !config.node_pools.is_empty() {
+            autoscaler::spawn(
+                state.clone(),
+                autoscaler::AutoscalerConfig {
+                    pools: config.node_pools.clone(),
+                    booking: config.booking,
+                },
+                shutdown.clone(),
+            );
+        }
         seed(&state, &config.node_templates)?;
         let app = http::router(state.clone());
         let stop = shutdown.clone();
@@ -359,6 +391,16 @@ impl Drop for SimCluster {
             server.abort();
         }
     }
+}
+
+/// The groups not served: those asked, and the autoscaler's API when no
+/// node pool was given (as a cluster without cluster-autoscaler lacks its CRD).
+fn served_groups(config: &SimConfig) -> BTreeSet<String> {
+    let mut without = config.without_groups.clone();
+    if config.node_pools.is_empty() {
+        without.insert("autoscaling.x-k8s.io".to_string());
+    }
+    without
 }
 
 /// Creates the initial namespaces and the template nodes through the same

@@ -149,6 +149,7 @@ fn builtin_table() -> Vec<ResourceDef> {
         e("v1", "serviceaccounts", "ServiceAccount", NS, &["sa"], false),
         e("v1", "persistentvolumeclaims", "PersistentVolumeClaim", NS, &["pvc"], true),
         e("v1", "persistentvolumes", "PersistentVolume", CLUSTER, &["pv"], true),
+        e("v1", "podtemplates", "PodTemplate", NS, &[], false),
         e("events.k8s.io/v1", "events", "Event", NS, &["ev"], false),
         e("coordination.k8s.io/v1", "leases", "Lease", NS, &[], false),
         e("apps/v1", "deployments", "Deployment", NS, &["deploy"], true),
@@ -193,6 +194,9 @@ fn builtin_table() -> Vec<ResourceDef> {
         e("resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate", NS, &[], false),
         e("resource.k8s.io/v1", "resourceslices", "ResourceSlice", CLUSTER, &[], false),
         e("resource.k8s.io/v1", "devicetaintrules", "DeviceTaintRule", CLUSTER, &[], true),
+        // Served when the cluster has node pools (the simulated
+        // cluster-autoscaler's API, `autoscaler.rs`).
+        e("autoscaling.x-k8s.io/v1", "provisioningrequests", "ProvisioningRequest", NS, &["provreq", "provreqs"], true),
     ]
 }
 
