@@ -270,7 +270,9 @@ impl Intent {
             | Action::Preempt { .. }
             | Action::Nominate { .. }
             | Action::GroupHealth { .. }
-            | Action::GroupReservation { .. } => Intent::Immediate,
+            | Action::GroupReservation { .. }
+            | Action::CreateProvisioningRequest { .. }
+            | Action::DeleteProvisioningRequest { .. } => Intent::Immediate,
         }
     }
 }

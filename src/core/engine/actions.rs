@@ -60,6 +60,20 @@ pub enum Action {
         uid: Arc<str>,
         claims: Vec<PodKey>,
     },
+    /// Create a ProvisioningRequest `name` in the group's namespace, owned
+    /// by the group's definition object: one PodTemplate per pod set (the
+    /// scheduling-relevant fields of `template_of`, not its name), `count`
+    /// each, of `class`; annotate each of `consumers` with
+    /// `autoscaling.x-k8s.io/consume-provisioning-request: <name>`.
+    CreateProvisioningRequest {
+        group: GroupKey,
+        name: Arc<str>,
+        class: Arc<str>,
+        pod_sets: Vec<super::provisioning::PodSet>,
+        consumers: Vec<PodKey>,
+    },
+    /// Delete the ProvisioningRequest (and its PodTemplates).
+    DeleteProvisioningRequest { namespace: Arc<str>, name: Arc<str> },
     /// Set the pod's `PodScheduled=False` condition. Emitted once per change of
     /// message, never per retry.
     PodUnschedulable {
@@ -181,6 +195,11 @@ pub(super) struct Outbox {
 impl Outbox {
     pub fn take(&mut self) -> Vec<Action> {
         std::mem::take(&mut self.actions)
+    }
+
+    /// An action written as is.
+    pub fn push(&mut self, action: Action) {
+        self.actions.push(action);
     }
 
     pub fn bind(

@@ -363,6 +363,7 @@ impl Engine {
                 );
                 let scheduled = self.scheduled_members(&group);
                 self.gang_started(&group, now);
+                self.provisioning_done(&group);
                 // A composite's report has no members of its own to track.
                 if self.outbox.group_scheduled(&group, message, scheduled) && !allowed.is_empty() {
                     self.sample(Sample::GangReleased);

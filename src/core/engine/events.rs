@@ -189,6 +189,7 @@ impl Engine {
         self.intake.def_deleted(key);
         self.releases.forget_definition(key);
         self.reservations_forget(key);
+        self.provisioning_forget(key);
         self.cache.update_dra(|dra| dra.set_group_claims(key, None));
         if !self.gang.remove_def(key) {
             return;

@@ -165,7 +165,12 @@ impl Engine {
                             }
                         }
                     }
-                    let refusal = Refusal::group_wide("FailedScheduling", message);
+                    let mut refusal = Refusal::group_wide("FailedScheduling", message);
+                    if let Some(note) = self.provision_for_gang(&group, &members, needed, now) {
+                        refusal.message.push(' ');
+                        refusal.message.push_str(&note);
+                        refusal = refusal.because(PendingReason::WaitingForProvisioning);
+                    }
                     self.gang_failed(&group, &members, now);
                     return self.refuse_all(members, refusal, now);
                 }
@@ -655,20 +660,28 @@ impl Engine {
         }
         // Members short of the quorum because others are not ready wait
         // for members, not for capacity.
-        let condition = match first_unplaced {
+        let mut condition = match first_unplaced {
             None => PendingReason::WaitingForMembers,
             Some(_) if reservation_ahead => PendingReason::WaitingForReservation,
             Some(_) => PendingReason::Unschedulable,
         };
-        let refusal = Refusal::group_wide("FailedScheduling", message)
-            .waking_on(wake)
-            .because(condition);
-        let members = plan
+        let members: Vec<Arc<PodInfo>> = plan
             .placed
             .into_iter()
             .map(|p| p.pod)
             .chain(plan.unplaced.into_iter().map(|(pod, _)| pod))
             .collect();
+        if condition == PendingReason::Unschedulable {
+            let needed = (min_count as usize).saturating_sub(placed_before);
+            if let Some(note) = self.provision_for_gang(group, &members, needed, now) {
+                condition = PendingReason::WaitingForProvisioning;
+                message.push(' ');
+                message.push_str(&note);
+            }
+        }
+        let refusal = Refusal::group_wide("FailedScheduling", message)
+            .waking_on(wake)
+            .because(condition);
         // The first member's refusal backs the gang off (PostFilter) and
         // reports the message on every pending member; the rest follow it
         // into backoff.

@@ -34,6 +34,7 @@ mod preempt_devices;
 mod preempt_gang;
 mod preemptions;
 mod priority;
+pub mod provisioning;
 mod reprieve;
 mod reservations;
 mod stats;
@@ -211,6 +212,8 @@ pub enum ClusterEvent {
     /// A PodDisruptionBudget observed or deleted: what preemption counts
     /// when it chooses victims.
     Budget(crate::model::disruption::BudgetChange),
+    /// ProvisioningRequests: served or not, their states (`provisioning`).
+    Provisioning(provisioning::ProvisioningChange),
 }
 
 /// Where a pending pod is (invariant I4: exactly one place at every moment).
@@ -280,6 +283,8 @@ pub struct Engine {
     /// Room held for gangs that kept failing, and backfill
     /// (`reservations`).
     reservations: reservations::Reservations,
+    /// ProvisioningRequests of gangs short of capacity (`provisioning`).
+    provisioning: provisioning::Provisioning,
 }
 
 impl Engine {
@@ -328,6 +333,7 @@ impl Engine {
             greedy_devices: false,
             device_reach: device_domains::DeviceReach::default(),
             releases: explain::Releases::default(),
+            provisioning: provisioning::Provisioning::default(),
             reservations: reservations::Reservations::default(),
         }
     }
@@ -390,6 +396,7 @@ impl Engine {
             }
             ClusterEvent::Owner(change) => self.on_owner_changed(change, now),
             ClusterEvent::Budget(change) => self.cache.facts_mut().budgets.apply(change),
+            ClusterEvent::Provisioning(change) => self.on_provisioning(change, now),
             ClusterEvent::Dra(change) => self.on_dra_change(change, now),
             ClusterEvent::Topology(change) => {
                 // New domains may hold a gang that fitted none: retry them.

@@ -29,6 +29,9 @@ pub enum PendingReason {
     /// Room is held for a gang ahead of it (a reservation): it would fit
     /// without that hold.
     WaitingForReservation,
+    /// A ProvisioningRequest for its gang is pending: capacity is being
+    /// provisioned for it (the request carries the demand).
+    WaitingForProvisioning,
     /// Reserved on a node at Permit, waiting for the rest of its gang.
     WaitingAtPermit,
     /// The group is unusable until a user fixes it (an invalid definition,
@@ -48,6 +51,7 @@ impl PendingReason {
             PendingReason::WaitingForMembers => "WaitingForMembers",
             PendingReason::WaitingForResourceClaims => "WaitingForResourceClaims",
             PendingReason::WaitingForReservation => "WaitingForReservation",
+            PendingReason::WaitingForProvisioning => "WaitingForProvisioning",
             PendingReason::WaitingAtPermit => "WaitingAtPermit",
             PendingReason::InvalidGroup => "InvalidGroup",
             PendingReason::SchedulerError => "SchedulerError",
@@ -55,13 +59,14 @@ impl PendingReason {
     }
 
     /// Every reason, for documentation checks and tests.
-    pub const ALL: [PendingReason; 9] = [
+    pub const ALL: [PendingReason; 10] = [
         PendingReason::Unschedulable,
         PendingReason::SchedulingGated,
         PendingReason::WaitingForDefinition,
         PendingReason::WaitingForMembers,
         PendingReason::WaitingForResourceClaims,
         PendingReason::WaitingForReservation,
+        PendingReason::WaitingForProvisioning,
         PendingReason::WaitingAtPermit,
         PendingReason::InvalidGroup,
         PendingReason::SchedulerError,

@@ -37,6 +37,33 @@ pub struct GangArgs {
     pub topology_levels: Vec<Arc<str>>,
     /// Reservations and backfill (`engine::reservations`).
     pub reservations: ReservationArgs,
+    /// ProvisioningRequests for gangs short of capacity
+    /// (`engine::provisioning`).
+    pub provisioning: ProvisioningArgs,
+}
+
+/// The ProvisioningRequest class asked for by default: all or nothing.
+pub const DEFAULT_PROVISIONING_CLASS: &str = "best-effort-atomic-scale-up.autoscaling.x-k8s.io";
+
+/// Settings (GangScheduling arguments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProvisioningArgs {
+    /// `provisioningRequests`: ask for capacity where the API is served.
+    pub enabled: bool,
+    /// `provisioningClassName`.
+    pub class: Arc<str>,
+    /// `maxProvisioningRequests`: live requests in the cluster at most.
+    pub max_requests: u32,
+}
+
+impl Default for ProvisioningArgs {
+    fn default() -> Self {
+        ProvisioningArgs {
+            enabled: true,
+            class: Arc::from(DEFAULT_PROVISIONING_CLASS),
+            max_requests: 100,
+        }
+    }
 }
 
 /// `reserveAfterSeconds`, `maxReservations`, `maxReservedFraction`,
@@ -80,6 +107,7 @@ impl Default for GangArgs {
             plan_whole_gangs: true,
             topology_levels: Vec::new(),
             reservations: ReservationArgs::default(),
+            provisioning: ProvisioningArgs::default(),
         }
     }
 }
@@ -157,6 +185,9 @@ struct WireArgs {
     max_reservations: Option<i64>,
     max_reserved_fraction: Option<f64>,
     reservation_timeout_seconds: Option<i64>,
+    provisioning_requests: Option<bool>,
+    provisioning_class_name: Option<String>,
+    max_provisioning_requests: Option<i64>,
 }
 
 /// `dialectTimeoutSeconds`: seconds per dialect.
@@ -197,6 +228,7 @@ fn timeout(field: String, s: i64) -> Result<Duration, ConfigError> {
 pub fn decode_args(path: &str, value: serde_json::Value) -> Result<GangArgs, ConfigError> {
     let raw: WireArgs = args::decode(path, value)?;
     let reservations = reservation_args(path, &raw)?;
+    let provisioning = provisioning_args(path, &raw)?;
     let d = GangArgs::default();
     let permit_waiting_time = match raw.permit_waiting_time_seconds {
         None => d.permit_waiting_time,
@@ -266,6 +298,38 @@ pub fn decode_args(path: &str, value: serde_json::Value) -> Result<GangArgs, Con
         plan_whole_gangs: raw.plan_whole_gangs.unwrap_or(true),
         topology_levels,
         reservations,
+        provisioning,
+    })
+}
+
+/// `provisioningRequests`, `provisioningClassName` (a class name of at most
+/// 253 characters), `maxProvisioningRequests` (0–10,000).
+fn provisioning_args(path: &str, raw: &WireArgs) -> Result<ProvisioningArgs, ConfigError> {
+    let d = ProvisioningArgs::default();
+    let class = match &raw.provisioning_class_name {
+        None => d.class,
+        Some(c) if !c.is_empty() && c.len() <= 253 => Arc::from(c.as_str()),
+        Some(_) => {
+            return Err(ConfigError::at(
+                format!("{path}.provisioningClassName"),
+                "must be 1 to 253 characters",
+            ));
+        }
+    };
+    let max_requests = match raw.max_provisioning_requests {
+        None => d.max_requests,
+        Some(n) if (0..=10_000).contains(&n) => n as u32,
+        Some(n) => {
+            return Err(ConfigError::at(
+                format!("{path}.maxProvisioningRequests"),
+                format!("must be between 0 and 10000, got {n}"),
+            ));
+        }
+    };
+    Ok(ProvisioningArgs {
+        enabled: raw.provisioning_requests.unwrap_or(d.enabled),
+        class,
+        max_requests,
     })
 }
 

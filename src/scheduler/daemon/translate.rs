@@ -148,6 +148,12 @@ impl Directory {
                 reason,
                 message,
             ),
+            // The engine asks for requests only once the daemon reports the
+            // API served (`ClusterEvent::Provisioning`), which it does not
+            // yet: no write is made for them.
+            Action::CreateProvisioningRequest { .. } | Action::DeleteProvisioningRequest { .. } => {
+                None
+            }
             Action::GroupReservation {
                 group,
                 reserved,
