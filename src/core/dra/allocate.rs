@@ -213,7 +213,17 @@ struct Slot {
     end: usize,
     /// How many of them to take (`Mode::All`: every one).
     need: usize,
+    /// One past the last candidate whose selectors failed to evaluate
+    /// (`start` when none did): the search may not stop short of it.
+    poison_end: usize,
 }
+
+/// A candidate whose selectors failed to evaluate: (its position in
+/// `flat`, the claim, the error). kube-scheduler's allocator evaluates a
+/// request's selectors on a device only when its search reaches the device
+/// free, and an error there ends the attempt; so does Muster's, at the same
+/// point of the same search.
+type Poison = (usize, usize, String);
 
 impl Plan {
     /// Resolves the claims' classes and selectors against `inv`; a class
@@ -389,6 +399,10 @@ impl Plan {
         let (mut have, mut matching, mut lacking) = (0usize, 0usize, 0usize);
         for i in inv.reachable_indexes(node.name, node.labels) {
             match Self::passes(c, i, inv, eval) {
+                // A device other claims hold is passed over before its
+                // selectors are evaluated; any other one, not yet enough
+                // devices found, is where upstream's search fails too.
+                Err(_) if !c.alternative.admin_access && in_use.holds(i, inv) => continue,
                 Err(f) => return Some(Err(f)),
                 Ok(false) => continue,
                 Ok(true) => {}
@@ -433,8 +447,14 @@ impl Plan {
         if inv.id() != self.inventory {
             return Err(self.stale());
         }
-        let incomplete = !inv.problems().is_empty();
+        // Asked only for `All` requests: the problems of pools reaching the
+        // node.
+        let mut incomplete: Option<bool> = None;
         let mut flat: Vec<u32> = Vec::new();
+        let mut poison: Vec<Poison> = Vec::new();
+        // A short alternative searched for its poisoned candidates: the
+        // reason when the search fails.
+        let mut poisoned_short: Option<Fail> = None;
         let mut slots: Vec<Slot> = Vec::with_capacity(self.choices.len());
         // The first alternative's shortfall, per request, for the message.
         let mut short: Option<Fail> = None;
@@ -450,9 +470,26 @@ impl Plan {
             }
             let start = flat.len();
             let (mut matching, mut lacking, mut all_usable) = (0usize, 0usize, true);
+            let (mut poisoned, mut poison_end) = (0usize, start);
             for i in inv.reachable_indexes(node.name, node.labels) {
-                if !Self::passes(c, i, inv, eval)? {
-                    continue;
+                match Self::passes(c, i, inv, eval) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    // Upstream evaluates every device for `All` before its
+                    // search: an error ends the attempt.
+                    Err(f) if c.alternative.mode == Mode::All => return Err(f),
+                    // Held by other claims: never evaluated upstream.
+                    Err(_) if !c.alternative.admin_access && in_use.holds(i, inv) => continue,
+                    Err(f) => {
+                        let Fail::Invalid { claim, message } = f else {
+                            return Err(f);
+                        };
+                        poison.push((flat.len(), claim, message));
+                        flat.push(i);
+                        poisoned += 1;
+                        poison_end = flat.len();
+                        continue;
+                    }
                 }
                 matching += 1;
                 match usable(c, i, in_use, inv)? {
@@ -468,20 +505,30 @@ impl Plan {
                     Use::Lacking => lacking += 1,
                 }
             }
-            let have = flat.len() - start;
+            let have = flat.len() - start - poisoned;
             let (need, enough) = match c.alternative.mode {
                 Mode::Exact(n) => (n as usize, have >= n as usize),
-                Mode::All => (have, all_usable && !incomplete && have > 0),
+                Mode::All => (
+                    have,
+                    all_usable
+                        && have > 0
+                        && !*incomplete
+                            .get_or_insert_with(|| inv.problems_reach(node.name, node.labels)),
+                ),
             };
             if !enough {
-                flat.truncate(start);
-                short.get_or_insert(Fail::Short {
+                let fail = Fail::Short {
                     choice: i,
                     have,
                     taken: matching - have - lacking,
                     lacking,
-                });
-                continue;
+                };
+                if poisoned == 0 {
+                    flat.truncate(start);
+                    short.get_or_insert(fail);
+                    continue;
+                }
+                poisoned_short.get_or_insert(fail);
             }
             slots.push(Slot {
                 choice: i,
@@ -489,6 +536,7 @@ impl Plan {
                 start,
                 end: flat.len(),
                 need,
+                poison_end,
             });
         }
         if let Some(last) = self.choices.last()
@@ -501,6 +549,7 @@ impl Plan {
             inv,
             slots: &slots,
             flat: &flat,
+            poison: &poison,
             in_use,
             consumed: Vec::new(),
             chosen: Vec::new(),
@@ -511,9 +560,9 @@ impl Plan {
         if search.request(0)? {
             return Ok(found(&search));
         }
-        Err(Fail::Constraints {
+        Err(poisoned_short.unwrap_or(Fail::Constraints {
             claim: search.failed_claim.unwrap_or(0),
-        })
+        }))
     }
 
     /// Whether `d` passes the alternative's selectors (its class's, then
@@ -772,6 +821,8 @@ struct Search<'s, 'a> {
     slots: &'s [Slot],
     /// Candidates, by device index.
     flat: &'s [u32],
+    /// The candidates whose selectors failed to evaluate, by position.
+    poison: &'s [Poison],
     /// Devices (and counters) held by other claims.
     in_use: &'s InUse,
     /// The counters the choices so far consume, beside `in_use`'s.
@@ -814,13 +865,28 @@ impl<'a> Search<'_, 'a> {
         }
         let left = slot.need - picked;
         let mut i = from;
-        while i + left <= slot.end {
+        // Too few candidates left ends the try, unless a poisoned one is
+        // still ahead: upstream's search reaches it.
+        while i < slot.end && (i + left <= slot.end || i < slot.poison_end) {
             let d = self.flat[i];
+            let at = i;
             i += 1;
             self.steps = self.steps.saturating_add(1);
             if self.steps > self.budget.steps {
                 return Err(Fail::TooComplex {
                     steps: self.budget.steps,
+                });
+            }
+            if at < slot.poison_end
+                && let Ok(k) = self.poison.binary_search_by_key(&at, |p| p.0)
+            {
+                if self.taken_now(slot.choice, d) {
+                    continue;
+                }
+                let (_, claim, message) = &self.poison[k];
+                return Err(Fail::Invalid {
+                    claim: *claim,
+                    message: message.clone(),
                 });
             }
             if !self.fits(slot.choice, d) {
@@ -884,6 +950,20 @@ impl<'a> Search<'_, 'a> {
         capacity::fits(&want, &used, &dev.device)
     }
 
+    /// Whether the choices so far keep `choice` from the device at index
+    /// `d`: a device that allows one allocation, chosen already (with admin
+    /// access: by the same claim; another claim's allocation does not keep
+    /// a monitor out, as upstream's allocator lets it in).
+    fn taken_now(&self, choice: usize, d: u32) -> bool {
+        if self.inv.flags(d) & SHARED != 0 {
+            return false;
+        }
+        let c = &self.plan.choices[choice];
+        self.chosen.iter().any(|(o, dev)| {
+            *dev == d && (!c.alternative.admin_access || self.plan.choices[*o].claim == c.claim)
+        })
+    }
+
     /// Whether the device at index `d` can be added to the choices so far.
     fn fits(&self, choice: usize, d: u32) -> bool {
         let c = &self.plan.choices[choice];
@@ -894,7 +974,7 @@ impl<'a> Search<'_, 'a> {
             if self.chosen.iter().any(|(_, o)| *o == d) && !self.share_fits(choice, d) {
                 return false;
             }
-        } else if self.chosen.iter().any(|(_, o)| *o == d) {
+        } else if self.taken_now(choice, d) {
             return false;
         }
         // Candidates are free of other claims already (or monitored with

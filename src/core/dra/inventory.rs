@@ -120,6 +120,9 @@ pub struct Pool {
     /// Why the pool's devices cannot be used, when they cannot.
     pub problem: Option<String>,
     pub devices: Vec<PoolDevice>,
+    /// With a problem: where its newest slices (or, with
+    /// `perDeviceNodeSelection`, their devices) reach.
+    pub problem_reach: Vec<Reach>,
     /// The node every device of the pool is local to, when there is one:
     /// then what its devices consume of its counters reaches no other node.
     pub node: Option<Arc<str>>,
@@ -165,6 +168,12 @@ pub struct Inventory {
     devices: u32,
     /// Why pools cannot be used, one line each.
     problems: Vec<String>,
+    /// Where each pool with a problem reaches (the reach of its newest
+    /// slices): `All` requests refuse on those nodes only, as the upstream
+    /// allocator gathers only the pools with a slice for the node.
+    problem_reach: Vec<Vec<Reach>>,
+    /// A problem not tied to a pool (an unreadable slice): every node.
+    problem_anywhere: bool,
     /// Selector (by source) → its verdicts, kept as long as the inventory (a
     /// device changes only with its slice, which makes a new inventory).
     verdicts: dashmap::DashMap<Arc<str>, Verdicts, foldhash::fast::RandomState>,
@@ -276,7 +285,10 @@ impl Inventory {
             inv.devices = inv
                 .devices
                 .saturating_add(u32::try_from(pool.devices.len()).unwrap_or(u32::MAX));
-            inv.problems.extend(pool.problem.clone());
+            if let Some(problem) = &pool.problem {
+                inv.problems.push(problem.clone());
+                inv.problem_reach.push(pool.problem_reach.clone());
+            }
             inv.pools.push(pool);
         }
         for (node, devices) in local {
@@ -288,7 +300,28 @@ impl Inventory {
         inv
     }
 
-    fn pool(&mut self, driver: Arc<str>, name: Arc<str>, slices: Vec<&Slice>) -> Pool {
+    /// The pool of `slices` (one driver's, one pool name's), with where it
+    /// reaches when it has a problem.
+    fn pool(&mut self, driver: Arc<str>, name: Arc<str>, mut slices: Vec<&Slice>) -> Pool {
+        // Slices in name order, as kube-scheduler 1.37's allocator visits
+        // them: the first devices that fit are the same ones.
+        slices.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut pool = self.pool_of(driver, name, &slices);
+        if pool.problem.is_some() {
+            let newest = slices.iter().map(|s| s.generation).max().unwrap_or(0);
+            for s in slices.iter().filter(|s| s.generation == newest) {
+                match &s.reach {
+                    Some(r) => pool.problem_reach.push(r.clone()),
+                    None => pool
+                        .problem_reach
+                        .extend(s.devices.iter().filter_map(|d| d.reach.clone())),
+                }
+            }
+        }
+        pool
+    }
+
+    fn pool_of(&mut self, driver: Arc<str>, name: Arc<str>, slices: &[&Slice]) -> Pool {
         let mut pool = Pool {
             driver: driver.clone(),
             name: name.clone(),
@@ -427,6 +460,18 @@ impl Inventory {
     /// refuse to allocate while it stands.
     pub fn note_problem(&mut self, problem: String) {
         self.problems.push(problem);
+        self.problem_anywhere = true;
+    }
+
+    /// Whether a pool with a problem has slices reaching `node` (or a
+    /// problem is not tied to a pool): an `All` request cannot know all the
+    /// node's devices there.
+    pub fn problems_reach(&self, node: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.problem_anywhere
+            || self
+                .problem_reach
+                .iter()
+                .any(|reach| reach.iter().any(|r| r.reaches(node, labels)))
     }
 
     /// Why pools cannot be used (incomplete, inconsistent), one line each.
@@ -445,8 +490,11 @@ impl Inventory {
             .filter_map(|i| self.device_at(i))
     }
 
-    /// `reachable`, as devices' indexes: a node's own are read from one
-    /// slice, without touching the devices.
+    /// `reachable`, as devices' indexes in inventory order (pools by driver
+    /// and name, slices by name, devices as published: the order
+    /// kube-scheduler's allocator tries them in): a node's own are read from
+    /// one slice, without touching the devices, and merged with those
+    /// reaching it by selector or everywhere.
     pub fn reachable_indexes<'a>(
         &'a self,
         node: &'a str,
@@ -473,7 +521,10 @@ impl Inventory {
         let kept = kept
             .into_iter()
             .flat_map(|k| (0..k.len()).filter_map(move |j| k.get(j).copied()));
-        local.iter().copied().chain(matched).chain(kept)
+        Ascending {
+            a: local.iter().copied().peekable(),
+            b: matched.chain(kept).peekable(),
+        }
     }
 
     /// The devices of `shared` reaching `node`, matched once per label set
@@ -599,6 +650,24 @@ impl Inventory {
     /// The device, in a complete pool.
     pub fn device(&self, id: &DeviceId) -> Option<&PoolDevice> {
         self.at(self.by_id.get(id)?)
+    }
+}
+
+/// Two ascending sequences of device indexes, merged in order.
+struct Ascending<A: Iterator<Item = u32>, B: Iterator<Item = u32>> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<A: Iterator<Item = u32>, B: Iterator<Item = u32>> Iterator for Ascending<A, B> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        match (self.a.peek(), self.b.peek()) {
+            (Some(x), Some(y)) if y < x => self.b.next(),
+            (Some(_), _) => self.a.next(),
+            (None, _) => self.b.next(),
+        }
     }
 }
 

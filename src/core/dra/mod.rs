@@ -21,6 +21,8 @@ pub mod write;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upstream_tests;
 
 pub use allocate::{Budget, NodeView, Plan, Unfit, allocate};
 pub use inventory::{InUse, Inventory};

@@ -9,13 +9,13 @@ use super::model::ConstraintKind;
 use super::*;
 use crate::model::Quantity;
 
-const DRIVER: &str = "gpu.example.com";
+pub(super) const DRIVER: &str = "gpu.example.com";
 
-fn slice(name: &str, node: &str, devices: Json) -> Slice {
+pub(super) fn slice(name: &str, node: &str, devices: Json) -> Slice {
     slice_in(name, node, name, 0, 1, devices)
 }
 
-fn slice_in(
+pub(super) fn slice_in(
     name: &str,
     node: &str,
     pool: &str,
@@ -36,7 +36,7 @@ fn slice_in(
     Slice::from_api(&s).unwrap()
 }
 
-fn gpu(name: &str, clique: &str, memory: &str) -> Json {
+pub(super) fn gpu(name: &str, clique: &str, memory: &str) -> Json {
     json!({
         "name": name,
         "attributes": {"model": {"string": "h100"}, "clique": {"string": clique}, "driverVersion": {"version": "1.2.3"}},
@@ -53,15 +53,15 @@ fn class(name: &str, selector: &str) -> DeviceClass {
     DeviceClass::from_api(&c).unwrap()
 }
 
-fn gpus() -> DeviceClass {
+pub(super) fn gpus() -> DeviceClass {
     class("gpu", "device.driver == 'gpu.example.com'")
 }
 
-fn claim(spec: Json) -> Claim {
+pub(super) fn claim(spec: Json) -> Claim {
     claim_with(spec, Json::Null)
 }
 
-fn claim_with(spec: Json, status: Json) -> Claim {
+pub(super) fn claim_with(spec: Json, status: Json) -> Claim {
     let c: api::ResourceClaim = serde_json::from_value(json!({
         "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
         "spec": spec,
@@ -71,7 +71,7 @@ fn claim_with(spec: Json, status: Json) -> Claim {
     Claim::from_api(&c).unwrap()
 }
 
-fn exact(name: &str, count: i64) -> Json {
+pub(super) fn exact(name: &str, count: i64) -> Json {
     json!({"name": name, "exactly": {"deviceClassName": "gpu", "count": count}})
 }
 
@@ -79,7 +79,7 @@ fn labels() -> BTreeMap<String, String> {
     BTreeMap::new()
 }
 
-fn run(
+pub(super) fn run(
     claims: &[&Claim],
     node: &str,
     inv: &Inventory,
@@ -99,7 +99,7 @@ fn run(
     )
 }
 
-fn devices(a: &Allocation) -> Vec<&str> {
+pub(super) fn devices(a: &Allocation) -> Vec<&str> {
     a.results.iter().map(|r| &*r.device.device).collect()
 }
 
@@ -756,7 +756,7 @@ fn bandwidth(name: &str, amount: &str) -> Json {
         "capacity": {"requests": {"bandwidth": amount}}}})
 }
 
-fn named(c: Json, name: &str, uid: &str) -> Claim {
+pub(super) fn named(c: Json, name: &str, uid: &str) -> Claim {
     let c: api::ResourceClaim = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "ns", "uid": uid},
         "spec": c,
