@@ -605,6 +605,56 @@ type Access = (String, String, String);
 
 /// Grants that no recorded call exercises, each with the reason it is kept.
 const UNEXERCISED_ALLOWED: &[(&str, &str, &str, &str)] = &[
+    // Atomic scale-up: the recorded cluster has no node pools, so it does not
+    // serve autoscaling.x-k8s.io (tests/autoscale_e2e.rs exercises these).
+    (
+        "list",
+        "autoscaling.x-k8s.io",
+        "provisioningrequests",
+        "the informer of the requests Muster made (tests/autoscale_e2e.rs)",
+    ),
+    (
+        "watch",
+        "autoscaling.x-k8s.io",
+        "provisioningrequests",
+        "the informer of the requests Muster made (tests/autoscale_e2e.rs)",
+    ),
+    (
+        "create",
+        "autoscaling.x-k8s.io",
+        "provisioningrequests",
+        "one request per gang short of capacity (tests/autoscale_e2e.rs)",
+    ),
+    (
+        "delete",
+        "autoscaling.x-k8s.io",
+        "provisioningrequests",
+        "a request goes when its gang starts (tests/autoscale_e2e.rs)",
+    ),
+    (
+        "list",
+        "",
+        "podtemplates",
+        "a request's templates, found by label to delete them (tests/autoscale_e2e.rs)",
+    ),
+    (
+        "create",
+        "",
+        "podtemplates",
+        "a request's templates (tests/autoscale_e2e.rs)",
+    ),
+    (
+        "delete",
+        "",
+        "podtemplates",
+        "a request's templates go with it (tests/autoscale_e2e.rs)",
+    ),
+    (
+        "get",
+        "",
+        "pods",
+        "a member read to copy its scheduling fields into a template (tests/autoscale_e2e.rs)",
+    ),
     // The recorded run keeps Muster's lease: a graceful stop releases it with
     // an update, and `create` happens once. Nothing else is granted unexercised
     // but VolumeBinding's PreBind writes, which tests/volumes_e2e.rs exercises

@@ -6,6 +6,7 @@
 mod common;
 mod e2e;
 
+mod autoscale_e2e;
 mod autoscale_gangs;
 mod autoscale_sim;
 mod chaos;

@@ -106,6 +106,18 @@ pub enum ApiCall {
     },
     /// Set (`Some`) or clear (`None`) the pod's `status.nominatedNodeName`.
     Nominate { pod: PodKey, node: Option<Arc<str>> },
+    /// Create a ProvisioningRequest with one PodTemplate per pod set (the
+    /// scheduling-relevant fields of the member named, read from the API).
+    CreateProvisioningRequest {
+        namespace: Arc<str>,
+        name: Arc<str>,
+        class: Arc<str>,
+        /// The group's name, as a label on what is created.
+        group: Arc<str>,
+        pod_sets: Vec<(PodKey, u32)>,
+    },
+    /// Delete a ProvisioningRequest and its PodTemplates (gone is done).
+    DeleteProvisioningRequest { namespace: Arc<str>, name: Arc<str> },
 }
 
 /// The object a call writes (for an event: the object it is about). Calls
@@ -188,6 +200,14 @@ impl ApiCall {
                 namespace: namespace.clone(),
                 name: name.clone(),
             },
+            ApiCall::CreateProvisioningRequest {
+                namespace, name, ..
+            }
+            | ApiCall::DeleteProvisioningRequest { namespace, name } => ObjectId::Other {
+                kind: "ProvisioningRequest".into(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            },
         }
     }
 
@@ -215,6 +235,8 @@ impl ApiCall {
             ApiCall::GroupCondition { .. } | ApiCall::GroupStatus { .. } => "group_status",
             ApiCall::Preempt { .. } => "preempt",
             ApiCall::Nominate { .. } => "nominate",
+            ApiCall::CreateProvisioningRequest { .. }
+            | ApiCall::DeleteProvisioningRequest { .. } => "provisioning_request",
         }
     }
 }

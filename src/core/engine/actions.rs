@@ -60,17 +60,14 @@ pub enum Action {
         uid: Arc<str>,
         claims: Vec<PodKey>,
     },
-    /// Create a ProvisioningRequest `name` in the group's namespace, owned
-    /// by the group's definition object: one PodTemplate per pod set (the
-    /// scheduling-relevant fields of `template_of`, not its name), `count`
-    /// each, of `class`; annotate each of `consumers` with
-    /// `autoscaling.x-k8s.io/consume-provisioning-request: <name>`.
+    /// Create a ProvisioningRequest `name` in the group's namespace: one
+    /// PodTemplate per pod set (the scheduling-relevant fields of
+    /// `template_of`, not its name), `count` each, of `class`.
     CreateProvisioningRequest {
         group: GroupKey,
         name: Arc<str>,
         class: Arc<str>,
         pod_sets: Vec<super::provisioning::PodSet>,
-        consumers: Vec<PodKey>,
     },
     /// Delete the ProvisioningRequest (and its PodTemplates).
     DeleteProvisioningRequest { namespace: Arc<str>, name: Arc<str> },

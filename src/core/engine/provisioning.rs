@@ -218,7 +218,6 @@ impl Engine {
             name: name.clone(),
             class: args.class.clone(),
             pod_sets: sets,
-            consumers: members.iter().map(|m| m.key.clone()).collect(),
         });
         let message = format!(
             "ProvisioningRequest {name} ({}) created for {total} member(s): capacity is missing",

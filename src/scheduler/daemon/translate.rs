@@ -148,11 +148,23 @@ impl Directory {
                 reason,
                 message,
             ),
-            // The engine asks for requests only once the daemon reports the
-            // API served (`ClusterEvent::Provisioning`), which it does not
-            // yet: no write is made for them.
-            Action::CreateProvisioningRequest { .. } | Action::DeleteProvisioningRequest { .. } => {
-                None
+            Action::CreateProvisioningRequest {
+                group,
+                name,
+                class,
+                pod_sets,
+            } => Some(ApiCall::CreateProvisioningRequest {
+                namespace: group.definition.namespace.clone(),
+                name,
+                class,
+                group: group.definition.name.clone(),
+                pod_sets: pod_sets
+                    .into_iter()
+                    .map(|s| (s.template_of, s.count))
+                    .collect(),
+            }),
+            Action::DeleteProvisioningRequest { namespace, name } => {
+                Some(ApiCall::DeleteProvisioningRequest { namespace, name })
             }
             Action::GroupReservation {
                 group,

@@ -104,6 +104,16 @@ pub(super) async fn attempt_with(
             uid,
             message,
         } => preempt(client, victim, uid, message).await,
+        ApiCall::CreateProvisioningRequest {
+            namespace,
+            name,
+            class,
+            group,
+            pod_sets,
+        } => super::provisioning::create(client, namespace, name, class, group, pod_sets).await,
+        ApiCall::DeleteProvisioningRequest { namespace, name } => {
+            super::provisioning::delete(client, namespace, name).await
+        }
         ApiCall::Nominate { pod, node } => {
             let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
             let patch = nomination_patch(node.as_deref());

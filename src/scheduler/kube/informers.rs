@@ -226,6 +226,19 @@ pub fn informers(
             relist: Relist::new(),
         }));
     }
+    all.push(served(
+        &client,
+        ServedKind {
+            informer: "provisioningrequests.autoscaling.x-k8s.io",
+            group: "autoscaling.x-k8s.io",
+            versions: &["v1"],
+            kind: "ProvisioningRequest",
+            plural: "provisioningrequests",
+        },
+        &tx,
+        recheck,
+        super::provisioning::Requests::default,
+    ));
     for source in OWNER_SOURCES {
         let kind = ServedKind::of_owners(source);
         all.push(served(&client, kind, &tx, recheck, move || Owners {
@@ -956,6 +969,16 @@ fn object_key_of(o: &DynamicObject) -> String {
     )
 }
 
+impl ServedHandler for super::provisioning::Requests {
+    fn on_event(&mut self, ev: Event<DynamicObject>) -> Vec<Observed> {
+        super::provisioning::Requests::on_event(self, ev)
+    }
+
+    fn retract_all(self) -> Vec<Observed> {
+        super::provisioning::Requests::retract_all(self)
+    }
+}
+
 /// A group-definition kind's watch: the definitions each object declares.
 struct Definitions {
     source: &'static DefinitionSource,
@@ -1268,14 +1291,19 @@ mod tests {
             names.len(),
             "duplicate informer names: {names:?}"
         );
-        let expected =
-            KINDS.len() + DEFINITION_SOURCES.len() + TOPOLOGY_SOURCES.len() + OWNER_SOURCES.len();
+        // The kinds, every source, and the ProvisioningRequests Muster made.
+        let expected = KINDS.len()
+            + DEFINITION_SOURCES.len()
+            + TOPOLOGY_SOURCES.len()
+            + OWNER_SOURCES.len()
+            + 1;
         assert_eq!(names.len(), expected);
         for name in [
             "nodes",
             "pods",
             "podgroups.scheduling.k8s.io",
             "podgroups.scheduling.x-k8s.io",
+            "provisioningrequests.autoscaling.x-k8s.io",
         ] {
             assert!(unique.contains(name), "{name} is not watched");
         }

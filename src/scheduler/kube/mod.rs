@@ -10,5 +10,6 @@ pub mod fence;
 pub mod informers;
 pub mod leader;
 pub mod objects;
+pub mod provisioning;
 pub mod review;
 pub mod writer;
