@@ -25,6 +25,7 @@
 //! is planned afresh once its victims are gone, with the nominated room
 //! held for it against less important pods.
 
+use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
@@ -38,12 +39,15 @@ use crate::framework::lifecycle::Refusal;
 use crate::framework::{EventSet, QueueingEvent};
 use crate::gang::PlacementTry;
 use crate::model::{GroupKey, PodInfo, PreemptionPolicy, Resources};
-use crate::preemption::{Cost, VictimUnit, reprieve_order, units_of};
+use crate::preemption::{Cost, GangFacts, VictimUnit, reprieve_order, units_of};
 use crate::queue::{QueueGroup, Requeue};
 
 /// Placements evaluated in full per gang preemption; when a required level
-/// has more domains, the most promising are kept (`shortlist`).
-const MAX_CANDIDATE_PLACEMENTS: usize = 8;
+/// has more domains, the most promising are kept (`shortlist`). Whatever
+/// is chosen, its victims are offered to every placement afterwards
+/// (`spare_elsewhere`), so the bound trades only how cheap the choice is
+/// among domains, never minimality.
+const MAX_CANDIDATE_PLACEMENTS: usize = 4;
 
 /// What evicting units costs, in `Cost`'s order: whether a budget
 /// protects one of their pods, their highest priority, their pods.
@@ -78,6 +82,10 @@ pub(super) struct Preemptor<'a> {
     /// resource): room bounds counted with it are optimistic for every
     /// member, so they never rule out a plan that would fit.
     pub least: crate::model::Resources,
+    /// What each gang in the way is (`Engine::gang_facts`), asked once per
+    /// preemption: every placement try meets the same gangs, and what-if
+    /// edits change no gang's membership.
+    gangs: RefCell<HashMap<GroupKey, Option<GangFacts>>>,
 }
 
 impl Engine {
@@ -134,6 +142,7 @@ impl Engine {
             min_count,
             priority,
             least: least_of(members),
+            gangs: RefCell::default(),
         };
         let mut candidates = Vec::new();
         for t in &tries {
@@ -158,8 +167,11 @@ impl Engine {
     /// The placements worth evaluating, at most
     /// [`MAX_CANDIDATE_PLACEMENTS`]: those whose nodes could hold `needed`
     /// members (one like `per_member` each) were every lower-priority pod
-    /// gone, the ones whose most important such pod is least important
-    /// first, then those with fewer such pods; ties keep the given order.
+    /// gone, ranked by what clearing their cheapest nodes would evict: the
+    /// nodes that would hold the members, fewest such pods first, are
+    /// taken until they would hold `needed`; the placements whose most
+    /// important pod among them is least important come first, then those
+    /// with fewer pods on them; ties keep the given order.
     fn shortlist(
         &self,
         tries: &[PlacementTry],
@@ -177,12 +189,29 @@ impl Engine {
                 ranked.push(((i32::MIN, 0), at));
                 continue;
             };
+            let mut nodes: Vec<(usize, i32, u64)> = r
+                .nodes
+                .iter()
+                .filter_map(|&i| self.cache.nodes().get(i))
+                .map(|node| {
+                    let (free, highest, pods) = self.clearing(node, priority);
+                    (
+                        pods,
+                        highest,
+                        crate::gang::copies_fitting(&free, per_member),
+                    )
+                })
+                .filter(|&(_, _, copies)| copies > 0)
+                .collect();
+            nodes.sort_unstable();
             let (mut room, mut top, mut count) = (0u64, i32::MIN, 0usize);
-            for node in r.nodes.iter().filter_map(|&i| self.cache.nodes().get(i)) {
-                let (free, highest, pods) = self.clearing(node, priority);
+            for (pods, highest, copies) in nodes {
+                if room >= needed {
+                    break;
+                }
                 top = top.max(highest);
                 count = count.saturating_add(pods);
-                room = room.saturating_add(crate::gang::copies_fitting(&free, per_member));
+                room = room.saturating_add(copies);
             }
             if room >= needed {
                 ranked.push(((top, count), at));
@@ -263,7 +292,7 @@ impl Engine {
                 let _ = self.cache.what_if_remove(&key, &mut edits);
             }
         }
-        let units = units_of(in_way, gang.priority, &|p| self.gang_facts(p));
+        let units = units_of(in_way, gang.priority, &|p| self.gang_facts_once(gang, p));
         if units.is_empty() && edits.is_empty() {
             // Nothing to take off: the plan that failed would fail again.
             return None;
@@ -308,6 +337,7 @@ impl Engine {
         .into_iter()
         .flatten()
         {
+            let sel = self.trimmed(gang, scope, &units, sel);
             if sel.len() < units.len() && !selections.contains(&sel) {
                 selections.push(sel);
             }
@@ -319,8 +349,9 @@ impl Engine {
             for key in chosen.iter().flat_map(|u| u.keys()) {
                 let _ = self.cache.what_if_remove(key, edits);
             }
+            let keys: Vec<_> = chosen.iter().flat_map(|u| u.keys().cloned()).collect();
             let found = self.reprieve_units(gang, t, chosen, edits, batches);
-            for key in units.iter().flat_map(|u| u.keys()) {
+            for key in &keys {
                 self.cache.what_if_restore(key, edits);
             }
             if let Some(c) = found
@@ -338,6 +369,19 @@ impl Engine {
             let _ = self.cache.what_if_remove(key, edits);
         }
         self.reprieve_units(gang, t, units, edits, batches)
+    }
+
+    /// `gang_facts`, remembered for the length of one preemption.
+    fn gang_facts_once(&self, gang: &Preemptor, p: &PodInfo) -> Option<(GroupKey, GangFacts)> {
+        let group = p.group.key()?;
+        if let Some(known) = gang.gangs.borrow().get(group) {
+            return known.clone().map(|f| (group.clone(), f));
+        }
+        let found = self.gang_facts(p);
+        gang.gangs
+            .borrow_mut()
+            .insert(group.clone(), found.as_ref().map(|(_, f)| f.clone()));
+        found
     }
 
     /// Free room per node of `scope` as the table stands, and how many
@@ -386,6 +430,67 @@ impl Engine {
             }
         }
         added
+    }
+
+    /// `taken` less each unit the room count does without, most important
+    /// first (the reprieve's order): units a selection took on its way to
+    /// the room it needed that later units made needless (taking units one
+    /// by one in cost order, a node is freed only by its last unit, and
+    /// the units taken before it on other nodes free nothing whole).
+    /// Judged by resources alone, as the selections are; the reprieve then
+    /// checks what is left against real plans.
+    fn trimmed(
+        &self,
+        gang: &Preemptor,
+        scope: &[usize],
+        units: &[VictimUnit],
+        mut taken: Vec<usize>,
+    ) -> Vec<usize> {
+        let needed = u64::try_from(gang.needed).unwrap_or(u64::MAX);
+        let (mut free, mut room) = self.room_by_node(gang, scope);
+        for &at in &taken {
+            room = room.saturating_add(self.take_off(gang, &units[at], &mut free));
+        }
+        // Units are listed most important first (`units_of`).
+        taken.sort_unstable();
+        taken.retain(|&at| {
+            let lost = self.put_on(gang, &units[at], &mut free);
+            if room.saturating_sub(lost) >= needed {
+                room = room.saturating_sub(lost);
+                false
+            } else {
+                self.take_off(gang, &units[at], &mut free);
+                true
+            }
+        });
+        taken
+    }
+
+    /// Puts `unit` back on the room count (its pods inside the scope of
+    /// `free` only); returns the room it takes.
+    fn put_on(
+        &self,
+        gang: &Preemptor,
+        unit: &VictimUnit,
+        free: &mut HashMap<usize, (Resources, u64)>,
+    ) -> u64 {
+        let mut lost = 0u64;
+        for p in &unit.pods {
+            let Some(i) = p
+                .node_name
+                .as_deref()
+                .and_then(|n| self.cache.node_index(n))
+            else {
+                continue;
+            };
+            if let Some((f, copies)) = free.get_mut(&i) {
+                f.sub(&p.requests);
+                let now = crate::gang::copies_fitting(f, &gang.least);
+                lost = lost.saturating_add(copies.saturating_sub(now));
+                *copies = now;
+            }
+        }
+        lost
     }
 
     /// The units, in `Cost`'s order — one a budget protects last, then the
@@ -542,14 +647,16 @@ impl Engine {
         let mut batches = Batches::take_fresh(&mut self.batches);
         let victims = std::mem::take(&mut chosen.victims);
         let budgets = self.cache.facts().budgets.clone();
+        let mut room = TryRoom::new(self, tries, &gang.least);
         let mut kept = Vec::new();
         for (unit, violates) in reprieve_order(victims, &budgets) {
             for key in unit.keys() {
                 self.cache.what_if_restore(key, &mut edits);
             }
+            room.update(self, &unit, &gang.least);
             let mut moved = None;
-            for t in tries {
-                if self.room_in(t, &gang.least) < needed {
+            for (at, t) in tries.iter().enumerate() {
+                if room.of(at) < needed {
                     continue;
                 }
                 if let Ok(held) = self.hold_plan(gang, t, &mut batches) {
@@ -568,6 +675,7 @@ impl Engine {
                     for key in unit.keys() {
                         let _ = self.cache.what_if_remove(key, &mut edits);
                     }
+                    room.update(self, &unit, &gang.least);
                     kept.push((unit, violates));
                 }
             }
@@ -661,6 +769,88 @@ impl Engine {
                 ),
                 now,
             );
+        }
+    }
+}
+
+/// How many members like the least one each placement try's nodes hold as
+/// the table stands, kept up to date as units are put back and taken off
+/// again (`spare_elsewhere` asks it of every try for every unit).
+struct TryRoom {
+    /// Members each node holds.
+    copies: Vec<u64>,
+    /// Each try's room: the sum over its nodes.
+    room: Vec<u64>,
+    /// The tries each node is in (a try of the whole cluster holds every
+    /// node and is listed in `everywhere` instead).
+    tries_of: HashMap<usize, Vec<usize>>,
+    everywhere: Vec<usize>,
+}
+
+impl TryRoom {
+    fn new(engine: &Engine, tries: &[PlacementTry], least: &Resources) -> Self {
+        let nodes = engine.cache.nodes();
+        let copies: Vec<u64> = nodes
+            .iter()
+            .map(|n| crate::gang::copies_fitting(&n.free(), least))
+            .collect();
+        let total = copies.iter().fold(0u64, |a, &c| a.saturating_add(c));
+        let mut room = Vec::with_capacity(tries.len());
+        let mut tries_of: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut everywhere = Vec::new();
+        for (at, t) in tries.iter().enumerate() {
+            match &t.restriction {
+                Some(r) => {
+                    let mut sum = 0u64;
+                    for &i in &r.nodes {
+                        sum = sum.saturating_add(copies.get(i).copied().unwrap_or(0));
+                        tries_of.entry(i).or_default().push(at);
+                    }
+                    room.push(sum);
+                }
+                None => {
+                    everywhere.push(at);
+                    room.push(total);
+                }
+            }
+        }
+        TryRoom {
+            copies,
+            room,
+            tries_of,
+            everywhere,
+        }
+    }
+
+    fn of(&self, at: usize) -> u64 {
+        self.room.get(at).copied().unwrap_or(0)
+    }
+
+    /// Counts again the nodes `unit`'s pods sit on.
+    fn update(&mut self, engine: &Engine, unit: &VictimUnit, least: &Resources) {
+        let nodes = engine.cache.nodes();
+        for p in &unit.pods {
+            let Some(i) = p
+                .node_name
+                .as_deref()
+                .and_then(|n| engine.cache.node_index(n))
+            else {
+                continue;
+            };
+            let (Some(node), Some(old)) = (nodes.get(i), self.copies.get(i).copied()) else {
+                continue;
+            };
+            let now = crate::gang::copies_fitting(&node.free(), least);
+            if now == old {
+                continue;
+            }
+            self.copies[i] = now;
+            let tries = self.tries_of.get(&i).into_iter().flatten();
+            for &at in tries.chain(self.everywhere.iter()) {
+                if let Some(r) = self.room.get_mut(at) {
+                    *r = r.saturating_add(now).saturating_sub(old);
+                }
+            }
         }
     }
 }
