@@ -165,6 +165,16 @@ pub struct Options {
     pub kube_scheduler: bool,
     /// Extra kube-apiserver flags, after the harness's own (a repeated flag wins).
     pub apiserver_args: Vec<String>,
+    /// A KubeSchedulerConfiguration (JSON) for kube-scheduler, passed with
+    /// `--config`; the harness sets its `clientConnection.kubeconfig` and
+    /// turns leader election off. `None`: kube-scheduler's defaults.
+    pub kube_scheduler_config: Option<Value>,
+    /// Extra kube-scheduler flags, after the harness's own.
+    pub kube_scheduler_args: Vec<String>,
+    /// Extra kube-controller-manager flags, after the harness's own (e.g.
+    /// `--kube-api-qps`: its default 20 requests a second paces the
+    /// resourceclaim controller's claims under load).
+    pub controller_manager_args: Vec<String>,
 }
 
 /// One running process of the control plane.
@@ -185,6 +195,9 @@ pub struct RealCluster {
     pub ca_file: PathBuf,
     /// How long each step of the start took, in order.
     pub timings: Vec<(&'static str, Duration)>,
+    /// kube-scheduler's secure serving address (`/metrics`, `/debug/pprof`),
+    /// when it runs.
+    pub kube_scheduler_addr: Option<SocketAddr>,
     dir: Option<tempfile::TempDir>,
     path: PathBuf,
     procs: Vec<Proc>,
@@ -246,6 +259,7 @@ impl RealCluster {
             kubeconfig: path.join("admin.kubeconfig"),
             ca_file: path.join("pki/ca.crt"),
             timings: Vec::new(),
+            kube_scheduler_addr: None,
             dir: Some(dir),
             path: path.clone(),
             procs: Vec::new(),
@@ -390,7 +404,10 @@ impl RealCluster {
                 "--use-service-account-credentials=true".into(),
                 "--leader-elect=false".into(),
                 format!("--feature-gates={FEATURE_GATES}"),
-            ],
+            ]
+            .into_iter()
+            .chain(options.controller_manager_args.iter().cloned())
+            .collect(),
         );
         c.spawn(
             &bin,
@@ -407,21 +424,30 @@ impl RealCluster {
         );
         if options.kube_scheduler {
             let kubeconfig = p(&path.join("kube-scheduler.kubeconfig"));
-            c.spawn(
-                &bin,
-                "kube-scheduler",
-                vec![
-                    format!("--kubeconfig={kubeconfig}"),
-                    format!("--authentication-kubeconfig={kubeconfig}"),
-                    format!("--authorization-kubeconfig={kubeconfig}"),
-                    "--authentication-skip-lookup=true".into(),
-                    "--bind-address=127.0.0.1".into(),
-                    format!("--secure-port={sched_port}"),
-                    format!("--cert-dir={}", p(&path.join("kube-scheduler"))),
-                    "--leader-elect=false".into(),
-                    format!("--feature-gates={FEATURE_GATES}"),
-                ],
-            );
+            let mut args = vec![
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--authentication-kubeconfig={kubeconfig}"),
+                format!("--authorization-kubeconfig={kubeconfig}"),
+                "--authentication-skip-lookup=true".into(),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={sched_port}"),
+                format!("--cert-dir={}", p(&path.join("kube-scheduler"))),
+                "--leader-elect=false".into(),
+                format!("--feature-gates={FEATURE_GATES}"),
+            ];
+            if let Some(config) = &options.kube_scheduler_config {
+                let mut config = config.clone();
+                config["apiVersion"] = json!("kubescheduler.config.k8s.io/v1");
+                config["kind"] = json!("KubeSchedulerConfiguration");
+                config["clientConnection"]["kubeconfig"] = json!(kubeconfig);
+                config["leaderElection"]["leaderElect"] = json!(false);
+                let file = path.join("kube-scheduler-config.json");
+                fs::write(&file, config.to_string()).expect("write kube-scheduler's config");
+                args.push(format!("--config={}", p(&file)));
+            }
+            args.extend(options.kube_scheduler_args.iter().cloned());
+            c.spawn(&bin, "kube-scheduler", args);
+            c.kube_scheduler_addr = Some(SocketAddr::from(([127, 0, 0, 1], sched_port)));
         }
         let local = |port| SocketAddr::from(([127, 0, 0, 1], port));
         c.wait_healthy(
@@ -510,6 +536,23 @@ impl RealCluster {
             .await
             .expect("client configuration");
         kube::Client::try_from(config).expect("client")
+    }
+
+    /// The process id of component `name` (`etcd`, `kube-apiserver`,
+    /// `kube-controller-manager`, `kwok`, `kube-scheduler`), if it runs.
+    pub fn pid(&self, name: &str) -> Option<u32> {
+        self.procs
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.child.id())
+    }
+
+    /// A file holding the admin's bearer token (for clients that read a
+    /// token file, e.g. `muster load --scheduler-token-file`).
+    pub fn admin_token_file(&self) -> PathBuf {
+        let path = self.path.join("admin.token");
+        fs::write(&path, ADMIN_TOKEN).expect("write the admin token");
+        path
     }
 
     /// The directory holding the cluster's files and logs (`logs/NAME.log`).

@@ -52,6 +52,12 @@ pub struct LoadArgs {
     /// a scheduler run on the same cluster.
     #[arg(long)]
     pub bind_directly: bool,
+    /// `spec.schedulerName` of the scenario's pods, instead of the
+    /// scenario's `schedulerName` (e.g. `default-scheduler` to load
+    /// kube-scheduler with a scenario written for Muster). Not with
+    /// --bind-directly, whose pods name the null scheduler.
+    #[arg(long, conflicts_with = "bind_directly")]
+    pub scheduler_name: Option<String>,
     /// report.json of a --bind-directly run of the same shape on the same
     /// machine: throughput is also given as a ratio to it.
     #[arg(long)]
@@ -94,6 +100,9 @@ pub async fn run(args: LoadArgs) -> Result<()> {
     let mut scenario = Scenario::load(&args.scenario)?;
     if args.bind_directly {
         scenario = null_variant(scenario);
+    }
+    if let Some(name) = &args.scheduler_name {
+        scenario = for_scheduler(scenario, name)?;
     }
     let ceiling = match &args.ceiling {
         Some(path) => Some(read_ceiling(path)?),
@@ -190,6 +199,15 @@ pub fn null_variant(mut scenario: Scenario) -> Scenario {
         *expect = None;
     }
     scenario
+}
+
+/// The scenario with its pods made for scheduler `name`.
+pub fn for_scheduler(mut scenario: Scenario, name: &str) -> Result<Scenario> {
+    if name.trim().is_empty() {
+        bail!("--scheduler-name must not be empty");
+    }
+    scenario.scheduler_name = name.into();
+    Ok(scenario)
 }
 
 fn read_ceiling(path: &Path) -> Result<Ceiling> {
@@ -411,7 +429,26 @@ struct Snapshot {
 
 #[cfg(test)]
 mod tests {
-    use super::cpu_ms_per_pod;
+    use super::{cpu_ms_per_pod, for_scheduler};
+    use crate::scenario::Scenario;
+
+    #[test]
+    fn scheduler_name_replaces_the_scenarios_in_every_pod() {
+        let scenario = Scenario::parse(
+            "name: s\nnodes: [{namePrefix: n, count: 1, capacity: {cpu: 1, memory: 1Gi, pods: 10}}]\n\
+             workloads: [{pods: {namePrefix: p, count: 2, requests: {cpu: 100m}}}]\n",
+            "s.yaml",
+        )
+        .expect("scenario");
+        let scenario = for_scheduler(scenario, "default-scheduler").expect("renamed");
+        let plan = scenario.plan();
+        let pods = plan.workloads[0].pods();
+        assert_eq!(pods.len(), 2);
+        for pod in pods {
+            assert_eq!(pod.object["spec"]["schedulerName"], "default-scheduler");
+        }
+        assert!(for_scheduler(scenario, " ").is_err());
+    }
 
     #[test]
     fn cpu_per_pod_is_milliseconds_per_pod_bound_and_absent_without_pods() {
