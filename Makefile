@@ -8,7 +8,7 @@ TOOLS := $(CURDIR)/.tools
 export MUSTER_KUBECTL ?= $(TOOLS)/kubectl
 export MUSTER_HELM ?= $(TOOLS)/helm
 
-.PHONY: all build run test tools upstream fmt lint core unit alerts bench bench-load bench-explain bench-memory sim-scale chaos fuzz fuzz-keep oracle image clean
+.PHONY: all build run test tools upstream fmt lint core unit alerts bench bench-load bench-real bench-explain bench-memory sim-scale chaos fuzz fuzz-keep oracle image clean
 
 all: build
 
@@ -114,6 +114,15 @@ bench-explain:
 ## LOAD_SCENARIOS=perf-gangs-15k,perf-gangs-50k,perf-plain-50k,perf-gangs-5k-50k.
 bench-load:
 	$(CARGO) bench --bench load
+
+## Head to head on a real API server: each real-* scenario three ways on a
+## fresh control plane of the pinned upstream components (etcd,
+## kube-apiserver 1.37, kube-controller-manager, kwok): the null scheduler,
+## kube-scheduler 1.37 with the Workload API gates on, and `muster run`;
+## prints the table (docs/performance.md). REAL_LOAD_SCENARIOS=a,b and
+## REAL_LOAD_SCHEDULERS=ceiling,kube-scheduler,muster pick a subset.
+bench-real: upstream
+	$(CARGO) bench --bench real_load
 
 ## Bytes the engine holds per node and per pod for a scenario's objects;
 ## MEMORY_SCENARIO=<path>, default perf-gangs-15k.
