@@ -24,6 +24,7 @@ use cel::extractors::This;
 use cel::objects::Opaque;
 use cel::{Context, Env, ExecutionError, Program, Value};
 
+use super::cel_check::{Env as CheckEnv, check};
 use super::limits;
 use super::model::{Attr, Device};
 use crate::model::Quantity;
@@ -51,7 +52,7 @@ impl PartialEq for Selector {
 
 fn env() -> Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
-    ENV.get_or_init(|| Arc::new(Env::stdlib())).clone()
+    ENV.get_or_init(|| Arc::new(super::cel_libs::env())).clone()
 }
 
 impl Selector {
@@ -61,6 +62,15 @@ impl Selector {
     /// too much. The simulated API server's admission uses the same check.
     pub fn compile(source: &str) -> Result<Self, String> {
         compiled(source, Self::compile_uncached)
+    }
+
+    /// `compile`, in the stricter environment the API server admits new
+    /// objects with (`cel_check::Env::New`).
+    pub fn compile_new(source: &str) -> Result<Self, String> {
+        let selector = Self::compile(source)?;
+        check(selector.program.expression(), CheckEnv::New)
+            .map_err(|e| format!("compilation failed: {e}"))?;
+        Ok(selector)
     }
 
     fn compile_uncached(source: &str) -> Result<Self, String> {
@@ -88,7 +98,8 @@ impl Selector {
                 Ok(Err(e)) => return Err(format!("compilation failed: {e}")),
                 Err(_) => return Err("compilation failed: the expression cannot be parsed".into()),
             };
-        let mut declared = vec![DEVICE.to_string(), "cel".to_string()];
+        let mut declared = vec![DEVICE.to_string()];
+        declared.extend(["cel", "sets", "lists", "strings", "ip"].map(String::from));
         declared_names(program.expression(), &mut declared);
         let references = program.references();
         let mut undeclared: Vec<&str> = references
@@ -100,6 +111,9 @@ impl Selector {
         if let Some(v) = undeclared.first() {
             return Err(format!("compilation failed: undeclared reference to '{v}'"));
         }
+        // Types, as upstream checks them when it compiles the expression.
+        check(program.expression(), CheckEnv::Stored)
+            .map_err(|e| format!("compilation failed: {e}"))?;
         let cost = estimated_cost(program.expression());
         if cost > limits::MAX_CEL_COST {
             return Err(format!(
@@ -483,6 +497,7 @@ impl Evaluator {
                 }),
             );
         }
+        super::cel_libs::register(&mut root);
         Evaluator { root }
     }
 

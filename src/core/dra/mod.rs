@@ -13,6 +13,8 @@ pub mod allocate;
 pub mod audit;
 pub mod capacity;
 pub mod cel;
+pub mod cel_check;
+pub mod cel_libs;
 pub mod domains;
 pub mod extended;
 pub mod inventory;

@@ -118,3 +118,34 @@ fn devices_are_tried_in_upstream_order() {
     let got = run(&[&one], "n1", &inv, &InUse::default()).unwrap();
     assert_eq!(devices(&got[0]), ["g-a"]);
 }
+
+#[test]
+fn the_kubernetes_cel_libraries_evaluate() {
+    let s = slice("n1", "n1", json!([gpu("g0", "a", "80Gi")]));
+    let d = cel::device_value(DRIVER, &s.devices[0]);
+    let eval = cel::Evaluator::new();
+    for expr in [
+        "device.attributes['gpu.example.com'].model.upperAscii() == 'H100'",
+        "device.attributes['gpu.example.com'].model.split('1').size() == 2",
+        "'%s-%d'.format(['a', 1]) == 'a-1'",
+        "sets.contains(['h100', 'a100'], [device.attributes['gpu.example.com'].model])",
+        "[3, 1, 2].max() == 3 && [1, 2, 3].sum() == 6 && [1, 2, 3].isSorted()",
+        "[1, 2, 3].indexOf(2) == 1 && 'abc'.indexOf('c') == 2",
+        "isQuantity('10Gi') && !isQuantity('ten') && isSemver('1.2.3')",
+        "cidr('10.0.0.0/8').containsIP(ip('10.1.2.3')) && ip('::1').isLoopback()",
+        "url('https://x.example.com:8443/a').getPort() == '8443' && !isURL('not a url')",
+        "cel.bind(m, device.attributes['gpu.example.com'].model, m == 'a100' || m == 'h100')",
+    ] {
+        let sel = cel::Selector::compile(expr).unwrap();
+        assert_eq!(eval.matches(&sel, &d), Ok(true), "{expr}");
+    }
+    // Refused when compiled, for their types.
+    for expr in [
+        "device.nosuch == 'x'",
+        "quantity(1)",
+        "[1, 2].map(x, x * 2)",
+        "device.attributes['gpu.example.com'].model.reverse() == '001h'",
+    ] {
+        assert!(cel::Selector::compile(expr).is_err(), "{expr}");
+    }
+}

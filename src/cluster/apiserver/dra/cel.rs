@@ -1,17 +1,20 @@
 //! Admission's compile step for the CEL device selectors of
 //! `resource.k8s.io` (`selectors[].cel.expression` in claims, claim
 //! templates and device classes), with the scheduler's own compiler
-//! (`muster_core::dra::cel::Selector::compile`): the expression must parse,
-//! stay within the length, nesting and cost limits, and reference no
-//! variable but `device` (and those its own macros declare). Evaluation
-//! against devices is the scheduler's business, not the API server's.
+//! (`muster_core::dra::cel::Selector::compile_new`, the stricter
+//! environment the API server admits new objects with): the expression must
+//! parse, stay within the length, nesting and cost limits, reference no
+//! variable but `device` (and those its own macros declare), and type-check
+//! as upstream's does (`bool` result, fields of `device` that exist,
+//! functions called with their overloads). Evaluation against devices is
+//! the scheduler's business, not the API server's.
 
 /// The longest expression accepted, in bytes (upstream's 10 Ki limit).
 pub const MAX_EXPRESSION_BYTES: usize = muster_core::dra::limits::MAX_CEL_LENGTH;
 
 /// Why `expr` does not compile, if it does not.
 pub fn compile_error(expr: &str) -> Option<String> {
-    muster_core::dra::cel::Selector::compile(expr).err()
+    muster_core::dra::cel::Selector::compile_new(expr).err()
 }
 
 #[cfg(test)]
