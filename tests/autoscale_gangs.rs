@@ -152,3 +152,59 @@ fn nothing_is_asked_where_the_api_is_not_served_or_for_a_gang_that_fits() {
     assert_eq!(h.bound_members(&group_key("small")), 1);
     assert!(created(&h).is_empty());
 }
+
+#[test]
+fn a_gang_with_a_preemption_delay_evicts_nobody_while_its_request_is_pending() {
+    let mut profile = ProfileConfig::new(SCHEDULER, Framework::default());
+    let mut args = GangArgs {
+        dialect_timeouts: DialectTimeouts::UNIFORM,
+        ..GangArgs::default()
+    };
+    args.provisioning.preemption_delay = Duration::from_secs(5);
+    profile.gang = Some(args);
+    let mut h = Harness::with_config(EngineConfig::new(vec![profile]));
+    h.add_node(node("n0", 4000, 64));
+    let now = h.now();
+    h.engine.on_event(
+        ClusterEvent::Provisioning(ProvisioningChange::Served(true)),
+        now,
+    );
+    h.put_pod(muster::driver::fixtures::pod("low", 4000, 1));
+    h.settle();
+    assert!(h.node_of(&PodKey::new("default", "low")).is_some());
+    let g = group_key("vip");
+    h.put_def(gang_def("vip", 2, 1));
+    for i in 0..2 {
+        let mut m = member(&format!("vip-{i}"), &g, 2000, 1);
+        m.priority = 100;
+        h.put_pod(m);
+    }
+    h.settle();
+    let preempted = |h: &Harness| {
+        h.actions_where(|a| matches!(a, Action::Preempt { .. }))
+            .len()
+    };
+    assert_eq!(preempted(&h), 0, "nobody evicted within the delay");
+    let made = created(&h);
+    assert_eq!(made.len(), 1, "the delay gives the autoscaler its chance");
+    // Past the delay, the request still pending: still nobody.
+    for _ in 0..10 {
+        h.advance(Duration::from_secs(1));
+        h.put_pod(muster::driver::fixtures::pod("noise", 100_000, 1));
+        h.delete_pod(&PodKey::new("default", "noise"));
+    }
+    assert_eq!(
+        preempted(&h),
+        0,
+        "nobody evicted while the request is pending"
+    );
+    // The request fails: the gang preempts.
+    status(&mut h, &made[0].0, RequestState::Failed);
+    h.advance(Duration::from_secs(1));
+    assert_eq!(
+        preempted(&h),
+        1,
+        "the low pod is evicted once the request failed"
+    );
+    h.check_invariants().expect("invariants");
+}

@@ -8,6 +8,7 @@ mod e2e;
 
 mod autoscale_e2e;
 mod autoscale_gangs;
+mod autoscale_properties;
 mod autoscale_sim;
 mod chaos;
 mod cli_run;

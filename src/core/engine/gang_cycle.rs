@@ -155,8 +155,12 @@ impl Engine {
                     // No domain has room as the cluster stands: preemption
                     // weighs every domain of the required level.
                     let domains = self.gang.required_domains(&group, &self.cache);
-                    match self.preempt_for_gang(&group, &members, needed, min_count, &domains, now)
-                    {
+                    let outcome = match self.preemption_wait(&group, &members[0], now) {
+                        Some(wait) => super::preempt_gang::GangPreemption::NotDone(Some(wait)),
+                        None => self
+                            .preempt_for_gang(&group, &members, needed, min_count, &domains, now),
+                    };
+                    match outcome {
                         super::preempt_gang::GangPreemption::Done => return,
                         super::preempt_gang::GangPreemption::NotDone(note) => {
                             if let Some(note) = note {
@@ -262,7 +266,11 @@ impl Engine {
             true => tries,
             false => self.with_every_required_domain(&members[0], &group, needed, tries),
         };
-        let note = match self.preempt_for_gang(&group, &members, needed, min_count, &weigh, now) {
+        let outcome = match self.preemption_wait(&group, &members[0], now) {
+            Some(wait) => super::preempt_gang::GangPreemption::NotDone(Some(wait)),
+            None => self.preempt_for_gang(&group, &members, needed, min_count, &weigh, now),
+        };
+        let note = match outcome {
             super::preempt_gang::GangPreemption::Done => return,
             super::preempt_gang::GangPreemption::NotDone(note) => note,
         };

@@ -109,6 +109,8 @@ pub(super) struct Provisioning {
     retry: BTreeMap<GroupKey, (Instant, Duration)>,
     /// Requests made, for unique names.
     made: u64,
+    /// Gang → since when its gang cycles fail (the preemption delay's start).
+    failing_since: BTreeMap<GroupKey, Instant>,
 }
 
 impl Provisioning {
@@ -322,8 +324,52 @@ impl Engine {
         }
     }
 
+    /// Whether the gang may preempt now, or why it waits: the preemption
+    /// delay from its first failed gang cycle, and the outcome of its
+    /// pending ProvisioningRequest. The gate is in front of the gang's
+    /// PostFilter (preemption); `None` lets it run.
+    pub(super) fn preemption_wait(
+        &mut self,
+        group: &GroupKey,
+        first: &PodInfo,
+        now: Instant,
+    ) -> Option<String> {
+        let args = self.gang.args_for(first).provisioning.clone();
+        let since = *self
+            .provisioning
+            .failing_since
+            .entry(group.clone())
+            .or_insert(now);
+        let waited = now.saturating_duration_since(since);
+        if waited < args.preemption_delay {
+            return Some(format!(
+                "preemption delayed: waiting {}s of preemptionDelaySeconds {} before evicting anyone",
+                (args.preemption_delay - waited).as_secs(),
+                args.preemption_delay.as_secs()
+            ));
+        }
+        match self.provisioning.live.get(group) {
+            Some(r) if args.wait_before_preempting && r.state == RequestState::Pending => {
+                Some(format!(
+                    "preemption waits for the outcome of ProvisioningRequest {}",
+                    r.name
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// When the preemption delay of a gang ends, if it is running.
+    pub fn preemption_delay_ends(&self, group: &GroupKey, delay: Duration) -> Option<Instant> {
+        self.provisioning
+            .failing_since
+            .get(group)
+            .map(|t| crate::model::deadline::after(*t, delay))
+    }
+
     /// The gang started or went: its request is deleted.
     pub(super) fn provisioning_done(&mut self, group: &GroupKey) {
+        self.provisioning.failing_since.remove(group);
         self.provisioning.retry.remove(group);
         if let Some(r) = self.provisioning.live.remove(group) {
             self.outbox.push(Action::DeleteProvisioningRequest {
@@ -340,6 +386,7 @@ impl Engine {
             .live
             .keys()
             .chain(self.provisioning.retry.keys())
+            .chain(self.provisioning.failing_since.keys())
             .filter(|g| &g.definition == def)
             .cloned()
             .collect();

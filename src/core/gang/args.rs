@@ -54,6 +54,12 @@ pub struct ProvisioningArgs {
     pub class: Arc<str>,
     /// `maxProvisioningRequests`: live requests in the cluster at most.
     pub max_requests: u32,
+    /// `preemptionDelaySeconds`: a gang that could preempt waits this long
+    /// (from its first failed gang cycle) before it evicts anyone.
+    pub preemption_delay: Duration,
+    /// `waitForProvisioningBeforePreemption`: while the gang's request is
+    /// pending it evicts nobody.
+    pub wait_before_preempting: bool,
 }
 
 impl Default for ProvisioningArgs {
@@ -62,6 +68,8 @@ impl Default for ProvisioningArgs {
             enabled: true,
             class: Arc::from(DEFAULT_PROVISIONING_CLASS),
             max_requests: 100,
+            preemption_delay: Duration::ZERO,
+            wait_before_preempting: true,
         }
     }
 }
@@ -188,6 +196,8 @@ struct WireArgs {
     provisioning_requests: Option<bool>,
     provisioning_class_name: Option<String>,
     max_provisioning_requests: Option<i64>,
+    preemption_delay_seconds: Option<i64>,
+    wait_for_provisioning_before_preemption: Option<bool>,
 }
 
 /// `dialectTimeoutSeconds`: seconds per dialect.
@@ -326,10 +336,29 @@ fn provisioning_args(path: &str, raw: &WireArgs) -> Result<ProvisioningArgs, Con
             ));
         }
     };
+    let preemption_delay = match raw.preemption_delay_seconds {
+        None => d.preemption_delay,
+        Some(s) if s >= 0 && s.unsigned_abs() <= MAX_SCHEDULE_TIMEOUT.as_secs() => {
+            Duration::from_secs(s.unsigned_abs())
+        }
+        Some(s) => {
+            return Err(ConfigError::at(
+                format!("{path}.preemptionDelaySeconds"),
+                format!(
+                    "must be between 0 and {} (24 hours), got {s}",
+                    MAX_SCHEDULE_TIMEOUT.as_secs()
+                ),
+            ));
+        }
+    };
     Ok(ProvisioningArgs {
         enabled: raw.provisioning_requests.unwrap_or(d.enabled),
         class,
         max_requests,
+        preemption_delay,
+        wait_before_preempting: raw
+            .wait_for_provisioning_before_preemption
+            .unwrap_or(d.wait_before_preempting),
     })
 }
 
