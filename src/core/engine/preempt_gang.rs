@@ -233,15 +233,21 @@ impl Engine {
         node: &crate::cache::NodeState,
         priority: i32,
     ) -> (crate::model::Resources, i32, usize) {
-        let mut free = node.free();
+        // Counted from what the pods use, not from `free`: a node holding
+        // a nominated pod beside the victims being cleared for it is
+        // overcommitted until they go, and its free room, floored at none,
+        // would come back as room the nominated pod holds.
+        let mut used = node.requested.clone();
         let (mut highest, mut pods) = (i32::MIN, 0usize);
         for p in node.pods.iter().filter(|p| p.priority < priority) {
-            free.add(&p.requests);
+            used.sub(&p.requests);
             if !self.is_going(p) {
                 highest = highest.max(p.priority);
                 pods += 1;
             }
         }
+        let mut free = node.info.allocatable.clone();
+        free.sub(&used);
         (free, highest, pods)
     }
 
@@ -390,16 +396,20 @@ impl Engine {
         &self,
         gang: &Preemptor,
         scope: &[usize],
-    ) -> (HashMap<usize, (Resources, u64)>, u64) {
+    ) -> (HashMap<usize, NodeRoom>, u64) {
         let nodes = self.cache.nodes();
         let mut free = HashMap::new();
         let mut room = 0u64;
         for &i in scope {
             if let Some(node) = nodes.get(i) {
-                let f = node.free();
-                let copies = crate::gang::copies_fitting(&f, &gang.least);
-                room = room.saturating_add(copies);
-                free.insert(i, (f, copies));
+                let mut r = NodeRoom {
+                    allocatable: node.info.allocatable.clone(),
+                    used: node.requested.clone(),
+                    copies: 0,
+                };
+                r.copies = r.count(&gang.least);
+                room = room.saturating_add(r.copies);
+                free.insert(i, r);
             }
         }
         (free, room)
@@ -411,7 +421,7 @@ impl Engine {
         &self,
         gang: &Preemptor,
         unit: &VictimUnit,
-        free: &mut HashMap<usize, (Resources, u64)>,
+        free: &mut HashMap<usize, NodeRoom>,
     ) -> u64 {
         let mut added = 0u64;
         for p in &unit.pods {
@@ -422,11 +432,11 @@ impl Engine {
             else {
                 continue;
             };
-            if let Some((f, copies)) = free.get_mut(&i) {
-                f.add(&p.requests);
-                let now = crate::gang::copies_fitting(f, &gang.least);
-                added = added.saturating_add(now.saturating_sub(*copies));
-                *copies = now;
+            if let Some(r) = free.get_mut(&i) {
+                r.used.sub(&p.requests);
+                let now = r.count(&gang.least);
+                added = added.saturating_add(now.saturating_sub(r.copies));
+                r.copies = now;
             }
         }
         added
@@ -472,7 +482,7 @@ impl Engine {
         &self,
         gang: &Preemptor,
         unit: &VictimUnit,
-        free: &mut HashMap<usize, (Resources, u64)>,
+        free: &mut HashMap<usize, NodeRoom>,
     ) -> u64 {
         let mut lost = 0u64;
         for p in &unit.pods {
@@ -483,11 +493,11 @@ impl Engine {
             else {
                 continue;
             };
-            if let Some((f, copies)) = free.get_mut(&i) {
-                f.sub(&p.requests);
-                let now = crate::gang::copies_fitting(f, &gang.least);
-                lost = lost.saturating_add(copies.saturating_sub(now));
-                *copies = now;
+            if let Some(r) = free.get_mut(&i) {
+                r.used.add(&p.requests);
+                let now = r.count(&gang.least);
+                lost = lost.saturating_add(r.copies.saturating_sub(now));
+                r.copies = now;
             }
         }
         lost
@@ -770,6 +780,24 @@ impl Engine {
                 now,
             );
         }
+    }
+}
+
+/// A node's room as the selections count it: counted from what its pods use
+/// (units taken off give theirs back), not from its free room, which is
+/// floored at none on a node overcommitted by a nominated pod.
+pub(super) struct NodeRoom {
+    allocatable: Resources,
+    used: Resources,
+    /// Members like the least one it holds.
+    copies: u64,
+}
+
+impl NodeRoom {
+    fn count(&self, least: &Resources) -> u64 {
+        let mut free = self.allocatable.clone();
+        free.sub(&self.used);
+        crate::gang::copies_fitting(&free, least)
     }
 }
 
