@@ -423,23 +423,45 @@ impl Engine {
         unit: &VictimUnit,
         free: &mut HashMap<usize, NodeRoom>,
     ) -> u64 {
-        let mut added = 0u64;
+        self.shift(gang, unit, free, Resources::sub)
+    }
+
+    /// Puts `unit` back on the room count (its pods inside the scope of
+    /// `free` only); returns the room it takes.
+    fn put_on(
+        &self,
+        gang: &Preemptor,
+        unit: &VictimUnit,
+        free: &mut HashMap<usize, NodeRoom>,
+    ) -> u64 {
+        self.shift(gang, unit, free, Resources::add)
+    }
+
+    /// Applies `change` to what each node of `free` that `unit`'s pods sit
+    /// on uses, by their requests; returns how far the room moved.
+    fn shift(
+        &self,
+        gang: &Preemptor,
+        unit: &VictimUnit,
+        free: &mut HashMap<usize, NodeRoom>,
+        change: fn(&mut Resources, &Resources),
+    ) -> u64 {
+        let mut moved = 0u64;
         for p in &unit.pods {
-            let Some(i) = p
+            let Some(r) = p
                 .node_name
                 .as_deref()
                 .and_then(|n| self.cache.node_index(n))
+                .and_then(|i| free.get_mut(&i))
             else {
                 continue;
             };
-            if let Some(r) = free.get_mut(&i) {
-                r.used.sub(&p.requests);
-                let now = r.count(&gang.least);
-                added = added.saturating_add(now.saturating_sub(r.copies));
-                r.copies = now;
-            }
+            change(&mut r.used, &p.requests);
+            let now = r.count(&gang.least);
+            moved = moved.saturating_add(now.abs_diff(r.copies));
+            r.copies = now;
         }
-        added
+        moved
     }
 
     /// `taken` less each unit the room count does without, most important
@@ -474,33 +496,6 @@ impl Engine {
             }
         });
         taken
-    }
-
-    /// Puts `unit` back on the room count (its pods inside the scope of
-    /// `free` only); returns the room it takes.
-    fn put_on(
-        &self,
-        gang: &Preemptor,
-        unit: &VictimUnit,
-        free: &mut HashMap<usize, NodeRoom>,
-    ) -> u64 {
-        let mut lost = 0u64;
-        for p in &unit.pods {
-            let Some(i) = p
-                .node_name
-                .as_deref()
-                .and_then(|n| self.cache.node_index(n))
-            else {
-                continue;
-            };
-            if let Some(r) = free.get_mut(&i) {
-                r.used.add(&p.requests);
-                let now = r.count(&gang.least);
-                lost = lost.saturating_add(r.copies.saturating_sub(now));
-                r.copies = now;
-            }
-        }
-        lost
     }
 
     /// The units, in `Cost`'s order — one a budget protects last, then the
